@@ -1,0 +1,100 @@
+// Device: an accelerator that compiles kernel source to a module, holds buffers, launches and times.
+// CpuDevice compiles C/C++ in-process with Clang/LLVM (ORC LLJIT); CudaDevice and HipDevice load their
+// driver and run-time compiler with dlopen, so one build runs with or without a GPU.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernelevolve/spec.hpp"
+
+namespace kernelevolve {
+
+struct DeviceInfo {
+  std::string id;    // "cpu", "cuda:0", "hip:1"
+  std::string kind;  // "cpu", "cuda", "hip": times are only compared within a kind and name
+  std::string name;  // the processor's model name
+  int compute_units = 0;  // cores or SMs/CUs
+  int vector_bits = 0;    // widest SIMD register on a CPU; warp size * 32 on a GPU
+  // Ceilings for the roofline. peak_bytes_per_s is a measured copy (bytes read plus written);
+  // peak_flops_per_s a measured or datasheet FMA rate. floor_bytes_per_s is an upper bound on any
+  // memory traffic rate (caches included), used only to call a time impossible.
+  double peak_bytes_per_s = 0;
+  double peak_flops_per_s = 0;
+  double floor_bytes_per_s = 0;
+  std::map<std::string, std::string> properties;  // anything else worth printing
+};
+
+// What to compile: the source, its language and entry, the signature (for the CPU call trampoline),
+// the tunables as macros and any extra flags.
+struct KernelSource {
+  std::string source;
+  Language language = Language::c;
+  std::string entry;
+  std::vector<Param> params;
+  Bindings defines;
+  std::vector<std::string> flags;
+};
+
+// A compiled, loaded kernel. Its resources (registers, shared memory, spills) where the device knows them.
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual std::map<std::string, std::int64_t> resources() const { return {}; }
+};
+
+struct CompileResult {
+  std::shared_ptr<Kernel> kernel;  // null when compilation failed
+  std::string log;                 // diagnostics, kept on the node
+  double compile_ms = 0;
+  bool cached = false;
+  bool ok() const { return kernel != nullptr; }
+};
+
+// Device memory. data() is the value passed to the kernel: a host address on the CPU, a device pointer on a GPU.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual std::size_t bytes() const = 0;
+  virtual void* data() = 0;
+  virtual void upload(const void* host, std::size_t bytes) = 0;
+  virtual void download(void* host, std::size_t bytes) const = 0;
+};
+
+struct LaunchDims {
+  std::int64_t grid[3] = {1, 1, 1};
+  std::int64_t block[3] = {1, 1, 1};
+  std::int64_t shared_bytes = 0;
+};
+
+struct LaunchResult {
+  bool ok = true;
+  std::string error;   // the launch failure, when !ok
+  double time_us = 0;  // when timed: device events on a GPU, the host's steady clock on the CPU
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  // The device's description; ceilings are measured once, on first call, and cached.
+  virtual const DeviceInfo& info() = 0;
+  // Compiles and loads; failures are a result with the log. Modules are cached by source and options.
+  virtual CompileResult compile(const KernelSource& source) = 0;
+  virtual std::unique_ptr<Buffer> allocate(std::size_t bytes) = 0;
+  // Runs the kernel once and waits for it. args[i] points at param i's value: for a buffer, at a
+  // void* holding its Buffer::data(); for a size or scalar, at a value of the param's dtype.
+  // When timed, caches are flushed first if flush_cache and the device can.
+  virtual LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed = false,
+                              bool flush_cache = false) = 0;
+};
+
+// Opens a device by id: "cpu", "cuda", "cuda:N", "hip", "hip:N". Throws Error(DeviceUnavailable)
+// with the reason when it is absent, Error(BadUsage) when the id is malformed.
+std::shared_ptr<Device> open_device(const std::string& id);
+// The devices present, described (ceilings are not measured here).
+std::vector<DeviceInfo> list_devices();
+
+}  // namespace kernelevolve

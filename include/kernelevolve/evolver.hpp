@@ -1,0 +1,58 @@
+// Evolver: composes the parts and runs the search loop: select parent(s), mutate, evaluate, record;
+// stops by rule and returns the fastest correct kernel with its lineage.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernelevolve/fitness.hpp"
+#include "kernelevolve/mutator.hpp"
+#include "kernelevolve/search_graph.hpp"
+#include "kernelevolve/selection.hpp"
+#include "kernelevolve/spec.hpp"
+#include "kernelevolve/stop_rule.hpp"
+
+namespace kernelevolve {
+
+struct RunResult {
+  NodeId seed = -1;
+  std::optional<NodeId> best;  // the fastest ok node (the seed if nothing beat it); none if the seed failed
+  std::string stop_reason;
+  SearchState state;
+  std::int64_t mutator_failures = 0;
+};
+
+// Receives progress. Called on the thread that runs the Evolver.
+class Observer {
+ public:
+  virtual ~Observer() = default;
+  virtual void on_start(const Spec&, const DeviceInfo&) {}
+  virtual void on_node(const Node&, const SearchState&) {}
+  virtual void on_finish(const RunResult&, const SearchGraph&) {}
+};
+
+struct EvolverOptions {
+  std::uint64_t seed = 1;  // seeds selection, mutation and the evaluator's inputs
+  // Consecutive mutator failures (or proposals of known points) after which the search stops.
+  int max_consecutive_mutator_failures = 64;
+};
+
+class Evolver {
+ public:
+  Evolver(Spec spec, std::shared_ptr<FitnessEvaluator> evaluator, std::shared_ptr<Mutator> mutator,
+          std::shared_ptr<SelectionPolicy> policy, std::shared_ptr<StopRule> stop, EvolverOptions options = {});
+  ~Evolver();
+  void add_observer(Observer* observer);  // not owned; must outlive run()
+  // Evaluates the seed, then searches until the stop rule fires or the space is exhausted.
+  RunResult run();
+  const SearchGraph& graph() const;
+  const Spec& spec() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kernelevolve

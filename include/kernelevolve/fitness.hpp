@@ -1,0 +1,95 @@
+// FitnessEvaluator: compiles, verifies and times a candidate against the spec's reference on a device
+// (the fitness protocol of DESIGN.md). Fitness is the geometric-mean speedup over the seed across workloads.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernelevolve/candidate.hpp"
+#include "kernelevolve/device.hpp"
+#include "kernelevolve/spec.hpp"
+
+namespace kernelevolve {
+
+enum class Status { pending, ok, compile_error, incorrect, crashed, timeout, invalid };
+const char* to_string(Status);
+std::optional<Status> parse_status(const std::string&);
+
+// The worst element seen when comparing a candidate's output with the reference's.
+struct Mismatch {
+  std::string buffer;
+  std::size_t workload = 0;
+  int trial = 0;
+  std::int64_t index = -1;
+  double got = 0, expected = 0;
+  double excess = 0;  // |got - expected| - (atol + rtol*|expected|); > 0 fails; +inf for NaN
+};
+
+struct WorkloadTiming {
+  double median_us = 0;
+  double min_us = 0;
+  double max_us = 0;
+  double mad_us = 0;  // median absolute deviation: the spread
+  int samples = 0;
+};
+
+struct Evaluation {
+  Status status = Status::pending;
+  std::string message;      // why it is not ok, in one line (or a note when ok)
+  std::string compile_log;
+  double compile_ms = 0;
+  std::vector<WorkloadTiming> timings;  // one per workload, when ok
+  std::optional<Mismatch> worst;
+  std::map<std::string, std::int64_t> resources;
+  std::vector<double> median_us() const;
+};
+
+struct EvalOptions {
+  int trials = 5;            // verification trials per workload, each with fresh inputs
+  int warmup = 2;            // untimed launches before timing
+  int min_reps = 5;          // timed launches per workload, at least
+  int max_reps = 200;        // and at most
+  double target_ms = 60;     // timed launches stop once their sum passes this
+  int input_sets = 3;        // inputs rotated among this many buffer sets while timing
+  bool flush_cache = true;   // on GPUs, flush L2 between timed launches
+  bool check_roofline = true;
+};
+
+class FitnessEvaluator {
+ public:
+  virtual ~FitnessEvaluator() = default;
+  // Evaluates one candidate. A bad candidate is a status, never an exception. `input_seed` seeds the
+  // random inputs, so every evaluation draws fresh ones.
+  virtual Evaluation evaluate(const Candidate& candidate, std::uint64_t input_seed) = 0;
+  virtual DeviceInfo device_info() = 0;
+};
+
+// Evaluates in the calling process. Fast, but a crashing candidate takes the process with it: use it for
+// candidates you trust (your own template under parameter search); the worker evaluator isolates the rest.
+class LocalEvaluator final : public FitnessEvaluator {
+ public:
+  // The reference runs on `reference_device` (the spec's reference.device, or `device` when null).
+  LocalEvaluator(Spec spec, std::shared_ptr<Device> device, EvalOptions options = {},
+                 std::shared_ptr<Device> reference_device = nullptr);
+  ~LocalEvaluator() override;
+  Evaluation evaluate(const Candidate& candidate, std::uint64_t input_seed) override;
+  DeviceInfo device_info() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Geometric-mean speedup of `candidate` over `baseline` across workloads (both ok); 0 if either is not.
+double speedup(const Evaluation& baseline, const Evaluation& candidate);
+// The least time the spec's cost allows on `device` for one workload, in microseconds (0 if no cost).
+double roofline_floor_us(const Spec& spec, const Bindings& workload, const Bindings& tunables,
+                         const DeviceInfo& device);
+// Achieved bytes per second and flops per second for one timing (0 where the spec has no cost).
+double achieved_bytes_per_s(const Spec& spec, const Bindings& workload, const Bindings& tunables, double time_us);
+double achieved_flops_per_s(const Spec& spec, const Bindings& workload, const Bindings& tunables, double time_us);
+
+}  // namespace kernelevolve

@@ -1,0 +1,104 @@
+// Spec: the problem a search serves. The kernel's signature, the workloads (size bindings) it must
+// serve, the trusted reference and the seed kernel, tunables and constraints, the launch rule,
+// the tolerance and the cost model. Loaded from the JSON spec file (DESIGN.md) or built in C++.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernelevolve/expr.hpp"
+
+namespace kernelevolve {
+
+enum class DType { f16, bf16, f32, f64, i8, u8, i32, i64 };
+enum class Role { in, out, inout, size, scalar };
+enum class Language { c, cpp, cuda, hip };
+
+const char* to_string(DType);
+const char* to_string(Role);
+const char* to_string(Language);
+std::optional<DType> parse_dtype(const std::string&);
+std::optional<Role> parse_role(const std::string&);
+std::optional<Language> parse_language(const std::string&);
+std::size_t dtype_size(DType);
+bool is_float(DType);
+// A CPU language (c, cpp) runs on the host; cuda and hip on a GPU.
+bool is_cpu_language(Language);
+
+struct Param {
+  std::string name;
+  DType dtype = DType::f32;
+  Role role = Role::in;
+  std::vector<std::string> shape;  // buffers: each dimension is a size name or an integer literal
+  double value = 0.0;              // scalars: the fixed value
+  bool is_buffer() const { return role == Role::in || role == Role::out || role == Role::inout; }
+};
+
+// How a buffer's random inputs are drawn. The evaluator also draws from other distributions on
+// other trials, so that an output that ignores its input cannot pass.
+struct InputDist {
+  enum class Kind { uniform, normal, laplace } kind = Kind::uniform;
+  double a = -1.0;  // uniform: low;  normal/laplace: mean
+  double b = 1.0;   // uniform: high; normal/laplace: std (scale)
+};
+
+struct Tolerance {
+  double atol = 1e-5;
+  double rtol = 1e-4;
+};
+
+struct SourceRef {
+  std::string source;                   // the text (read from `file` when loading)
+  std::string file;                     // where it came from, for messages; empty when inline
+  std::optional<Language> language;     // defaults to the spec's language
+  std::optional<std::string> device;    // e.g. "cpu" for a CPU reference of a GPU problem
+};
+
+struct LaunchRule {
+  Expr grid[3] = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+  Expr block[3] = {Expr::constant(1), Expr::constant(1), Expr::constant(1)};
+  Expr shared_bytes = Expr::constant(0);
+};
+
+struct Spec {
+  std::string name;
+  Language language = Language::c;
+  std::string entry;
+  std::vector<Param> params;
+  std::vector<Bindings> workloads;              // each binds every size param
+  std::map<std::string, InputDist> inputs;      // per input buffer; default uniform(-1, 1)
+  Tolerance tolerance;
+  SourceRef reference;
+  SourceRef seed;
+  std::optional<LaunchRule> launch;             // required for cuda and hip
+  // Tunable name -> candidate values. The seed's point is the first value of each list.
+  std::map<std::string, std::vector<std::int64_t>> tunables;
+  std::vector<Expr> constraints;
+  std::optional<Expr> cost_flops;
+  std::optional<Expr> cost_bytes;
+  std::string notes;
+  std::string path;  // the spec file, or empty when built in C++
+
+  // Checks everything a user can get wrong; throws Error(BadSpec) naming the file and the field.
+  void validate() const;
+
+  // The seed's tunable point: the first value of each tunable.
+  Bindings seed_tunables() const;
+  // Whether `tunables` satisfies every constraint (bound with the sizes of every workload).
+  bool satisfies_constraints(const Bindings& tunables) const;
+  // Number of elements of a buffer param under a workload.
+  std::int64_t element_count(const Param& buffer, const Bindings& workload) const;
+  // Sizes, scalars (as integers) and tunables together, for evaluating launch and cost expressions.
+  Bindings bindings(const Bindings& workload, const Bindings& tunables) const;
+  const Param* find_param(const std::string& name) const;
+};
+
+// Loads and validates a spec file. Paths inside are relative to the file. Throws Error(BadSpec).
+Spec load_spec(const std::string& path);
+// Parses spec JSON text; `path` is used for messages and to resolve relative source files.
+Spec parse_spec(const std::string& json_text, const std::string& path);
+
+}  // namespace kernelevolve
