@@ -7,6 +7,7 @@
 #include "kernelevolve/expr.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/mutator.hpp"
+#include "kernelevolve/report.hpp"
 #include "kernelevolve/search_graph.hpp"
 #include "kernelevolve/selection.hpp"
 #include "kernelevolve/spec.hpp"

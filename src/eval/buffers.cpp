@@ -1,1 +1,191 @@
-// placeholder: being written
+#include "eval/buffers.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace kernelevolve::eval {
+
+float half_to_float(std::uint16_t h) {
+  const std::uint32_t sign = (h & 0x8000u) << 16;
+  std::uint32_t exponent = (h >> 10) & 0x1f;
+  std::uint32_t mantissa = h & 0x3ff;
+  std::uint32_t bits;
+  if (exponent == 0) {
+    if (mantissa == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      exponent = 127 - 15 + 1;
+      while ((mantissa & 0x400) == 0) {
+        mantissa <<= 1;
+        --exponent;
+      }
+      bits = sign | (exponent << 23) | ((mantissa & 0x3ff) << 13);
+    }
+  } else if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);
+  } else {
+    bits = sign | ((exponent + 127 - 15) << 23) | (mantissa << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+std::uint16_t float_to_half(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) return sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 : 0);  // inf / nan
+  if (abs >= 0x477ff000u) return sign | 0x7c00;                                     // overflow
+  if (abs < 0x33000000u) return sign;                                               // underflow to 0
+  int exponent = static_cast<int>(abs >> 23) - 127 + 15;
+  std::uint32_t mantissa = (abs & 0x7fffff) | 0x800000;
+  if (exponent <= 0) {  // subnormal half
+    const int shift = 14 - exponent;
+    std::uint32_t half = mantissa >> shift;
+    const std::uint32_t rem = mantissa & ((1u << shift) - 1);
+    const std::uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return sign | static_cast<std::uint16_t>(half);
+  }
+  std::uint32_t half = (static_cast<std::uint32_t>(exponent) << 10) | ((mantissa >> 13) & 0x3ff);
+  const std::uint32_t rem = mantissa & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;  // round to nearest even
+  return sign | static_cast<std::uint16_t>(half);
+}
+
+float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+std::uint16_t float_to_bf16(float f) {
+  std::uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40);
+  x += 0x7fff + ((x >> 16) & 1);
+  return static_cast<std::uint16_t>(x >> 16);
+}
+
+namespace {
+template <class T>
+T load(const unsigned char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+template <class T>
+void store(unsigned char* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+}  // namespace
+
+double HostArray::get(std::size_t i) const {
+  const unsigned char* p = bytes.data() + i * dtype_size(dtype);
+  switch (dtype) {
+    case DType::f16: return half_to_float(load<std::uint16_t>(p));
+    case DType::bf16: return bf16_to_float(load<std::uint16_t>(p));
+    case DType::f32: return load<float>(p);
+    case DType::f64: return load<double>(p);
+    case DType::i8: return load<std::int8_t>(p);
+    case DType::u8: return load<std::uint8_t>(p);
+    case DType::i32: return load<std::int32_t>(p);
+    case DType::i64: return static_cast<double>(load<std::int64_t>(p));
+  }
+  return 0;
+}
+
+void HostArray::set(std::size_t i, double v) {
+  unsigned char* p = bytes.data() + i * dtype_size(dtype);
+  switch (dtype) {
+    case DType::f16: store(p, float_to_half(static_cast<float>(v))); break;
+    case DType::bf16: store(p, float_to_bf16(static_cast<float>(v))); break;
+    case DType::f32: store(p, static_cast<float>(v)); break;
+    case DType::f64: store(p, v); break;
+    case DType::i8: store(p, static_cast<std::int8_t>(v)); break;
+    case DType::u8: store(p, static_cast<std::uint8_t>(v)); break;
+    case DType::i32: store(p, static_cast<std::int32_t>(v)); break;
+    case DType::i64: store(p, static_cast<std::int64_t>(v)); break;
+  }
+}
+
+InputDist trial_distribution(const InputDist& spec_dist, int trial) {
+  using K = InputDist::Kind;
+  // Spread of the spec's own distribution, reused so other trials stay in a range the problem accepts.
+  const double scale = spec_dist.kind == K::uniform ? std::max(std::abs(spec_dist.a), std::abs(spec_dist.b))
+                                                    : std::abs(spec_dist.b);
+  const double centre = spec_dist.kind == K::uniform ? (spec_dist.a + spec_dist.b) / 2 : spec_dist.a;
+  switch (trial % 4) {
+    case 0: return spec_dist;
+    case 1: return {K::normal, centre, scale};                   // signed, unbounded
+    case 2: return {K::laplace, centre, scale};                  // heavy-tailed
+    default: return {K::uniform, centre - scale, centre + scale * 0.5};  // skewed range
+  }
+}
+
+void fill_random(HostArray& array, const InputDist& dist, std::mt19937_64& rng) {
+  const bool integral = !is_float(array.dtype);
+  std::uniform_real_distribution<double> uniform(dist.a, dist.b);
+  std::normal_distribution<double> normal(dist.a, dist.b > 0 ? dist.b : 1.0);
+  std::exponential_distribution<double> exponential(1.0);
+  std::bernoulli_distribution coin(0.5);
+  for (std::size_t i = 0; i < array.count; ++i) {
+    double v;
+    switch (dist.kind) {
+      case InputDist::Kind::uniform: v = uniform(rng); break;
+      case InputDist::Kind::normal: v = normal(rng); break;
+      default: {
+        const double magnitude = exponential(rng) * dist.b / std::sqrt(2.0);
+        v = dist.a + (coin(rng) ? magnitude : -magnitude);
+      }
+    }
+    if (integral) {
+      v = std::round(v);
+      if (array.dtype == DType::u8) v = std::fmod(std::abs(v), 256.0);
+      if (array.dtype == DType::i8) v = std::max(-128.0, std::min(127.0, v));
+    }
+    array.set(i, v);
+  }
+}
+
+void poison(HostArray& array) {
+  if (is_float(array.dtype)) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (std::size_t i = 0; i < array.count; ++i) array.set(i, nan);
+  } else {
+    std::memset(array.bytes.data(), 0x5b, array.bytes.size());
+  }
+}
+
+CompareResult compare(const HostArray& got, const HostArray& expected, const Tolerance& tol) {
+  CompareResult result;
+  const std::size_t n = std::min(got.count, expected.count);
+  if (got.count != expected.count) result.pass = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double g = got.get(i), e = expected.get(i);
+    double excess;
+    if (std::isnan(e)) {
+      excess = std::isnan(g) ? 0.0 : std::numeric_limits<double>::infinity();
+    } else if (std::isnan(g)) {
+      excess = std::numeric_limits<double>::infinity();
+    } else if (std::isinf(e) || std::isinf(g)) {
+      excess = (g == e) ? 0.0 : std::numeric_limits<double>::infinity();
+    } else {
+      excess = std::abs(g - e) - (tol.atol + tol.rtol * std::abs(e));
+    }
+    if (excess > result.excess) {
+      result.excess = excess;
+      result.worst_index = static_cast<std::int64_t>(i);
+      result.got = g;
+      result.expected = e;
+    }
+    if (excess > 0) result.pass = false;
+  }
+  return result;
+}
+
+}  // namespace kernelevolve::eval

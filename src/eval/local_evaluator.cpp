@@ -1,1 +1,402 @@
-// placeholder: being written
+// The fitness protocol of DESIGN.md, steps 1-3, in the calling process: compile, verify on fresh
+// random inputs against the reference, time what verified. Step 4 (isolation) wraps this in a worker.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "eval/buffers.hpp"
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/fitness.hpp"
+
+namespace kernelevolve {
+
+using eval::HostArray;
+
+namespace {
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  // splitmix64 over the pair: distinct (seed, workload, trial) give unrelated streams.
+  std::uint64_t z = a + 0x9e3779b97f4a7c15ull * (b + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+bool is_output(const Param& p) { return p.role == Role::out || p.role == Role::inout; }
+bool is_input(const Param& p) { return p.role == Role::in || p.role == Role::inout; }
+
+// One set of device buffers for a kernel's buffer params, and the argument block that points at them.
+struct ArgBlock {
+  std::vector<std::unique_ptr<Buffer>> buffers;  // by param index; null for non-buffers
+  std::vector<std::array<unsigned char, 8>> values;
+  std::vector<void*> pointers;  // what buffer args hold
+  std::vector<void*> args;
+
+  ArgBlock(Device& device, const Spec& spec, const Bindings& workload) {
+    const std::size_t n = spec.params.size();
+    buffers.resize(n);
+    values.resize(n);
+    pointers.resize(n);
+    args.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      values[i].fill(0);
+      if (p.is_buffer()) {
+        const auto count = static_cast<std::size_t>(spec.element_count(p, workload));
+        buffers[i] = device.allocate(std::max<std::size_t>(1, count) * dtype_size(p.dtype));
+        pointers[i] = buffers[i]->data();
+        args[i] = &pointers[i];
+        continue;
+      }
+      const double v = p.role == Role::size ? static_cast<double>(workload.at(p.name)) : p.value;
+      switch (p.dtype) {
+        case DType::f32: { float f = static_cast<float>(v); std::memcpy(values[i].data(), &f, 4); break; }
+        case DType::f64: std::memcpy(values[i].data(), &v, 8); break;
+        case DType::i32: { auto x = static_cast<std::int32_t>(v); std::memcpy(values[i].data(), &x, 4); break; }
+        case DType::i8: { auto x = static_cast<std::int8_t>(v); std::memcpy(values[i].data(), &x, 1); break; }
+        case DType::u8: { auto x = static_cast<std::uint8_t>(v); std::memcpy(values[i].data(), &x, 1); break; }
+        case DType::f16: { auto x = eval::float_to_half(static_cast<float>(v)); std::memcpy(values[i].data(), &x, 2); break; }
+        case DType::bf16: { auto x = eval::float_to_bf16(static_cast<float>(v)); std::memcpy(values[i].data(), &x, 2); break; }
+        default: { auto x = static_cast<std::int64_t>(v); std::memcpy(values[i].data(), &x, 8); }
+      }
+      args[i] = values[i].data();
+    }
+  }
+  void upload(std::size_t i, const HostArray& a) { buffers[i]->upload(a.bytes.data(), a.size_bytes()); }
+  void download(std::size_t i, HostArray& a) const { buffers[i]->download(a.bytes.data(), a.size_bytes()); }
+};
+
+// One trial's host data: inputs as drawn, and the reference's outputs for them.
+struct TrialData {
+  std::vector<HostArray> inputs;    // by param index (empty arrays for non-inputs)
+  std::vector<HostArray> expected;  // by param index (empty for non-outputs)
+};
+
+LaunchDims launch_dims(const Spec& spec, const Bindings& workload, const Bindings& tunables) {
+  LaunchDims dims;
+  if (!spec.launch) return dims;
+  const Bindings names = spec.bindings(workload, tunables);
+  for (int d = 0; d < 3; ++d) {
+    dims.grid[d] = spec.launch->grid[d].eval(names);
+    dims.block[d] = spec.launch->block[d].eval(names);
+  }
+  dims.shared_bytes = spec.launch->shared_bytes.eval(names);
+  return dims;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string describe_mismatch(const Mismatch& m) {
+  std::ostringstream out;
+  out << m.buffer << "[" << m.index << "] = " << m.got << ", expected " << m.expected << " (workload " << m.workload
+      << ", trial " << m.trial << ")";
+  return out.str();
+}
+
+bool mentions_entry(const std::string& source, const std::string& entry) {
+  for (std::size_t at = source.find(entry); at != std::string::npos; at = source.find(entry, at + 1)) {
+    const bool left_ok = at == 0 || !(std::isalnum(static_cast<unsigned char>(source[at - 1])) || source[at - 1] == '_');
+    const std::size_t end = at + entry.size();
+    const bool right_ok =
+        end >= source.size() || !(std::isalnum(static_cast<unsigned char>(source[end])) || source[end] == '_');
+    if (left_ok && right_ok) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+struct LocalEvaluator::Impl {
+  Spec spec;
+  std::shared_ptr<Device> device;
+  std::shared_ptr<Device> reference_device;
+  EvalOptions options;
+  std::shared_ptr<Kernel> reference;
+
+  Kernel& reference_kernel() {
+    if (reference) return *reference;
+    KernelSource ks;
+    ks.source = spec.reference.source;
+    ks.language = spec.reference.language.value_or(spec.language);
+    ks.entry = spec.entry;
+    ks.params = spec.params;
+    // A GPU reference is launched with the seed's point, so it may read the same tunables.
+    if (!is_cpu_language(ks.language)) ks.defines = spec.seed_tunables();
+    CompileResult r = reference_device->compile(ks);
+    if (!r.ok()) {
+      throw Error(ErrorCode::BadSpec, spec.path + ": reference: the trusted reference does not compile:\n" + r.log);
+    }
+    reference = r.kernel;
+    return *reference;
+  }
+
+  LaunchDims reference_dims(const Bindings& workload) const {
+    const Language lang = spec.reference.language.value_or(spec.language);
+    return is_cpu_language(lang) ? LaunchDims{} : launch_dims(spec, workload, spec.seed_tunables());
+  }
+
+  // Fails the evaluation with `status` and `message`; returns false so callers can `return fail(...)`.
+  static bool fail(Evaluation& e, Status status, std::string message) {
+    e.status = status;
+    e.message = std::move(message);
+    return false;
+  }
+
+  bool run_workload(std::size_t w, Kernel& kernel, const Candidate& cand, std::uint64_t input_seed, Evaluation& e);
+
+  Evaluation evaluate(const Candidate& cand, std::uint64_t input_seed) {
+    Evaluation e;
+    if (cand.language != spec.language) {
+      fail(e, Status::invalid,
+           std::string("candidate is ") + to_string(cand.language) + ", the spec asks for " + to_string(spec.language));
+      return e;
+    }
+    if (!spec.satisfies_constraints(cand.tunables)) {
+      fail(e, Status::invalid, "tunables violate the spec's constraints");
+      return e;
+    }
+    Kernel& ref = reference_kernel();  // a broken reference is the spec's fault: it throws
+    (void)ref;
+    KernelSource ks;
+    ks.source = cand.source;
+    ks.language = cand.language;
+    ks.entry = spec.entry;
+    ks.params = spec.params;
+    ks.defines = cand.tunables;
+    CompileResult compiled = device->compile(ks);
+    e.compile_log = compiled.log;
+    e.compile_ms = compiled.compile_ms;
+    if (!compiled.ok()) {
+      if (!mentions_entry(cand.source, spec.entry)) {
+        fail(e, Status::invalid, "the source does not define the entry point '" + spec.entry + "'");
+      } else {
+        fail(e, Status::compile_error, "compilation failed");
+      }
+      return e;
+    }
+    e.resources = compiled.kernel->resources();
+    try {
+      for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
+        if (!run_workload(w, *compiled.kernel, cand, input_seed, e)) {
+          e.timings.clear();
+          return e;
+        }
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& ex) {
+      e.timings.clear();
+      fail(e, Status::crashed, std::string("evaluation failed: ") + ex.what());
+      return e;
+    }
+    e.status = Status::ok;
+    return e;
+  }
+};
+
+bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Candidate& cand,
+                                        std::uint64_t input_seed, Evaluation& e) {
+  const Bindings& workload = spec.workloads[w];
+  const std::size_t n = spec.params.size();
+  const LaunchDims dims = launch_dims(spec, workload, cand.tunables);
+  const LaunchDims ref_dims = reference_dims(workload);
+  Kernel& ref = reference_kernel();
+
+  ArgBlock cand_args(*device, spec, workload);
+  ArgBlock ref_args(*reference_device, spec, workload);
+
+  auto make_array = [&](std::size_t i) {
+    const Param& p = spec.params[i];
+    return HostArray(p.dtype, static_cast<std::size_t>(spec.element_count(p, workload)));
+  };
+
+  const int sets = std::max(1, std::min(options.input_sets, options.trials));
+  std::vector<TrialData> kept;  // the last `sets` trials, reused to check timed runs
+  std::vector<HostArray> previous_outputs(n);
+  std::vector<HostArray> previous_expected(n);
+
+  auto record_worst = [&](const Param& p, const eval::CompareResult& c, int trial) {
+    if (!e.worst || c.excess > e.worst->excess) {
+      e.worst = Mismatch{p.name, w, trial, c.worst_index, c.got, c.expected, c.excess};
+    }
+  };
+
+  // Step 2: verify, each trial on fresh inputs, the candidate first and on its own copies.
+  for (int trial = 0; trial < options.trials; ++trial) {
+    std::mt19937_64 rng(mix(mix(input_seed, w), static_cast<std::uint64_t>(trial)));
+    TrialData data;
+    data.inputs.resize(n);
+    data.expected.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      if (!is_input(p)) continue;
+      data.inputs[i] = make_array(i);
+      const auto it = spec.inputs.find(p.name);
+      const InputDist base = it != spec.inputs.end() ? it->second : InputDist{};
+      eval::fill_random(data.inputs[i], eval::trial_distribution(base, trial), rng);
+    }
+    std::vector<HostArray> got(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      if (p.role == Role::in) {
+        cand_args.upload(i, data.inputs[i]);
+        ref_args.upload(i, data.inputs[i]);
+      } else if (p.role == Role::inout) {
+        cand_args.upload(i, data.inputs[i]);
+        ref_args.upload(i, data.inputs[i]);
+      } else if (p.role == Role::out) {
+        HostArray poisoned = make_array(i);
+        eval::poison(poisoned);
+        cand_args.upload(i, poisoned);
+        ref_args.upload(i, poisoned);
+      }
+    }
+    LaunchResult lr = device->launch(kernel, cand_args.args.data(), dims);
+    if (!lr.ok) return fail(e, Status::crashed, "launch failed: " + lr.error);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      if (is_output(p)) {
+        got[i] = make_array(i);
+        cand_args.download(i, got[i]);
+      } else if (p.role == Role::in) {
+        HostArray after = make_array(i);
+        cand_args.download(i, after);
+        if (after.bytes != data.inputs[i].bytes) {
+          return fail(e, Status::incorrect, "the kernel modified its input '" + p.name + "' (workload " +
+                                                std::to_string(w) + ", trial " + std::to_string(trial) + ")");
+        }
+      }
+    }
+    LaunchResult rr = reference_device->launch(ref, ref_args.args.data(), ref_dims);
+    if (!rr.ok) throw Error(ErrorCode::BadSpec, spec.path + ": reference: the reference failed to launch: " + rr.error);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      if (!is_output(p)) continue;
+      data.expected[i] = make_array(i);
+      ref_args.download(i, data.expected[i]);
+      const eval::CompareResult c = eval::compare(got[i], data.expected[i], spec.tolerance);
+      record_worst(p, c, trial);
+      if (!c.pass) return fail(e, Status::incorrect, "wrong output: " + describe_mismatch(*e.worst));
+      // An output that stays put while the reference's moves does not follow its inputs.
+      if (trial > 0 && got[i].bytes == previous_outputs[i].bytes &&
+          data.expected[i].bytes != previous_expected[i].bytes) {
+        return fail(e, Status::incorrect,
+                    "output '" + p.name + "' does not change when the inputs do (workload " + std::to_string(w) + ")");
+      }
+      previous_outputs[i] = std::move(got[i]);
+      previous_expected[i] = data.expected[i];
+    }
+    kept.push_back(std::move(data));
+    if (static_cast<int>(kept.size()) > sets) kept.erase(kept.begin());
+  }
+
+  // Step 3: time, rotating input sets so a result cannot be cached, and checking the timed outputs.
+  std::vector<std::unique_ptr<ArgBlock>> blocks;
+  for (std::size_t s = 0; s < kept.size(); ++s) {
+    blocks.push_back(std::make_unique<ArgBlock>(*device, spec, workload));
+    for (std::size_t i = 0; i < n; ++i) {
+      if (spec.params[i].role == Role::in) blocks.back()->upload(i, kept[s].inputs[i]);
+    }
+  }
+  std::vector<HostArray> poisoned(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (spec.params[i].role == Role::out) {
+      poisoned[i] = make_array(i);
+      eval::poison(poisoned[i]);
+    }
+  }
+  auto prepare = [&](std::size_t s) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      if (p.role == Role::out) blocks[s]->upload(i, poisoned[i]);
+      if (p.role == Role::inout) blocks[s]->upload(i, kept[s].inputs[i]);
+    }
+  };
+  for (int i = 0; i < options.warmup; ++i) {
+    prepare(0);
+    LaunchResult lr = device->launch(kernel, blocks[0]->args.data(), dims);
+    if (!lr.ok) return fail(e, Status::crashed, "launch failed: " + lr.error);
+  }
+  std::mt19937_64 check_rng(mix(input_seed, 0xc4ec));
+  std::bernoulli_distribution spot_check(0.25);
+  std::vector<double> times;
+  double total_us = 0;
+  const int always_checked = 2 * static_cast<int>(blocks.size());
+  for (int rep = 0; rep < options.max_reps; ++rep) {
+    if (rep >= options.min_reps && total_us >= options.target_ms * 1000.0) break;
+    const std::size_t s = static_cast<std::size_t>(rep) % blocks.size();
+    prepare(s);
+    LaunchResult lr = device->launch(kernel, blocks[s]->args.data(), dims, /*timed=*/true, options.flush_cache);
+    if (!lr.ok) return fail(e, Status::crashed, "launch failed: " + lr.error);
+    times.push_back(lr.time_us);
+    total_us += lr.time_us;
+    // Every early rep and a random quarter of the rest: a kernel cannot know which runs are checked.
+    if (rep < always_checked || spot_check(check_rng)) {
+      for (std::size_t i = 0; i < n; ++i) {
+        const Param& p = spec.params[i];
+        if (!is_output(p)) continue;
+        HostArray got = make_array(i);
+        blocks[s]->download(i, got);
+        const eval::CompareResult c = eval::compare(got, kept[s].expected[i], spec.tolerance);
+        if (!c.pass) {
+          record_worst(p, c, -1);
+          return fail(e, Status::incorrect,
+                      "a timed run (rep " + std::to_string(rep) + ") gave a wrong output: " + describe_mismatch(*e.worst));
+        }
+      }
+    }
+  }
+  WorkloadTiming t;
+  t.samples = static_cast<int>(times.size());
+  t.median_us = median_of(times);
+  t.min_us = *std::min_element(times.begin(), times.end());
+  t.max_us = *std::max_element(times.begin(), times.end());
+  std::vector<double> deviations;
+  for (double x : times) deviations.push_back(std::abs(x - t.median_us));
+  t.mad_us = median_of(deviations);
+  if (options.check_roofline) {
+    const double floor_us = roofline_floor_us(spec, workload, cand.tunables, device->info());
+    if (floor_us > 0 && t.median_us < floor_us) {
+      std::ostringstream msg;
+      msg << "time " << t.median_us << " us is under the roofline floor " << floor_us << " us (workload " << w
+          << "): impossible, so not a record";
+      return fail(e, Status::invalid, msg.str());
+    }
+  }
+  e.timings.push_back(t);
+  return true;
+}
+
+LocalEvaluator::LocalEvaluator(Spec spec, std::shared_ptr<Device> device, EvalOptions options,
+                               std::shared_ptr<Device> reference_device)
+    : impl_(std::make_unique<Impl>()) {
+  if (!device) throw Error(ErrorCode::BadUsage, "LocalEvaluator: no device");
+  if (!reference_device) {
+    const std::string& wanted = spec.reference.device.value_or("");
+    reference_device = wanted.empty() || wanted == device->info().id || wanted == device->info().kind
+                           ? device
+                           : open_device(wanted);
+  }
+  impl_->spec = std::move(spec);
+  impl_->device = std::move(device);
+  impl_->reference_device = std::move(reference_device);
+  impl_->options = options;
+}
+
+LocalEvaluator::~LocalEvaluator() = default;
+
+Evaluation LocalEvaluator::evaluate(const Candidate& candidate, std::uint64_t input_seed) {
+  return impl_->evaluate(candidate, input_seed);
+}
+
+DeviceInfo LocalEvaluator::device_info() { return impl_->device->info(); }
+
+}  // namespace kernelevolve

@@ -1,0 +1,26 @@
+// Reports of a run for people and programs: the JSON object of `kernelevolve run --json` and a text summary.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "kernelevolve/device.hpp"
+#include "kernelevolve/evolver.hpp"
+
+namespace kernelevolve {
+
+// Share of the device's measured roofline that a time reaches: the larger of achieved bandwidth over
+// peak bandwidth and achieved flops over peak flops (0 when the spec has no cost).
+double roofline_share(const Spec& spec, const Bindings& workload, const Bindings& tunables, double time_us,
+                      const DeviceInfo& device);
+
+// JSON string literal for `text`, quotes included.
+std::string json_quote(const std::string& text);
+
+// The contract of DESIGN.md: spec, device, run, evaluations, status_counts, seed, best (with source), stop_reason.
+std::string run_report_json(const Spec& spec, const DeviceInfo& device, const SearchGraph& graph,
+                            const RunResult& result, std::int64_t run_id = 1);
+// A table for a terminal: per workload the seed's and the best's time, speedup, rates and roofline share.
+std::string run_report_text(const Spec& spec, const DeviceInfo& device, const SearchGraph& graph,
+                            const RunResult& result);
+
+}  // namespace kernelevolve

@@ -1,0 +1,13 @@
+#!/bin/sh
+# Installs the Debian packages KernelEvolve builds and tests with (Debian 12 "bookworm").
+# Run as root, or it uses sudo.
+set -eu
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends \
+  ca-certificates cmake ninja-build g++ pkg-config \
+  llvm-16-dev libclang-16-dev clang-16 \
+  libsimdjson-dev libboost-dev libboost-program-options-dev \
+  libsqlite3-dev libcurl4-openssl-dev doctest-dev libbenchmark-dev >/dev/null

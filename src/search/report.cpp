@@ -1,0 +1,162 @@
+#include "kernelevolve/report.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+namespace kernelevolve {
+
+double roofline_share(const Spec& spec, const Bindings& workload, const Bindings& tunables, double time_us,
+                      const DeviceInfo& device) {
+  double share = 0;
+  if (device.peak_bytes_per_s > 0) {
+    share = std::max(share, achieved_bytes_per_s(spec, workload, tunables, time_us) / device.peak_bytes_per_s);
+  }
+  if (device.peak_flops_per_s > 0) {
+    share = std::max(share, achieved_flops_per_s(spec, workload, tunables, time_us) / device.peak_flops_per_s);
+  }
+  return share;
+}
+
+std::string json_quote(const std::string& text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+namespace {
+
+std::string number(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+template <class F>
+std::string array(std::size_t n, F f) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < n; ++i) out += (i ? ", " : "") + f(i);
+  return out + "]";
+}
+
+std::string bindings_json(const Bindings& b) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [k, v] : b) {
+    out += (first ? "" : ", ") + json_quote(k) + ": " + std::to_string(v);
+    first = false;
+  }
+  return out + "}";
+}
+
+}  // namespace
+
+std::string run_report_json(const Spec& spec, const DeviceInfo& device, const SearchGraph& graph,
+                            const RunResult& result, std::int64_t run_id) {
+  std::map<std::string, int> counts;
+  for (const Node& n : graph.nodes()) counts[to_string(n.evaluation.status)] += 1;
+  std::ostringstream out;
+  out << "{" << json_quote("spec") << ": " << json_quote(spec.name) << ", \"device\": "
+      << json_quote(device.id + " " + device.name) << ", \"run\": " << run_id
+      << ", \"evaluations\": " << graph.size() << ", \"status_counts\": {";
+  bool first = true;
+  for (const auto& [k, v] : counts) {
+    out << (first ? "" : ", ") << json_quote(k) << ": " << v;
+    first = false;
+  }
+  out << "}, \"stop_reason\": " << json_quote(result.stop_reason)
+      << ", \"elapsed_s\": " << number(result.state.elapsed_s)
+      << ", \"mutator_failures\": " << result.mutator_failures;
+  if (result.seed >= 0) {
+    const Node& seed = graph.node(result.seed);
+    const auto t = seed.evaluation.median_us();
+    out << ", \"seed\": {\"node\": " << seed.id << ", \"status\": " << json_quote(to_string(seed.evaluation.status))
+        << ", \"message\": " << json_quote(seed.evaluation.message)
+        << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); }) << "}";
+  }
+  if (result.best) {
+    const Node& best = graph.node(*result.best);
+    const auto t = best.evaluation.median_us();
+    const Bindings& tun = best.candidate.tunables;
+    out << ", \"best\": {\"node\": " << best.id << ", \"speedup\": " << number(best.speedup)
+        << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); })
+        << ", \"spread_us\": "
+        << array(t.size(), [&](std::size_t i) { return number(best.evaluation.timings[i].mad_us); })
+        << ", \"tunables\": " << bindings_json(tun) << ", \"gbps\": " << array(t.size(), [&](std::size_t i) {
+             return number(achieved_bytes_per_s(spec, spec.workloads[i], tun, t[i]) / 1e9);
+           })
+        << ", \"gflops\": " << array(t.size(), [&](std::size_t i) {
+             return number(achieved_flops_per_s(spec, spec.workloads[i], tun, t[i]) / 1e9);
+           })
+        << ", \"roofline_share\": " << array(t.size(), [&](std::size_t i) {
+             return number(roofline_share(spec, spec.workloads[i], tun, t[i], device));
+           })
+        << ", \"lineage\": " << array(graph.lineage(best.id).size(), [&](std::size_t i) {
+             return std::to_string(graph.lineage(best.id)[i]);
+           })
+        << ", \"source\": " << json_quote(best.candidate.source) << "}";
+  } else {
+    out << ", \"best\": null";
+  }
+  out << "}";
+  return out.str();
+}
+
+std::string run_report_text(const Spec& spec, const DeviceInfo& device, const SearchGraph& graph,
+                            const RunResult& result) {
+  std::ostringstream out;
+  std::map<std::string, int> counts;
+  for (const Node& n : graph.nodes()) counts[to_string(n.evaluation.status)] += 1;
+  out << spec.name << " on " << device.id << " (" << device.name << "): " << graph.size() << " evaluations in "
+      << number(result.state.elapsed_s) << " s; stopped: " << result.stop_reason << "\n  statuses:";
+  for (const auto& [k, v] : counts) out << " " << k << " " << v;
+  out << "\n";
+  if (!result.best || result.seed < 0) {
+    if (result.seed >= 0) out << "  the seed failed: " << graph.node(result.seed).evaluation.message << "\n";
+    return out.str();
+  }
+  const Node& seed = graph.node(result.seed);
+  const Node& best = graph.node(*result.best);
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-28s %12s %12s %9s %10s %10s %9s\n", "workload", "seed us", "best us",
+                "speedup", "GB/s", "GFLOP/s", "roofline");
+  out << line;
+  for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
+    std::string name;
+    for (const auto& [k, v] : spec.workloads[w]) name += (name.empty() ? "" : " ") + k + "=" + std::to_string(v);
+    const double s = seed.evaluation.timings[w].median_us, b = best.evaluation.timings[w].median_us;
+    const Bindings& tun = best.candidate.tunables;
+    std::snprintf(line, sizeof line, "  %-28s %12.1f %12.1f %8.2fx %10.2f %10.2f %8.1f%%\n", name.c_str(), s, b,
+                  s / b, achieved_bytes_per_s(spec, spec.workloads[w], tun, b) / 1e9,
+                  achieved_flops_per_s(spec, spec.workloads[w], tun, b) / 1e9,
+                  100 * roofline_share(spec, spec.workloads[w], tun, b, device));
+    out << line;
+  }
+  out << "  best: node " << best.id << ", " << number(best.speedup) << "x over the seed (geometric mean), tunables";
+  for (const auto& [k, v] : best.candidate.tunables) out << " " << k << "=" << v;
+  out << "\n  lineage:";
+  for (NodeId id : graph.lineage(best.id)) out << " " << id;
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace kernelevolve

@@ -1,0 +1,179 @@
+// The search: parameter mutation, greedy selection, stop rules, the graph and the Evolver loop.
+// The evaluator here is synthetic (a known cost surface), so the search logic is tested apart from devices.
+#include <doctest/doctest.h>
+
+#include <kernelevolve/error.hpp>
+#include <kernelevolve/evolver.hpp>
+#include <set>
+
+namespace ke = kernelevolve;
+
+namespace {
+
+ke::Spec grid_spec() {
+  ke::Spec s;
+  s.name = "grid";
+  s.language = ke::Language::c;
+  s.entry = "k";
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+  s.workloads = {{{"n", 100}}, {{"n", 300}}};
+  s.reference.source = "void k(const float* x, float* y, long n) {}";
+  s.seed.source = s.reference.source;
+  s.tunables = {{"A", {1, 2, 4, 8, 16}}, {"B", {1, 2, 4, 8}}};
+  s.constraints = {ke::Expr::parse("A * B <= 64")};
+  s.validate();
+  return s;
+}
+
+// Time falls as A and B approach 8 and 4; A == 2 "fails to compile". Counts evaluations per point.
+class SurfaceEvaluator final : public ke::FitnessEvaluator {
+ public:
+  std::multiset<std::string> seen;
+  ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t) override {
+    seen.insert(c.key());
+    ke::Evaluation e;
+    auto get = [&](const char* name, double fallback) {
+      const auto it = c.tunables.find(name);
+      return it == c.tunables.end() ? fallback : static_cast<double>(it->second);
+    };
+    const double a = get("A", 8), b = get("B", 4);
+    if (a == 2) {
+      e.status = ke::Status::compile_error;
+      e.compile_log = "error: synthetic";
+      return e;
+    }
+    e.status = ke::Status::ok;
+    const double t = 10 + (a - 8) * (a - 8) + 3 * (b - 4) * (b - 4);
+    e.timings = {{t, t, t, 0, 1}, {2 * t, 2 * t, 2 * t, 0, 1}};
+    return e;
+  }
+  ke::DeviceInfo device_info() override { return {"synthetic", "cpu", "surface", 1, 0, 0, 0, 0, {}}; }
+};
+
+struct Recorder final : ke::Observer {
+  int started = 0, nodes = 0, finished = 0;
+  void on_start(const ke::Spec&, const ke::DeviceInfo&) override { ++started; }
+  void on_node(const ke::Node&, const ke::SearchState&) override { ++nodes; }
+  void on_finish(const ke::RunResult&, const ke::SearchGraph&) override { ++finished; }
+};
+
+}  // namespace
+
+TEST_CASE("the search finds the optimum, measures no point twice, and stops when the space is spent") {
+  auto spec = grid_spec();
+  auto evaluator = std::make_shared<SurfaceEvaluator>();
+  ke::Evolver evolver(spec, evaluator, std::make_shared<ke::ParamMutator>(), std::make_shared<ke::GreedyPolicy>(),
+                      ke::max_evaluations(1000));
+  Recorder rec;
+  evolver.add_observer(&rec);
+  const ke::RunResult r = evolver.run();
+  // 5 x 4 = 20 points, of which A*B <= 64 excludes (16,8): 19 valid points, every one measured once.
+  CHECK(evolver.graph().size() == 19);
+  CHECK(evaluator->seen.size() == 19);
+  for (const auto& k : evaluator->seen) CHECK(evaluator->seen.count(k) == 1);
+  CHECK(r.stop_reason.find("exhausted") != std::string::npos);
+  REQUIRE(r.best.has_value());
+  const auto& best = evolver.graph().node(*r.best);
+  CHECK(best.candidate.tunables.at("A") == 8);
+  CHECK(best.candidate.tunables.at("B") == 4);
+  CHECK(best.speedup == doctest::Approx((10.0 + 49 + 27) / 10.0));
+  CHECK(rec.started == 1);
+  CHECK(rec.nodes == 19);
+  CHECK(rec.finished == 1);
+  // Failed points are recorded, not fatal.
+  CHECK(evolver.graph().by_status(ke::Status::compile_error).size() == 4);
+  // The lineage runs from the seed to the best.
+  const auto chain = evolver.graph().lineage(best.id);
+  CHECK(chain.front() == 0);
+  CHECK(chain.back() == best.id);
+}
+
+TEST_CASE("max-evaluations stops the search and counts the seed") {
+  auto evaluator = std::make_shared<SurfaceEvaluator>();
+  ke::Evolver evolver(grid_spec(), evaluator, std::make_shared<ke::ParamMutator>(),
+                      std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(5));
+  const auto r = evolver.run();
+  CHECK(evolver.graph().size() == 5);
+  CHECK(r.state.evaluations == 5);
+  CHECK(r.stop_reason.find("5 evaluations") != std::string::npos);
+}
+
+TEST_CASE("a failing seed ends the run with the reason") {
+  auto spec = grid_spec();
+  spec.tunables["A"] = {2, 1};  // the seed point A=2 "does not compile"
+  ke::Evolver evolver(spec, std::make_shared<SurfaceEvaluator>(), std::make_shared<ke::ParamMutator>(),
+                      std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(50));
+  const auto r = evolver.run();
+  CHECK_FALSE(r.best.has_value());
+  CHECK(r.stop_reason.find("compile_error") != std::string::npos);
+}
+
+TEST_CASE("ParamMutator respects constraints and never proposes a known point") {
+  auto spec = grid_spec();
+  ke::SearchGraph graph;
+  ke::Node seed;
+  seed.candidate = {spec.seed.source, ke::Language::c, spec.seed_tunables()};
+  seed.evaluation.status = ke::Status::ok;
+  seed.speedup = 1;
+  graph.add(seed);
+  std::mt19937_64 rng(7);
+  ke::ParamMutator mutator(0.5);
+  for (int i = 0; i < 200; ++i) {
+    ke::Mutation m = mutator.mutate({spec, graph, {0}, rng});
+    if (m.exhausted) break;
+    REQUIRE(m.child.has_value());
+    CHECK(spec.satisfies_constraints(m.child->tunables));
+    CHECK_FALSE(graph.contains(*m.child));
+    ke::Node n;
+    n.parents = {0};
+    n.candidate = *m.child;
+    graph.add(n);
+  }
+  CHECK(graph.size() == 19);
+  ke::Mutation last = mutator.mutate({spec, graph, {0}, rng});
+  CHECK(last.exhausted);
+  CHECK_FALSE(last.child.has_value());
+}
+
+TEST_CASE("a spec without tunables has nothing to search") {
+  auto spec = grid_spec();
+  spec.tunables.clear();
+  spec.constraints.clear();
+  ke::Evolver evolver(spec, std::make_shared<SurfaceEvaluator>(), std::make_shared<ke::ParamMutator>(),
+                      std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(50));
+  const auto r = evolver.run();
+  CHECK(evolver.graph().size() == 1);
+  CHECK(r.stop_reason.find("exhausted") != std::string::npos);
+  CHECK(r.best == std::optional<ke::NodeId>(0));
+}
+
+TEST_CASE("stop rules compose") {
+  ke::SearchState s;
+  s.evaluations = 10;
+  s.elapsed_s = 5;
+  s.best_speedup = 3;
+  s.evaluations_since_improvement = 4;
+  CHECK(ke::max_evaluations(10)->should_stop(s).has_value());
+  CHECK_FALSE(ke::max_evaluations(11)->should_stop(s).has_value());
+  CHECK(ke::max_time(5)->should_stop(s).has_value());
+  CHECK(ke::target_speedup(2.5)->should_stop(s).has_value());
+  CHECK_FALSE(ke::target_speedup(3.5)->should_stop(s).has_value());
+  CHECK(ke::plateau(4)->should_stop(s).has_value());
+  CHECK(ke::any_of({ke::max_evaluations(100), ke::target_speedup(2)})->should_stop(s).has_value());
+  CHECK_FALSE(ke::all_of({ke::max_evaluations(100), ke::target_speedup(2)})->should_stop(s).has_value());
+  CHECK(ke::all_of({ke::max_evaluations(10), ke::target_speedup(2)})->should_stop(s).has_value());
+}
+
+TEST_CASE("selection by name") {
+  CHECK(ke::make_policy("greedy")->name() == "greedy");
+  CHECK_THROWS_AS(ke::make_policy("nonsense"), ke::Error);
+}
+
+TEST_CASE("the graph refuses unknown parents and unknown ids") {
+  ke::SearchGraph g;
+  ke::Node n;
+  n.parents = {3};
+  CHECK_THROWS_AS(g.add(n), ke::Error);
+  CHECK_THROWS_AS(g.node(0), ke::Error);
+}
