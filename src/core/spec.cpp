@@ -1,1 +1,408 @@
-// placeholder: being written
+// Spec: names of the enums, and the checks of everything a user can get wrong in a problem,
+// whether the spec came from a file or was built in C++.
+#include "kernelevolve/spec.hpp"
+
+#include <cctype>
+#include <cmath>
+#include <limits>
+#include <set>
+#include <string_view>
+
+#include "kernelevolve/error.hpp"
+
+namespace kernelevolve {
+
+const char* to_string(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
+    case DType::f32: return "f32";
+    case DType::f64: return "f64";
+    case DType::i8: return "i8";
+    case DType::u8: return "u8";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+  }
+  return "?";
+}
+
+const char* to_string(Role role) {
+  switch (role) {
+    case Role::in: return "in";
+    case Role::out: return "out";
+    case Role::inout: return "inout";
+    case Role::size: return "size";
+    case Role::scalar: return "scalar";
+  }
+  return "?";
+}
+
+const char* to_string(Language language) {
+  switch (language) {
+    case Language::c: return "c";
+    case Language::cpp: return "cpp";
+    case Language::cuda: return "cuda";
+    case Language::hip: return "hip";
+  }
+  return "?";
+}
+
+std::optional<DType> parse_dtype(const std::string& text) {
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::u8, DType::i32,
+                      DType::i64})
+    if (text == to_string(dtype)) return dtype;
+  return std::nullopt;
+}
+
+std::optional<Role> parse_role(const std::string& text) {
+  for (Role role : {Role::in, Role::out, Role::inout, Role::size, Role::scalar})
+    if (text == to_string(role)) return role;
+  return std::nullopt;
+}
+
+std::optional<Language> parse_language(const std::string& text) {
+  for (Language language : {Language::c, Language::cpp, Language::cuda, Language::hip})
+    if (text == to_string(language)) return language;
+  return std::nullopt;
+}
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::i8:
+    case DType::u8: return 1;
+    case DType::f16:
+    case DType::bf16: return 2;
+    case DType::f32:
+    case DType::i32: return 4;
+    case DType::f64:
+    case DType::i64: return 8;
+  }
+  return 0;
+}
+
+bool is_float(DType dtype) {
+  return dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f32 || dtype == DType::f64;
+}
+
+bool is_cpu_language(Language language) { return language == Language::c || language == Language::cpp; }
+
+namespace {
+
+bool is_identifier(const std::string& text) {
+  if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_')) return false;
+  for (char c : text)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+// A shape item that is an integer literal: its value; otherwise nullopt (it names a size).
+std::optional<std::int64_t> parse_literal(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  std::size_t start = text[0] == '-' || text[0] == '+' ? 1 : 0;
+  if (start == text.size()) return std::nullopt;
+  std::int64_t value = 0;
+  for (std::size_t i = start; i < text.size(); ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) return std::nullopt;
+    if (__builtin_mul_overflow(value, 10, &value) || __builtin_add_overflow(value, text[i] - '0', &value))
+      return std::nullopt;
+  }
+  return text[0] == '-' ? -value : value;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : " ") + item;
+  return out.empty() ? "(none)" : out;
+}
+
+// Collects the checks' context: where messages point, and the names expressions may read.
+class Validator {
+ public:
+  explicit Validator(const Spec& spec) : spec_(spec) {
+    origin_ = !spec.path.empty() ? spec.path : !spec.name.empty() ? spec.name : std::string("<spec>");
+  }
+
+  void run() {
+    check_header();
+    check_params();
+    check_workloads();
+    check_inputs();
+    check_tolerance();
+    check_source(spec_.reference, "reference");
+    check_source(spec_.seed, "seed");
+    check_tunables();
+    check_expressions();
+    check_seed_point();
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    throw Error(ErrorCode::BadSpec, origin_ + ": " + field + ": " + problem);
+  }
+
+  void check_header() {
+    if (spec_.name.empty()) fail("name", "missing (a short name for the problem)");
+    if (spec_.entry.empty()) fail("entry", "missing (the kernel's function name)");
+    if (!is_identifier(spec_.entry)) fail("entry", "\"" + spec_.entry + "\" is not a C identifier");
+  }
+
+  void check_params() {
+    if (spec_.params.empty()) fail("params", "missing or empty (the kernel's parameters)");
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < spec_.params.size(); ++i) {
+      const Param& param = spec_.params[i];
+      const std::string field = "params[" + std::to_string(i) + "]";
+      if (param.name.empty()) fail(field + ".name", "missing");
+      if (!is_identifier(param.name)) fail(field + ".name", "\"" + param.name + "\" is not a C identifier");
+      if (!seen.insert(param.name).second) fail(field + ".name", "duplicate param name \"" + param.name + "\"");
+      if (param.role == Role::size) {
+        if (is_float(param.dtype))
+          fail(field + ".dtype", "size \"" + param.name + "\" must have an integer dtype (i32 or i64), not " +
+                                     to_string(param.dtype));
+        sizes_.insert(param.name);
+      } else if (param.role == Role::scalar) {
+        if (!std::isfinite(param.value)) fail(field + ".value", "scalar \"" + param.name + "\" is not finite");
+        scalars_.insert(param.name);
+      }
+      if (!param.is_buffer() && !param.shape.empty())
+        fail(field + ".shape", std::string("a ") + to_string(param.role) + " param has no shape");
+    }
+    for (std::size_t i = 0; i < spec_.params.size(); ++i) {
+      const Param& param = spec_.params[i];
+      if (!param.is_buffer()) continue;
+      const std::string field = "params[" + std::to_string(i) + "].shape";
+      if (param.shape.empty()) fail(field, "buffer \"" + param.name + "\" needs a shape (use [1] for one element)");
+      for (std::size_t d = 0; d < param.shape.size(); ++d) {
+        const std::string& dim = param.shape[d];
+        const std::string dim_field = field + "[" + std::to_string(d) + "]";
+        if (auto literal = parse_literal(dim)) {
+          if (*literal <= 0) fail(dim_field, "dimension " + dim + " must be positive");
+        } else if (!sizes_.count(dim)) {
+          fail(dim_field, "\"" + dim + "\" is not a size param (sizes: " + join({sizes_.begin(), sizes_.end()}) +
+                              ")");
+        }
+      }
+    }
+  }
+
+  void check_workloads() {
+    if (spec_.workloads.empty()) fail("workloads", "missing or empty (at least one binding of the sizes)");
+    for (std::size_t w = 0; w < spec_.workloads.size(); ++w) {
+      const Bindings& workload = spec_.workloads[w];
+      const std::string field = "workloads[" + std::to_string(w) + "]";
+      for (const auto& [name, value] : workload) {
+        if (!sizes_.count(name))
+          fail(field + "." + name,
+               "\"" + name + "\" is not a size param (sizes: " + join({sizes_.begin(), sizes_.end()}) + ")");
+        if (value <= 0) fail(field + "." + name, "size must be positive, not " + std::to_string(value));
+      }
+      for (const auto& size : sizes_)
+        if (!workload.count(size)) fail(field, "missing size \"" + size + "\"");
+      for (const Param& param : spec_.params) {
+        if (!param.is_buffer()) continue;
+        std::int64_t bytes = static_cast<std::int64_t>(dtype_size(param.dtype));
+        for (const auto& dim : param.shape) {
+          auto literal = parse_literal(dim);
+          if (__builtin_mul_overflow(bytes, literal ? *literal : workload.at(dim), &bytes))
+            fail(field, "buffer \"" + param.name + "\" is too large for 64-bit sizes");
+        }
+      }
+    }
+  }
+
+  void check_inputs() {
+    for (const auto& [name, dist] : spec_.inputs) {
+      const std::string field = "inputs." + name;
+      const Param* param = spec_.find_param(name);
+      if (!param) fail(field, "\"" + name + "\" is not a param");
+      if (param->role != Role::in && param->role != Role::inout)
+        fail(field, "\"" + name + "\" is not an input buffer (role " + to_string(param->role) + ")");
+      if (!std::isfinite(dist.a) || !std::isfinite(dist.b)) fail(field, "parameters must be finite");
+      if (dist.kind == InputDist::Kind::uniform) {
+        if (dist.a > dist.b) fail(field + ".low", "low must not exceed high");
+      } else if (dist.b < 0) {
+        fail(field + ".std", "std must not be negative");
+      }
+    }
+  }
+
+  void check_tolerance() {
+    if (!(spec_.tolerance.atol >= 0) || !std::isfinite(spec_.tolerance.atol))
+      fail("tolerance.atol", "must be a finite number >= 0, not " + std::to_string(spec_.tolerance.atol));
+    if (!(spec_.tolerance.rtol >= 0) || !std::isfinite(spec_.tolerance.rtol))
+      fail("tolerance.rtol", "must be a finite number >= 0, not " + std::to_string(spec_.tolerance.rtol));
+  }
+
+  void check_source(const SourceRef& ref, const std::string& field) {
+    if (ref.source.empty())
+      fail(field, ref.file.empty() ? std::string("missing (give \"file\" or \"source\")")
+                                   : "source file \"" + ref.file + "\" is empty");
+  }
+
+  void check_tunables() {
+    for (const auto& [name, values] : spec_.tunables) {
+      const std::string field = "tunables." + name;
+      if (!is_identifier(name)) fail(field, "\"" + name + "\" is not a valid macro name");
+      if (spec_.find_param(name)) fail(field, "\"" + name + "\" is also a param name");
+      if (values.empty()) fail(field, "empty list (give at least one value; the first is the seed's)");
+      std::set<std::int64_t> seen;
+      for (std::int64_t value : values)
+        if (!seen.insert(value).second) fail(field, "value " + std::to_string(value) + " is listed twice");
+    }
+  }
+
+  void check_names(const Expr& expr, const std::string& field) {
+    for (const auto& name : expr.names()) {
+      if (sizes_.count(name) || scalars_.count(name) || spec_.tunables.count(name)) continue;
+      std::vector<std::string> tunables;
+      for (const auto& entry : spec_.tunables) tunables.push_back(entry.first);
+      fail(field, "unknown name \"" + name + "\" in \"" + expr.text() + "\" (sizes: " +
+                      join({sizes_.begin(), sizes_.end()}) + "; scalars: " + join({scalars_.begin(), scalars_.end()}) +
+                      "; tunables: " + join(tunables) + ")");
+    }
+  }
+
+  void check_expressions() {
+    const bool gpu = !is_cpu_language(spec_.language);
+    if (gpu && !spec_.launch)
+      fail("launch", std::string("missing (required for ") + to_string(spec_.language) + ": grid and block)");
+    if (spec_.launch) {
+      for (int i = 0; i < 3; ++i) {
+        check_names(spec_.launch->grid[i], "launch.grid[" + std::to_string(i) + "]");
+        check_names(spec_.launch->block[i], "launch.block[" + std::to_string(i) + "]");
+      }
+      check_names(spec_.launch->shared_bytes, "launch.shared_bytes");
+    }
+    for (std::size_t i = 0; i < spec_.constraints.size(); ++i)
+      check_names(spec_.constraints[i], "constraints[" + std::to_string(i) + "]");
+    if (spec_.cost_flops) check_names(*spec_.cost_flops, "cost.flops");
+    if (spec_.cost_bytes) check_names(*spec_.cost_bytes, "cost.bytes");
+  }
+
+  // The seed must be a runnable point: it satisfies the constraints and its launch evaluates to a
+  // real grid on every workload.
+  void check_seed_point() {
+    const Bindings seed = spec_.seed_tunables();
+    for (std::size_t w = 0; w < spec_.workloads.size(); ++w) {
+      const Bindings names = spec_.bindings(spec_.workloads[w], seed);
+      const std::string for_workload = " for workloads[" + std::to_string(w) + "] at the seed point " + point(seed);
+      for (std::size_t i = 0; i < spec_.constraints.size(); ++i) {
+        const std::string field = "constraints[" + std::to_string(i) + "]";
+        if (evaluate(spec_.constraints[i], names, field, for_workload) == 0)
+          fail(field, "\"" + spec_.constraints[i].text() + "\" is false" + for_workload +
+                          " (the first value of each tunable must satisfy the constraints)");
+      }
+      if (spec_.launch) {
+        for (int i = 0; i < 3; ++i) {
+          for (const auto& [exprs, what] : {std::pair{spec_.launch->grid, "grid"}, {spec_.launch->block, "block"}}) {
+            const std::string field = std::string("launch.") + what + "[" + std::to_string(i) + "]";
+            const std::int64_t value = evaluate(exprs[i], names, field, for_workload);
+            if (value < 1) fail(field, "\"" + exprs[i].text() + "\" is " + std::to_string(value) + for_workload);
+          }
+        }
+        const std::int64_t shared = evaluate(spec_.launch->shared_bytes, names, "launch.shared_bytes", for_workload);
+        if (shared < 0) fail("launch.shared_bytes", "negative" + for_workload);
+      }
+      if (spec_.cost_flops) evaluate(*spec_.cost_flops, names, "cost.flops", for_workload);
+      if (spec_.cost_bytes) evaluate(*spec_.cost_bytes, names, "cost.bytes", for_workload);
+    }
+  }
+
+  std::int64_t evaluate(const Expr& expr, const Bindings& names, const std::string& field,
+                        const std::string& context) const {
+    try {
+      return expr.eval(names);
+    } catch (const Error& error) {
+      // The expression's own message starts with where it was parsed, which may repeat the file and
+      // field; keep only the problem.
+      std::string problem = error.what();
+      const std::size_t start = problem.find("cannot evaluate ");
+      if (start != std::string::npos) problem.erase(0, start);
+      fail(field, problem + context);
+    }
+  }
+
+  static std::string point(const Bindings& tunables) {
+    std::string out = "{";
+    for (const auto& [name, value] : tunables) out += (out.size() > 1 ? ", " : "") + name + "=" + std::to_string(value);
+    return out + "}";
+  }
+
+  const Spec& spec_;
+  std::string origin_;
+  std::set<std::string> sizes_;
+  std::set<std::string> scalars_;
+};
+
+}  // namespace
+
+void Spec::validate() const { Validator(*this).run(); }
+
+Bindings Spec::seed_tunables() const {
+  Bindings point;
+  for (const auto& [name, values] : tunables)
+    if (!values.empty()) point[name] = values.front();
+  return point;
+}
+
+bool Spec::satisfies_constraints(const Bindings& point) const {
+  try {
+    if (workloads.empty()) {
+      for (const Expr& constraint : constraints)
+        if (constraint.eval(bindings({}, point)) == 0) return false;
+      return true;
+    }
+    for (const Bindings& workload : workloads) {
+      const Bindings names = bindings(workload, point);
+      for (const Expr& constraint : constraints)
+        if (constraint.eval(names) == 0) return false;
+    }
+  } catch (const Error&) {
+    return false;  // a point the constraints cannot even be evaluated at is not a valid point
+  }
+  return true;
+}
+
+std::int64_t Spec::element_count(const Param& buffer, const Bindings& workload) const {
+  std::int64_t count = 1;
+  for (const std::string& dim : buffer.shape) {
+    std::int64_t extent = 0;
+    if (auto literal = parse_literal(dim)) {
+      extent = *literal;
+    } else {
+      auto found = workload.find(dim);
+      if (found == workload.end())
+        throw Error(ErrorCode::BadSpec, (path.empty() ? name : path) + ": param \"" + buffer.name +
+                                            "\": the workload does not bind size \"" + dim + "\"");
+      extent = found->second;
+    }
+    if (__builtin_mul_overflow(count, extent, &count))
+      throw Error(ErrorCode::BadSpec, (path.empty() ? name : path) + ": param \"" + buffer.name +
+                                          "\": element count overflows 64 bits");
+  }
+  return count;
+}
+
+Bindings Spec::bindings(const Bindings& workload, const Bindings& point) const {
+  Bindings names = workload;
+  for (const Param& param : params) {
+    if (param.role != Role::scalar) continue;
+    // Scalars are read as integers in launch and cost expressions: truncated, saturated at the ends.
+    const double value = std::trunc(param.value);
+    std::int64_t integer = 0;
+    if (value >= 9.2233720368547758e18) integer = std::numeric_limits<std::int64_t>::max();
+    else if (value <= -9.2233720368547758e18) integer = std::numeric_limits<std::int64_t>::min();
+    else if (!std::isnan(value)) integer = static_cast<std::int64_t>(value);
+    names[param.name] = integer;
+  }
+  for (const auto& [tunable, value] : point) names[tunable] = value;
+  return names;
+}
+
+const Param* Spec::find_param(const std::string& param_name) const {
+  for (const Param& param : params)
+    if (param.name == param_name) return &param;
+  return nullptr;
+}
+
+}  // namespace kernelevolve
