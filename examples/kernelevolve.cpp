@@ -133,7 +133,7 @@ int cmd_check(const std::vector<std::string>& args) {
   auto device = ke::open_device(c.device);
   ke::LocalEvaluator evaluator(spec, device);
   ke::Candidate seed{spec.seed.source, spec.seed.language.value_or(spec.language), spec.seed_tunables()};
-  ke::Candidate reference{spec.reference.source, spec.reference.language.value_or(spec.language), {}};
+  ke::Candidate reference{spec.reference.source, spec.reference.language.value_or(spec.language), spec.seed_tunables()};
   const ke::Evaluation seed_eval = evaluator.evaluate(seed, 1);
   // The reference checked against itself: it must be deterministic, and it gives the time to beat.
   ke::Evaluation ref_eval;

@@ -105,7 +105,8 @@ TEST_CASE("run finds a kernel several times faster than the seed, and reports it
   CHECK(evaluations <= 12);
   CHECK(evaluations >= 2);
   int64_t counted = 0;
-  for (auto [k, v] : doc["status_counts"].get_object().value()) counted += v.get_int64().value();
+  simdjson::dom::object counts = doc["status_counts"].get_object().value();  // a local: value() of a temporary dangles
+  for (auto [k, v] : counts) counted += v.get_int64().value();
   CHECK(counted == evaluations);
   simdjson::dom::element best = doc["best"];
   const double speedup = best["speedup"].get_double().value();

@@ -35,6 +35,9 @@ class Observer {
 
 struct EvolverOptions {
   std::uint64_t seed = 1;  // seeds selection, mutation and the evaluator's inputs
+  // Candidates evaluated at once. The evaluator must be thread-safe for more than one (WorkerEvaluator
+  // is; LocalEvaluator serialises). In-flight candidates sit in the graph as `pending` nodes.
+  int jobs = 1;
   // Consecutive mutator failures (or proposals of known points) after which the search stops.
   int max_consecutive_mutator_failures = 64;
 };

@@ -56,6 +56,9 @@ struct EvalOptions {
   int input_sets = 3;        // inputs rotated among this many buffer sets while timing
   bool flush_cache = true;   // on GPUs, flush L2 between timed launches
   bool check_roofline = true;
+  // A file locked (flock) around each timing loop, so timings of parallel evaluations on one device,
+  // in this process or another, never overlap. Empty: no lock.
+  std::string timing_lock;
 };
 
 class FitnessEvaluator {
@@ -77,6 +80,39 @@ class LocalEvaluator final : public FitnessEvaluator {
   ~LocalEvaluator() override;
   Evaluation evaluate(const Candidate& candidate, std::uint64_t input_seed) override;
   DeviceInfo device_info() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct WorkerOptions {
+  int jobs = 1;               // worker processes, each evaluating one candidate at a time
+  // Time limit per candidate, in seconds. 0 derives it from the first evaluation (the seed's):
+  // max(min_timeout_s, timeout_factor * its wall time); until then first_timeout_s applies.
+  double timeout_s = 0;
+  double min_timeout_s = 10;
+  double timeout_factor = 10;
+  double first_timeout_s = 300;
+  std::string worker_path;    // empty: $KE_WORKER, else beside the library, ../libexec/kernelevolve, ../bin
+  EvalOptions eval;
+};
+
+// Evaluates each candidate in a persistent worker process (kernelevolve-worker) that this evaluator
+// starts. A crash, an exit, a hang past the time limit or a corrupted process kills only the worker:
+// the node is `crashed` (with the signal) or `timeout`, the worker is replaced, and the caller goes on.
+// Thread-safe: up to `jobs` evaluations run at once.
+class WorkerEvaluator final : public FitnessEvaluator {
+ public:
+  // Throws Error(DeviceUnavailable) if the worker cannot open the device, Error(Internal) if it cannot start.
+  WorkerEvaluator(Spec spec, std::string device_id, WorkerOptions options = {});
+  ~WorkerEvaluator() override;
+  Evaluation evaluate(const Candidate& candidate, std::uint64_t input_seed) override;
+  DeviceInfo device_info() override;
+  // The time limit in force now (seconds).
+  double timeout_s() const;
+  // Workers started so far, replacements included.
+  int workers_started() const;
 
  private:
   struct Impl;

@@ -100,5 +100,7 @@ struct Spec {
 Spec load_spec(const std::string& path);
 // Parses spec JSON text; `path` is used for messages and to resolve relative source files.
 Spec parse_spec(const std::string& json_text, const std::string& path);
+// The spec as spec-file JSON with every source inline, so it stands alone (parse_spec reads it back).
+std::string to_json(const Spec& spec);
 
 }  // namespace kernelevolve

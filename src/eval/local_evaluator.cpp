@@ -1,9 +1,15 @@
 // The fitness protocol of DESIGN.md, steps 1-3, in the calling process: compile, verify on fresh
 // random inputs against the reference, time what verified. Step 4 (isolation) wraps this in a worker.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cerrno>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <sstream>
 
@@ -87,6 +93,27 @@ LaunchDims launch_dims(const Spec& spec, const Bindings& workload, const Binding
   return dims;
 }
 
+// Holds an exclusive flock on a file for its lifetime; a no-op for an empty path.
+class TimingLock {
+ public:
+  explicit TimingLock(const std::string& path) {
+    if (path.empty()) return;
+    fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666);
+    if (fd_ >= 0) {
+      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  ~TimingLock() {
+    if (fd_ >= 0) ::close(fd_);  // closing releases the lock
+  }
+  TimingLock(const TimingLock&) = delete;
+  TimingLock& operator=(const TimingLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
 double median_of(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -115,6 +142,7 @@ bool mentions_entry(const std::string& source, const std::string& entry) {
 }  // namespace
 
 struct LocalEvaluator::Impl {
+  std::mutex mutex;  // one evaluation at a time: the reference and the buffers are shared
   Spec spec;
   std::shared_ptr<Device> device;
   std::shared_ptr<Device> reference_device;
@@ -320,6 +348,9 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       if (p.role == Role::inout) blocks[s]->upload(i, kept[s].inputs[i]);
     }
   };
+  // GPUs flush L2 between launches; on a CPU the rotating input sets do that job without the cost.
+  const bool flush = options.flush_cache && device->info().kind != "cpu";
+  TimingLock timing_lock(options.timing_lock);  // warm-up included: it loads the device too
   for (int i = 0; i < options.warmup; ++i) {
     prepare(0);
     LaunchResult lr = device->launch(kernel, blocks[0]->args.data(), dims);
@@ -334,7 +365,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
     if (rep >= options.min_reps && total_us >= options.target_ms * 1000.0) break;
     const std::size_t s = static_cast<std::size_t>(rep) % blocks.size();
     prepare(s);
-    LaunchResult lr = device->launch(kernel, blocks[s]->args.data(), dims, /*timed=*/true, options.flush_cache);
+    LaunchResult lr = device->launch(kernel, blocks[s]->args.data(), dims, /*timed=*/true, flush);
     if (!lr.ok) return fail(e, Status::crashed, "launch failed: " + lr.error);
     times.push_back(lr.time_us);
     total_us += lr.time_us;
@@ -394,6 +425,7 @@ LocalEvaluator::LocalEvaluator(Spec spec, std::shared_ptr<Device> device, EvalOp
 LocalEvaluator::~LocalEvaluator() = default;
 
 Evaluation LocalEvaluator::evaluate(const Candidate& candidate, std::uint64_t input_seed) {
+  std::lock_guard lock(impl_->mutex);
   return impl_->evaluate(candidate, input_seed);
 }
 

@@ -1,6 +1,12 @@
 #include "kernelevolve/evolver.hpp"
 
 #include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <map>
+#include <mutex>
+#include <thread>
 
 #include "kernelevolve/error.hpp"
 
@@ -23,6 +29,7 @@ Evolver::Evolver(Spec spec, std::shared_ptr<FitnessEvaluator> evaluator, std::sh
   if (!evaluator || !mutator || !policy || !stop) {
     throw Error(ErrorCode::BadUsage, "Evolver: evaluator, mutator, policy and stop rule are all required");
   }
+  if (options.jobs < 1) throw Error(ErrorCode::BadUsage, "Evolver: jobs must be at least 1");
   spec.validate();
   impl_->spec = std::move(spec);
   impl_->evaluator = std::move(evaluator);
@@ -42,11 +49,47 @@ const SearchGraph& Evolver::graph() const { return impl_->graph; }
 const Spec& Evolver::spec() const { return impl_->spec; }
 
 namespace {
-std::uint64_t input_seed(std::uint64_t run_seed, std::size_t node_index) {
-  std::uint64_t z = run_seed * 0x9e3779b97f4a7c15ull + node_index + 1;
+
+std::uint64_t input_seed(std::uint64_t run_seed, NodeId node) {
+  std::uint64_t z = run_seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(node) + 1;
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   return z ^ (z >> 27);
 }
+
+// Evaluations finished on worker threads, handed back to the thread that runs the search.
+struct Completions {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::pair<NodeId, Evaluation>> done;
+  std::exception_ptr error;  // the first exception an evaluation threw (a broken reference, say)
+
+  void push(NodeId id, Evaluation e) {
+    {
+      std::lock_guard lock(mutex);
+      done.emplace_back(id, std::move(e));
+    }
+    ready.notify_one();
+  }
+  void fail(NodeId id, std::exception_ptr ex) {
+    {
+      std::lock_guard lock(mutex);
+      if (!error) error = ex;
+      Evaluation e;
+      e.status = Status::crashed;
+      e.message = "the evaluator failed";
+      done.emplace_back(id, std::move(e));
+    }
+    ready.notify_one();
+  }
+  std::pair<NodeId, Evaluation> pop() {
+    std::unique_lock lock(mutex);
+    ready.wait(lock, [&] { return !done.empty(); });
+    auto item = std::move(done.front());
+    done.pop_front();
+    return item;
+  }
+};
+
 }  // namespace
 
 RunResult Evolver::run() {
@@ -55,25 +98,65 @@ RunResult Evolver::run() {
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   std::mt19937_64 rng(s.options.seed);
   RunResult result;
+  Completions completions;
+  std::map<NodeId, std::thread> threads;
+  struct JoinAll {  // if anything throws mid-run, wait for the evaluations still running before unwinding
+    std::map<NodeId, std::thread>& threads;
+    ~JoinAll() {
+      for (auto& [id, t] : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } join_all{threads};
+  int in_flight = 0;
   for (Observer* o : s.observers) o->on_start(s.spec, s.evaluator->device_info());
 
-  auto record = [&](Node node) -> const Node& {
+  // Adds a pending node and evaluates it on its own thread.
+  auto launch = [&](Node node) {
     node.created_s = elapsed();
+    node.evaluation.status = Status::pending;
     const NodeId id = s.graph.add(std::move(node));
-    const Node& added = s.graph.node(id);
+    const Candidate candidate = s.graph.node(id).candidate;
+    const std::uint64_t seed = input_seed(s.options.seed, id);
+    in_flight += 1;
+    threads.emplace(id, std::thread([&completions, &s, id, candidate, seed] {
+      try {
+        completions.push(id, s.evaluator->evaluate(candidate, seed));
+      } catch (...) {
+        completions.fail(id, std::current_exception());
+      }
+    }));
+  };
+
+  // Waits for one evaluation and records it on its node.
+  auto collect = [&]() -> const Node& {
+    auto [id, evaluation] = completions.pop();
+    in_flight -= 1;
+    threads.at(id).join();
+    threads.erase(id);
+    Node& node = s.graph.node(id);
+    node.evaluation = std::move(evaluation);
+    if (id == 0) {
+      node.speedup = node.evaluation.status == Status::ok ? 1.0 : 0.0;
+    } else {
+      node.speedup = speedup(s.graph.node(0).evaluation, node.evaluation);
+    }
     result.state.evaluations += 1;
     result.state.elapsed_s = elapsed();
-    if (added.speedup > result.state.best_speedup) {
-      result.state.best_speedup = added.speedup;
+    if (node.speedup > result.state.best_speedup) {
+      result.state.best_speedup = node.speedup;
       result.state.evaluations_since_improvement = 0;
     } else {
       result.state.evaluations_since_improvement += 1;
     }
-    for (Observer* o : s.observers) o->on_node(added, result.state);
-    return added;
+    for (Observer* o : s.observers) o->on_node(node, result.state);
+    return node;
   };
 
+  // Every path out of run() drains and joins, so no evaluation is lost and no thread outlives the call.
   auto finish = [&](std::string reason) {
+    while (in_flight > 0) collect();
+    if (completions.error) std::rethrow_exception(completions.error);
     result.stop_reason = std::move(reason);
     result.best = s.graph.best();
     result.state.elapsed_s = elapsed();
@@ -87,23 +170,33 @@ RunResult Evolver::run() {
   seed.candidate.source = s.spec.seed.source;
   seed.candidate.language = s.spec.seed.language.value_or(s.spec.language);
   seed.candidate.tunables = s.spec.seed_tunables();
-  seed.evaluation = s.evaluator->evaluate(seed.candidate, input_seed(s.options.seed, 0));
-  seed.speedup = seed.evaluation.status == Status::ok ? 1.0 : 0.0;
-  const Node& seed_node = record(std::move(seed));
+  launch(std::move(seed));
+  const Node& seed_node = collect();
   result.seed = seed_node.id;
   if (seed_node.evaluation.status != Status::ok) {
     return finish(std::string("the seed kernel is ") + to_string(seed_node.evaluation.status) + ": " +
                   seed_node.evaluation.message);
   }
-  const Evaluation seed_evaluation = seed_node.evaluation;
 
   int consecutive_failures = 0;
   for (;;) {
+    if (completions.error) return finish("an evaluation failed");
     result.state.elapsed_s = elapsed();
     if (auto why = s.stop->should_stop(result.state)) return finish(*why);
+    // Evaluations already started count toward an evaluation budget.
+    SearchState projected = result.state;
+    projected.evaluations += in_flight;
+    if (in_flight >= s.options.jobs || (in_flight > 0 && s.stop->should_stop(projected))) {
+      collect();
+      continue;
+    }
     const std::vector<NodeId> parents = s.policy->select(s.graph, rng);
     Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, parents, rng});
     if (!m.child || s.graph.contains(*m.child)) {
+      if (in_flight > 0) {  // the points in flight may open new neighbourhoods: wait for one
+        collect();
+        continue;
+      }
       if (m.exhausted) return finish("search space exhausted: " + m.error);
       result.mutator_failures += 1;
       if (++consecutive_failures >= s.options.max_consecutive_mutator_failures) {
@@ -118,9 +211,7 @@ RunResult Evolver::run() {
     node.mutator = s.mutator->name();
     node.note = m.note;
     node.candidate = std::move(*m.child);
-    node.evaluation = s.evaluator->evaluate(node.candidate, input_seed(s.options.seed, s.graph.size()));
-    node.speedup = speedup(seed_evaluation, node.evaluation);
-    record(std::move(node));
+    launch(std::move(node));
   }
 }
 

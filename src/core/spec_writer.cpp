@@ -1,0 +1,112 @@
+// Writing a Spec back as spec-file JSON, sources inline: how a spec built in C++ reaches a worker
+// process or an external mutator.
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "kernelevolve/report.hpp"
+#include "kernelevolve/spec.hpp"
+
+namespace kernelevolve {
+
+namespace {
+
+std::string quote(const std::string& text) { return json_quote(text); }
+
+std::string number(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  std::string s = buf;
+  // Keep it a JSON number that reads back as a double ("1e-05" and "2" are fine; "inf" is not).
+  if (!std::isfinite(x)) return "0";
+  return s;
+}
+
+std::string source_ref(const SourceRef& ref) {
+  std::string out = "{\"source\": " + quote(ref.source);
+  if (ref.language) out += ", \"language\": " + quote(to_string(*ref.language));
+  if (ref.device) out += ", \"device\": " + quote(*ref.device);
+  return out + "}";
+}
+
+}  // namespace
+
+std::string to_json(const Spec& spec) {
+  std::ostringstream out;
+  out << "{\"name\": " << quote(spec.name) << ", \"language\": " << quote(to_string(spec.language))
+      << ", \"entry\": " << quote(spec.entry) << ", \"params\": [";
+  for (std::size_t i = 0; i < spec.params.size(); ++i) {
+    const Param& p = spec.params[i];
+    out << (i ? ", " : "") << "{\"name\": " << quote(p.name) << ", \"dtype\": " << quote(to_string(p.dtype))
+        << ", \"role\": " << quote(to_string(p.role));
+    if (p.is_buffer()) {
+      out << ", \"shape\": [";
+      for (std::size_t d = 0; d < p.shape.size(); ++d) out << (d ? ", " : "") << quote(p.shape[d]);
+      out << "]";
+    }
+    if (p.role == Role::scalar) out << ", \"value\": " << number(p.value);
+    out << "}";
+  }
+  out << "], \"workloads\": [";
+  for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
+    out << (w ? ", " : "") << "{";
+    bool first = true;
+    for (const auto& [k, v] : spec.workloads[w]) {
+      out << (first ? "" : ", ") << quote(k) << ": " << v;
+      first = false;
+    }
+    out << "}";
+  }
+  out << "]";
+  if (!spec.inputs.empty()) {
+    out << ", \"inputs\": {";
+    bool first = true;
+    for (const auto& [name, d] : spec.inputs) {
+      out << (first ? "" : ", ") << quote(name) << ": ";
+      if (d.kind == InputDist::Kind::uniform) {
+        out << "{\"dist\": \"uniform\", \"low\": " << number(d.a) << ", \"high\": " << number(d.b) << "}";
+      } else {
+        out << "{\"dist\": " << (d.kind == InputDist::Kind::normal ? "\"normal\"" : "\"laplace\"")
+            << ", \"mean\": " << number(d.a) << ", \"std\": " << number(d.b) << "}";
+      }
+      first = false;
+    }
+    out << "}";
+  }
+  out << ", \"tolerance\": {\"atol\": " << number(spec.tolerance.atol) << ", \"rtol\": " << number(spec.tolerance.rtol)
+      << "}, \"reference\": " << source_ref(spec.reference) << ", \"seed\": " << source_ref(spec.seed);
+  if (spec.launch) {
+    auto dims = [&](const Expr* e) {
+      return "[" + quote(e[0].text()) + ", " + quote(e[1].text()) + ", " + quote(e[2].text()) + "]";
+    };
+    out << ", \"launch\": {\"grid\": " << dims(spec.launch->grid) << ", \"block\": " << dims(spec.launch->block)
+        << ", \"shared_bytes\": " << quote(spec.launch->shared_bytes.text()) << "}";
+  }
+  if (!spec.tunables.empty()) {
+    out << ", \"tunables\": {";
+    bool first = true;
+    for (const auto& [name, values] : spec.tunables) {
+      out << (first ? "" : ", ") << quote(name) << ": [";
+      for (std::size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
+      out << "]";
+      first = false;
+    }
+    out << "}";
+  }
+  if (!spec.constraints.empty()) {
+    out << ", \"constraints\": [";
+    for (std::size_t i = 0; i < spec.constraints.size(); ++i) out << (i ? ", " : "") << quote(spec.constraints[i].text());
+    out << "]";
+  }
+  if (spec.cost_flops || spec.cost_bytes) {
+    out << ", \"cost\": {";
+    if (spec.cost_flops) out << "\"flops\": " << quote(spec.cost_flops->text());
+    if (spec.cost_bytes) out << (spec.cost_flops ? ", " : "") << "\"bytes\": " << quote(spec.cost_bytes->text());
+    out << "}";
+  }
+  if (!spec.notes.empty()) out << ", \"notes\": " << quote(spec.notes);
+  out << "}";
+  return out.str();
+}
+
+}  // namespace kernelevolve

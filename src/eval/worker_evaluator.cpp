@@ -1,0 +1,286 @@
+// The host side of worker isolation: starts kernelevolve-worker processes with posix_spawn, hands each
+// a candidate over a Unix socket, and turns a crash, an exit or a hang into a status on the node.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <simdjson.h>
+#include <sstream>
+#include <thread>
+
+#include "eval/wire.hpp"
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/fitness.hpp"
+#include "kernelevolve/report.hpp"
+
+extern char** environ;
+
+namespace kernelevolve {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string find_worker(const std::string& configured) {
+  if (!configured.empty()) return configured;
+  if (const char* env = std::getenv("KE_WORKER"); env && *env) return env;
+  std::vector<fs::path> places;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&find_worker), &info) && info.dli_fname) {
+    const fs::path here = fs::absolute(info.dli_fname).parent_path();
+    places = {here / "kernelevolve-worker", here.parent_path() / "kernelevolve-worker",
+              here.parent_path() / "libexec" / "kernelevolve" / "kernelevolve-worker",
+              here.parent_path() / "bin" / "kernelevolve-worker"};
+  }
+  std::string looked;
+  for (const auto& p : places) {
+    if (::access(p.c_str(), X_OK) == 0) return p.string();
+    looked += "\n  " + p.string();
+  }
+  throw Error(ErrorCode::Internal, "cannot find the kernelevolve-worker executable; set KE_WORKER to its path. Looked in:" + looked);
+}
+
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return std::string("killed by signal ") + std::to_string(sig) + " (SIG" + (name ? name : "?") + ": " +
+           strsignal(sig) + ")";
+  }
+  if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
+  return "ended";
+}
+
+struct Worker {
+  pid_t pid = -1;
+  int fd = -1;
+  bool alive() const { return pid > 0; }
+};
+
+}  // namespace
+
+struct WorkerEvaluator::Impl {
+  Spec spec;
+  std::string device_id;
+  WorkerOptions options;
+  std::string worker_path;
+  std::string init_message;
+
+  mutable std::mutex mutex;
+  std::condition_variable free_cv;
+  std::vector<Worker> workers;
+  std::vector<bool> busy;
+  DeviceInfo info;
+  bool have_info = false;
+  double timeout = 0;  // seconds; 0 until derived
+  std::atomic<int> started{0};
+
+  // Reaps a worker: gives it a moment to finish dying (so its real exit status is seen), then kills it.
+  static std::string reap(Worker& w, bool kill_now) {
+    int status = 0;
+    pid_t r = 0;
+    if (!kill_now) {
+      for (int i = 0; i < 40 && (r = ::waitpid(w.pid, &status, WNOHANG)) == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    if (r == 0 || kill_now) {
+      ::kill(w.pid, SIGKILL);
+      while ((r = ::waitpid(w.pid, &status, 0)) < 0 && errno == EINTR) {
+      }
+    }
+    if (w.fd >= 0) ::close(w.fd);
+    w = Worker{};
+    return describe_exit(status);
+  }
+
+  // Starts a worker and waits for it to say it is ready. Throws Error on failure.
+  void start(Worker& w) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      throw Error(ErrorCode::Internal, std::string("socketpair: ") + std::strerror(errno));
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, sv[1], wire::kWorkerFd);
+    posix_spawn_file_actions_addclosefrom_np(&fa, wire::kWorkerFd + 1);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaddset(&defaults, sig);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    char* argv[] = {const_cast<char*>(worker_path.c_str()), nullptr};
+    pid_t pid = -1;
+    const int rc = ::posix_spawn(&pid, worker_path.c_str(), &fa, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    ::close(sv[1]);
+    if (rc != 0) {
+      ::close(sv[0]);
+      throw Error(ErrorCode::Internal, "cannot start " + worker_path + ": " + std::strerror(rc));
+    }
+    w.pid = pid;
+    w.fd = sv[0];
+    started += 1;
+    std::string reply;
+    if (!wire::write_frame(w.fd, init_message) ||
+        wire::read_frame(w.fd, reply, static_cast<int>(options.first_timeout_s * 1000)) != wire::ReadStatus::ok) {
+      const std::string how = reap(w, false);
+      throw Error(ErrorCode::Internal, "the worker " + worker_path + " failed to start: " + how);
+    }
+    simdjson::dom::parser parser;
+    simdjson::dom::element msg;
+    if (parser.parse(reply).get(msg) != simdjson::SUCCESS) {
+      reap(w, true);
+      throw Error(ErrorCode::Internal, "the worker answered garbage at start");
+    }
+    const std::string_view type = msg["type"].get_string().value();
+    if (type == "error") {
+      const auto code = static_cast<ErrorCode>(msg["code"].get_int64().value());
+      const std::string message(msg["message"].get_string().value());
+      reap(w, true);
+      throw Error(code, message);
+    }
+    std::lock_guard lock(mutex);
+    if (!have_info) {
+      info = wire::device_info_from_json(simdjson::to_string(msg["device"].value()));
+      have_info = true;
+    }
+  }
+
+  std::size_t acquire() {
+    std::unique_lock lock(mutex);
+    for (;;) {
+      for (std::size_t i = 0; i < busy.size(); ++i) {
+        if (!busy[i]) {
+          busy[i] = true;
+          return i;
+        }
+      }
+      free_cv.wait(lock);
+    }
+  }
+
+  void release(std::size_t i) {
+    {
+      std::lock_guard lock(mutex);
+      busy[i] = false;
+    }
+    free_cv.notify_one();
+  }
+
+  double current_timeout() const {
+    std::lock_guard lock(mutex);
+    if (options.timeout_s > 0) return options.timeout_s;
+    return timeout > 0 ? timeout : options.first_timeout_s;
+  }
+
+  Evaluation evaluate_on(Worker& w, const Candidate& candidate, std::uint64_t seed) {
+    if (!w.alive()) start(w);
+    const double limit_s = current_timeout();
+    const std::string request = "{\"type\": \"eval\", \"seed\": " + std::to_string(seed) +
+                                ", \"candidate\": " + wire::to_json(candidate) + "}";
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string reply;
+    wire::ReadStatus rs = wire::ReadStatus::closed;
+    if (wire::write_frame(w.fd, request)) rs = wire::read_frame(w.fd, reply, static_cast<int>(limit_s * 1000));
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    Evaluation e;
+    if (rs == wire::ReadStatus::timeout) {
+      reap(w, true);
+      e.status = Status::timeout;
+      std::ostringstream msg;
+      msg << "exceeded the time limit of " << limit_s << " s; the worker was killed and replaced";
+      e.message = msg.str();
+      return e;
+    }
+    if (rs != wire::ReadStatus::ok) {
+      const std::string how = reap(w, false);
+      e.status = Status::crashed;
+      e.message = "the worker " + how + " while evaluating the candidate";
+      return e;
+    }
+    simdjson::dom::parser parser;
+    simdjson::dom::element msg;
+    if (parser.parse(reply).get(msg) != simdjson::SUCCESS) {
+      reap(w, true);
+      e.status = Status::crashed;
+      e.message = "the worker's reply was corrupted";
+      return e;
+    }
+    const std::string_view type = msg["type"].get_string().value();
+    if (type == "error") {
+      throw Error(static_cast<ErrorCode>(msg["code"].get_int64().value()), std::string(msg["message"].get_string().value()));
+    }
+    e = wire::evaluation_from_json(simdjson::to_string(msg["evaluation"].value()));
+    if (msg["restart"].get_bool().value()) reap(w, false);
+    if (e.status == Status::ok) {
+      std::lock_guard lock(mutex);
+      if (timeout == 0) timeout = std::max(options.min_timeout_s, options.timeout_factor * wall_s);
+    }
+    return e;
+  }
+};
+
+WorkerEvaluator::WorkerEvaluator(Spec spec, std::string device_id, WorkerOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  spec.validate();
+  if (options.jobs < 1) throw Error(ErrorCode::BadUsage, "WorkerEvaluator: jobs must be at least 1");
+  impl_->worker_path = find_worker(options.worker_path);
+  impl_->init_message = "{\"type\": \"init\", \"path\": " + json_quote(spec.path.empty() ? spec.name : spec.path) +
+                        ", \"device\": " + json_quote(device_id) + ", \"options\": " + wire::to_json(options.eval) +
+                        ", \"spec\": " + to_json(spec) + "}";
+  impl_->spec = std::move(spec);
+  impl_->device_id = std::move(device_id);
+  impl_->options = options;
+  impl_->workers.resize(static_cast<std::size_t>(options.jobs));
+  impl_->busy.assign(static_cast<std::size_t>(options.jobs), false);
+  // Start one worker now, so a missing device or a broken worker is reported at once.
+  impl_->start(impl_->workers[0]);
+}
+
+WorkerEvaluator::~WorkerEvaluator() {
+  for (Worker& w : impl_->workers) {
+    if (w.alive()) {
+      ::close(w.fd);  // the worker reads EOF and exits
+      w.fd = -1;
+      Impl::reap(w, false);
+    }
+  }
+}
+
+Evaluation WorkerEvaluator::evaluate(const Candidate& candidate, std::uint64_t input_seed) {
+  const std::size_t slot = impl_->acquire();
+  struct Release {
+    Impl* impl;
+    std::size_t slot;
+    ~Release() { impl->release(slot); }
+  } release{impl_.get(), slot};
+  return impl_->evaluate_on(impl_->workers[slot], candidate, input_seed);
+}
+
+DeviceInfo WorkerEvaluator::device_info() {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->info;
+}
+
+double WorkerEvaluator::timeout_s() const { return impl_->current_timeout(); }
+
+int WorkerEvaluator::workers_started() const { return impl_->started.load(); }
+
+}  // namespace kernelevolve

@@ -1,0 +1,105 @@
+// kernelevolve-worker: evaluates candidates for a host process, so that whatever a candidate does
+// (crash, exit, hang, print) happens here and not in the host. Speaks length-prefixed JSON frames on
+// fd 3; its standard streams go to /dev/null, so a kernel's output cannot reach the protocol.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <memory>
+#include <simdjson.h>
+#include <string>
+
+#include "eval/wire.hpp"
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/fitness.hpp"
+#include "kernelevolve/report.hpp"
+
+namespace ke = kernelevolve;
+namespace wire = kernelevolve::wire;
+
+namespace {
+
+int thread_count() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+void reply_error(int code, const std::string& message) {
+  wire::write_frame(wire::kWorkerFd, "{\"type\": \"error\", \"code\": " + std::to_string(code) +
+                                         ", \"message\": " + ke::json_quote(message) + "}");
+}
+
+}  // namespace
+
+int main() {
+  if (fcntl(wire::kWorkerFd, F_GETFD) < 0) {
+    const char msg[] = "kernelevolve-worker: started by the library, not by hand (fd 3 is its channel)\n";
+    (void)!write(2, msg, sizeof msg - 1);
+    return 2;
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+  const rlimit no_core{0, 0};
+  setrlimit(RLIMIT_CORE, &no_core);  // a crashing candidate should not leave core files behind
+  if (const char* log = getenv("KE_WORKER_LOG"); !log || !*log) {
+    const int null = open("/dev/null", O_RDWR);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(null, 2);
+    if (null > 2) close(null);
+  }
+
+  std::string frame;
+  if (wire::read_frame(wire::kWorkerFd, frame, -1) != wire::ReadStatus::ok) return 1;
+  std::unique_ptr<ke::LocalEvaluator> evaluator;
+  simdjson::dom::parser parser;
+  try {
+    simdjson::dom::element init;
+    if (parser.parse(frame).get(init) != simdjson::SUCCESS) throw ke::Error(ke::ErrorCode::Internal, "bad init");
+    const std::string spec_json = simdjson::to_string(init["spec"].value());
+    const std::string path(init["path"].get_string().value());
+    const std::string device_id(init["device"].get_string().value());
+    const std::string options_json = simdjson::to_string(init["options"].value());
+    ke::Spec spec = ke::parse_spec(spec_json, path);
+    auto device = ke::open_device(device_id);
+    evaluator = std::make_unique<ke::LocalEvaluator>(spec, device, wire::eval_options_from_json(options_json));
+    wire::write_frame(wire::kWorkerFd, "{\"type\": \"ready\", \"device\": " + wire::to_json(evaluator->device_info()) + "}");
+  } catch (const ke::Error& e) {
+    reply_error(static_cast<int>(e.code()), e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    reply_error(static_cast<int>(ke::ErrorCode::Internal), e.what());
+    return 1;
+  }
+
+  const int baseline_threads = thread_count();
+  for (;;) {
+    if (wire::read_frame(wire::kWorkerFd, frame, -1) != wire::ReadStatus::ok) return 0;  // host gone: done
+    try {
+      simdjson::dom::element msg;
+      if (parser.parse(frame).get(msg) != simdjson::SUCCESS) throw ke::Error(ke::ErrorCode::Internal, "bad request");
+      const ke::Candidate candidate = wire::candidate_from_json(simdjson::to_string(msg["candidate"].value()));
+      const auto seed = static_cast<std::uint64_t>(msg["seed"].get_uint64().value());
+      ke::Evaluation e = evaluator->evaluate(candidate, seed);
+      // Threads a kernel left behind may still write anywhere: this process is no longer clean.
+      const bool restart = thread_count() > baseline_threads;
+      if (restart && e.status == ke::Status::ok) {
+        e.status = ke::Status::invalid;
+        e.timings.clear();
+        e.message = "the kernel left threads running after it returned";
+      }
+      wire::write_frame(wire::kWorkerFd, "{\"type\": \"result\", \"restart\": " + std::string(restart ? "true" : "false") +
+                                             ", \"evaluation\": " + wire::to_json(e) + "}");
+      if (restart) return 0;
+    } catch (const ke::Error& e) {
+      reply_error(static_cast<int>(e.code()), e.what());
+    } catch (const std::exception& e) {
+      reply_error(static_cast<int>(ke::ErrorCode::Internal), e.what());
+    }
+  }
+}
