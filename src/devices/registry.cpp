@@ -1,1 +1,109 @@
-// placeholder: being written
+// open_device and list_devices: maps a device id ("cpu", "cuda:N", "hip:N") to a backend.
+// A backend is one row of kBackends; adding CUDA or HIP means filling in its open and list.
+#include <cctype>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernelevolve/device.hpp"
+#include "kernelevolve/error.hpp"
+
+#ifdef KE_WITH_CPU_JIT
+#include "devices/cpu/cpu_device.hpp"
+#endif
+
+namespace kernelevolve {
+namespace {
+
+struct DeviceId {
+  std::string kind;
+  std::optional<int> index;  // "cuda:1" -> 1; absent for "cuda"
+};
+
+// "kind" or "kind:N"; nullopt when malformed.
+std::optional<DeviceId> parse_device_id(const std::string& id) {
+  const auto colon = id.find(':');
+  DeviceId parsed;
+  parsed.kind = id.substr(0, colon);
+  if (parsed.kind.empty()) return std::nullopt;
+  for (char c : parsed.kind)
+    if (!std::islower(static_cast<unsigned char>(c))) return std::nullopt;
+  if (colon != std::string::npos) {
+    const std::string digits = id.substr(colon + 1);
+    if (digits.empty() || digits.size() > 6) return std::nullopt;
+    for (char c : digits)
+      if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    parsed.index = std::stoi(digits);
+  }
+  return parsed;
+}
+
+struct Backend {
+  const char* kind;
+  bool takes_index;
+  std::function<std::shared_ptr<Device>(const DeviceId&)> open;
+  std::function<std::vector<DeviceInfo>()> list;  // cheap: nothing is measured
+};
+
+const std::vector<Backend>& backends() {
+  static const std::vector<Backend> table = {
+      {"cpu", false,
+       [](const DeviceId&) -> std::shared_ptr<Device> {
+#ifdef KE_WITH_CPU_JIT
+         return make_cpu_device();
+#else
+         throw Error(ErrorCode::DeviceUnavailable,
+                     "device 'cpu': this build has no CPU JIT (configure with KE_WITH_CPU_JIT=ON)");
+#endif
+       },
+       []() -> std::vector<DeviceInfo> {
+#ifdef KE_WITH_CPU_JIT
+         return {describe_host_cpu(false)};
+#else
+         return {};
+#endif
+       }},
+      {"cuda", true,
+       [](const DeviceId& id) -> std::shared_ptr<Device> {
+         throw Error(ErrorCode::DeviceUnavailable,
+                     "device 'cuda" + (id.index ? ":" + std::to_string(*id.index) : std::string()) +
+                         "': no CUDA device: the CUDA backend is not built yet");
+       },
+       []() -> std::vector<DeviceInfo> { return {}; }},
+      {"hip", true,
+       [](const DeviceId& id) -> std::shared_ptr<Device> {
+         throw Error(ErrorCode::DeviceUnavailable,
+                     "device 'hip" + (id.index ? ":" + std::to_string(*id.index) : std::string()) +
+                         "': no HIP device: the HIP backend is not built yet");
+       },
+       []() -> std::vector<DeviceInfo> { return {}; }},
+  };
+  return table;
+}
+
+}  // namespace
+
+std::shared_ptr<Device> open_device(const std::string& id) {
+  const auto parsed = parse_device_id(id);
+  if (parsed) {
+    for (const auto& backend : backends()) {
+      if (parsed->kind != backend.kind) continue;
+      if (parsed->index && !backend.takes_index) break;
+      return backend.open(*parsed);
+    }
+  }
+  throw Error(ErrorCode::BadUsage,
+              "unknown device '" + id + "': expected cpu, cuda, cuda:N, hip or hip:N");
+}
+
+std::vector<DeviceInfo> list_devices() {
+  std::vector<DeviceInfo> devices;
+  for (const auto& backend : backends()) {
+    auto found = backend.list();
+    devices.insert(devices.end(), found.begin(), found.end());
+  }
+  return devices;
+}
+
+}  // namespace kernelevolve

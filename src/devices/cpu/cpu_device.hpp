@@ -1,0 +1,71 @@
+// CpuDevice: the host CPU as a Device. C and C++ kernels are compiled in-process with Clang 16
+// (cc1 arguments, -O3 for the host CPU and its features) and loaded with ORC LLJIT. Each kernel is
+// called through a generated trampoline `void __ke_trampoline(void** args)` appended to its source,
+// so launch() needs no knowledge of the signature at run time.
+#pragma once
+#include <cstddef>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "kernelevolve/device.hpp"
+
+namespace kernelevolve {
+
+namespace cpu_detail {
+class JitEngine;  // one ORC LLJIT, shared by a CpuDevice and the kernels it compiled
+}
+
+class CpuDevice final : public Device {
+ public:
+  static constexpr std::size_t kDefaultCacheCapacity = 256;
+
+  // cache_capacity: how many compiled modules are kept; the least recently used is dropped first
+  // (its code is unloaded once no Kernel handle refers to it any more).
+  explicit CpuDevice(std::size_t cache_capacity = kDefaultCacheCapacity);
+  ~CpuDevice() override;
+
+  const DeviceInfo& info() override;
+  CompileResult compile(const KernelSource& source) override;
+  std::unique_ptr<Buffer> allocate(std::size_t bytes) override;
+  LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed = false,
+                      bool flush_cache = false) override;
+
+  // Modules held in the cache now (for tests and diagnostics).
+  std::size_t cached_modules() const;
+
+ private:
+  struct CacheEntry {
+    std::string key;
+    std::shared_ptr<Kernel> kernel;
+  };
+
+  void flush_caches();
+
+  std::shared_ptr<cpu_detail::JitEngine> jit_;
+  std::size_t cache_capacity_;
+  mutable std::mutex cache_mutex_;
+  std::list<CacheEntry> lru_;  // front: most recently used
+  std::unordered_map<std::string, std::list<CacheEntry>::iterator> cache_;
+
+  std::once_flag info_once_;
+  DeviceInfo info_;
+
+  std::mutex flush_mutex_;
+  std::unique_ptr<unsigned char[]> flush_buffer_;
+  std::size_t flush_bytes_ = 0;
+};
+
+// The CPU device (a new instance, with its own JIT and module cache).
+std::shared_ptr<Device> make_cpu_device();
+
+// Describes the host CPU. With measure, the copy bandwidth ceilings are measured (about 0.2 s);
+// without, they are left at zero (list_devices() is cheap).
+DeviceInfo describe_host_cpu(bool measure);
+
+// The last-level cache size in bytes as the OS reports it, or 0 when unknown.
+std::size_t host_last_level_cache_bytes();
+
+}  // namespace kernelevolve
