@@ -51,6 +51,9 @@ struct CompileResult {
   std::string log;                 // diagnostics, kept on the node
   double compile_ms = 0;
   bool cached = false;
+  // The source broke the rules rather than the language (it calls exit, asks for a forbidden flag):
+  // the candidate is invalid, not a compile error.
+  bool refused = false;
   bool ok() const { return kernel != nullptr; }
 };
 

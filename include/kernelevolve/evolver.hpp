@@ -30,6 +30,8 @@ class Observer {
   virtual ~Observer() = default;
   virtual void on_start(const Spec&, const DeviceInfo&) {}
   virtual void on_node(const Node&, const SearchState&) {}
+  // A mutation that produced no candidate: the mutator's recorded failure (its error, prompt and answer).
+  virtual void on_mutator_failure(const Mutation&, const std::vector<NodeId>& /*parents*/) {}
   virtual void on_finish(const RunResult&, const SearchGraph&) {}
 };
 

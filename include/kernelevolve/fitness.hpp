@@ -56,6 +56,9 @@ struct EvalOptions {
   int input_sets = 3;        // inputs rotated among this many buffer sets while timing
   bool flush_cache = true;   // on GPUs, flush L2 between timed launches
   bool check_roofline = true;
+  // Fail a kernel whose threads outlive its call (work done behind the timer's back). Only sound where
+  // nothing else in the process starts threads meanwhile: the worker process sets it.
+  bool check_threads = false;
   // A file locked (flock) around each timing loop, so timings of parallel evaluations on one device,
   // in this process or another, never overlap. Empty: no lock.
   std::string timing_lock;

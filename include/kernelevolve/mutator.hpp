@@ -24,6 +24,9 @@ struct Mutation {
   std::string note;                // a one-line account of the change
   std::string error;               // a failure of the mutator, recorded, not fatal to the search
   bool exhausted = false;          // the mutator has no unmeasured point left to offer
+  std::string prompt;              // what a model or command was asked (kept on the node)
+  std::string answer;              // and what it answered
+  std::int64_t tokens = 0;         // model tokens spent on this mutation
 };
 
 class Mutator {
@@ -45,5 +48,24 @@ class ParamMutator final : public Mutator {
  private:
   double restart_probability_;
 };
+
+// Runs an external program (through /bin/sh) once per child: writes a JSON request on its standard
+// input (the spec, the parent's source, tunables and results, its recent failed children, the best node)
+// and reads its standard output as a model's answer: a full source in a fenced block, or SEARCH/REPLACE
+// edits on the parent. A non-zero exit, an empty or unusable answer, or a run past the time limit is a
+// recorded failure of the mutator. Lets any script or agent feed kernels into a run.
+class CommandMutator final : public Mutator {
+ public:
+  explicit CommandMutator(std::string command, double timeout_s = 300);
+  std::string name() const override { return "command"; }
+  Mutation mutate(const MutationContext& context) override;
+
+ private:
+  std::string command_;
+  double timeout_s_;
+};
+
+// The request a model or command gets about a parent: the same facts in the same JSON for every mutator.
+std::string mutation_request_json(const MutationContext& context);
 
 }  // namespace kernelevolve

@@ -23,6 +23,10 @@ struct Node {
   Evaluation evaluation;
   double speedup = 0;            // over the seed, geometric mean across workloads; 0 unless ok
   double created_s = 0;          // seconds since the run started
+  // What the mutator was asked and answered, when it was a model or a command (kept for the store).
+  std::string prompt;
+  std::string answer;
+  std::int64_t tokens = 0;
 };
 
 class SearchGraph {

@@ -1,5 +1,6 @@
 // The fitness protocol of DESIGN.md, steps 1-3, in the calling process: compile, verify on fresh
 // random inputs against the reference, time what verified. Step 4 (isolation) wraps this in a worker.
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -128,6 +129,21 @@ std::string describe_mismatch(const Mismatch& m) {
   return out.str();
 }
 
+std::string first_error_line(const std::string& log) {
+  const std::size_t at = log.find("error: ");
+  const std::size_t from = at == std::string::npos ? 0 : at + 7;
+  return log.substr(from, log.find('\n', from) - from);
+}
+
+int thread_count() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* entry = readdir(d)) n += entry->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
 bool mentions_entry(const std::string& source, const std::string& entry) {
   for (std::size_t at = source.find(entry); at != std::string::npos; at = source.find(entry, at + 1)) {
     const bool left_ok = at == 0 || !(std::isalnum(static_cast<unsigned char>(source[at - 1])) || source[at - 1] == '_');
@@ -180,6 +196,23 @@ struct LocalEvaluator::Impl {
 
   bool run_workload(std::size_t w, Kernel& kernel, const Candidate& cand, std::uint64_t input_seed, Evaluation& e);
 
+  // Launches the candidate; on failure fills `e` and returns false.
+  bool launch_candidate(Kernel& kernel, void** args, const LaunchDims& dims, bool timed, bool flush,
+                        Evaluation& e, double& time_us) {
+    const int threads_before = options.check_threads ? thread_count() : 0;
+    const LaunchResult lr = device->launch(kernel, args, dims, timed, flush);
+    if (!lr.ok) return fail(e, Status::crashed, "launch failed: " + lr.error);
+    if (options.check_threads) {
+      const int left = thread_count() - threads_before;
+      if (left > 0) {
+        return fail(e, Status::invalid, "the kernel left " + std::to_string(left) +
+                                            " thread(s) running after it returned: work must finish inside the call");
+      }
+    }
+    time_us = lr.time_us;
+    return true;
+  }
+
   Evaluation evaluate(const Candidate& cand, std::uint64_t input_seed) {
     Evaluation e;
     if (cand.language != spec.language) {
@@ -203,7 +236,9 @@ struct LocalEvaluator::Impl {
     e.compile_log = compiled.log;
     e.compile_ms = compiled.compile_ms;
     if (!compiled.ok()) {
-      if (!mentions_entry(cand.source, spec.entry)) {
+      if (compiled.refused) {
+        fail(e, Status::invalid, "refused: " + first_error_line(compiled.log));
+      } else if (!mentions_entry(cand.source, spec.entry)) {
         fail(e, Status::invalid, "the source does not define the entry point '" + spec.entry + "'");
       } else {
         fail(e, Status::compile_error, "compilation failed");
@@ -287,8 +322,8 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
         ref_args.upload(i, poisoned);
       }
     }
-    LaunchResult lr = device->launch(kernel, cand_args.args.data(), dims);
-    if (!lr.ok) return fail(e, Status::crashed, "launch failed: " + lr.error);
+    double unused_us = 0;
+    if (!launch_candidate(kernel, cand_args.args.data(), dims, false, false, e, unused_us)) return false;
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
       if (is_output(p)) {
@@ -353,8 +388,8 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   TimingLock timing_lock(options.timing_lock);  // warm-up included: it loads the device too
   for (int i = 0; i < options.warmup; ++i) {
     prepare(0);
-    LaunchResult lr = device->launch(kernel, blocks[0]->args.data(), dims);
-    if (!lr.ok) return fail(e, Status::crashed, "launch failed: " + lr.error);
+    double unused_us = 0;
+    if (!launch_candidate(kernel, blocks[0]->args.data(), dims, false, false, e, unused_us)) return false;
   }
   std::mt19937_64 check_rng(mix(input_seed, 0xc4ec));
   std::bernoulli_distribution spot_check(0.25);
@@ -365,10 +400,10 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
     if (rep >= options.min_reps && total_us >= options.target_ms * 1000.0) break;
     const std::size_t s = static_cast<std::size_t>(rep) % blocks.size();
     prepare(s);
-    LaunchResult lr = device->launch(kernel, blocks[s]->args.data(), dims, /*timed=*/true, flush);
-    if (!lr.ok) return fail(e, Status::crashed, "launch failed: " + lr.error);
-    times.push_back(lr.time_us);
-    total_us += lr.time_us;
+    double time_us = 0;
+    if (!launch_candidate(kernel, blocks[s]->args.data(), dims, /*timed=*/true, flush, e, time_us)) return false;
+    times.push_back(time_us);
+    total_us += time_us;
     // Every early rep and a random quarter of the rest: a kernel cannot know which runs are checked.
     if (rep < always_checked || spot_check(check_rng)) {
       for (std::size_t i = 0; i < n; ++i) {

@@ -224,6 +224,7 @@ std::string to_json(const EvalOptions& o) {
       << ", \"max_reps\": " << o.max_reps << ", \"target_ms\": " << number(o.target_ms)
       << ", \"input_sets\": " << o.input_sets << ", \"flush_cache\": " << (o.flush_cache ? "true" : "false")
       << ", \"check_roofline\": " << (o.check_roofline ? "true" : "false")
+      << ", \"check_threads\": " << (o.check_threads ? "true" : "false")
       << ", \"timing_lock\": " << json_quote(o.timing_lock) << "}";
   return out.str();
 }
@@ -240,6 +241,7 @@ EvalOptions eval_options_from_json(const std::string& json) {
   o.input_sets = static_cast<int>(doc["input_sets"].get_int64().value());
   o.flush_cache = doc["flush_cache"].get_bool().value();
   o.check_roofline = doc["check_roofline"].get_bool().value();
+  o.check_threads = doc["check_threads"].get_bool().value();
   o.timing_lock = str(doc["timing_lock"]);
   return o;
 }

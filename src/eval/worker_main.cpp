@@ -67,7 +67,9 @@ int main() {
     const std::string options_json = simdjson::to_string(init["options"].value());
     ke::Spec spec = ke::parse_spec(spec_json, path);
     auto device = ke::open_device(device_id);
-    evaluator = std::make_unique<ke::LocalEvaluator>(spec, device, wire::eval_options_from_json(options_json));
+    ke::EvalOptions options = wire::eval_options_from_json(options_json);
+    options.check_threads = true;  // this process starts no threads of its own
+    evaluator = std::make_unique<ke::LocalEvaluator>(spec, device, options);
     wire::write_frame(wire::kWorkerFd, "{\"type\": \"ready\", \"device\": " + wire::to_json(evaluator->device_info()) + "}");
   } catch (const ke::Error& e) {
     reply_error(static_cast<int>(e.code()), e.what());

@@ -192,6 +192,10 @@ RunResult Evolver::run() {
     }
     const std::vector<NodeId> parents = s.policy->select(s.graph, rng);
     Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, parents, rng});
+    result.state.tokens += m.tokens;
+    if (!m.child && !m.exhausted) {
+      for (Observer* o : s.observers) o->on_mutator_failure(m, parents);
+    }
     if (!m.child || s.graph.contains(*m.child)) {
       if (in_flight > 0) {  // the points in flight may open new neighbourhoods: wait for one
         collect();
@@ -210,6 +214,9 @@ RunResult Evolver::run() {
     node.parents = parents;
     node.mutator = s.mutator->name();
     node.note = m.note;
+    node.prompt = std::move(m.prompt);
+    node.answer = std::move(m.answer);
+    node.tokens = m.tokens;
     node.candidate = std::move(*m.child);
     launch(std::move(node));
   }

@@ -23,6 +23,9 @@
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -414,15 +417,23 @@ using cpu_detail::JitEngine;
 
 namespace {
 
-// Host memory, 64-byte aligned.
+// Host memory between two inaccessible guard pages, its end flush against the upper one, so a kernel
+// that writes past either end of a buffer faults at once instead of corrupting the process quietly.
 class CpuBuffer final : public Buffer {
  public:
   explicit CpuBuffer(std::size_t bytes) : bytes_(bytes) {
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     const std::size_t rounded = std::max<std::size_t>(64, (bytes + 63) / 64 * 64);
-    data_ = static_cast<unsigned char*>(std::aligned_alloc(64, rounded));
-    if (!data_) throw Error(ErrorCode::Internal, "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    const std::size_t data_pages = (rounded + page - 1) / page * page;
+    mapped_ = data_pages + 2 * page;
+    void* base = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) throw Error(ErrorCode::Internal, "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    base_ = static_cast<unsigned char*>(base);
+    mprotect(base_, page, PROT_NONE);
+    mprotect(base_ + page + data_pages, page, PROT_NONE);
+    data_ = base_ + page + data_pages - rounded;  // 64-byte aligned: pages are, and so is `rounded`
   }
-  ~CpuBuffer() override { std::free(data_); }
+  ~CpuBuffer() override { munmap(base_, mapped_); }
   std::size_t bytes() const override { return bytes_; }
   void* data() override { return data_; }
   void upload(const void* host, std::size_t bytes) override {
@@ -441,7 +452,9 @@ class CpuBuffer final : public Buffer {
                                            " bytes into a buffer of " + std::to_string(bytes_));
   }
   std::size_t bytes_;
-  unsigned char* data_;
+  std::size_t mapped_ = 0;
+  unsigned char* base_ = nullptr;
+  unsigned char* data_ = nullptr;
 };
 
 }  // namespace
@@ -495,6 +508,7 @@ CompileResult CpuDevice::compile(const KernelSource& ks) {
     if (flag == "-mllvm" || flag == "-load" || flag.rfind("-plugin", 0) == 0 || flag.rfind("-fplugin", 0) == 0 ||
         flag.rfind("-fpass-plugin", 0) == 0) {
       result.log = "error: the flag '" + flag + "' is not allowed for CPU kernels\n";
+      result.refused = true;
       return result;
     }
   }
@@ -524,6 +538,18 @@ CompileResult CpuDevice::compile(const KernelSource& ks) {
     return result;
   }
   const bool has_ctors = fe.module->getNamedGlobal("llvm.global_ctors") != nullptr;
+  // A call the JIT would refuse to link is a broken rule, not a compile error: say which.
+  for (const llvm::Function& f : *fe.module) {
+    if (f.isDeclaration() && cpu_detail::is_denied_process_symbol(f.getName())) {
+      result.log += "error: the kernel calls '" + f.getName().str() +
+                    "', which kernels may not use (it ends or replaces the process)\n";
+      result.refused = true;
+    }
+  }
+  if (result.refused) {
+    result.compile_ms = cpu_detail::ms_since(start);
+    return result;
+  }
 
   std::shared_ptr<Kernel> kernel;
   {

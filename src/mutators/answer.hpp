@@ -1,0 +1,25 @@
+// Turning a model's (or a command's) answer into a child's source: a full source in a fenced code
+// block, or SEARCH/REPLACE edits on the parent. Anything else is the mutator's recorded failure.
+#pragma once
+#include <string>
+
+namespace kernelevolve::mutators {
+
+struct ParsedAnswer {
+  bool ok = false;
+  std::string source;  // the child's full source when ok
+  std::string error;   // why the answer could not be used
+  std::string form;    // "fenced" or "edits"
+};
+
+// Edits look like:
+//   <<<<<<< SEARCH
+//   exact lines of the parent
+//   =======
+//   their replacement
+//   >>>>>>> REPLACE
+// Each SEARCH text must occur in the parent. Without edits, the longest fenced block tagged c, cpp,
+// c++, cuda, hip (or untagged) is the new source. An answer that changes nothing is an error.
+ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_source);
+
+}  // namespace kernelevolve::mutators

@@ -1,0 +1,100 @@
+#include <sstream>
+
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/mutator.hpp"
+#include "kernelevolve/report.hpp"
+#include "mutators/answer.hpp"
+#include "mutators/subprocess.hpp"
+
+namespace kernelevolve {
+
+namespace {
+
+std::string tail(const std::string& text, std::size_t max) {
+  return text.size() <= max ? text : "..." + text.substr(text.size() - max);
+}
+
+std::string bindings_json(const Bindings& b) {
+  std::string out = "{";
+  for (const auto& [k, v] : b) out += (out.size() > 1 ? ", " : "") + json_quote(k) + ": " + std::to_string(v);
+  return out + "}";
+}
+
+std::string node_json(const Node& n, bool with_source) {
+  std::ostringstream out;
+  out << "{\"id\": " << n.id << ", \"mutator\": " << json_quote(n.mutator) << ", \"note\": " << json_quote(n.note)
+      << ", \"status\": " << json_quote(to_string(n.evaluation.status)) << ", \"message\": " << json_quote(n.evaluation.message)
+      << ", \"speedup\": " << n.speedup << ", \"tunables\": " << bindings_json(n.candidate.tunables) << ", \"time_us\": [";
+  const auto t = n.evaluation.median_us();
+  for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i];
+  out << "]";
+  if (!n.evaluation.compile_log.empty()) out << ", \"compile_log\": " << json_quote(tail(n.evaluation.compile_log, 4000));
+  if (n.evaluation.worst && n.evaluation.status == Status::incorrect) {
+    const Mismatch& m = *n.evaluation.worst;
+    out << ", \"worst_mismatch\": {\"buffer\": " << json_quote(m.buffer) << ", \"index\": " << m.index
+        << ", \"workload\": " << m.workload << ", \"got\": " << json_quote(std::to_string(m.got))
+        << ", \"expected\": " << json_quote(std::to_string(m.expected)) << "}";
+  }
+  if (with_source) out << ", \"source\": " << json_quote(n.candidate.source);
+  out << "}";
+  return out.str();
+}
+
+}  // namespace
+
+std::string mutation_request_json(const MutationContext& ctx) {
+  const Node& parent = ctx.graph.node(ctx.parents.at(0));
+  std::ostringstream out;
+  out << "{\"spec\": " << to_json(ctx.spec) << ", \"parent\": " << node_json(parent, true) << ", \"recent_failures\": [";
+  // The parent's latest children that failed: what not to do again.
+  const auto children = ctx.graph.children(parent.id);
+  int listed = 0;
+  for (auto it = children.rbegin(); it != children.rend() && listed < 3; ++it) {
+    const Node& child = ctx.graph.node(*it);
+    if (child.evaluation.status == Status::ok || child.evaluation.status == Status::pending) continue;
+    out << (listed++ ? ", " : "") << node_json(child, false);
+  }
+  out << "]";
+  if (const auto best = ctx.graph.best(); best && *best != parent.id) {
+    out << ", \"best\": " << node_json(ctx.graph.node(*best), true);
+  }
+  out << ", \"nodes\": " << ctx.graph.size() << "}";
+  return out.str();
+}
+
+CommandMutator::CommandMutator(std::string command, double timeout_s) : command_(std::move(command)), timeout_s_(timeout_s) {
+  if (command_.empty()) throw Error(ErrorCode::BadUsage, "the command mutator needs a command (--command CMD)");
+  if (!(timeout_s_ > 0)) throw Error(ErrorCode::BadUsage, "the command mutator's time limit must be positive");
+}
+
+Mutation CommandMutator::mutate(const MutationContext& ctx) {
+  Mutation m;
+  const Node& parent = ctx.graph.node(ctx.parents.at(0));
+  m.prompt = mutation_request_json(ctx);
+  const mutators::ProcessResult r = mutators::run_shell(command_, m.prompt, timeout_s_);
+  m.answer = r.out;
+  if (!r.started) {
+    m.error = "the command could not start: " + r.start_error;
+  } else if (r.timed_out) {
+    std::ostringstream msg;
+    msg << "the command ran past its time limit of " << timeout_s_ << " s and was killed";
+    m.error = msg.str();
+  } else if (r.signal != 0) {
+    m.error = "the command was killed by signal " + std::to_string(r.signal) + ": " + tail(r.err, 500);
+  } else if (r.exit_code != 0) {
+    m.error = "the command exited with code " + std::to_string(r.exit_code) + ": " + tail(r.err, 500);
+  }
+  if (!m.error.empty()) return m;
+  const mutators::ParsedAnswer parsed = mutators::apply_answer(r.out, parent.candidate.source);
+  if (!parsed.ok) {
+    m.error = "the command's answer was not usable: " + parsed.error;
+    return m;
+  }
+  Candidate child = parent.candidate;
+  child.source = parsed.source;
+  m.child = std::move(child);
+  m.note = "command (" + parsed.form + ")";
+  return m;
+}
+
+}  // namespace kernelevolve

@@ -1,0 +1,25 @@
+// Running an external command through the shell with a request on its standard input, a time limit,
+// and both output streams captured, for the command mutator.
+#pragma once
+#include <cstddef>
+#include <string>
+
+namespace kernelevolve::mutators {
+
+struct ProcessResult {
+  bool started = false;
+  std::string start_error;
+  bool timed_out = false;
+  int exit_code = -1;  // when it exited
+  int signal = 0;      // when a signal ended it
+  std::string out;
+  std::string err;
+};
+
+// Runs `/bin/sh -c command` in its own process group, writes `input` to its stdin and closes it,
+// collects stdout and stderr (each capped at max_output bytes), and kills the whole group after
+// timeout_s. Never raises SIGPIPE in the caller.
+ProcessResult run_shell(const std::string& command, const std::string& input, double timeout_s,
+                        std::size_t max_output = 16u << 20);
+
+}  // namespace kernelevolve::mutators
