@@ -92,6 +92,9 @@ class Device {
   // When timed, caches are flushed first if flush_cache and the device can.
   virtual LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed = false,
                               bool flush_cache = false) = 0;
+  // False once a kernel has left the device unusable (a GPU context poisoned by an illegal address):
+  // the worker then replaces its process, since nothing in it can be trusted any more.
+  virtual bool healthy() const { return true; }
 };
 
 // Opens a device by id: "cpu", "cuda", "cuda:N", "hip", "hip:N". Throws Error(DeviceUnavailable)

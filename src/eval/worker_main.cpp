@@ -57,6 +57,7 @@ int main() {
   std::string frame;
   if (wire::read_frame(wire::kWorkerFd, frame, -1) != wire::ReadStatus::ok) return 1;
   std::unique_ptr<ke::LocalEvaluator> evaluator;
+  std::shared_ptr<ke::Device> device;
   simdjson::dom::parser parser;
   try {
     simdjson::dom::element init;
@@ -66,7 +67,7 @@ int main() {
     const std::string device_id(init["device"].get_string().value());
     const std::string options_json = simdjson::to_string(init["options"].value());
     ke::Spec spec = ke::parse_spec(spec_json, path);
-    auto device = ke::open_device(device_id);
+    device = ke::open_device(device_id);
     ke::EvalOptions options = wire::eval_options_from_json(options_json);
     options.check_threads = true;  // this process starts no threads of its own
     evaluator = std::make_unique<ke::LocalEvaluator>(spec, device, options);
@@ -88,8 +89,9 @@ int main() {
       const ke::Candidate candidate = wire::candidate_from_json(simdjson::to_string(msg["candidate"].value()));
       const auto seed = static_cast<std::uint64_t>(msg["seed"].get_uint64().value());
       ke::Evaluation e = evaluator->evaluate(candidate, seed);
-      // Threads a kernel left behind may still write anywhere: this process is no longer clean.
-      const bool restart = thread_count() > baseline_threads;
+      // Threads a kernel left behind may still write anywhere, and a poisoned device context stays
+      // poisoned: either way this process is no longer clean.
+      const bool restart = thread_count() > baseline_threads || !device->healthy();
       if (restart && e.status == ke::Status::ok) {
         e.status = ke::Status::invalid;
         e.timings.clear();
