@@ -18,7 +18,8 @@ namespace {
 const char* kUsage =
     "usage:\n"
     "  kernelevolve run SPEC [--device cpu|cuda[:N]|hip[:N]] [--max-evals N] [--max-time SEC]\n"
-    "                        [--target-speedup X] [--policy NAME] [--mutator param] [--seed N] [--json]\n"
+    "                        [--target-speedup X] [--policy NAME] [--mutator param|command] [--command CMD]\n"
+    "                        [--jobs N] [--timeout SEC] [--in-process] [--seed N] [--json]\n"
     "  kernelevolve check SPEC [--device ...] [--json]   evaluate the reference and the seed only\n"
     "  kernelevolve devices [--json]                     the devices found, with their properties\n";
 
@@ -63,6 +64,15 @@ class Progress final : public ke::Observer {
   double best_ = 0;
   std::int64_t failed_ = 0;
 };
+
+std::string timing_lock_path(const std::string& device) {
+  std::string name = "kernelevolve-timing-" + device + ".lock";
+  for (char& ch : name) {
+    if (ch == ':' || ch == '/') ch = '_';
+  }
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir && *dir ? dir : "/tmp") + "/" + name;
+}
 
 struct Common {
   std::string spec_path;
@@ -179,40 +189,66 @@ int cmd_run(const std::vector<std::string>& args) {
   add_common(d, c);
   std::int64_t max_evals = 64;
   double max_time = 0, target = 0;
-  std::string policy = "greedy", mutator = "param";
+  std::string policy = "greedy", mutator = "param", command;
   std::uint64_t seed = 1;
+  int jobs = 1;
+  double timeout = 0, command_timeout = 300;
+  bool in_process = false;
   d.add_options()("max-evals", po::value(&max_evals)->default_value(64), "stop after N evaluations (the seed included)")(
       "max-time", po::value(&max_time), "stop after SEC seconds")("target-speedup", po::value(&target),
                                                                   "stop once the best is X times faster than the seed")(
       "policy", po::value(&policy)->default_value("greedy"), "selection policy")(
-      "mutator", po::value(&mutator)->default_value("param"), "param")("seed", po::value(&seed)->default_value(1),
-                                                                       "random seed of the search");
+      "mutator", po::value(&mutator)->default_value("param"), "param or command")(
+      "command", po::value(&command), "the command mutator's program, run through /bin/sh once per child")(
+      "command-timeout", po::value(&command_timeout)->default_value(300), "time limit of one command run, seconds")(
+      "jobs", po::value(&jobs)->default_value(1), "candidates evaluated at once, each in its own worker")(
+      "timeout", po::value(&timeout)->default_value(0),
+      "time limit per candidate, seconds (0: 10x the seed's evaluation, at least 10 s)")(
+      "in-process", po::bool_switch(&in_process),
+      "evaluate in this process, without workers: faster, but a crashing candidate ends the run")(
+      "seed", po::value(&seed)->default_value(1), "random seed of the search");
   po::variables_map vm = parse(args, d, c);
   if (vm.count("help") || c.spec_path.empty()) {
     std::cerr << kUsage;
     return vm.count("help") ? 0 : 2;
   }
   if (max_evals < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--max-evals must be at least 1");
+  if (jobs < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--jobs must be at least 1");
+  if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
+  if (in_process && jobs > 1) throw ke::Error(ke::ErrorCode::BadUsage, "--in-process evaluates one candidate at a time: drop --jobs");
   ke::Spec spec = ke::load_spec(c.spec_path);
   std::shared_ptr<ke::Mutator> mut;
   if (mutator == "param") {
     mut = std::make_shared<ke::ParamMutator>();
+  } else if (mutator == "command") {
+    if (command.empty()) throw ke::Error(ke::ErrorCode::BadUsage, "--mutator command needs --command CMD");
+    mut = std::make_shared<ke::CommandMutator>(command, command_timeout);
   } else {
-    throw ke::Error(ke::ErrorCode::BadUsage, "unknown mutator '" + mutator + "' (known: param)");
+    throw ke::Error(ke::ErrorCode::BadUsage, "unknown mutator '" + mutator + "' (known: param, command)");
   }
   std::shared_ptr<ke::SelectionPolicy> pol = ke::make_policy(policy);
   std::vector<std::shared_ptr<ke::StopRule>> rules{ke::max_evaluations(max_evals)};
   if (vm.count("max-time")) rules.push_back(ke::max_time(max_time));
   if (vm.count("target-speedup")) rules.push_back(ke::target_speedup(target));
-  auto device = ke::open_device(c.device);
-  auto evaluator = std::make_shared<ke::LocalEvaluator>(spec, device);
+  std::shared_ptr<ke::FitnessEvaluator> evaluator;
+  if (in_process) {
+    evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device(c.device));
+  } else {
+    ke::WorkerOptions wo;
+    wo.jobs = jobs;
+    wo.timeout_s = timeout;
+    // Parallel workers must not time at once: one lock file per device, shared by every run on this host.
+    wo.eval.timing_lock = timing_lock_path(c.device);
+    evaluator = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wo);
+  }
   ke::EvolverOptions options;
   options.seed = seed;
+  options.jobs = jobs;
   ke::Evolver evolver(spec, evaluator, mut, pol, ke::any_of(rules), options);
   Progress progress(max_evals, false);
   evolver.add_observer(&progress);
   const ke::RunResult result = evolver.run();
-  const ke::DeviceInfo info = device->info();
+  const ke::DeviceInfo info = evaluator->device_info();
   if (c.json) {
     std::cout << ke::run_report_json(spec, info, evolver.graph(), result) << "\n";
   } else {

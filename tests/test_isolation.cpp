@@ -1,0 +1,182 @@
+// Candidates cannot hurt the host: hostile kernels, fed by the command mutator into a real run with
+// worker processes, each land in the right status while an honest fast kernel is found best.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <kernelevolve/kernelevolve.hpp>
+#include <map>
+
+#include "mutators/answer.hpp"
+
+namespace ke = kernelevolve;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string hostile(const std::string& name) { return std::string(KE_FIXTURES) + "/hostile/" + name; }
+
+std::string expected_status(const std::string& source) {
+  const auto at = source.find("// expect: ");
+  if (at == std::string::npos) return "";
+  const auto from = at + 11;
+  const auto end = source.find_first_of(" \n", from);
+  return source.substr(from, end - from);
+}
+
+struct Counts final : ke::Observer {
+  int failures = 0;
+  std::vector<std::string> errors;
+  void on_mutator_failure(const ke::Mutation& m, const std::vector<ke::NodeId>&) override {
+    ++failures;
+    errors.push_back(m.error);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("hostile kernels land in the right status; the honest fast one is best; the host lives on") {
+  const ke::Spec spec = ke::load_spec(hostile("scale.json"));
+  const fs::path state = fs::temp_directory_path() / ("ke_feed_" + std::to_string(getpid()));
+  fs::remove(state);
+  ke::WorkerOptions options;
+  options.timeout_s = 3;  // the infinite loop must be cut off quickly
+  options.eval.trials = 3;
+  auto evaluator = std::make_shared<ke::WorkerEvaluator>(spec, "cpu", options);
+  auto mutator = std::make_shared<ke::CommandMutator>(hostile("feed.sh") + " " + state.string() + " " + hostile(""), 30);
+  int kernels = 0;
+  for (const auto& entry : fs::directory_iterator(hostile(""))) kernels += entry.path().extension() == ".c";
+  ke::Evolver evolver(spec, evaluator, mutator, std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(kernels + 1));
+  Counts counts;
+  evolver.add_observer(&counts);
+  const ke::RunResult result = evolver.run();
+  fs::remove(state);
+
+  const auto& graph = evolver.graph();
+  CHECK(counts.failures == 0);
+  for (const auto& e : counts.errors) MESSAGE(e);
+  REQUIRE(graph.size() == static_cast<std::size_t>(kernels + 1));
+  std::map<std::string, int> seen;
+  for (const ke::Node& node : graph.nodes()) {
+    if (node.id == 0) continue;
+    const std::string expect = expected_status(node.candidate.source);
+    const std::string first_line = node.candidate.source.substr(0, node.candidate.source.find('\n'));
+    CHECK_MESSAGE(ke::to_string(node.evaluation.status) == expect,
+                  first_line << " -> " << ke::to_string(node.evaluation.status) << ": " << node.evaluation.message);
+    seen[expect] += 1;
+  }
+  CHECK(seen["crashed"] >= 6);
+  CHECK(seen["timeout"] == 1);
+  CHECK(seen["incorrect"] >= 6);
+  CHECK(seen["invalid"] >= 2);
+  REQUIRE(result.best.has_value());
+  const ke::Node& best = graph.node(*result.best);
+  CHECK(best.candidate.source.find("expect: ok (fast)") != std::string::npos);
+  CHECK(best.speedup > 2.0);
+  // Crashes say how the worker died; the time limit is reported.
+  for (const ke::Node& node : graph.nodes()) {
+    if (node.candidate.source.find("abort()") != std::string::npos) {
+      CHECK(node.evaluation.message.find("SIGABRT") != std::string::npos);
+    }
+    if (node.candidate.source.find("*(volatile float*)0") != std::string::npos) {
+      CHECK(node.evaluation.message.find("SIGSEGV") != std::string::npos);
+    }
+    if (node.evaluation.status == ke::Status::timeout) {
+      CHECK(node.evaluation.message.find("time limit of 3 s") != std::string::npos);
+    }
+  }
+  // Every crash and timeout replaced its worker.
+  CHECK(evaluator->workers_started() >= 1 + seen["crashed"] + seen["timeout"]);
+}
+
+TEST_CASE("workers in parallel keep results apart, and the time limit derives from the seed") {
+  const ke::Spec spec = ke::load_spec(hostile("scale.json"));
+  ke::WorkerOptions options;
+  options.jobs = 2;
+  options.min_timeout_s = 7;
+  options.eval.trials = 2;
+  ke::WorkerEvaluator evaluator(spec, "cpu", options);
+  CHECK(evaluator.timeout_s() == doctest::Approx(options.first_timeout_s));
+  const ke::Candidate seed{spec.seed.source, ke::Language::c, {}};
+  const ke::Evaluation e = evaluator.evaluate(seed, 1);
+  REQUIRE(e.status == ke::Status::ok);
+  CHECK(evaluator.timeout_s() >= 7.0);
+  CHECK(evaluator.timeout_s() < options.first_timeout_s);
+}
+
+TEST_CASE("a worker that cannot open its device is reported at once") {
+  const ke::Spec spec = ke::load_spec(hostile("scale.json"));
+  CHECK_THROWS_AS(ke::WorkerEvaluator(spec, "cuda:99", {}), ke::Error);
+  try {
+    ke::WorkerEvaluator evaluator(spec, "cuda:99", {});
+  } catch (const ke::Error& e) {
+    CHECK(e.code() == ke::ErrorCode::DeviceUnavailable);
+  }
+}
+
+TEST_CASE("a missing worker executable is a clear error") {
+  const ke::Spec spec = ke::load_spec(hostile("scale.json"));
+  ke::WorkerOptions options;
+  options.worker_path = "/nonexistent/kernelevolve-worker";
+  CHECK_THROWS_WITH_AS(ke::WorkerEvaluator(spec, "cpu", options), doctest::Contains("/nonexistent/kernelevolve-worker"),
+                       ke::Error);
+}
+
+TEST_CASE("the command mutator records a command's failures, never throws them") {
+  ke::Spec spec = ke::load_spec(hostile("scale.json"));
+  ke::SearchGraph graph;
+  ke::Node seed;
+  seed.candidate = {spec.seed.source, ke::Language::c, {}};
+  seed.evaluation.status = ke::Status::ok;
+  graph.add(seed);
+  std::mt19937_64 rng(1);
+  auto mutate = [&](const std::string& cmd, double timeout = 10) {
+    return ke::CommandMutator(cmd, timeout).mutate({spec, graph, {0}, rng});
+  };
+  auto m = mutate("cat >/dev/null; echo broken >&2; exit 7");
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("code 7") != std::string::npos);
+  CHECK(m.error.find("broken") != std::string::npos);
+  m = mutate("cat >/dev/null");
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("empty") != std::string::npos);
+  m = mutate("cat >/dev/null; echo 'I think you should unroll the loop.'");
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("neither a fenced code block") != std::string::npos);
+  m = mutate("sleep 30", 0.5);
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("time limit") != std::string::npos);
+  m = mutate("exit 0 # does not read its input");
+  CHECK_FALSE(m.child);
+  // The request carries the spec and the parent's source.
+  m = mutate("grep -q '\"entry\": \"scale\"' && printf '```c\\nvoid scale(const float* x, float* y, long n) {}\\n```\\n'");
+  REQUIRE(m.child);
+  CHECK(m.prompt.find("40009") != std::string::npos);
+  CHECK(m.answer.find("```c") != std::string::npos);
+}
+
+TEST_CASE("answers: fenced blocks, SEARCH/REPLACE edits, and the ways they fail") {
+  using ke::mutators::apply_answer;
+  const std::string parent = "int f(int x) {\n  return x + 1;\n}\n";
+  auto r = apply_answer("Sure:\n```c\nint f(int x) { return x + 2; }\n```\nDone.", parent);
+  CHECK(r.ok);
+  CHECK(r.source == "int f(int x) { return x + 2; }\n");
+  r = apply_answer("```python\nprint(1)\n```\n```cpp\nint f(int x) { return 3; }\n```", parent);
+  CHECK(r.ok);
+  CHECK(r.source.find("return 3") != std::string::npos);
+  r = apply_answer("<<<<<<< SEARCH\n  return x + 1;\n=======\n  return x + 5;\n>>>>>>> REPLACE\n", parent);
+  CHECK(r.ok);
+  CHECK(r.form == "edits");
+  CHECK(r.source == "int f(int x) {\n  return x + 5;\n}\n");
+  r = apply_answer("<<<<<<< SEARCH\n  return y;\n=======\n  return 0;\n>>>>>>> REPLACE\n", parent);
+  CHECK_FALSE(r.ok);
+  CHECK(r.error.find("does not occur") != std::string::npos);
+  r = apply_answer("<<<<<<< SEARCH\n  return x + 1;\n=======\n", parent);
+  CHECK_FALSE(r.ok);
+  CHECK(r.error.find("not closed") != std::string::npos);
+  r = apply_answer("```c\n" + parent + "```\n", parent);
+  CHECK_FALSE(r.ok);
+  CHECK(r.error.find("changes nothing") != std::string::npos);
+  r = apply_answer("```c\nint f(int x) {\n", parent);
+  CHECK_FALSE(r.ok);
+}
