@@ -1,0 +1,105 @@
+// What isolation costs: evaluating one tiny candidate in-process (LocalEvaluator) against in a
+// persistent worker process (WorkerEvaluator), with the same fitness protocol and options.
+// Compare BM_Worker with BM_InProcess (and the NewSource pair) from the same run.
+#include <benchmark/benchmark.h>
+
+#include <kernelevolve/kernelevolve.hpp>
+
+namespace ke = kernelevolve;
+
+namespace {
+
+ke::Spec tiny_spec() {
+  ke::Spec s;
+  s.name = "tiny";
+  s.language = ke::Language::c;
+  s.entry = "axpy";
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+  s.workloads = {{{"n", 1024}}};
+  s.reference.source =
+      "#include <stdint.h>\nvoid axpy(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 3.0f * x[i] + 1.0f; }\n";
+  s.seed.source = s.reference.source;
+  s.validate();
+  return s;
+}
+
+ke::EvalOptions quick() {
+  ke::EvalOptions o;
+  o.trials = 2;
+  o.min_reps = 5;
+  o.max_reps = 5;
+  o.target_ms = 0;
+  return o;
+}
+
+// Each iteration evaluates a candidate the device has cached (same source), so the figure is the
+// protocol and transport, not the compiler.
+ke::Candidate candidate(const ke::Spec& s) { return {s.seed.source, ke::Language::c, {}}; }
+
+void BM_InProcess(benchmark::State& state) {
+  const auto spec = tiny_spec();
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), quick());
+  std::uint64_t seed = 0;
+  evaluator.evaluate(candidate(spec), seed++);
+  for (auto _ : state) benchmark::DoNotOptimize(evaluator.evaluate(candidate(spec), seed++));
+}
+
+void BM_Worker(benchmark::State& state) {
+  const auto spec = tiny_spec();
+  ke::WorkerOptions options;
+  options.eval = quick();
+  ke::WorkerEvaluator evaluator(spec, "cpu", options);
+  std::uint64_t seed = 0;
+  evaluator.evaluate(candidate(spec), seed++);
+  for (auto _ : state) benchmark::DoNotOptimize(evaluator.evaluate(candidate(spec), seed++));
+}
+
+// The first evaluation of a new source: compile and JIT included, in-process and in a worker.
+void BM_InProcessNewSource(benchmark::State& state) {
+  const auto spec = tiny_spec();
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), quick());
+  int k = 0;
+  for (auto _ : state) {
+    ke::Candidate c = candidate(spec);
+    c.source += "// variant " + std::to_string(k++) + "\n";
+    benchmark::DoNotOptimize(evaluator.evaluate(c, static_cast<std::uint64_t>(k)));
+  }
+}
+
+void BM_WorkerNewSource(benchmark::State& state) {
+  const auto spec = tiny_spec();
+  ke::WorkerOptions options;
+  options.eval = quick();
+  ke::WorkerEvaluator evaluator(spec, "cpu", options);
+  int k = 0;
+  for (auto _ : state) {
+    ke::Candidate c = candidate(spec);
+    c.source += "// variant " + std::to_string(k++) + "\n";
+    benchmark::DoNotOptimize(evaluator.evaluate(c, static_cast<std::uint64_t>(k)));
+  }
+}
+
+// A worker killed by its candidate and replaced: the cost of one crash.
+void BM_WorkerCrashAndRestart(benchmark::State& state) {
+  const auto spec = tiny_spec();
+  ke::WorkerOptions options;
+  options.eval = quick();
+  ke::WorkerEvaluator evaluator(spec, "cpu", options);
+  const ke::Candidate crash{"#include <stdint.h>\n#include <stdlib.h>\nvoid axpy(const float* x, float* y, int64_t n) { abort(); }\n",
+                            ke::Language::c, {}};
+  std::uint64_t seed = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(evaluator.evaluate(crash, seed++));
+}
+
+}  // namespace
+
+// Wall time throughout: the worker's work happens in another process, invisible to this one's CPU clock.
+BENCHMARK(BM_InProcess)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_Worker)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_InProcessNewSource)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime();
+BENCHMARK(BM_WorkerNewSource)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime();
+BENCHMARK(BM_WorkerCrashAndRestart)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime();
+
+BENCHMARK_MAIN();
