@@ -2,6 +2,7 @@
 // by a language model, the output of an external command, or the host's own.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -27,6 +28,11 @@ struct Mutation {
   std::string prompt;              // what a model or command was asked (kept on the node)
   std::string answer;              // and what it answered
   std::int64_t tokens = 0;         // model tokens spent on this mutation
+  // The name recorded on the node when it differs from the mutator's own (a mix names its part).
+  std::string mutator;
+  // Parents of the child when they differ from the context's (a mutator that tunes its own last
+  // structure, say); empty: the context's parents.
+  std::vector<NodeId> parents;
 };
 
 class Mutator {
@@ -63,6 +69,65 @@ class CommandMutator final : public Mutator {
  private:
   std::string command_;
   double timeout_s_;
+};
+
+// How a model is reached and what it is told. The key is read from the environment variable named in
+// api_key_env at each request; it never reaches the store, a log or the output.
+struct LlmOptions {
+  std::string api = "openai";   // "openai": /chat/completions (OpenAI, vLLM, llama.cpp, Ollama, LiteLLM);
+                                // "anthropic": /messages
+  std::string base_url;         // e.g. https://api.openai.com/v1, http://localhost:11434/v1
+  std::string model;
+  std::string api_key_env;      // e.g. OPENAI_API_KEY; empty for servers without keys
+  double temperature = 0.7;
+  int max_tokens = 4096;
+  double timeout_s = 180;       // per request
+  int max_retries = 5;          // on 429, 5xx and transport errors
+  double backoff_initial_s = 1; // doubled per retry, with jitter, capped; Retry-After wins when given
+  double backoff_max_s = 60;
+  int max_in_flight = 4;        // requests at once across threads sharing this mutator
+  // What the prompt remembers: "inherit" (the parent's lineage and outcomes), "siblings" (what the
+  // parent's other children did), "both", or "fresh" (the parent alone).
+  std::string memory = "both";
+  std::vector<std::string> knowledge_dirs;  // extra markdown folders beside the shipped knowledge base
+  std::size_t knowledge_budget_chars = 6000;
+  std::string device_description;           // the device and its roofline, for the prompt
+};
+
+// Asks a language model for a rewrite of the parent: the prompt carries the device, the spec, the
+// parent's source with its measurements, the failures of recent children (compiler log, worst mismatch,
+// crash), the best node, and passages retrieved from the knowledge base. The answer is a full source
+// in a fenced block or SEARCH/REPLACE edits; anything else is a recorded failure. A kernel may declare
+// new tunables with lines `// ke:tunable NAME v1 v2 ...`, which the parameter search then explores.
+class LlmMutator final : public Mutator {
+ public:
+  explicit LlmMutator(LlmOptions options);
+  ~LlmMutator() override;
+  std::string name() const override { return "llm"; }
+  Mutation mutate(const MutationContext& context) override;
+  std::int64_t tokens_used() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// One graph, two mutators: a model (or command) writes new structures; after each one that works, the
+// parameter search takes `param_steps` steps from it before the model runs again. `model_every`
+// additionally runs the model at least every N mutations even without a new structure to tune.
+class MixMutator final : public Mutator {
+ public:
+  MixMutator(std::shared_ptr<Mutator> model, std::shared_ptr<Mutator> params, int param_steps = 4, int model_every = 0);
+  std::string name() const override { return "mix"; }
+  Mutation mutate(const MutationContext& context) override;
+
+ private:
+  std::shared_ptr<Mutator> model_, params_;
+  int param_steps_, model_every_;
+  int steps_left_ = 0;
+  int since_model_ = 0;
+  NodeId structure_ = -1;  // the model's latest child, tuned by the parameter steps
+  std::size_t graph_size_at_model_ = 0;
 };
 
 // The request a model or command gets about a parent: the same facts in the same JSON for every mutator.

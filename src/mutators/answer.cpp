@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <sstream>
 #include <vector>
 
 namespace kernelevolve::mutators {
@@ -128,6 +129,26 @@ ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_s
     r.error = "the answer's source is empty";
   }
   return r;
+}
+
+std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::string& source) {
+  std::map<std::string, std::vector<std::int64_t>> out;
+  for (const std::string& raw : split_lines(source)) {
+    const std::string line = trim(raw);
+    const std::string marker = "// ke:tunable ";
+    if (!starts_with(line, marker)) continue;
+    std::istringstream in(line.substr(marker.size()));
+    std::string name;
+    in >> name;
+    const bool identifier = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                            std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+    if (!identifier) continue;
+    std::vector<std::int64_t> values;
+    std::int64_t v;
+    while (in >> v) values.push_back(v);
+    if (!values.empty() && in.eof()) out[name] = values;
+  }
+  return out;
 }
 
 }  // namespace kernelevolve::mutators

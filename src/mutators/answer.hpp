@@ -1,7 +1,10 @@
 // Turning a model's (or a command's) answer into a child's source: a full source in a fenced code
 // block, or SEARCH/REPLACE edits on the parent. Anything else is the mutator's recorded failure.
 #pragma once
+#include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace kernelevolve::mutators {
 
@@ -21,5 +24,9 @@ struct ParsedAnswer {
 // Each SEARCH text must occur in the parent. Without edits, the longest fenced block tagged c, cpp,
 // c++, cuda, hip (or untagged) is the new source. An answer that changes nothing is an error.
 ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_source);
+
+// Tunables a kernel declares for itself, one per line: `// ke:tunable NAME v1 v2 ...` (the first value
+// is its default). Malformed lines are ignored.
+std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::string& source);
 
 }  // namespace kernelevolve::mutators

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "kernelevolve/mutator.hpp"
+#include "mutators/answer.hpp"
 
 namespace kernelevolve {
 
@@ -41,13 +42,15 @@ std::string describe_change(const Bindings& from, const Bindings& to) {
 
 Mutation ParamMutator::mutate(const MutationContext& ctx) {
   Mutation m;
-  const auto& tunables = ctx.spec.tunables;
+  const Node& parent = ctx.graph.node(ctx.parents.at(0));
+  // The spec's tunables, and any the parent's source declares for itself (a model's new structure).
+  std::map<std::string, std::vector<std::int64_t>> tunables = ctx.spec.tunables;
+  for (auto& [name, values] : mutators::declared_tunables(parent.candidate.source)) tunables.emplace(name, values);
   if (tunables.empty()) {
     m.exhausted = true;
     m.error = "the spec has no tunables";
     return m;
   }
-  const Node& parent = ctx.graph.node(ctx.parents.at(0));
   std::vector<std::string> names;
   for (const auto& [name, values] : tunables) names.push_back(name);
 

@@ -1,0 +1,152 @@
+#include "mutators/knowledge.hpp"
+
+#include <dlfcn.h>
+#include <sqlite3.h>
+
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <set>
+#include <sstream>
+
+#include "kernelevolve/error.hpp"
+
+namespace kernelevolve::mutators {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Splits markdown at headings; long sections are cut at paragraph breaks so one passage stays small.
+std::vector<Passage> split_passages(const std::string& file, const std::string& text) {
+  std::vector<Passage> out;
+  Passage current{file, "", ""};
+  auto flush = [&] {
+    if (current.text.find_first_not_of(" \n\t") != std::string::npos) out.push_back(current);
+    current.text.clear();
+  };
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line[0] == '#') {
+      flush();
+      const std::size_t start = line.find_first_not_of("# ");
+      current.heading = start == std::string::npos ? "" : line.substr(start);
+      continue;
+    }
+    if (line.empty() && current.text.size() > 1500) flush();
+    current.text += line + "\n";
+  }
+  flush();
+  return out;
+}
+
+// FTS5 query: each word of the text, quoted, joined by OR (so any match counts and bm25 ranks).
+std::string fts_query(const std::string& text) {
+  std::set<std::string> words;
+  std::string word;
+  auto add = [&] {
+    if (word.size() >= 3) words.insert(word);
+    word.clear();
+  };
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '_') {
+      word += static_cast<char>(std::tolower(c));
+    } else {
+      add();
+    }
+  }
+  add();
+  std::string query;
+  for (const auto& w : words) query += (query.empty() ? "" : " OR ") + ("\"" + w + "\"");
+  return query;
+}
+
+}  // namespace
+
+struct KnowledgeBase::Impl {
+  sqlite3* db = nullptr;
+  std::size_t count = 0;
+  mutable std::mutex mutex;  // one connection, used from any thread
+};
+
+KnowledgeBase::KnowledgeBase(const std::vector<std::string>& folders) : impl_(std::make_unique<Impl>()) {
+  if (sqlite3_open(":memory:", &impl_->db) != SQLITE_OK) throw Error(ErrorCode::Internal, "knowledge base: cannot open SQLite");
+  char* err = nullptr;
+  if (sqlite3_exec(impl_->db, "CREATE VIRTUAL TABLE passages USING fts5(file UNINDEXED, heading, text)", nullptr,
+                   nullptr, &err) != SQLITE_OK) {
+    const std::string message = err ? err : "unknown";
+    sqlite3_free(err);
+    throw Error(ErrorCode::Internal, "knowledge base: SQLite without FTS5? " + message);
+  }
+  sqlite3_stmt* insert = nullptr;
+  sqlite3_prepare_v2(impl_->db, "INSERT INTO passages(file, heading, text) VALUES (?, ?, ?)", -1, &insert, nullptr);
+  for (const auto& folder : folders) {
+    std::error_code ec;
+    if (folder.empty() || !fs::is_directory(folder, ec)) continue;
+    for (const auto& entry : fs::recursive_directory_iterator(folder, ec)) {
+      if (entry.path().extension() != ".md" || entry.path().filename() == "README.md") continue;
+      std::ifstream in(entry.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      for (const Passage& p : split_passages(entry.path().filename().string(), text.str())) {
+        sqlite3_bind_text(insert, 1, p.file.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(insert, 2, p.heading.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(insert, 3, p.text.c_str(), -1, SQLITE_TRANSIENT);
+        if (sqlite3_step(insert) == SQLITE_DONE) impl_->count += 1;
+        sqlite3_reset(insert);
+      }
+    }
+  }
+  sqlite3_finalize(insert);
+}
+
+KnowledgeBase::~KnowledgeBase() { sqlite3_close(impl_->db); }
+
+std::size_t KnowledgeBase::passages() const { return impl_->count; }
+
+std::vector<Passage> KnowledgeBase::retrieve(const std::string& query, std::size_t budget_chars) const {
+  std::vector<Passage> out;
+  const std::string match = fts_query(query);
+  if (match.empty() || impl_->count == 0) return out;
+  std::lock_guard lock(impl_->mutex);
+  sqlite3_stmt* select = nullptr;
+  if (sqlite3_prepare_v2(impl_->db,
+                         "SELECT file, heading, text FROM passages WHERE passages MATCH ? ORDER BY bm25(passages, 0.0, 4.0, 1.0) LIMIT 40",
+                         -1, &select, nullptr) != SQLITE_OK) {
+    return out;
+  }
+  sqlite3_bind_text(select, 1, match.c_str(), -1, SQLITE_TRANSIENT);
+  std::size_t used = 0;
+  while (sqlite3_step(select) == SQLITE_ROW) {
+    Passage p;
+    p.file = reinterpret_cast<const char*>(sqlite3_column_text(select, 0));
+    p.heading = reinterpret_cast<const char*>(sqlite3_column_text(select, 1));
+    p.text = reinterpret_cast<const char*>(sqlite3_column_text(select, 2));
+    const std::size_t size = p.heading.size() + p.text.size();
+    if (used + size > budget_chars) continue;  // a smaller passage further down may still fit
+    used += size;
+    out.push_back(std::move(p));
+  }
+  sqlite3_finalize(select);
+  return out;
+}
+
+std::string shipped_knowledge_dir() {
+  if (const char* env = std::getenv("KE_KNOWLEDGE"); env && *env) return env;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&shipped_knowledge_dir), &info) && info.dli_fname) {
+    const fs::path installed = fs::absolute(info.dli_fname).parent_path().parent_path() / "share" / "kernelevolve" / "knowledge";
+    std::error_code ec;
+    if (fs::is_directory(installed, ec)) return installed.string();
+  }
+#ifdef KE_SOURCE_KNOWLEDGE
+  return KE_SOURCE_KNOWLEDGE;
+#else
+  return "";
+#endif
+}
+
+}  // namespace kernelevolve::mutators

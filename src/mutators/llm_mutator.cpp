@@ -1,0 +1,408 @@
+// The model mutator: builds the prompt (device, spec, parent and its measurements, recent failures,
+// best node, retrieved knowledge), calls an OpenAI-compatible or Anthropic endpoint with retries,
+// and turns the answer into a child.
+#include <simdjson.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/mutator.hpp"
+#include "kernelevolve/report.hpp"
+#include "mutators/answer.hpp"
+#include "mutators/http_client.hpp"
+#include "mutators/knowledge.hpp"
+
+namespace kernelevolve {
+
+namespace {
+
+std::string tail(const std::string& text, std::size_t max) {
+  return text.size() <= max ? text : "[...]\n" + text.substr(text.size() - max);
+}
+
+const char* c_type(DType t) {
+  switch (t) {
+    case DType::f16: return "_Float16";
+    case DType::bf16: return "__bf16";
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i8: return "int8_t";
+    case DType::u8: return "uint8_t";
+    case DType::i32: return "int32_t";
+    case DType::i64: return "int64_t";
+  }
+  return "void";
+}
+
+std::string signature(const Spec& spec) {
+  std::string out = is_cpu_language(spec.language) ? "void " : "extern \"C\" __global__ void ";
+  out += spec.entry + "(";
+  for (std::size_t i = 0; i < spec.params.size(); ++i) {
+    const Param& p = spec.params[i];
+    out += i ? ", " : "";
+    if (p.is_buffer()) {
+      out += std::string(p.role == Role::in ? "const " : "") + c_type(p.dtype) + "* " + p.name;
+    } else {
+      out += std::string(c_type(p.dtype)) + " " + p.name;
+    }
+  }
+  return out + ")";
+}
+
+std::string bindings_text(const Bindings& b) {
+  std::string out;
+  for (const auto& [k, v] : b) out += (out.empty() ? "" : ", ") + k + "=" + std::to_string(v);
+  return out.empty() ? "(none)" : out;
+}
+
+std::string times_text(const Node& n) {
+  std::ostringstream out;
+  const auto t = n.evaluation.median_us();
+  for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i] << " us";
+  return t.empty() ? "-" : out.str();
+}
+
+std::string outcome(const Node& n) {
+  std::ostringstream out;
+  out << to_string(n.evaluation.status);
+  if (n.evaluation.status == Status::ok) out << ", " << n.speedup << "x over the seed, times " << times_text(n);
+  if (!n.evaluation.message.empty()) out << ": " << n.evaluation.message;
+  return out.str();
+}
+
+// What went wrong with a failed child, in the detail a model can act on.
+std::string failure_detail(const Node& n) {
+  std::ostringstream out;
+  out << "- node " << n.id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n) << "\n";
+  if (n.evaluation.status == Status::compile_error && !n.evaluation.compile_log.empty()) {
+    out << "  compiler log:\n```\n" << tail(n.evaluation.compile_log, 2000) << "\n```\n";
+  }
+  if (n.evaluation.status == Status::incorrect && n.evaluation.worst) {
+    const Mismatch& m = *n.evaluation.worst;
+    out << "  worst mismatch: " << m.buffer << "[" << m.index << "] = " << m.got << ", expected " << m.expected
+        << " (workload " << m.workload << ")\n";
+  }
+  return out.str();
+}
+
+}  // namespace
+
+struct LlmMutator::Impl {
+  LlmOptions options;
+  std::unique_ptr<mutators::KnowledgeBase> knowledge;
+  std::mutex mutex;
+  std::condition_variable slot_free;
+  int in_flight = 0;
+  std::int64_t tokens = 0;
+  std::mt19937_64 jitter{std::random_device{}()};
+
+  std::string system_prompt(const Spec& spec) const {
+    const std::string lang = to_string(spec.language);
+    return "You are an expert performance engineer. You rewrite " + lang +
+           " kernels to run faster on the device described, while computing exactly what the reference "
+           "computes (within the stated tolerance) for every valid input.\n"
+           "Rules: keep the entry point's name and signature; write every output element; never read or "
+           "write outside the buffers; do not special-case particular inputs, pointers or repeated calls; "
+           "start no threads, do no I/O, never exit; do all the work inside the call.\n"
+           "Answer with the complete new source in one ```" + lang +
+           " fenced block, or with SEARCH/REPLACE edits on the parent:\n"
+           "<<<<<<< SEARCH\n(exact lines of the parent)\n=======\n(replacement)\n>>>>>>> REPLACE\n"
+           "You may declare tunables the parameter search will explore, one per line: "
+           "`// ke:tunable NAME v1 v2 v3` (the first value is the default), used as a macro guarded by "
+           "#ifndef NAME. Say in one sentence before the code what you changed and why.";
+  }
+
+  std::string user_prompt(const MutationContext& ctx) const {
+    const Spec& spec = ctx.spec;
+    const SearchGraph& g = ctx.graph;
+    const Node& parent = g.node(ctx.parents.at(0));
+    const std::string& memory = options.memory;
+    std::ostringstream out;
+    if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
+    out << "## Problem: " << spec.name << "\nSignature: `" << signature(spec) << "`\n";
+    out << "Workloads:";
+    for (const auto& w : spec.workloads) out << " {" << bindings_text(w) << "}";
+    out << "\nTolerance: |out - ref| <= " << spec.tolerance.atol << " + " << spec.tolerance.rtol << " * |ref|\n";
+    if (spec.launch) {
+      out << "Launch: grid (" << spec.launch->grid[0].text() << ", " << spec.launch->grid[1].text() << ", "
+          << spec.launch->grid[2].text() << "), block (" << spec.launch->block[0].text() << ", "
+          << spec.launch->block[1].text() << ", " << spec.launch->block[2].text() << "), shared bytes "
+          << spec.launch->shared_bytes.text() << "\n";
+    }
+    if (!spec.tunables.empty()) {
+      out << "Tunables (macros):";
+      for (const auto& [name, values] : spec.tunables) {
+        out << " " << name << " in {";
+        for (std::size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
+        out << "}";
+      }
+      out << "\n";
+    }
+    if (!spec.constraints.empty()) {
+      out << "Constraints:";
+      for (const auto& c : spec.constraints) out << " " << c.text() << ";";
+      out << "\n";
+    }
+    if (!spec.notes.empty()) out << "Notes: " << spec.notes << "\n";
+    out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent) << "\nTunables: "
+        << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language) << "\n"
+        << parent.candidate.source << (parent.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
+
+    if (memory == "inherit" || memory == "both") {
+      const auto chain = g.lineage(parent.id);
+      if (chain.size() > 1) {
+        out << "\n## How the parent came to be (its lineage)\n";
+        for (NodeId id : chain) {
+          const Node& n = g.node(id);
+          out << "- node " << id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n) << "\n";
+        }
+      }
+    }
+    if (memory == "siblings" || memory == "both") {
+      const auto kids = g.children(parent.id);
+      if (!kids.empty()) {
+        out << "\n## What the parent's other children did\n";
+        std::size_t shown = 0;
+        for (auto it = kids.rbegin(); it != kids.rend() && shown < 8; ++it, ++shown) {
+          const Node& n = g.node(*it);
+          out << "- node " << n.id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n) << "\n";
+        }
+      }
+    }
+    if (memory != "fresh") {
+      // The latest failures among the parent's children, in full: the model must not repeat them.
+      std::string failures;
+      int shown = 0;
+      const auto kids = g.children(parent.id);
+      for (auto it = kids.rbegin(); it != kids.rend() && shown < 3; ++it) {
+        const Node& n = g.node(*it);
+        if (n.evaluation.status == Status::ok || n.evaluation.status == Status::pending) continue;
+        failures += failure_detail(n);
+        ++shown;
+      }
+      if (!failures.empty()) out << "\n## Recent failures to avoid\n" << failures;
+      if (const auto best = g.best(); best && *best != parent.id) {
+        const Node& b = g.node(*best);
+        out << "\n## Best kernel so far (node " << b.id << "): " << outcome(b) << "\nTunables: "
+            << bindings_text(b.candidate.tunables) << "\n```" << to_string(b.candidate.language) << "\n"
+            << b.candidate.source << (b.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
+      }
+    }
+    if (knowledge && options.knowledge_budget_chars > 0) {
+      std::string query = spec.name + " " + spec.notes + " " + to_string(spec.language) + " " + options.device_description;
+      for (NodeId id : g.children(parent.id)) {
+        const Node& n = g.node(id);
+        if (n.evaluation.status != Status::ok) query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
+      }
+      const auto passages = knowledge->retrieve(query, options.knowledge_budget_chars);
+      if (!passages.empty()) {
+        out << "\n## Notes from the knowledge base\n";
+        for (const auto& p : passages) out << "### " << p.heading << " (" << p.file << ")\n" << p.text << "\n";
+      }
+    }
+    out << "\n## Task\nWrite a faster correct version of the parent kernel.\n";
+    return out.str();
+  }
+
+  std::string request_body(const std::string& system, const std::string& user) const {
+    std::ostringstream out;
+    out << "{\"model\": " << json_quote(options.model) << ", \"max_tokens\": " << options.max_tokens
+        << ", \"temperature\": " << options.temperature << ", ";
+    if (options.api == "anthropic") {
+      out << "\"system\": " << json_quote(system) << ", \"messages\": [{\"role\": \"user\", \"content\": " << json_quote(user) << "}]}";
+    } else {
+      out << "\"messages\": [{\"role\": \"system\", \"content\": " << json_quote(system)
+          << "}, {\"role\": \"user\", \"content\": " << json_quote(user) << "}]}";
+    }
+    return out.str();
+  }
+
+  // Parses the reply: the answer's text and the tokens it cost, or an error.
+  bool parse_reply(const std::string& body, std::string& text, std::int64_t& used, std::string& error) const {
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    if (parser.parse(body).get(doc) != simdjson::SUCCESS) {
+      error = "the model's reply is not JSON: " + body.substr(0, 200);
+      return false;
+    }
+    std::string_view content;
+    if (options.api == "anthropic") {
+      simdjson::dom::array blocks;
+      if (doc["content"].get_array().get(blocks) == simdjson::SUCCESS) {
+        for (auto block : blocks) {
+          std::string_view piece;
+          if (block["text"].get_string().get(piece) == simdjson::SUCCESS) text += std::string(piece);
+        }
+      }
+      std::int64_t in = 0, outt = 0;
+      if (doc["usage"]["input_tokens"].get_int64().get(in) != simdjson::SUCCESS) in = 0;
+      if (doc["usage"]["output_tokens"].get_int64().get(outt) != simdjson::SUCCESS) outt = 0;
+      used = in + outt;
+    } else {
+      if (doc["choices"].at(0)["message"]["content"].get_string().get(content) == simdjson::SUCCESS) text = content;
+      if (doc["usage"]["total_tokens"].get_int64().get(used) != simdjson::SUCCESS) used = 0;
+    }
+    if (text.empty()) {
+      error = "the model's reply holds no answer text: " + body.substr(0, 200);
+      return false;
+    }
+    if (used <= 0) used = static_cast<std::int64_t>(body.size() / 4);  // no usage reported: an estimate
+    return true;
+  }
+
+  // One call with retries; fills answer/tokens or error.
+  void call(const std::string& body, std::string& answer, std::int64_t& used, std::string& error) {
+    std::vector<std::string> headers;
+    const char* key = options.api_key_env.empty() ? nullptr : std::getenv(options.api_key_env.c_str());
+    if (!options.api_key_env.empty() && (!key || !*key)) {
+      error = "the environment variable " + options.api_key_env + " that should hold the API key is not set";
+      return;
+    }
+    if (options.api == "anthropic") {
+      if (key) headers.push_back(std::string("x-api-key: ") + key);
+      headers.push_back("anthropic-version: 2023-06-01");
+    } else if (key) {
+      headers.push_back(std::string("Authorization: Bearer ") + key);
+    }
+    std::string base = options.base_url;
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    const std::string url = base + (options.api == "anthropic" ? "/messages" : "/chat/completions");
+    for (int attempt = 0;; ++attempt) {
+      const mutators::HttpResponse r = mutators::http_post_json(url, headers, body, options.timeout_s);
+      const bool retryable = r.status == 0 || r.status == 429 || r.status >= 500;
+      if (r.status == 200) {
+        parse_reply(r.body, answer, used, error);
+        return;
+      }
+      const std::string what = r.status == 0 ? "no answer (" + r.error + ")" : "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 300);
+      if (!retryable || attempt >= options.max_retries) {
+        error = "the model request failed after " + std::to_string(attempt + 1) + " attempt(s): " + what;
+        return;
+      }
+      double wait = std::min(options.backoff_max_s, options.backoff_initial_s * std::pow(2.0, attempt));
+      {
+        std::lock_guard lock(mutex);
+        wait *= std::uniform_real_distribution<double>(0.5, 1.0)(jitter);
+      }
+      if (r.retry_after_s >= 0) wait = std::min(r.retry_after_s, options.backoff_max_s);
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    }
+  }
+};
+
+LlmMutator::LlmMutator(LlmOptions options) : impl_(std::make_unique<Impl>()) {
+  if (options.api != "openai" && options.api != "anthropic") {
+    throw Error(ErrorCode::BadUsage, "llm: unknown api '" + options.api + "' (known: openai, anthropic)");
+  }
+  if (options.base_url.empty()) {
+    options.base_url = options.api == "anthropic" ? "https://api.anthropic.com/v1" : "https://api.openai.com/v1";
+  }
+  if (options.model.empty()) throw Error(ErrorCode::BadUsage, "llm: a model name is required (--llm-model)");
+  if (options.memory != "inherit" && options.memory != "siblings" && options.memory != "both" && options.memory != "fresh") {
+    throw Error(ErrorCode::BadUsage, "llm: unknown memory mode '" + options.memory + "' (known: inherit, siblings, both, fresh)");
+  }
+  if (options.max_in_flight < 1) throw Error(ErrorCode::BadUsage, "llm: max_in_flight must be at least 1");
+  std::vector<std::string> folders = options.knowledge_dirs;
+  folders.insert(folders.begin(), mutators::shipped_knowledge_dir());
+  impl_->knowledge = std::make_unique<mutators::KnowledgeBase>(folders);
+  impl_->options = std::move(options);
+}
+
+LlmMutator::~LlmMutator() = default;
+
+std::int64_t LlmMutator::tokens_used() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->tokens;
+}
+
+Mutation LlmMutator::mutate(const MutationContext& ctx) {
+  Mutation m;
+  const Node& parent = ctx.graph.node(ctx.parents.at(0));
+  const std::string system = impl_->system_prompt(ctx.spec);
+  const std::string user = impl_->user_prompt(ctx);
+  m.prompt = "[system]\n" + system + "\n\n[user]\n" + user;
+  {
+    std::unique_lock lock(impl_->mutex);
+    impl_->slot_free.wait(lock, [&] { return impl_->in_flight < impl_->options.max_in_flight; });
+    impl_->in_flight += 1;
+  }
+  std::string answer, error;
+  std::int64_t used = 0;
+  impl_->call(impl_->request_body(system, user), answer, used, error);
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->in_flight -= 1;
+    impl_->tokens += used;
+  }
+  impl_->slot_free.notify_one();
+  m.tokens = used;
+  m.answer = answer;
+  if (!error.empty()) {
+    m.error = error;
+    return m;
+  }
+  const mutators::ParsedAnswer parsed = mutators::apply_answer(answer, parent.candidate.source);
+  if (!parsed.ok) {
+    m.error = "the model's answer was not usable: " + parsed.error;
+    return m;
+  }
+  Candidate child = parent.candidate;
+  child.source = parsed.source;
+  for (const auto& [name, values] : mutators::declared_tunables(child.source)) child.tunables.emplace(name, values.front());
+  m.child = std::move(child);
+  // The model's one-sentence account, before its code.
+  std::string first = answer.substr(0, answer.find("```"));
+  first = first.substr(0, first.find('\n'));
+  m.note = "llm (" + parsed.form + ")" + (first.empty() ? "" : ": " + first.substr(0, 120));
+  return m;
+}
+
+MixMutator::MixMutator(std::shared_ptr<Mutator> model, std::shared_ptr<Mutator> params, int param_steps, int model_every)
+    : model_(std::move(model)), params_(std::move(params)), param_steps_(param_steps), model_every_(model_every) {
+  if (!model_ || !params_) throw Error(ErrorCode::BadUsage, "MixMutator: both mutators are required");
+  if (param_steps_ < 0 || model_every_ < 0) throw Error(ErrorCode::BadUsage, "MixMutator: steps must not be negative");
+}
+
+Mutation MixMutator::mutate(const MutationContext& ctx) {
+  // Tune the model's latest structure while it has steps left and did not fail.
+  if (structure_ >= 0 && static_cast<std::size_t>(structure_) < ctx.graph.size()) {
+    const Status s = ctx.graph.node(structure_).evaluation.status;
+    if (s != Status::ok && s != Status::pending) steps_left_ = 0;
+  }
+  const bool model_due = model_every_ > 0 && since_model_ >= model_every_;
+  if (steps_left_ > 0 && structure_ >= 0 && static_cast<std::size_t>(structure_) < ctx.graph.size() && !model_due) {
+    steps_left_ -= 1;
+    since_model_ += 1;
+    // From the best node that shares the structure's source (a tuned variant may already beat it).
+    NodeId from = structure_;
+    const std::string& source = ctx.graph.node(structure_).candidate.source;
+    for (const Node& n : ctx.graph.nodes()) {
+      if (n.evaluation.status == Status::ok && n.candidate.source == source && n.speedup > ctx.graph.node(from).speedup) from = n.id;
+    }
+    MutationContext own{ctx.spec, ctx.graph, {from}, ctx.rng};
+    Mutation m = params_->mutate(own);
+    if (m.child) {
+      m.parents = {from};
+      if (m.mutator.empty()) m.mutator = params_->name();
+      return m;
+    }
+    steps_left_ = 0;  // that structure's space is spent: back to the model
+  }
+  since_model_ = 0;
+  Mutation m = model_->mutate(ctx);
+  if (m.mutator.empty()) m.mutator = model_->name();
+  if (m.child) {
+    structure_ = static_cast<NodeId>(ctx.graph.size());  // the id the Evolver gives the child next
+    steps_left_ = param_steps_;
+  }
+  m.exhausted = false;  // the model can always be asked again
+  return m;
+}
+
+}  // namespace kernelevolve

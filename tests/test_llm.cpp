@@ -1,0 +1,302 @@
+// The model mutator against a model server on loopback that replays answers and injects faults.
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <kernelevolve/kernelevolve.hpp>
+
+#include "mutators/knowledge.hpp"
+#include "support/fake_model_server.hpp"
+
+namespace ke = kernelevolve;
+using ke_test::FakeModelServer;
+using ke_test::Reply;
+
+namespace {
+
+const char* kKey = "sk-test-secret-4242";
+
+ke::Spec colsum() { return ke::load_spec(std::string(KE_FIXTURES) + "/e2e/colsum.json"); }
+
+struct Fixture {
+  ke::Spec spec = colsum();
+  ke::SearchGraph graph;
+  std::mt19937_64 rng{3};
+  Fixture() {
+    ke::Node seed;
+    seed.mutator = "seed";
+    seed.candidate = {spec.seed.source, ke::Language::c, spec.seed_tunables()};
+    seed.evaluation.status = ke::Status::ok;
+    seed.evaluation.timings = {{1000, 1000, 1000, 0, 5}, {1000, 1000, 1000, 0, 5}};
+    seed.speedup = 1;
+    graph.add(seed);
+  }
+  ke::Mutation mutate(ke::LlmMutator& m) { return m.mutate({spec, graph, {0}, rng}); }
+};
+
+ke::LlmOptions options_for(const FakeModelServer& server, const std::string& api = "openai") {
+  setenv("KE_TEST_MODEL_KEY", kKey, 1);
+  ke::LlmOptions o;
+  o.api = api;
+  o.base_url = server.url();
+  o.model = "test-model";
+  o.api_key_env = "KE_TEST_MODEL_KEY";
+  o.timeout_s = 5;
+  o.backoff_initial_s = 0.01;
+  o.backoff_max_s = 0.05;
+  o.device_description = "cpu: a test CPU";
+  return o;
+}
+
+const std::string kBetter =
+    "Sum 64 columns per pass so each row is read contiguously.\n```c\n#include <stdint.h>\n"
+    "void colsum(const float* x, float* y, int64_t M, int64_t N) {\n"
+    "  for (int64_t j = 0; j < N; ++j) { float s = 0; for (int64_t i = 0; i < M; ++i) s += x[i * N + j]; y[j] = s; }\n"
+    "}\n```\n";
+
+}  // namespace
+
+TEST_CASE("OpenAI-compatible chat completions: the key goes in a header, the answer becomes the child") {
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter, 321)});
+  Fixture f;
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation m = f.mutate(mutator);
+  REQUIRE_MESSAGE(m.child.has_value(), m.error);
+  CHECK(m.child->source.find("float s = 0") != std::string::npos);
+  CHECK(m.tokens == 321);
+  CHECK(mutator.tokens_used() == 321);
+  CHECK(m.note.find("Sum 64 columns") != std::string::npos);
+  const auto requests = server.requests();
+  REQUIRE(requests.size() == 1);
+  CHECK(requests[0].path == "/v1/chat/completions");
+  CHECK(requests[0].headers.find(std::string("Authorization: Bearer ") + kKey) != std::string::npos);
+  CHECK(requests[0].body.find("\"model\": \"test-model\"") != std::string::npos);
+  // The prompt carries the device, the spec, the parent's source; never the key.
+  CHECK(m.prompt.find("cpu: a test CPU") != std::string::npos);
+  CHECK(m.prompt.find("void colsum(const float* x, float* y, int64_t M, int64_t N)") != std::string::npos);
+  CHECK(m.prompt.find("#define BLOCK 1") != std::string::npos);
+  CHECK(m.prompt.find(kKey) == std::string::npos);
+  CHECK(requests[0].body.find(kKey) == std::string::npos);
+}
+
+TEST_CASE("Anthropic messages: x-api-key, version header, tokens from usage") {
+  FakeModelServer server;
+  server.push({200, FakeModelServer::anthropic(kBetter, 40, 60)});
+  Fixture f;
+  ke::LlmMutator mutator(options_for(server, "anthropic"));
+  const ke::Mutation m = f.mutate(mutator);
+  REQUIRE_MESSAGE(m.child.has_value(), m.error);
+  CHECK(m.tokens == 100);
+  const auto requests = server.requests();
+  REQUIRE(requests.size() == 1);
+  CHECK(requests[0].path == "/v1/messages");
+  CHECK(requests[0].headers.find(std::string("x-api-key: ") + kKey) != std::string::npos);
+  CHECK(requests[0].headers.find("anthropic-version:") != std::string::npos);
+  CHECK(requests[0].body.find("\"system\":") != std::string::npos);
+}
+
+TEST_CASE("429 and 5xx are retried, honouring Retry-After") {
+  FakeModelServer server;
+  server.push({429, "{\"error\": \"slow down\"}", {"Retry-After: 0"}});
+  server.push({503, "{\"error\": \"overloaded\"}"});
+  server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation m = f.mutate(mutator);
+  CHECK_MESSAGE(m.child.has_value(), m.error);
+  CHECK(server.requests().size() == 3);
+}
+
+TEST_CASE("retries give up after max_retries, and a 4xx is not retried") {
+  FakeModelServer server;
+  for (int i = 0; i < 3; ++i) server.push({500, "{\"error\": \"down\"}"});
+  Fixture f;
+  auto o = options_for(server);
+  o.max_retries = 2;
+  ke::LlmMutator mutator(o);
+  ke::Mutation m = f.mutate(mutator);
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("after 3 attempt(s)") != std::string::npos);
+  CHECK(m.error.find("HTTP 500") != std::string::npos);
+  server.push({400, "{\"error\": \"bad model\"}"});
+  m = f.mutate(mutator);
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("after 1 attempt(s)") != std::string::npos);
+  CHECK(server.requests().size() == 4);
+}
+
+TEST_CASE("garbage is a recorded failure: malformed JSON, no answer text, no code") {
+  FakeModelServer server;
+  server.push({200, "this is not json {"});
+  server.push({200, "{\"choices\": []}"});
+  server.push({200, FakeModelServer::openai("I would unroll the loop, but I will not write the code.")});
+  Fixture f;
+  ke::LlmMutator mutator(options_for(server));
+  ke::Mutation m = f.mutate(mutator);
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("not JSON") != std::string::npos);
+  m = f.mutate(mutator);
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("no answer text") != std::string::npos);
+  m = f.mutate(mutator);
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("neither a fenced code block") != std::string::npos);
+  CHECK(m.answer.find("unroll") != std::string::npos);
+}
+
+TEST_CASE("a slow answer times out and is a recorded failure") {
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter), {}, 2000});
+  Fixture f;
+  auto o = options_for(server);
+  o.timeout_s = 0.3;
+  o.max_retries = 0;
+  ke::LlmMutator mutator(o);
+  const auto start = std::chrono::steady_clock::now();
+  const ke::Mutation m = f.mutate(mutator);
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("no answer") != std::string::npos);
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
+}
+
+TEST_CASE("a missing key variable is named, and nothing is sent") {
+  FakeModelServer server;
+  Fixture f;
+  auto o = options_for(server);
+  o.api_key_env = "KE_TEST_NO_SUCH_KEY_VARIABLE";
+  unsetenv("KE_TEST_NO_SUCH_KEY_VARIABLE");
+  ke::LlmMutator mutator(o);
+  const ke::Mutation m = f.mutate(mutator);
+  CHECK_FALSE(m.child);
+  CHECK(m.error.find("KE_TEST_NO_SUCH_KEY_VARIABLE") != std::string::npos);
+  CHECK(server.requests().empty());
+}
+
+TEST_CASE("the prompt carries the compiler log and the worst mismatch of recent failed children") {
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter)});
+  server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::Node broken;
+  broken.parents = {0};
+  broken.mutator = "llm";
+  broken.candidate = {"void colsum() { frobnicate(); }", ke::Language::c, {}};
+  broken.evaluation.status = ke::Status::compile_error;
+  broken.evaluation.compile_log = "input.c:1:18: error: call to undeclared function 'frobnicate'";
+  f.graph.add(broken);
+  ke::Node wrong;
+  wrong.parents = {0};
+  wrong.mutator = "llm";
+  wrong.candidate = {"void colsum(const float* x, float* y, long M, long N) { }", ke::Language::c, {}};
+  wrong.evaluation.status = ke::Status::incorrect;
+  wrong.evaluation.message = "wrong output";
+  wrong.evaluation.worst = ke::Mismatch{"y", 1, 2, 17, 0.5, 2.25, 1.7};
+  f.graph.add(wrong);
+  ke::LlmMutator mutator(options_for(server));
+  ke::Mutation m = f.mutate(mutator);
+  CHECK(m.prompt.find("call to undeclared function 'frobnicate'") != std::string::npos);
+  CHECK(m.prompt.find("y[17] = 0.5, expected 2.25") != std::string::npos);
+  CHECK(server.requests().at(0).body.find("frobnicate") != std::string::npos);
+  // In "fresh" memory the parent stands alone.
+  auto o = options_for(server);
+  o.memory = "fresh";
+  ke::LlmMutator fresh(o);
+  m = f.mutate(fresh);
+  CHECK(m.prompt.find("frobnicate") == std::string::npos);
+}
+
+TEST_CASE("memory modes: inherit shows the lineage, siblings the parent's other children") {
+  FakeModelServer server;
+  for (int i = 0; i < 2; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::Node child;
+  child.parents = {0};
+  child.mutator = "param";
+  child.note = "neighbour: BLOCK 1 -> 2";
+  child.candidate = {f.spec.seed.source, ke::Language::c, {{"BLOCK", 2}}};
+  child.evaluation.status = ke::Status::ok;
+  child.evaluation.timings = {{500, 500, 500, 0, 5}, {500, 500, 500, 0, 5}};
+  child.speedup = 2;
+  f.graph.add(child);
+  auto o = options_for(server);
+  o.memory = "inherit";
+  ke::LlmMutator inherit(o);
+  ke::Mutation m = inherit.mutate({f.spec, f.graph, {1}, f.rng});
+  CHECK(m.prompt.find("lineage") != std::string::npos);
+  CHECK(m.prompt.find("other children") == std::string::npos);
+  o.memory = "siblings";
+  ke::LlmMutator siblings(o);
+  m = siblings.mutate({f.spec, f.graph, {0}, f.rng});
+  CHECK(m.prompt.find("BLOCK 1 -> 2") != std::string::npos);
+  CHECK(m.prompt.find("lineage") == std::string::npos);
+}
+
+TEST_CASE("the knowledge base: shipped passages and a user's own folder, within the budget") {
+  ke::mutators::KnowledgeBase shipped({ke::mutators::shipped_knowledge_dir()});
+  CHECK(shipped.passages() > 10);
+  const auto hits = shipped.retrieve("column sums row-major matrix accumulators cpu", 3000);
+  REQUIRE_FALSE(hits.empty());
+  std::size_t total = 0;
+  for (const auto& p : hits) total += p.heading.size() + p.text.size();
+  CHECK(total <= 3000);
+  CHECK(hits[0].file == "x86_simd.md");
+  const auto dir = std::filesystem::temp_directory_path() / ("ke_kb_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "mine.md") << "# Zebrafish trick\nUse the zebrafish layout for colsum.\n";
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  f.spec.notes += " zebrafish";
+  auto o = options_for(server);
+  o.knowledge_dirs = {dir.string()};
+  ke::LlmMutator mutator(o);
+  const ke::Mutation m = f.mutate(mutator);
+  CHECK(m.prompt.find("Use the zebrafish layout") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a recorded run: the model's kernel becomes the best, and the parameter search improves it") {
+  // The model answers once with a new structure that declares its own tunable, CHUNK, whose default
+  // is deliberately small; the parameter steps that follow must find a larger, faster CHUNK.
+  const std::string model_kernel =
+      "Process CHUNK columns per pass over the rows, accumulating straight into y in row order.\n"
+      "```c\n#include <stdint.h>\n// ke:tunable CHUNK 4 64 512 4096\n#ifndef CHUNK\n#define CHUNK 4\n#endif\n"
+      "void colsum(const float* restrict x, float* restrict y, int64_t M, int64_t N) {\n"
+      "  for (int64_t j0 = 0; j0 < N; j0 += CHUNK) {\n"
+      "    const int64_t j1 = j0 + CHUNK < N ? j0 + CHUNK : N;\n"
+      "    for (int64_t j = j0; j < j1; ++j) y[j] = 0.0f;\n"
+      "    for (int64_t i = 0; i < M; ++i)\n"
+      "      for (int64_t j = j0; j < j1; ++j) y[j] += x[i * N + j];\n"
+      "  }\n}\n```\n";
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(model_kernel, 900)});
+  const ke::Spec spec = colsum();
+  auto evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device("cpu"));
+  auto llm = std::make_shared<ke::LlmMutator>(options_for(server));
+  auto mix = std::make_shared<ke::MixMutator>(llm, std::make_shared<ke::ParamMutator>(0.0), /*param_steps=*/6);
+  ke::Evolver evolver(spec, evaluator, mix, std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(7));
+  const ke::RunResult r = evolver.run();
+  const auto& g = evolver.graph();
+  REQUIRE(g.size() == 7);
+  const ke::Node& model_node = g.node(1);
+  CHECK(model_node.mutator == "llm");
+  CHECK(model_node.tokens == 900);
+  CHECK(model_node.prompt.find("## Problem: colsum") != std::string::npos);
+  CHECK(model_node.answer.find("ke:tunable CHUNK") != std::string::npos);
+  REQUIRE_MESSAGE(model_node.evaluation.status == ke::Status::ok, model_node.evaluation.message);
+  CHECK(model_node.candidate.tunables.at("CHUNK") == 4);
+  CHECK(model_node.speedup > 1.5);  // the model's kernel beat the seed: it was the best when it landed
+  REQUIRE(r.best.has_value());
+  const ke::Node& best = g.node(*r.best);
+  CHECK(best.mutator == "param");
+  CHECK(best.candidate.source == model_node.candidate.source);
+  CHECK(best.candidate.tunables.at("CHUNK") > 4);
+  CHECK(best.speedup > model_node.speedup * 1.5);
+  const auto chain = g.lineage(best.id);
+  CHECK(std::find(chain.begin(), chain.end(), model_node.id) != chain.end());
+  CHECK(r.state.tokens == 900);
+  CHECK(server.requests().size() == 1);
+}
