@@ -44,6 +44,8 @@ struct Evaluation {
   std::vector<WorkloadTiming> timings;  // one per workload, when ok
   std::optional<Mismatch> worst;
   std::map<std::string, std::int64_t> resources;
+  // The class of device that measured it ("cuda NVIDIA H200"): times compare only within a class.
+  std::string device;
   std::vector<double> median_us() const;
 };
 
@@ -71,6 +73,16 @@ class FitnessEvaluator {
   // random inputs, so every evaluation draws fresh ones.
   virtual Evaluation evaluate(const Candidate& candidate, std::uint64_t input_seed) = 0;
   virtual DeviceInfo device_info() = 0;
+  // The classes of device this evaluator measures on (kind and model, e.g. "cuda NVIDIA H200"). An
+  // evaluator over mixed devices lists several; the search then keeps a seed time and a best per class.
+  virtual std::vector<std::string> device_classes() { return {device_class(device_info())}; }
+  // Evaluates on a device of the given class (an index into device_classes()).
+  virtual Evaluation evaluate_on(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) {
+    (void)device_class_index;
+    return evaluate(candidate, input_seed);
+  }
+  // "kind name": what makes two devices' times comparable.
+  static std::string device_class(const DeviceInfo& info) { return info.kind + " " + info.name; }
 };
 
 // Evaluates in the calling process. Fast, but a crashing candidate takes the process with it: use it for

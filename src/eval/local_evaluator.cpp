@@ -215,6 +215,7 @@ struct LocalEvaluator::Impl {
 
   Evaluation evaluate(const Candidate& cand, std::uint64_t input_seed) {
     Evaluation e;
+    e.device = FitnessEvaluator::device_class(device->info());
     if (cand.language != spec.language) {
       fail(e, Status::invalid,
            std::string("candidate is ") + to_string(cand.language) + ", the spec asks for " + to_string(spec.language));

@@ -128,7 +128,7 @@ std::string to_json(const Evaluation& e) {
     out << (i ? ", " : "") << "[" << number(t.median_us) << ", " << number(t.min_us) << ", " << number(t.max_us)
         << ", " << number(t.mad_us) << ", " << t.samples << "]";
   }
-  out << "], \"resources\": " << bindings_json(Bindings(e.resources.begin(), e.resources.end()));
+  out << "], \"device\": " << json_quote(e.device) << ", \"resources\": " << bindings_json(Bindings(e.resources.begin(), e.resources.end()));
   if (e.worst) {
     const Mismatch& m = *e.worst;
     out << ", \"worst\": {\"buffer\": " << json_quote(m.buffer) << ", \"workload\": " << m.workload
@@ -149,6 +149,7 @@ Evaluation evaluation_from_json(const std::string& json) {
   e.message = str(doc["message"]);
   e.compile_log = str(doc["compile_log"]);
   e.compile_ms = as_double(doc["compile_ms"]);
+  e.device = str(doc["device"]);
   for (auto t : doc["timings"].get_array()) {
     const auto a = t.get_array().value();
     e.timings.push_back({as_double(a.at(0)), as_double(a.at(1)), as_double(a.at(2)), as_double(a.at(3)),

@@ -201,6 +201,10 @@ struct WorkerEvaluator::Impl {
     if (wire::write_frame(w.fd, request)) rs = wire::read_frame(w.fd, reply, static_cast<int>(limit_s * 1000));
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     Evaluation e;
+    {
+      std::lock_guard lock(mutex);
+      e.device = FitnessEvaluator::device_class(info);
+    }
     if (rs == wire::ReadStatus::timeout) {
       reap(w, true);
       e.status = Status::timeout;
@@ -227,7 +231,9 @@ struct WorkerEvaluator::Impl {
     if (type == "error") {
       throw Error(static_cast<ErrorCode>(msg["code"].get_int64().value()), std::string(msg["message"].get_string().value()));
     }
+    const std::string device = e.device;
     e = wire::evaluation_from_json(simdjson::to_string(msg["evaluation"].value()));
+    if (e.device.empty()) e.device = device;
     if (msg["restart"].get_bool().value()) reap(w, false);
     if (e.status == Status::ok) {
       std::lock_guard lock(mutex);
