@@ -1,0 +1,260 @@
+#!/usr/bin/env bash
+# The problem suite on one device: `kernelevolve run SPEC --json` for every problem with a budget per
+# problem, then a markdown table and a PNG plot. Per problem: correctness, speedup of the best kernel over
+# the seed, its share of the device's roofline, and on a GPU its speedup over PyTorch's operator; then
+# fast_p at p = 1, 1.5 and 2 (the fraction of problems whose best kernel is correct AND at least p times
+# faster than the baseline: the seed, and on a GPU PyTorch as well).
+#
+#   bench/suite.sh [--device cpu|cuda[:N]] [--max-evals N] [--max-time SEC] [--jobs N] [--policy NAME]
+#                  [--only REGEX] [--cli PATH] [--out DIR] [--name NAME] [--torch|--no-torch] [--no-plot]
+#                  [--strict] [--timeout SEC]
+#
+#   --device      cpu runs problems/level*/*/cpu.json (and older spec.json); cuda runs .../cuda.json
+#   --max-evals   evaluations per problem, the seed included (default 24)
+#   --max-time    the search's own time limit per problem, seconds (it stops and reports)
+#   --only        run only the problems whose path (e.g. level1/softmax) matches this extended regex
+#   --cli         the kernelevolve executable (default: build/kernelevolve under the repository)
+#   --out         where NAME.md, NAME.png, NAME.tsv and runs/ go (default bench/results)
+#   --name        file stem of the outputs (default cpu_suite or cuda_suite)
+#   --torch       time PyTorch's operators first (default on a GPU; bench/suite_torch.py, python3 + torch)
+#   --strict      exit 1 if any problem has no correct kernel (the CI smoke test)
+#   --timeout     hard limit per problem, seconds (default: 3 x --max-time + 120, else 1800)
+#
+# Needs jq; gnuplot (Debian's gnuplot-nox) for the plot. Exit 77 when jq is missing (ctest: skipped).
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+device=cpu max_evals=24 max_time="" jobs="" policy="" only="" cli="" out="" name="" torch="" plot=1 strict=0
+hard_limit=""
+command_line="bench/suite.sh $*"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --device) device=$2; shift 2 ;;
+    --max-evals) max_evals=$2; shift 2 ;;
+    --max-time) max_time=$2; shift 2 ;;
+    --jobs) jobs=$2; shift 2 ;;
+    --policy) policy=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
+    --cli) cli=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --name) name=$2; shift 2 ;;
+    --torch) torch=1; shift ;;
+    --no-torch) torch=0; shift ;;
+    --no-plot) plot=0; shift ;;
+    --strict) strict=1; shift ;;
+    --timeout) hard_limit=$2; shift 2 ;;
+    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "suite.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+command -v jq >/dev/null || { echo "suite.sh: needs jq (apt-get install jq); skipped" >&2; exit 77; }
+kind=${device%%:*}
+case "$kind" in
+  cpu) spec_names=(cpu.json spec.json) ;;
+  cuda) spec_names=(cuda.json) ;;
+  hip) spec_names=(hip.json) ;;
+  *) echo "suite.sh: unknown device '$device'" >&2; exit 2 ;;
+esac
+[ -n "$torch" ] || { [ "$kind" = cuda ] && torch=1 || torch=0; }
+cli=${cli:-$root/build/kernelevolve}
+[ -x "$cli" ] || { echo "suite.sh: no kernelevolve at $cli (build it, or pass --cli)" >&2; exit 2; }
+out=${out:-$root/bench/results}
+name=${name:-${kind}_suite}
+if [ -z "$hard_limit" ]; then
+  if [ -n "$max_time" ]; then hard_limit=$(awk -v t="$max_time" 'BEGIN { printf "%d", 3 * t + 120 }'); else hard_limit=1800; fi
+fi
+runs=$out/runs/$name
+mkdir -p "$runs"
+
+# The problems, level by level, in folder order.
+specs=()
+for level_dir in "$root"/problems/level*/; do
+  for dir in "$level_dir"*/; do
+    for file in "${spec_names[@]}"; do
+      if [ -f "$dir$file" ]; then
+        key=$(basename "$level_dir")/$(basename "$dir")
+        if [ -z "$only" ] || printf '%s\n' "$key" | grep -Eq -- "$only"; then specs+=("$dir$file"); fi
+        break
+      fi
+    done
+  done
+done
+[ ${#specs[@]} -gt 0 ] || { echo "suite.sh: no $kind problems found under $root/problems" >&2; exit 2; }
+
+# PyTorch's times first, alone on the device.
+torch_json=""
+if [ "$torch" = 1 ]; then
+  torch_json=$runs/torch.json
+  if ! python3 "$root/bench/suite_torch.py" "${specs[@]}" --out "$torch_json" 2>"$runs/torch.log"; then
+    echo "suite.sh: PyTorch baselines failed (see $runs/torch.log); the table has no PyTorch column" >&2
+    tail -3 "$runs/torch.log" >&2
+    torch_json=""
+  fi
+fi
+
+tsv=$out/$name.tsv
+printf 'level\tproblem\tcorrect\tspeedup\troofline\tvs_torch\tevals\tseed_us\tbest_us\ttorch_us\tseconds\ttunables\tnote\n' >"$tsv"
+device_name=""
+started=$(date +%s)
+for spec in "${specs[@]}"; do
+  dir=$(dirname "$spec")
+  problem=$(basename "$dir")
+  level=$(basename "$(dirname "$dir")")
+  stem=$runs/$level-$problem
+  args=(run "$spec" --device "$device" --no-db --max-evals "$max_evals" --json)
+  [ -n "$max_time" ] && args+=(--max-time "$max_time")
+  [ -n "$jobs" ] && args+=(--jobs "$jobs")
+  [ -n "$policy" ] && args+=(--policy "$policy")
+  t0=$(date +%s.%N)
+  timeout "$hard_limit" "$cli" "${args[@]}" >"$stem.json" 2>"$stem.log"
+  rc=$?
+  seconds=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  json=$(tail -n 1 "$stem.json")
+  if [ $rc -ne 0 ] || ! printf '%s' "$json" | jq -e . >/dev/null 2>&1; then
+    why="exit $rc"
+    [ $rc -eq 124 ] && why="ran past $hard_limit s"
+    note=$(grep -v '^node \|^evolving ' "$stem.log" | tail -n 1 | tr '\t|' '  ' | cut -c1-120)
+    printf '%s\t%s\t0\tnan\tnan\tnan\t0\tnan\tnan\tnan\t%s\t\t%s\n' "$level" "$problem" "$seconds" "$why: $note" >>"$tsv"
+    echo "suite: $level/$problem: no result ($why), $seconds s" >&2
+    continue
+  fi
+  [ -n "$device_name" ] || device_name=$(printf '%s' "$json" | jq -r '.device')
+  spec_name=$(printf '%s' "$json" | jq -r '.spec')
+  torch_times="null"
+  [ -n "$torch_json" ] && torch_times=$(jq -c --arg n "$spec_name" '.problems[$n] // null | if . == null then null else map(.time_us) end' "$torch_json")
+  # One row: correctness, geometric-mean speedup over the seed (the search's own figure), mean roofline
+  # share over workloads, geometric-mean speedup over PyTorch, and the first workload's times.
+  printf '%s' "$json" | jq -r --arg level "$level" --arg problem "$problem" --arg seconds "$seconds" \
+    --argjson torch "$torch_times" '
+    def geomean(xs): if (xs | length) == 0 then null else (xs | map(log) | add / length | exp) end;
+    def num(x): if x == null then "nan" else (x | tostring) end;
+    (.best != null and .seed.status == "ok") as $ok
+    | [ $level, $problem, (if $ok then "1" else "0" end),
+        num(.best.speedup),
+        num(if .best then (.best.roofline_share | add / length) else null end),
+        num(if $ok and $torch != null and (($torch | length) == (.best.time_us | length))
+            then geomean([range(0; $torch | length) as $i | $torch[$i] / .best.time_us[$i]]) else null end),
+        (.evaluations | tostring),
+        num(.seed.time_us[0]), num(.best.time_us[0]), num(if $torch then $torch[0] else null end),
+        $seconds,
+        (if .best then (.best.tunables | to_entries | map("\(.key)=\(.value)") | join(" ")) else "" end),
+        (if $ok then (.status_counts | to_entries | map("\(.key) \(.value)") | join(", "))
+         else "seed: \(.seed.status) \(.seed.message)" end) ]
+    | @tsv' >>"$tsv"
+  echo "suite: $level/$problem: $(tail -n 1 "$tsv" | awk -F'\t' '{ printf "%s, %.2fx over the seed, %.1f%% of the roofline", ($3 == 1 ? "correct" : "NOT correct"), $4, 100 * $5 }'), $seconds s" >&2
+done
+elapsed=$(( $(date +%s) - started ))
+device_name=${device_name:-$device}
+
+# The table and the summary, in markdown.
+md=$out/$name.md
+{
+  echo "## The $kind suite: $device_name"
+  echo
+  echo "Made by \`$command_line\` on $(date -u "+%Y-%m-%d %H:%M UTC"), $(nproc) cores visible, ${elapsed} s in all;"
+  echo "budget: ${max_evals} evaluations per problem${max_time:+, at most ${max_time} s}, the parameter search from the seed$( [ -n "$policy" ] && echo " (policy $policy)")."
+  echo
+  awk -F'\t' -v torch="$([ -n "$torch_json" ] && echo 1 || echo 0)" '
+    function fmt_x(v) { return (v == "nan" || v == "") ? "–" : sprintf("%.2fx", v) }
+    function fmt_p(v) { return (v == "nan" || v == "") ? "–" : sprintf("%.1f%%", 100 * v) }
+    function fmt_us(v) { return (v == "nan" || v == "") ? "–" : (v >= 1000 ? sprintf("%.0f", v) : sprintf("%.1f", v)) }
+    NR == 1 { next }
+    {
+      n++; lv[n] = $1; pr[n] = $2; ok[n] = $3; sp[n] = $4; rf[n] = $5; vt[n] = $6; ev[n] = $7
+      su[n] = $8; bu[n] = $9; tu[n] = $10; tn[n] = $12; nt[n] = $13
+    }
+    END {
+      head = "| level | problem | correct | speedup over seed | roofline share | "
+      rule = "| --- | --- | :-: | --: | --: | "
+      if (torch) { head = head "vs PyTorch | PyTorch µs | "; rule = rule "--: | --: | " }
+      print head "seed µs | best µs | evals | best tunables |"
+      print rule "--: | --: | --: | --- |"
+      for (i = 1; i <= n; i++) {
+        line = "| " lv[i] " | " pr[i] " | " (ok[i] == 1 ? "yes" : "**no**") " | " (ok[i] == 1 ? fmt_x(sp[i]) : "–") " | " \
+               (ok[i] == 1 ? fmt_p(rf[i]) : "–") " | "
+        if (torch) line = line fmt_x(vt[i]) " | " fmt_us(tu[i]) " | "
+        line = line fmt_us(su[i]) " | " fmt_us(bu[i]) " | " ev[i] " | " (ok[i] == 1 ? tn[i] : nt[i]) " |"
+        print line
+      }
+      print ""
+      print "Times are the first workload'"'"'s medians; speedups are geometric means over all workloads; the roofline share is the"
+      print "best kernel'"'"'s achieved rate (bytes or flops, whichever is closer to its ceiling) over the device'"'"'s measured peak,"
+      print "averaged over workloads."
+      print ""
+      split("1 1.5 2", ps, " ")
+      head = "| fast_p | problems |"; rule = "| --- | --: |"
+      for (j = 1; j <= 3; j++) { head = head " p = " ps[j] " |"; rule = rule " --: |" }
+      print head; print rule
+      levels = "all level1 level2"
+      split(levels, L, " ")
+      for (b = 1; b <= (torch ? 2 : 1); b++) {
+        for (l = 1; l <= 3; l++) {
+          total = 0
+          for (j = 1; j <= 3; j++) hit[j] = 0
+          for (i = 1; i <= n; i++) {
+            if (L[l] != "all" && lv[i] != L[l]) continue
+            total++
+            v = (b == 1) ? sp[i] : vt[i]
+            if (ok[i] != 1 || v == "nan" || v == "") continue
+            for (j = 1; j <= 3; j++) if (v + 0 >= ps[j] + 0) hit[j]++
+          }
+          if (total == 0) continue
+          line = "| vs " (b == 1 ? "seed" : "PyTorch") ", " L[l] " | " total " |"
+          for (j = 1; j <= 3; j++) line = line sprintf(" %.2f |", hit[j] / total)
+          print line
+        }
+      }
+      correct = 0; logsum = 0
+      for (i = 1; i <= n; i++) if (ok[i] == 1) { correct++; logsum += log(sp[i]) }
+      print ""
+      printf "%d of %d problems correct; geometric-mean speedup over the seed %.2fx (correct problems).\n", correct, n, \
+             correct ? exp(logsum / correct) : 0
+    }' "$tsv"
+} >"$md"
+
+# The plot: speedup over the seed (and over PyTorch) per problem, log scale; the roofline share below.
+png=$out/$name.png
+if [ "$plot" = 1 ] && command -v gnuplot >/dev/null; then
+  data=$runs/plot.dat
+  awk -F'\t' 'NR > 1 {
+      sp = ($3 == 1 && $4 != "nan") ? $4 : "NaN"; rf = ($3 == 1 && $5 != "nan") ? 100 * $5 : "NaN"
+      vt = ($3 == 1 && $6 != "nan") ? $6 : "NaN"
+      printf "%s/%s\t%s\t%s\t%s\n", ($1 == "level1" ? "L1" : ($1 == "level2" ? "L2" : $1)), $2, sp, rf, vt }' "$tsv" >"$data"
+  count=$(wc -l <"$data")
+  width=$(( 300 + 34 * count ))
+  [ $width -lt 900 ] && width=900
+  torch_plot=""
+  [ -n "$torch_json" ] && torch_plot=", '' using 4 title 'over PyTorch' lc rgb '#e6550d'"
+  gnuplot <<EOF 2>"$runs/gnuplot.log" || echo "suite.sh: gnuplot failed (see $runs/gnuplot.log)" >&2
+set terminal pngcairo size $width,900 font 'sans,10' noenhanced
+set output '$png'
+set datafile separator '\t'
+set datafile missing 'NaN'
+set multiplot layout 2,1 title "KernelEvolve suite on $(printf '%s' "$device_name" | sed "s/'//g; s/\"//g"): $max_evals evaluations per problem${max_time:+, at most $max_time s}"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set boxwidth 0.9
+set grid ytics
+set xtics rotate by -50 scale 0 font ',9'
+set key top left
+set logscale y 2
+set yrange [0.5:*]
+set ylabel 'speedup of the best kernel (x)'
+plot '$data' using 2:xtic(1) title 'over the seed' lc rgb '#3182bd'$torch_plot, 1 notitle lc rgb '#888888' dt 2
+unset logscale y
+set yrange [0:100]
+set ylabel 'share of the roofline (%)'
+plot '$data' using 3:xtic(1) title 'best kernel' lc rgb '#31a354'
+unset multiplot
+EOF
+fi
+
+cat "$md"
+[ -f "$png" ] && echo && echo "plot: $png" && echo "table: $md"
+if [ "$strict" = 1 ] && awk -F'\t' 'NR > 1 && $3 != 1 { bad = 1 } END { exit !bad }' "$tsv"; then
+  echo "suite.sh: some problems have no correct kernel" >&2
+  exit 1
+fi
+exit 0
