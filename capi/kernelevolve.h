@@ -1,0 +1,464 @@
+/* kernelevolve.h: the stable C API of KernelEvolve, for C, Rust, Go and any language with a C FFI.
+ *
+ * KernelEvolve searches for faster compute kernels: from a spec (a reference kernel, a seed kernel, the
+ * shapes it must serve, a tolerance, tunables) it grows a graph of kernel variants, verifies and times
+ * each on a device, and returns the fastest correct one with its lineage.
+ *
+ * Conventions (libgit2's, mostly):
+ * - C99. Every name starts with `ke_` (functions, types) or `KE_` (macros, enumerators).
+ * - Every function returns a ke_status, except ke_last_error(). KE_OK is 0. On failure,
+ *   ke_last_error() gives the calling thread's message, which names the argument, field or file at fault.
+ * - Out-parameters come first and are written only on success: a failed call leaves them untouched.
+ * - An object returned through `**out` belongs to the caller, who frees it with its `*_destroy`.
+ *   `*_destroy(NULL)` does nothing and returns KE_OK.
+ * - Getters return borrowed pointers (`const char*`, `const ke_node*`, ...) owned by the handle they came
+ *   from; they live until that handle is destroyed (or, for a ke_spec, until it is next modified).
+ *   A borrowed pointer passed to a callback lives until the callback returns.
+ * - Every handle carries a tag: a NULL, destroyed or wrong kind of handle is refused with
+ *   KE_ERROR_INVALID_ARGUMENT, never a crash (as far as the memory still holds the tag).
+ * - Options are structs with a `version` field. Fill one with its `*_INIT` macro (C) or its `*_init`
+ *   function (other languages), then change the fields you need. Fields are only ever appended, so a
+ *   program built against an older header keeps working.
+ * - Callbacks take `void* user_data` last. A callback that returns non-zero aborts the run:
+ *   ke_evolver_run() then returns KE_ERROR_ABORTED, and ke_evolver_result() still gives what was found.
+ * - No C++ exception crosses this API.
+ * - Thread safety: different handles may be used from different threads at once. Functions that take a
+ *   `const` handle may be called concurrently on the same handle; others may not.
+ * - ABI: within a major version, functions are added, never changed or removed; enumerations and
+ *   library-filled structs only grow at the end.
+ */
+#ifndef KERNELEVOLVE_H
+#define KERNELEVOLVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KE_VERSION_MAJOR 0
+#define KE_VERSION_MINOR 1
+#define KE_VERSION_PATCH 0
+
+#if defined(_WIN32)
+#if defined(KE_BUILDING_LIBRARY)
+#define KE_API __declspec(dllexport)
+#else
+#define KE_API __declspec(dllimport)
+#endif
+#elif defined(__GNUC__)
+#define KE_API __attribute__((visibility("default")))
+#else
+#define KE_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------------------
+ * Status, errors, version
+ */
+
+typedef enum ke_status {
+  KE_OK = 0,
+  KE_ERROR_INVALID_ARGUMENT = 1, /* NULL, a wrong or destroyed handle, a bad value, misuse */
+  KE_ERROR_BAD_SPEC = 2,         /* the spec (file or built here) is invalid; the message names the field */
+  KE_ERROR_DEVICE_UNAVAILABLE = 3, /* the device asked for is absent or cannot start */
+  KE_ERROR_NOT_FOUND = 4,        /* no such node, index, tunable; no best kernel; no run yet */
+  KE_ERROR_ABORTED = 5,          /* a callback returned non-zero */
+  KE_ERROR_OUT_OF_MEMORY = 6,
+  KE_ERROR_INTERNAL = 7          /* anything else: I/O, a worker that cannot start, a bug */
+} ke_status;
+
+/* The calling thread's message for its last failed call ("" if none). Never NULL. It stays valid until
+ * this thread's next failed call. */
+KE_API const char* ke_last_error(void);
+
+/* The enumerator's name without prefix, e.g. "bad_spec". */
+KE_API ke_status ke_status_name(const char** out, ke_status status);
+
+/* The library's version (which may be newer than the header's KE_VERSION_*). Any pointer may be NULL. */
+KE_API ke_status ke_version(int* major, int* minor, int* patch);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Spec: the problem. Loaded from a spec file (the JSON format of the README) or built field by field.
+ * Names of dtypes, roles, languages and distributions are those of the spec file: "f32", "in", "c", ...
+ */
+
+typedef struct ke_spec ke_spec;
+
+/* Loads and validates a spec file; paths inside it are relative to the file. */
+KE_API ke_status ke_spec_load(ke_spec** out, const char* path);
+/* Parses spec JSON text. `path` (may be NULL) names it in messages and resolves relative source files. */
+KE_API ke_status ke_spec_parse(ke_spec** out, const char* json, const char* path);
+/* An empty spec to fill with the ke_spec_set_* and ke_spec_add_* calls, then ke_spec_validate().
+ * `language` is "c", "cpp", "cuda" or "hip". */
+KE_API ke_status ke_spec_create(ke_spec** out, const char* name, const char* language, const char* entry);
+KE_API ke_status ke_spec_destroy(ke_spec* spec);
+
+/* Params, in the kernel's argument order. A buffer (`role` "in", "out" or "inout") has a shape: each
+ * dimension a size name or an integer literal. A size is bound by each workload. A scalar has a fixed value. */
+KE_API ke_status ke_spec_add_buffer(ke_spec* spec, const char* name, const char* dtype, const char* role,
+                                    const char* const* shape, size_t rank);
+KE_API ke_status ke_spec_add_size(ke_spec* spec, const char* name, const char* dtype);
+KE_API ke_status ke_spec_add_scalar(ke_spec* spec, const char* name, const char* dtype, double value);
+/* One workload: a value for every size param. */
+KE_API ke_status ke_spec_add_workload(ke_spec* spec, const char* const* names, const int64_t* values,
+                                      size_t count);
+/* How an input buffer's random values are drawn: "uniform" (a = low, b = high), "normal" or "laplace"
+ * (a = mean, b = standard deviation). Default: uniform(-1, 1). */
+KE_API ke_status ke_spec_set_input(ke_spec* spec, const char* buffer, const char* distribution, double a,
+                                   double b);
+/* An output passes where |out - ref| <= atol + rtol * |ref|. */
+KE_API ke_status ke_spec_set_tolerance(ke_spec* spec, double atol, double rtol);
+
+typedef enum ke_source_kind {
+  KE_SOURCE_REFERENCE = 0, /* the trusted kernel outputs are compared with */
+  KE_SOURCE_SEED = 1       /* the kernel the search starts from */
+} ke_source_kind;
+
+/* The reference or seed kernel, from text or read from a file now. `language` (NULL: the spec's) and
+ * `device` (NULL: the run's device; e.g. "cpu" for a CPU reference of a GPU problem) are optional. */
+KE_API ke_status ke_spec_set_source(ke_spec* spec, ke_source_kind kind, const char* source,
+                                    const char* language, const char* device);
+KE_API ke_status ke_spec_set_source_file(ke_spec* spec, ke_source_kind kind, const char* path,
+                                         const char* language, const char* device);
+/* A tunable: a macro the kernel is compiled with (-DNAME=value). The first value is the seed's. */
+KE_API ke_status ke_spec_add_tunable(ke_spec* spec, const char* name, const int64_t* values, size_t count);
+/* An integer expression over sizes and tunables that every candidate must satisfy, e.g. "ACC <= BLOCK". */
+KE_API ke_status ke_spec_add_constraint(ke_spec* spec, const char* expression);
+/* The launch rule of a GPU kernel: grid and block dimensions and dynamic shared memory, as expressions. */
+KE_API ke_status ke_spec_set_launch(ke_spec* spec, const char* const grid[3], const char* const block[3],
+                                    const char* shared_bytes);
+/* The cost model for the roofline, as expressions; NULL leaves that part out. */
+KE_API ke_status ke_spec_set_cost(ke_spec* spec, const char* flops, const char* bytes);
+KE_API ke_status ke_spec_set_notes(ke_spec* spec, const char* notes);
+/* Checks everything a user can get wrong; KE_ERROR_BAD_SPEC names the field. */
+KE_API ke_status ke_spec_validate(const ke_spec* spec);
+
+KE_API ke_status ke_spec_name(const char** out, const ke_spec* spec);
+KE_API ke_status ke_spec_workload_count(size_t* out, const ke_spec* spec);
+/* The spec as spec-file JSON with every source inline (ke_spec_parse reads it back). */
+KE_API ke_status ke_spec_to_json(const char** out, const ke_spec* spec);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Devices
+ */
+
+typedef struct ke_device_list ke_device_list;
+typedef struct ke_device_info ke_device_info; /* borrowed from a ke_device_list or a ke_result */
+
+/* The devices present ("cpu", "cuda:0", "hip:1", ...). Ceilings are not measured here (they read 0). */
+KE_API ke_status ke_device_list_create(ke_device_list** out);
+KE_API ke_status ke_device_list_destroy(ke_device_list* list);
+KE_API ke_status ke_device_list_count(size_t* out, const ke_device_list* list);
+KE_API ke_status ke_device_list_get(const ke_device_info** out, const ke_device_list* list, size_t index);
+
+KE_API ke_status ke_device_info_id(const char** out, const ke_device_info* info);   /* "cuda:0" */
+KE_API ke_status ke_device_info_kind(const char** out, const ke_device_info* info); /* "cuda" */
+KE_API ke_status ke_device_info_name(const char** out, const ke_device_info* info); /* the model name */
+KE_API ke_status ke_device_info_compute_units(int* out, const ke_device_info* info);
+KE_API ke_status ke_device_info_vector_bits(int* out, const ke_device_info* info);
+/* Measured ceilings: copy bandwidth (bytes read plus written per second) and FMA rate; 0 if unknown. */
+KE_API ke_status ke_device_info_peak_bytes_per_s(double* out, const ke_device_info* info);
+KE_API ke_status ke_device_info_peak_flops_per_s(double* out, const ke_device_info* info);
+KE_API ke_status ke_device_info_property_count(size_t* out, const ke_device_info* info);
+KE_API ke_status ke_device_info_property(const char** key, const char** value, const ke_device_info* info,
+                                         size_t index);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Nodes: kernel variants in the search graph, as a run reports them. Borrowed from a ke_result, or
+ * passed to a callback.
+ */
+
+typedef struct ke_node ke_node;
+
+typedef enum ke_eval_status {
+  KE_EVAL_PENDING = 0, /* not evaluated (yet) */
+  KE_EVAL_OK = 1,
+  KE_EVAL_COMPILE_ERROR = 2,
+  KE_EVAL_INCORRECT = 3,
+  KE_EVAL_CRASHED = 4,
+  KE_EVAL_TIMEOUT = 5,
+  KE_EVAL_INVALID = 6 /* breaks the spec's rules, or a time under the roofline floor */
+} ke_eval_status;
+
+/* The status as the reports write it: "ok", "compile_error", ... */
+KE_API ke_status ke_eval_status_name(const char** out, ke_eval_status status);
+
+/* One workload's timing. Set `version` (KE_TIMING_INIT) before passing it to be filled. */
+typedef struct ke_timing {
+  unsigned int version;
+  double median_us;
+  double min_us;
+  double max_us;
+  double mad_us; /* median absolute deviation: the spread */
+  int samples;
+} ke_timing;
+#define KE_TIMING_VERSION 1
+#define KE_TIMING_INIT {KE_TIMING_VERSION, 0.0, 0.0, 0.0, 0.0, 0}
+
+/* The worst element seen when comparing with the reference. Set `version` before passing it. */
+typedef struct ke_mismatch {
+  unsigned int version;
+  const char* buffer; /* owned by the node */
+  size_t workload;
+  int trial;
+  int64_t index;
+  double got;
+  double expected;
+  double excess; /* |got - expected| - (atol + rtol*|expected|): > 0 fails; +inf for NaN */
+} ke_mismatch;
+#define KE_MISMATCH_VERSION 1
+#define KE_MISMATCH_INIT {KE_MISMATCH_VERSION, NULL, 0, 0, -1, 0.0, 0.0, 0.0}
+
+KE_API ke_status ke_node_id(int64_t* out, const ke_node* node); /* dense, from 0 (the seed) */
+KE_API ke_status ke_node_status(ke_eval_status* out, const ke_node* node);
+KE_API ke_status ke_node_message(const char** out, const ke_node* node); /* why it is not ok, in one line */
+KE_API ke_status ke_node_source(const char** out, const ke_node* node);
+KE_API ke_status ke_node_language(const char** out, const ke_node* node);
+/* "seed", "param", "command", the name of a custom mutator, or "reference" in a check. */
+KE_API ke_status ke_node_mutator(const char** out, const ke_node* node);
+KE_API ke_status ke_node_note(const char** out, const ke_node* node); /* the mutator's account of the change */
+KE_API ke_status ke_node_compile_log(const char** out, const ke_node* node);
+/* Geometric-mean speedup over the seed across workloads; 0 unless ok. */
+KE_API ke_status ke_node_speedup(double* out, const ke_node* node);
+KE_API ke_status ke_node_created_s(double* out, const ke_node* node); /* seconds since the run started */
+KE_API ke_status ke_node_parent_count(size_t* out, const ke_node* node);
+KE_API ke_status ke_node_parent(int64_t* out, const ke_node* node, size_t index);
+KE_API ke_status ke_node_tunable_count(size_t* out, const ke_node* node);
+/* Tunables in name order. */
+KE_API ke_status ke_node_tunable(const char** name, int64_t* value, const ke_node* node, size_t index);
+KE_API ke_status ke_node_tunable_value(int64_t* out, const ke_node* node, const char* name);
+/* Timings, one per workload, when ok (otherwise none). */
+KE_API ke_status ke_node_timing_count(size_t* out, const ke_node* node);
+KE_API ke_status ke_node_timing(ke_timing* out, const ke_node* node, size_t workload);
+/* KE_ERROR_NOT_FOUND if no comparison was made. */
+KE_API ke_status ke_node_mismatch(ke_mismatch* out, const ke_node* node);
+/* What a model or command mutator was asked and answered, and the tokens it spent. */
+KE_API ke_status ke_node_prompt(const char** out, const ke_node* node);
+KE_API ke_status ke_node_answer(const char** out, const ke_node* node);
+KE_API ke_status ke_node_tokens(int64_t* out, const ke_node* node);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Stop rules: when the search stops. Compose with any/all. A composite keeps what it needs: the rules
+ * passed to it may be destroyed after.
+ */
+
+typedef struct ke_stop_rule ke_stop_rule;
+
+KE_API ke_status ke_stop_rule_max_evaluations(ke_stop_rule** out, int64_t evaluations); /* seed included */
+KE_API ke_status ke_stop_rule_max_time(ke_stop_rule** out, double seconds);
+KE_API ke_status ke_stop_rule_target_speedup(ke_stop_rule** out, double speedup);
+/* Stops after this many evaluations without a better kernel. */
+KE_API ke_status ke_stop_rule_plateau(ke_stop_rule** out, int64_t evaluations);
+/* Stops once mutators have spent this many model tokens. */
+KE_API ke_status ke_stop_rule_max_tokens(ke_stop_rule** out, int64_t tokens);
+KE_API ke_status ke_stop_rule_any(ke_stop_rule** out, const ke_stop_rule* const* rules, size_t count);
+KE_API ke_status ke_stop_rule_all(ke_stop_rule** out, const ke_stop_rule* const* rules, size_t count);
+KE_API ke_status ke_stop_rule_destroy(ke_stop_rule* rule);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Mutators: make a child kernel from a parent.
+ */
+
+typedef struct ke_mutator ke_mutator;
+
+typedef struct ke_param_mutator_options {
+  unsigned int version;
+  double restart_probability; /* chance of a random point instead of a neighbour of the parent */
+} ke_param_mutator_options;
+#define KE_PARAM_MUTATOR_OPTIONS_VERSION 1
+#define KE_PARAM_MUTATOR_OPTIONS_INIT {KE_PARAM_MUTATOR_OPTIONS_VERSION, 0.2}
+KE_API ke_status ke_param_mutator_options_init(ke_param_mutator_options* options, unsigned int version);
+
+/* Searches the spec's tunables under its constraints. `options` may be NULL for the defaults. */
+KE_API ke_status ke_mutator_param_create(ke_mutator** out, const ke_param_mutator_options* options);
+
+typedef struct ke_command_mutator_options {
+  unsigned int version;
+  const char* command; /* run through /bin/sh once per child; required */
+  double timeout_s;    /* time limit of one run */
+} ke_command_mutator_options;
+#define KE_COMMAND_MUTATOR_OPTIONS_VERSION 1
+#define KE_COMMAND_MUTATOR_OPTIONS_INIT {KE_COMMAND_MUTATOR_OPTIONS_VERSION, NULL, 300.0}
+KE_API ke_status ke_command_mutator_options_init(ke_command_mutator_options* options, unsigned int version);
+
+/* Runs an external program per child: a JSON request on its standard input (the spec, the parent and
+ * its results, recent failures, the best node), a source or SEARCH/REPLACE edits read from its output. */
+KE_API ke_status ke_mutator_command_create(ke_mutator** out, const ke_command_mutator_options* options);
+
+/* A custom mutator's view of one mutation, valid during the callback. The child starts as a copy of the
+ * first parent (its source, language and tunables); the callback changes it with ke_mutation_set_*, or
+ * records a failure with ke_mutation_fail (the search goes on), or says that it has nothing new to offer
+ * with ke_mutation_set_exhausted. A child equal to a node already in the graph is not evaluated again. */
+typedef struct ke_mutation ke_mutation;
+
+/* Called on the thread that runs ke_evolver_run, once per child wanted. Non-zero aborts the run. */
+typedef int (*ke_mutate_fn)(ke_mutation* mutation, void* user_data);
+
+/* `name` is recorded on the nodes it makes. `user_data` must outlive the mutator and every evolver using it. */
+KE_API ke_status ke_mutator_custom_create(ke_mutator** out, const char* name, ke_mutate_fn mutate,
+                                          void* user_data);
+KE_API ke_status ke_mutator_destroy(ke_mutator* mutator);
+
+KE_API ke_status ke_mutation_parent_count(size_t* out, const ke_mutation* mutation);
+KE_API ke_status ke_mutation_parent(const ke_node** out, const ke_mutation* mutation, size_t index);
+/* Every node of the graph so far, by id. */
+KE_API ke_status ke_mutation_node_count(size_t* out, const ke_mutation* mutation);
+KE_API ke_status ke_mutation_node(const ke_node** out, const ke_mutation* mutation, int64_t id);
+/* The request a model or command would get: the spec, the parent's source, tunables and results, its
+ * recent failed children, the best node, as JSON. */
+KE_API ke_status ke_mutation_request_json(const char** out, const ke_mutation* mutation);
+/* A number from the run's random generator, so that a run with the same seed repeats. */
+KE_API ke_status ke_mutation_random(uint64_t* out, ke_mutation* mutation);
+KE_API ke_status ke_mutation_set_source(ke_mutation* mutation, const char* source);
+KE_API ke_status ke_mutation_set_tunable(ke_mutation* mutation, const char* name, int64_t value);
+KE_API ke_status ke_mutation_set_note(ke_mutation* mutation, const char* note);
+/* What a model was asked and answered, kept on the node; `prompt` and `answer` may be NULL. */
+KE_API ke_status ke_mutation_set_transcript(ke_mutation* mutation, const char* prompt, const char* answer);
+KE_API ke_status ke_mutation_add_tokens(ke_mutation* mutation, int64_t tokens);
+KE_API ke_status ke_mutation_fail(ke_mutation* mutation, const char* error);
+KE_API ke_status ke_mutation_set_exhausted(ke_mutation* mutation, const char* reason);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Custom fitness: the host judges candidates itself (its own device, simulator or benchmark harness).
+ */
+
+typedef struct ke_candidate ke_candidate;   /* valid during the callback */
+typedef struct ke_evaluation ke_evaluation; /* filled during the callback */
+
+/* Called on evaluation threads: with jobs > 1, several calls run at once. Fill `evaluation`: a status
+ * (KE_EVAL_OK needs a time for every workload), a message, a compile log. Non-zero aborts the run. */
+typedef int (*ke_evaluate_fn)(const ke_candidate* candidate, ke_evaluation* evaluation, void* user_data);
+
+KE_API ke_status ke_candidate_source(const char** out, const ke_candidate* candidate);
+KE_API ke_status ke_candidate_language(const char** out, const ke_candidate* candidate);
+KE_API ke_status ke_candidate_tunable_count(size_t* out, const ke_candidate* candidate);
+KE_API ke_status ke_candidate_tunable(const char** name, int64_t* value, const ke_candidate* candidate,
+                                      size_t index);
+KE_API ke_status ke_candidate_tunable_value(int64_t* out, const ke_candidate* candidate, const char* name);
+KE_API ke_status ke_candidate_workload_count(size_t* out, const ke_candidate* candidate);
+/* Seeds the candidate's random inputs: fresh for every evaluation, repeatable for a run's seed. */
+KE_API ke_status ke_candidate_input_seed(uint64_t* out, const ke_candidate* candidate);
+
+KE_API ke_status ke_evaluation_set_status(ke_evaluation* evaluation, ke_eval_status status);
+KE_API ke_status ke_evaluation_set_message(ke_evaluation* evaluation, const char* message);
+KE_API ke_status ke_evaluation_set_compile_log(ke_evaluation* evaluation, const char* log);
+KE_API ke_status ke_evaluation_set_time_us(ke_evaluation* evaluation, size_t workload, double median_us,
+                                           double spread_us);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Results: what a run found. Immutable; every borrowed pointer lives until ke_result_destroy.
+ */
+
+typedef struct ke_result ke_result;
+
+KE_API ke_status ke_result_destroy(ke_result* result);
+KE_API ke_status ke_result_node_count(size_t* out, const ke_result* result);
+KE_API ke_status ke_result_node(const ke_node** out, const ke_result* result, int64_t id);
+KE_API ke_status ke_result_seed(const ke_node** out, const ke_result* result);
+/* The fastest correct node (the seed if nothing beat it); KE_ERROR_NOT_FOUND if the seed failed. */
+KE_API ke_status ke_result_best(const ke_node** out, const ke_result* result);
+/* The chain of first parents from the seed to `id`, both included. */
+KE_API ke_status ke_result_lineage(const int64_t** ids, size_t* count, const ke_result* result, int64_t id);
+KE_API ke_status ke_result_children(const int64_t** ids, size_t* count, const ke_result* result, int64_t id);
+KE_API ke_status ke_result_stop_reason(const char** out, const ke_result* result);
+KE_API ke_status ke_result_evaluations(int64_t* out, const ke_result* result);
+KE_API ke_status ke_result_status_count(int64_t* out, const ke_result* result, ke_eval_status status);
+KE_API ke_status ke_result_elapsed_s(double* out, const ke_result* result);
+KE_API ke_status ke_result_mutator_failures(int64_t* out, const ke_result* result);
+KE_API ke_status ke_result_tokens(int64_t* out, const ke_result* result);
+/* The device the run used, with its measured ceilings. */
+KE_API ke_status ke_result_device(const ke_device_info** out, const ke_result* result);
+/* The JSON object of `kernelevolve run --json` (or `check --json` for a check). */
+KE_API ke_status ke_result_report_json(const char** out, const ke_result* result);
+/* The table `kernelevolve run` prints. */
+KE_API ke_status ke_result_report_text(const char** out, const ke_result* result);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Evolver: composes the parts and runs the search. Defaults: the param mutator, the greedy policy, a
+ * stop after 64 evaluations, candidates evaluated in worker processes on the CPU.
+ */
+
+typedef struct ke_evolver ke_evolver;
+
+typedef struct ke_evolver_options {
+  unsigned int version;
+  const char* device;      /* "cpu", "cuda", "cuda:N", "hip", "hip:N"; NULL: "cpu" */
+  uint64_t seed;           /* seeds selection, mutation and the random inputs */
+  int jobs;                /* candidates evaluated at once, each in its own worker */
+  /* Non-zero: evaluate in this process, without workers. Faster, but a crashing candidate takes the
+   * host with it: only for candidates you trust. One candidate at a time (jobs must be 1). */
+  int in_process;
+  double timeout_s;        /* per candidate, in workers; 0: 10x the seed's evaluation, at least 10 s */
+  const char* worker_path; /* NULL: $KE_WORKER, else beside the library, ../libexec/kernelevolve */
+  /* A file locked around each timing loop so that parallel runs on one device never time at once.
+   * NULL: one per device in $TMPDIR (as the command-line tool does); "": none. */
+  const char* timing_lock;
+  int trials;              /* verification trials per workload, each with fresh inputs */
+  int max_consecutive_mutator_failures;
+} ke_evolver_options;
+#define KE_EVOLVER_OPTIONS_VERSION 1
+#define KE_EVOLVER_OPTIONS_INIT {KE_EVOLVER_OPTIONS_VERSION, NULL, 1, 1, 0, 0.0, NULL, NULL, 5, 64}
+KE_API ke_status ke_evolver_options_init(ke_evolver_options* options, unsigned int version);
+
+/* Copies and validates the spec (it may be destroyed after). `options` may be NULL for the defaults.
+ * Nothing is started until a run. */
+KE_API ke_status ke_evolver_create(ke_evolver** out, const ke_spec* spec, const ke_evolver_options* options);
+/* Refused while a run is in progress (from a callback, say). */
+KE_API ke_status ke_evolver_destroy(ke_evolver* evolver);
+
+/* The mutator to use (the evolver keeps a reference: the handle may be destroyed after). */
+KE_API ke_status ke_evolver_set_mutator(ke_evolver* evolver, const ke_mutator* mutator);
+KE_API ke_status ke_evolver_set_stop_rule(ke_evolver* evolver, const ke_stop_rule* rule);
+/* The selection policy, by name, with options as name/value pairs (`count` may be 0). */
+KE_API ke_status ke_evolver_set_policy(ke_evolver* evolver, const char* name, const char* const* option_names,
+                                       const char* const* option_values, size_t count);
+/* The names ke_evolver_set_policy knows; a static array. */
+KE_API ke_status ke_policy_names(const char* const** names, size_t* count);
+
+typedef enum ke_progress_event {
+  KE_PROGRESS_START = 0,           /* before the seed is evaluated; `node` is NULL */
+  KE_PROGRESS_NODE = 1,            /* a node was evaluated */
+  KE_PROGRESS_MUTATOR_FAILURE = 2, /* the mutator made no child; `message` says why */
+  KE_PROGRESS_FINISH = 3           /* the run stopped; `message` is the reason */
+} ke_progress_event;
+
+/* What a progress callback sees. Filled by the library; fields are only appended (check `version`). */
+typedef struct ke_progress {
+  unsigned int version;
+  ke_progress_event event;
+  const ke_node* node;      /* KE_PROGRESS_NODE: the node just evaluated; else NULL */
+  int64_t evaluations;      /* the seed included */
+  double elapsed_s;
+  double best_speedup;
+  int64_t evaluations_since_improvement;
+  int64_t tokens;
+  const char* message;      /* never NULL */
+} ke_progress;
+#define KE_PROGRESS_VERSION 1
+
+/* Called on the thread that runs ke_evolver_run. Non-zero aborts the run. NULL removes it. */
+typedef int (*ke_progress_fn)(const ke_progress* progress, void* user_data);
+KE_API ke_status ke_evolver_set_progress(ke_evolver* evolver, ke_progress_fn progress, void* user_data);
+
+/* Replaces device evaluation with the host's own; `device_name` names it in reports. NULL `evaluate`
+ * goes back to the device. */
+KE_API ke_status ke_evolver_set_evaluator(ke_evolver* evolver, const char* device_name, ke_evaluate_fn evaluate,
+                                          void* user_data);
+
+/* Evaluates the seed, then searches until a stop rule fires or the space is exhausted. Each run is a new
+ * search. KE_ERROR_DEVICE_UNAVAILABLE if the device cannot start; KE_ERROR_ABORTED if a callback
+ * returned non-zero. */
+KE_API ke_status ke_evolver_run(ke_result** out, ke_evolver* evolver);
+/* Evaluates only the seed (node 0) and the reference against itself (node 1, mutator "reference", when
+ * it runs on the evolver's device), as `kernelevolve check` does. */
+KE_API ke_status ke_evolver_check(ke_result** out, ke_evolver* evolver);
+/* What the last run or check found, even one that was aborted (nodes still in flight then read
+ * KE_EVAL_PENDING). KE_ERROR_NOT_FOUND before the first run. */
+KE_API ke_status ke_evolver_result(ke_result** out, const ke_evolver* evolver);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KERNELEVOLVE_H */

@@ -1,0 +1,3 @@
+module kernelevolve.example/evolve
+
+go 1.19

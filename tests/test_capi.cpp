@@ -1,0 +1,843 @@
+// The C API (capi/kernelevolve.h) through its entry points, as a C host uses it: argument checks and
+// error paths (NULL, wrong handles, bad values, untouched out-parameters, per-thread messages), specs
+// loaded and built, devices, stop rules, policies, mutators (param, command, custom), custom fitness,
+// callbacks that abort, results with their lineage and reports, and real runs on the CPU in process and
+// in workers. Links only the C library.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernelevolve.h"
+
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/" + name; }
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+bool contains(const char* text, const std::string& part) { return text && std::strstr(text, part.c_str()) != nullptr; }
+
+// Owns a handle for the length of a test.
+template <class T, ke_status (*Destroy)(T*)>
+struct Owned {
+  T* p = nullptr;
+  Owned() = default;
+  Owned(const Owned&) = delete;
+  ~Owned() {
+    if (p) CHECK(Destroy(p) == KE_OK);
+  }
+  T** out() { return &p; }
+  operator T*() const { return p; }
+};
+using Spec = Owned<ke_spec, ke_spec_destroy>;
+using Evolver = Owned<ke_evolver, ke_evolver_destroy>;
+using Result = Owned<ke_result, ke_result_destroy>;
+using Rule = Owned<ke_stop_rule, ke_stop_rule_destroy>;
+using Mutator = Owned<ke_mutator, ke_mutator_destroy>;
+using DeviceList = Owned<ke_device_list, ke_device_list_destroy>;
+
+std::int64_t node_id(const ke_node* n) {
+  std::int64_t id = -1;
+  REQUIRE(ke_node_id(&id, n) == KE_OK);
+  return id;
+}
+
+std::int64_t tunable(const ke_node* n, const char* name) {
+  std::int64_t v = -1;
+  REQUIRE(ke_node_tunable_value(&v, n, name) == KE_OK);
+  return v;
+}
+
+double speedup(const ke_node* n) {
+  double s = -1;
+  REQUIRE(ke_node_speedup(&s, n) == KE_OK);
+  return s;
+}
+
+ke_eval_status status(const ke_node* n) {
+  ke_eval_status s = KE_EVAL_PENDING;
+  REQUIRE(ke_node_status(&s, n) == KE_OK);
+  return s;
+}
+
+std::string text(ke_status (*get)(const char**, const ke_node*), const ke_node* n) {
+  const char* out = nullptr;
+  REQUIRE(get(&out, n) == KE_OK);
+  return out;
+}
+
+// A fitness that needs no compiler: the time of each workload is 1000 us / BLOCK, so speedup = BLOCK.
+struct FakeFitness {
+  std::mutex mutex;
+  int calls = 0;
+  int abort_on_call = -1;          // return non-zero on this call
+  std::set<std::int64_t> no_time;  // BLOCK values reported ok without times
+  std::set<std::int64_t> broken;   // BLOCK values reported compile_error
+};
+
+int fake_evaluate(const ke_candidate* c, ke_evaluation* e, void* user_data) {
+  auto* f = static_cast<FakeFitness*>(user_data);
+  int call;
+  {
+    std::lock_guard lock(f->mutex);
+    call = f->calls++;
+  }
+  if (call == f->abort_on_call) return 7;
+  std::int64_t block = 0;
+  if (ke_candidate_tunable_value(&block, c, "BLOCK") != KE_OK) return 1;
+  std::size_t workloads = 0;
+  if (ke_candidate_workload_count(&workloads, c) != KE_OK) return 1;
+  const char* source = nullptr;
+  if (ke_candidate_source(&source, c) != KE_OK || !contains(source, "colsum")) return 1;
+  if (f->broken.count(block)) {
+    ke_evaluation_set_status(e, KE_EVAL_COMPILE_ERROR);
+    ke_evaluation_set_message(e, "made up");
+    ke_evaluation_set_compile_log(e, "error: made up");
+    return 0;
+  }
+  ke_evaluation_set_status(e, KE_EVAL_OK);
+  if (!f->no_time.count(block)) {
+    for (std::size_t w = 0; w < workloads; ++w) ke_evaluation_set_time_us(e, w, 1000.0 / double(block), 1.0);
+  }
+  return 0;
+}
+
+// A mutator that doubles the largest BLOCK in the graph (so it never proposes a known point, whatever
+// failed), and says it is exhausted past the largest value.
+struct Doubler {
+  int calls = 0;
+  int abort_on_call = -1;
+  std::set<int> fail_on_calls;
+  std::int64_t tokens_per_call = 0;
+  bool saw_request = false;
+};
+
+int doubler_mutate(ke_mutation* m, void* user_data) {
+  auto* d = static_cast<Doubler*>(user_data);
+  const int call = d->calls++;
+  if (call == d->abort_on_call) return 5;
+  if (d->tokens_per_call) {
+    ke_mutation_add_tokens(m, d->tokens_per_call);
+    ke_mutation_set_transcript(m, "double it", "doubled");
+  }
+  if (d->fail_on_calls.count(call)) return ke_mutation_fail(m, "told to fail") == KE_OK ? 0 : 1;
+  const char* request = nullptr;
+  if (ke_mutation_request_json(&request, m) == KE_OK && contains(request, "colsum")) d->saw_request = true;
+  std::size_t parents = 0;
+  const ke_node* parent = nullptr;
+  if (ke_mutation_parent_count(&parents, m) != KE_OK || parents < 1) return 1;
+  if (ke_mutation_parent(&parent, m, 0) != KE_OK) return 1;
+  std::size_t nodes = 0;
+  if (ke_mutation_node_count(&nodes, m) != KE_OK || nodes < 1) return 1;
+  std::int64_t block = 0;
+  for (std::size_t i = 0; i < nodes; ++i) {
+    const ke_node* node = nullptr;
+    std::int64_t b = 0;
+    if (ke_mutation_node(&node, m, std::int64_t(i)) != KE_OK || ke_node_tunable_value(&b, node, "BLOCK") != KE_OK) {
+      return 1;
+    }
+    block = std::max(block, b);
+  }
+  std::uint64_t r = 0;
+  if (ke_mutation_random(&r, m) != KE_OK) return 1;
+  if (block >= 512) return ke_mutation_set_exhausted(m, "BLOCK is at its largest") == KE_OK ? 0 : 1;
+  if (ke_mutation_set_tunable(m, "BLOCK", block * 2) != KE_OK) return 1;
+  if (ke_mutation_set_tunable(m, "NO_SUCH", 1) != KE_ERROR_INVALID_ARGUMENT) return 1;
+  const std::string note = "BLOCK " + std::to_string(block) + " -> " + std::to_string(block * 2);
+  return ke_mutation_set_note(m, note.c_str()) == KE_OK ? 0 : 1;
+}
+
+struct ProgressLog {
+  std::map<int, int> events;
+  std::vector<std::int64_t> nodes;
+  int abort_at_node = -1;  // abort when this many nodes have been seen
+  std::string finish_message;
+  std::string failure_message;
+  ke_evolver* evolver = nullptr;  // when set, tries to misuse it from inside the callback
+  bool misuse_refused = true;
+};
+
+int log_progress(const ke_progress* p, void* user_data) {
+  auto* log = static_cast<ProgressLog*>(user_data);
+  CHECK(p->version == KE_PROGRESS_VERSION);
+  CHECK(p->message != nullptr);
+  log->events[p->event] += 1;
+  if (p->event == KE_PROGRESS_NODE) {
+    REQUIRE(p->node != nullptr);
+    log->nodes.push_back(node_id(p->node));
+  } else {
+    CHECK(p->node == nullptr);
+  }
+  if (p->event == KE_PROGRESS_FINISH) log->finish_message = p->message;
+  if (p->event == KE_PROGRESS_MUTATOR_FAILURE) log->failure_message = p->message;
+  if (log->evolver && p->event == KE_PROGRESS_NODE) {
+    ke_result* r = nullptr;
+    ke_mutator* m = nullptr;
+    REQUIRE(ke_mutator_param_create(&m, nullptr) == KE_OK);
+    log->misuse_refused = log->misuse_refused && ke_evolver_destroy(log->evolver) == KE_ERROR_INVALID_ARGUMENT &&
+                          ke_evolver_run(&r, log->evolver) == KE_ERROR_INVALID_ARGUMENT && r == nullptr &&
+                          ke_evolver_set_mutator(log->evolver, m) == KE_ERROR_INVALID_ARGUMENT &&
+                          ke_evolver_result(&r, log->evolver) == KE_ERROR_INVALID_ARGUMENT;
+    ke_mutator_destroy(m);
+  }
+  if (log->abort_at_node >= 0 && int(log->nodes.size()) >= log->abort_at_node) return 3;
+  return 0;
+}
+
+// An evolver over the colsum fixture with the fake fitness and the doubling mutator.
+void make_fake_evolver(Evolver& ev, const Spec& spec, FakeFitness& fitness, Mutator& mutator, Doubler& doubler,
+                       int jobs = 1) {
+  ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
+  o.jobs = jobs;
+  REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+  REQUIRE(ke_evolver_set_evaluator(ev, "made-up device", fake_evaluate, &fitness) == KE_OK);
+  REQUIRE(ke_mutator_custom_create(mutator.out(), "doubler", doubler_mutate, &doubler) == KE_OK);
+  REQUIRE(ke_evolver_set_mutator(ev, mutator) == KE_OK);
+}
+
+}  // namespace
+
+TEST_CASE("capi: version, status names") {
+  int major = -1, minor = -1, patch = -1;
+  CHECK(ke_version(&major, &minor, &patch) == KE_OK);
+  CHECK(major == KE_VERSION_MAJOR);
+  CHECK(minor == KE_VERSION_MINOR);
+  CHECK(patch == KE_VERSION_PATCH);
+  const char* name = nullptr;
+  CHECK(ke_status_name(&name, KE_ERROR_ABORTED) == KE_OK);
+  CHECK(std::string(name) == "aborted");
+  CHECK(ke_status_name(&name, static_cast<ke_status>(99)) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(name) == "aborted");  // untouched by the failed call
+  CHECK(ke_eval_status_name(&name, KE_EVAL_TIMEOUT) == KE_OK);
+  CHECK(std::string(name) == "timeout");
+  CHECK(ke_eval_status_name(&name, static_cast<ke_eval_status>(-1)) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_eval_status_name(nullptr, KE_EVAL_OK) == KE_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_CASE("capi: NULL, wrong and destroyed handles are refused; out-parameters stay untouched") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  ke_spec* sentinel = reinterpret_cast<ke_spec*>(0x1234);
+  CHECK(ke_spec_load(&sentinel, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(sentinel == reinterpret_cast<ke_spec*>(0x1234));
+  CHECK(contains(ke_last_error(), "ke_spec_load"));
+  CHECK(contains(ke_last_error(), "'path' is NULL"));
+
+  const char* name = "untouched";
+  CHECK(ke_spec_name(&name, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(name) == "untouched");
+  CHECK(ke_spec_name(nullptr, spec) == KE_ERROR_INVALID_ARGUMENT);
+
+  // A handle of another kind, given where a spec belongs.
+  Rule rule;
+  REQUIRE(ke_stop_rule_max_evaluations(rule.out(), 2) == KE_OK);
+  auto* not_a_spec = reinterpret_cast<ke_spec*>(rule.p);
+  CHECK(ke_spec_name(&name, not_a_spec) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(ke_last_error(), "not a live ke_spec"));
+  CHECK(ke_spec_destroy(not_a_spec) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(name) == "untouched");
+
+  ke_evolver* ev_sentinel = reinterpret_cast<ke_evolver*>(0x1);
+  CHECK(ke_evolver_create(&ev_sentinel, not_a_spec, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ev_sentinel == reinterpret_cast<ke_evolver*>(0x1));
+
+  // Every destroy takes NULL.
+  CHECK(ke_spec_destroy(nullptr) == KE_OK);
+  CHECK(ke_evolver_destroy(nullptr) == KE_OK);
+  CHECK(ke_result_destroy(nullptr) == KE_OK);
+  CHECK(ke_stop_rule_destroy(nullptr) == KE_OK);
+  CHECK(ke_mutator_destroy(nullptr) == KE_OK);
+  CHECK(ke_device_list_destroy(nullptr) == KE_OK);
+
+  // Getters of borrowed views check theirs too.
+  std::int64_t id = 42;
+  CHECK(ke_node_id(&id, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_node_id(&id, reinterpret_cast<const ke_node*>(spec.p)) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(id == 42);
+}
+
+TEST_CASE("capi: the last error is per thread") {
+  ke_spec* out = nullptr;
+  CHECK(ke_spec_load(&out, "/nonexistent/one.json") == KE_ERROR_BAD_SPEC);
+  const std::string mine = ke_last_error();
+  CHECK(contains(mine.c_str(), "one.json"));
+  std::string theirs;
+  std::thread([&] {
+    theirs = ke_last_error();  // nothing failed on this thread yet
+    ke_spec* other = nullptr;
+    CHECK(ke_spec_load(&other, "/nonexistent/two.json") == KE_ERROR_BAD_SPEC);
+  }).join();
+  CHECK(theirs.empty());
+  CHECK(std::string(ke_last_error()) == mine);
+}
+
+TEST_CASE("capi: specs from files and JSON; field errors are bad_spec and name the field") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  const char* name = nullptr;
+  CHECK(ke_spec_name(&name, spec) == KE_OK);
+  CHECK(std::string(name) == "colsum");
+  std::size_t workloads = 0;
+  CHECK(ke_spec_workload_count(&workloads, spec) == KE_OK);
+  CHECK(workloads == 2);
+  CHECK(ke_spec_validate(spec) == KE_OK);
+
+  const char* json = nullptr;
+  REQUIRE(ke_spec_to_json(&json, spec) == KE_OK);
+  const char* again = nullptr;
+  CHECK(ke_spec_to_json(&again, spec) == KE_OK);
+  CHECK(again == json);  // owned by the handle, stable until it changes
+  Spec copy;
+  CHECK(ke_spec_parse(copy.out(), json, nullptr) == KE_OK);
+  CHECK(ke_spec_validate(copy) == KE_OK);
+
+  ke_spec* bad = nullptr;
+  CHECK(ke_spec_load(&bad, fixture("cli/unknown_field.json").c_str()) == KE_ERROR_BAD_SPEC);
+  CHECK(contains(ke_last_error(), "unknown_field.json"));
+  CHECK(bad == nullptr);
+  CHECK(ke_spec_parse(&bad, "{not json", "inline.json") == KE_ERROR_BAD_SPEC);
+  CHECK(ke_spec_parse(&bad, nullptr, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(bad == nullptr);
+}
+
+TEST_CASE("capi: a spec built field by field") {
+  Spec spec;
+  REQUIRE(ke_spec_create(spec.out(), "colsum", "c", "colsum") == KE_OK);
+  const char* x_shape[] = {"M", "N"};
+  const char* y_shape[] = {"N"};
+  CHECK(ke_spec_add_buffer(spec, "x", "f32", "in", x_shape, 2) == KE_OK);
+  CHECK(ke_spec_add_buffer(spec, "y", "f32", "out", y_shape, 1) == KE_OK);
+  CHECK(ke_spec_add_size(spec, "M", "i64") == KE_OK);
+  CHECK(ke_spec_add_size(spec, "N", "i64") == KE_OK);
+  // Not valid yet: no workloads, no sources.
+  CHECK(ke_spec_validate(spec) == KE_ERROR_BAD_SPEC);
+  const char* names[] = {"M", "N"};
+  const std::int64_t sizes[] = {256, 320};
+  CHECK(ke_spec_add_workload(spec, names, sizes, 2) == KE_OK);
+  CHECK(ke_spec_set_input(spec, "x", "laplace", 0.0, 2.0) == KE_OK);
+  CHECK(ke_spec_set_tolerance(spec, 1e-4, 1e-5) == KE_OK);
+  CHECK(ke_spec_set_source_file(spec, KE_SOURCE_REFERENCE, fixture("e2e/colsum_ref.c").c_str(), nullptr, nullptr) ==
+        KE_OK);
+  CHECK(ke_spec_set_source_file(spec, KE_SOURCE_SEED, fixture("e2e/colsum_seed.c").c_str(), "c", nullptr) == KE_OK);
+  const std::int64_t blocks[] = {1, 8, 64};
+  CHECK(ke_spec_add_tunable(spec, "BLOCK", blocks, 3) == KE_OK);
+  CHECK(ke_spec_add_constraint(spec, "BLOCK <= N") == KE_OK);
+  CHECK(ke_spec_set_cost(spec, "M * N", "4 * M * N + 4 * N") == KE_OK);
+  CHECK(ke_spec_set_notes(spec, "built through the C API") == KE_OK);
+  CHECK(ke_spec_validate(spec) == KE_OK);
+
+  SUBCASE("field errors") {
+    CHECK(ke_spec_add_size(spec, "K", "q7") == KE_ERROR_BAD_SPEC);
+    CHECK(contains(ke_last_error(), "q7"));
+    CHECK(ke_spec_add_buffer(spec, "z", "f32", "size", x_shape, 2) == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_add_buffer(spec, "z", "f32", "in", x_shape, 0) == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_add_buffer(spec, "z", "f32", "in", nullptr, 2) == KE_ERROR_INVALID_ARGUMENT);
+    CHECK(ke_spec_add_size(spec, "M", "i64") == KE_ERROR_BAD_SPEC);  // a param twice
+    CHECK(ke_spec_add_constraint(spec, "BLOCK <") == KE_ERROR_BAD_SPEC);
+    CHECK(contains(ke_last_error(), "constraints[1]"));
+    CHECK(ke_spec_add_tunable(spec, "BLOCK", blocks, 3) == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_add_tunable(spec, "EMPTY", blocks, 0) == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_set_input(spec, "x", "cauchy", 0, 1) == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_set_input(spec, "x", "normal", NAN, 1) == KE_ERROR_INVALID_ARGUMENT);
+    CHECK(ke_spec_set_tolerance(spec, -1, 0) == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_set_source_file(spec, KE_SOURCE_SEED, "/nonexistent/seed.c", nullptr, nullptr) == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_set_source(spec, KE_SOURCE_SEED, "x", "fortran", nullptr) == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_set_cost(spec, "M *", nullptr) == KE_ERROR_BAD_SPEC);
+    const char* dup_names[] = {"M", "M"};
+    CHECK(ke_spec_add_workload(spec, dup_names, sizes, 2) == KE_ERROR_BAD_SPEC);
+    const char* grid[] = {"cdiv(N, BLOCK)", "1", "1"};
+    const char* bad_block[] = {"64", nullptr, "1"};
+    CHECK(ke_spec_set_launch(spec, grid, bad_block, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+    ke_spec* out = nullptr;
+    CHECK(ke_spec_create(&out, "x", "cobol", "x") == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_create(&out, "", "c", "x") == KE_ERROR_INVALID_ARGUMENT);
+    CHECK(out == nullptr);
+    // None of that changed the spec.
+    CHECK(ke_spec_validate(spec) == KE_OK);
+  }
+
+  SUBCASE("it runs, in process") {
+    ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
+    o.in_process = 1;
+    Evolver ev;
+    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+    Rule stop;
+    REQUIRE(ke_stop_rule_max_evaluations(stop.out(), 3) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
+    Result r;
+    REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+    const ke_node* best = nullptr;
+    REQUIRE(ke_result_best(&best, r) == KE_OK);
+    CHECK(status(best) == KE_EVAL_OK);
+    CHECK(speedup(best) >= 1.0);
+  }
+
+  SUBCASE("a GPU launch rule") {
+    const char* grid[] = {"cdiv(N, BLOCK)", "1", "1"};
+    const char* block[] = {"BLOCK", "1", "1"};
+    CHECK(ke_spec_set_launch(spec, grid, block, "4 * BLOCK") == KE_OK);
+    const char* json = nullptr;
+    REQUIRE(ke_spec_to_json(&json, spec) == KE_OK);
+    CHECK(contains(json, "cdiv(N, BLOCK)"));
+  }
+}
+
+TEST_CASE("capi: devices") {
+  DeviceList list;
+  REQUIRE(ke_device_list_create(list.out()) == KE_OK);
+  std::size_t n = 0;
+  REQUIRE(ke_device_list_count(&n, list) == KE_OK);
+  REQUIRE(n >= 1);
+  const ke_device_info* cpu = nullptr;
+  REQUIRE(ke_device_list_get(&cpu, list, 0) == KE_OK);
+  const char* id = nullptr;
+  CHECK(ke_device_info_id(&id, cpu) == KE_OK);
+  CHECK(std::string(id) == "cpu");
+  const char* kind = nullptr;
+  CHECK(ke_device_info_kind(&kind, cpu) == KE_OK);
+  CHECK(std::string(kind) == "cpu");
+  int units = 0;
+  CHECK(ke_device_info_compute_units(&units, cpu) == KE_OK);
+  CHECK(units >= 1);
+  std::size_t properties = 0;
+  CHECK(ke_device_info_property_count(&properties, cpu) == KE_OK);
+  for (std::size_t i = 0; i < properties; ++i) {
+    const char *key = nullptr, *value = nullptr;
+    CHECK(ke_device_info_property(&key, &value, cpu, i) == KE_OK);
+    CHECK(key != nullptr);
+  }
+  const char *key = "k", *value = "v";
+  CHECK(ke_device_info_property(&key, &value, cpu, properties) == KE_ERROR_NOT_FOUND);
+  CHECK(std::string(key) == "k");
+  const ke_device_info* none = nullptr;
+  CHECK(ke_device_list_get(&none, list, n) == KE_ERROR_NOT_FOUND);
+  CHECK(none == nullptr);
+}
+
+TEST_CASE("capi: stop rules, mutators, policies and options refuse bad values") {
+  ke_stop_rule* rule = nullptr;
+  CHECK(ke_stop_rule_max_evaluations(&rule, 0) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_stop_rule_max_time(&rule, -1) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_stop_rule_max_time(&rule, INFINITY) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_stop_rule_target_speedup(&rule, 0) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_stop_rule_plateau(&rule, -3) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_stop_rule_max_tokens(&rule, 0) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_stop_rule_any(&rule, nullptr, 0) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_stop_rule_all(&rule, nullptr, 2) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(rule == nullptr);
+  Rule a, b, any, all;
+  REQUIRE(ke_stop_rule_max_time(a.out(), 100) == KE_OK);
+  REQUIRE(ke_stop_rule_target_speedup(b.out(), 2) == KE_OK);
+  const ke_stop_rule* parts[] = {a, b};
+  CHECK(ke_stop_rule_any(any.out(), parts, 2) == KE_OK);
+  CHECK(ke_stop_rule_all(all.out(), parts, 2) == KE_OK);
+  const ke_stop_rule* with_null[] = {a, nullptr};
+  CHECK(ke_stop_rule_any(&rule, with_null, 2) == KE_ERROR_INVALID_ARGUMENT);
+
+  ke_mutator* m = nullptr;
+  ke_param_mutator_options po = KE_PARAM_MUTATOR_OPTIONS_INIT;
+  po.restart_probability = 1.5;
+  CHECK(ke_mutator_param_create(&m, &po) == KE_ERROR_INVALID_ARGUMENT);
+  po.restart_probability = 0.5;
+  po.version = 0;
+  CHECK(ke_mutator_param_create(&m, &po) == KE_ERROR_INVALID_ARGUMENT);
+  po.version = KE_PARAM_MUTATOR_OPTIONS_VERSION + 1;  // from a newer header than this library
+  CHECK(ke_mutator_param_create(&m, &po) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(ke_last_error(), "version"));
+  ke_command_mutator_options co;
+  CHECK(ke_command_mutator_options_init(&co, KE_COMMAND_MUTATOR_OPTIONS_VERSION) == KE_OK);
+  CHECK(co.timeout_s == 300.0);
+  CHECK(ke_mutator_command_create(&m, &co) == KE_ERROR_INVALID_ARGUMENT);  // no command
+  CHECK(ke_mutator_command_create(&m, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_mutator_custom_create(&m, "mine", nullptr, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_mutator_custom_create(&m, "seed", doubler_mutate, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(m == nullptr);
+
+  const char* const* names = nullptr;
+  std::size_t count = 0;
+  REQUIRE(ke_policy_names(&names, &count) == KE_OK);
+  bool greedy = false;
+  for (std::size_t i = 0; i < count; ++i) greedy = greedy || std::string(names[i]) == "greedy";
+  CHECK(greedy);
+
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  ke_evolver* ev = nullptr;
+  ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
+  o.jobs = 0;
+  CHECK(ke_evolver_create(&ev, spec, &o) == KE_ERROR_INVALID_ARGUMENT);
+  o.jobs = 2;
+  o.in_process = 1;
+  CHECK(ke_evolver_create(&ev, spec, &o) == KE_ERROR_INVALID_ARGUMENT);
+  o.in_process = 0;
+  o.timeout_s = -1;
+  CHECK(ke_evolver_create(&ev, spec, &o) == KE_ERROR_INVALID_ARGUMENT);
+  o.timeout_s = 0;
+  o.trials = 0;
+  CHECK(ke_evolver_create(&ev, spec, &o) == KE_ERROR_INVALID_ARGUMENT);
+  o.trials = 5;
+  o.version = 7;
+  CHECK(ke_evolver_create(&ev, spec, &o) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ev == nullptr);
+
+  Evolver evolver;
+  REQUIRE(ke_evolver_create(evolver.out(), spec, nullptr) == KE_OK);
+  CHECK(ke_evolver_set_policy(evolver, "no-such-policy", nullptr, nullptr, 0) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(ke_last_error(), "greedy"));  // names the known ones
+  const char* option_names[] = {"no_such_option"};
+  const char* option_values[] = {"1"};
+  CHECK(ke_evolver_set_policy(evolver, "greedy", option_names, option_values, 1) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_evolver_set_policy(evolver, "greedy", nullptr, nullptr, 0) == KE_OK);
+  CHECK(ke_evolver_set_evaluator(evolver, nullptr, fake_evaluate, nullptr) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_evolver_set_evaluator(evolver, nullptr, nullptr, nullptr) == KE_OK);
+  ke_result* r = nullptr;
+  CHECK(ke_evolver_result(&r, evolver) == KE_ERROR_NOT_FOUND);  // no run yet
+  CHECK(r == nullptr);
+}
+
+TEST_CASE("capi: custom fitness and a custom mutator: results, lineage, reports, progress") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  FakeFitness fitness;
+  Doubler doubler;
+  Evolver ev;
+  Mutator mutator;
+  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  ProgressLog log;
+  log.evolver = ev;
+  REQUIRE(ke_evolver_set_progress(ev, log_progress, &log) == KE_OK);
+  Rule stop;
+  REQUIRE(ke_stop_rule_max_evaluations(stop.out(), 100) == KE_OK);
+  REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
+
+  Result r;
+  REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+  CHECK(log.misuse_refused);
+  CHECK(doubler.saw_request);
+  // BLOCK 1, 2, 4, ..., 512: ten nodes, then the mutator has nothing new.
+  std::size_t n = 0;
+  REQUIRE(ke_result_node_count(&n, r) == KE_OK);
+  CHECK(n == 10);
+  const char* reason = nullptr;
+  REQUIRE(ke_result_stop_reason(&reason, r) == KE_OK);
+  CHECK(contains(reason, "BLOCK is at its largest"));
+  CHECK(log.finish_message == reason);
+  CHECK(log.events[KE_PROGRESS_START] == 1);
+  CHECK(log.events[KE_PROGRESS_NODE] == 10);
+  CHECK(log.events[KE_PROGRESS_FINISH] == 1);
+  CHECK(log.nodes.size() == 10);
+
+  const ke_node* best = nullptr;
+  REQUIRE(ke_result_best(&best, r) == KE_OK);
+  CHECK(tunable(best, "BLOCK") == 512);
+  CHECK(speedup(best) == doctest::Approx(512.0));
+  CHECK(text(ke_node_mutator, best) == "doubler");
+  CHECK(text(ke_node_note, best) == "BLOCK 256 -> 512");
+  CHECK(text(ke_node_language, best) == "c");
+  CHECK(contains(text(ke_node_source, best).c_str(), "colsum"));
+  std::size_t timings = 0;
+  REQUIRE(ke_node_timing_count(&timings, best) == KE_OK);
+  CHECK(timings == 2);
+  ke_timing t = KE_TIMING_INIT;
+  REQUIRE(ke_node_timing(&t, best, 1) == KE_OK);
+  CHECK(t.median_us == doctest::Approx(1000.0 / 512));
+  ke_timing stale = KE_TIMING_INIT;
+  stale.version = 0;
+  stale.median_us = -5;
+  CHECK(ke_node_timing(&stale, best, 0) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(stale.median_us == -5);
+  CHECK(ke_node_timing(&t, best, 2) == KE_ERROR_NOT_FOUND);
+  ke_mismatch mm = KE_MISMATCH_INIT;
+  CHECK(ke_node_mismatch(&mm, best) == KE_ERROR_NOT_FOUND);  // the fake fitness compares nothing
+
+  const std::int64_t* ids = nullptr;
+  std::size_t count = 0;
+  REQUIRE(ke_result_lineage(&ids, &count, r, node_id(best)) == KE_OK);
+  REQUIRE(count == 10);
+  for (std::size_t i = 0; i < count; ++i) CHECK(ids[i] == std::int64_t(i));
+  const std::int64_t* kids = nullptr;
+  REQUIRE(ke_result_children(&kids, &count, r, 0) == KE_OK);
+  REQUIRE(count == 1);
+  CHECK(kids[0] == 1);
+  std::size_t parents = 0;
+  REQUIRE(ke_node_parent_count(&parents, best) == KE_OK);
+  REQUIRE(parents == 1);
+  std::int64_t parent = -1;
+  REQUIRE(ke_node_parent(&parent, best, 0) == KE_OK);
+  CHECK(parent == 8);
+  CHECK(ke_node_parent(&parent, best, 1) == KE_ERROR_NOT_FOUND);
+  CHECK(ke_result_lineage(&ids, &count, r, 10) == KE_ERROR_NOT_FOUND);
+
+  const ke_node* seed = nullptr;
+  REQUIRE(ke_result_seed(&seed, r) == KE_OK);
+  CHECK(node_id(seed) == 0);
+  CHECK(text(ke_node_mutator, seed) == "seed");
+  std::int64_t count_ok = 0, evaluations = 0;
+  CHECK(ke_result_status_count(&count_ok, r, KE_EVAL_OK) == KE_OK);
+  CHECK(count_ok == 10);
+  CHECK(ke_result_evaluations(&evaluations, r) == KE_OK);
+  CHECK(evaluations == 10);
+  const ke_device_info* device = nullptr;
+  REQUIRE(ke_result_device(&device, r) == KE_OK);
+  const char* device_name = nullptr;
+  CHECK(ke_device_info_name(&device_name, device) == KE_OK);
+  CHECK(std::string(device_name) == "made-up device");
+
+  const char* json = nullptr;
+  REQUIRE(ke_result_report_json(&json, r) == KE_OK);
+  CHECK(contains(json, "\"spec\": \"colsum\""));
+  CHECK(contains(json, "\"best\": {\"node\": 9"));
+  const char* table = nullptr;
+  REQUIRE(ke_result_report_text(&table, r) == KE_OK);
+  CHECK(contains(table, "colsum"));
+
+  // The evolver keeps the last run; a second result is a handle of its own.
+  Result again;
+  REQUIRE(ke_evolver_result(again.out(), ev) == KE_OK);
+  REQUIRE(ke_result_node_count(&n, again) == KE_OK);
+  CHECK(n == 10);
+}
+
+TEST_CASE("capi: failed mutations and evaluations are data, not errors") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  FakeFitness fitness;
+  fitness.no_time = {4};
+  fitness.broken = {8};
+  Doubler doubler;
+  doubler.fail_on_calls = {0};
+  Evolver ev;
+  Mutator mutator;
+  make_fake_evolver(ev, spec, fitness, mutator, doubler, 3);  // three evaluations at once
+  ProgressLog log;
+  REQUIRE(ke_evolver_set_progress(ev, log_progress, &log) == KE_OK);
+  Result r;
+  REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+  CHECK(log.events[KE_PROGRESS_MUTATOR_FAILURE] == 1);
+  CHECK(log.failure_message == "told to fail");
+  std::int64_t failures = 0;
+  CHECK(ke_result_mutator_failures(&failures, r) == KE_OK);
+  CHECK(failures == 1);
+  std::size_t n = 0;
+  REQUIRE(ke_result_node_count(&n, r) == KE_OK);
+  REQUIRE(n >= 4);
+  std::map<std::int64_t, const ke_node*> by_block;
+  for (std::size_t i = 0; i < n; ++i) {
+    const ke_node* node = nullptr;
+    REQUIRE(ke_result_node(&node, r, std::int64_t(i)) == KE_OK);
+    by_block[tunable(node, "BLOCK")] = node;
+  }
+  REQUIRE(by_block.count(4));
+  CHECK(status(by_block[4]) == KE_EVAL_INVALID);
+  CHECK(contains(text(ke_node_message, by_block[4]).c_str(), "without a time"));
+  REQUIRE(by_block.count(8));
+  CHECK(status(by_block[8]) == KE_EVAL_COMPILE_ERROR);
+  CHECK(text(ke_node_compile_log, by_block[8]) == "error: made up");
+  std::int64_t errors = 0;
+  CHECK(ke_result_status_count(&errors, r, KE_EVAL_COMPILE_ERROR) == KE_OK);
+  CHECK(errors == 1);
+}
+
+TEST_CASE("capi: a callback that returns non-zero aborts the run; what was found stays reachable") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  FakeFitness fitness;
+  Doubler doubler;
+  Evolver ev;
+  Mutator mutator;
+  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  ke_result* untouched = reinterpret_cast<ke_result*>(0x99);
+
+  SUBCASE("progress") {
+    ProgressLog log;
+    log.abort_at_node = 3;
+    REQUIRE(ke_evolver_set_progress(ev, log_progress, &log) == KE_OK);
+    CHECK(ke_evolver_run(&untouched, ev) == KE_ERROR_ABORTED);
+    CHECK(contains(ke_last_error(), "progress callback returned 3"));
+    CHECK(untouched == reinterpret_cast<ke_result*>(0x99));
+    Result r;
+    REQUIRE(ke_evolver_result(r.out(), ev) == KE_OK);
+    std::size_t n = 0;
+    REQUIRE(ke_result_node_count(&n, r) == KE_OK);
+    CHECK(n >= 3);
+    const char* reason = nullptr;
+    REQUIRE(ke_result_stop_reason(&reason, r) == KE_OK);
+    CHECK(contains(reason, "progress callback"));
+    const ke_node* best = nullptr;
+    REQUIRE(ke_result_best(&best, r) == KE_OK);
+    CHECK(tunable(best, "BLOCK") == 4);
+    // The evolver runs again after an abort, from the seed.
+    REQUIRE(ke_evolver_set_progress(ev, nullptr, nullptr) == KE_OK);
+    Result second;
+    CHECK(ke_evolver_run(second.out(), ev) == KE_OK);
+  }
+  SUBCASE("mutator") {
+    doubler.abort_on_call = 2;
+    CHECK(ke_evolver_run(&untouched, ev) == KE_ERROR_ABORTED);
+    CHECK(contains(ke_last_error(), "'doubler' returned 5"));
+    Result r;
+    REQUIRE(ke_evolver_result(r.out(), ev) == KE_OK);
+    std::size_t n = 0;
+    REQUIRE(ke_result_node_count(&n, r) == KE_OK);
+    CHECK(n == 3);
+  }
+  SUBCASE("fitness") {
+    fitness.abort_on_call = 1;
+    CHECK(ke_evolver_run(&untouched, ev) == KE_ERROR_ABORTED);
+    CHECK(contains(ke_last_error(), "fitness callback returned 7"));
+    Result r;
+    REQUIRE(ke_evolver_result(r.out(), ev) == KE_OK);
+  }
+  CHECK(untouched == reinterpret_cast<ke_result*>(0x99));
+}
+
+TEST_CASE("capi: a token budget stops the run; transcripts and tokens stay on the nodes") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  FakeFitness fitness;
+  Doubler doubler;
+  doubler.tokens_per_call = 10;
+  Evolver ev;
+  Mutator mutator;
+  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  Rule tokens;
+  REQUIRE(ke_stop_rule_max_tokens(tokens.out(), 30) == KE_OK);
+  REQUIRE(ke_evolver_set_stop_rule(ev, tokens) == KE_OK);
+  Result r;
+  REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+  std::int64_t spent = 0;
+  REQUIRE(ke_result_tokens(&spent, r) == KE_OK);
+  CHECK(spent >= 30);
+  const char* reason = nullptr;
+  REQUIRE(ke_result_stop_reason(&reason, r) == KE_OK);
+  CHECK(contains(reason, "tokens"));
+  const ke_node* node = nullptr;
+  REQUIRE(ke_result_node(&node, r, 1) == KE_OK);
+  std::int64_t node_tokens = 0;
+  CHECK(ke_node_tokens(&node_tokens, node) == KE_OK);
+  CHECK(node_tokens == 10);
+  CHECK(text(ke_node_prompt, node) == "double it");
+  CHECK(text(ke_node_answer, node) == "doubled");
+}
+
+TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the command mutator") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  Rule stop;
+  REQUIRE(ke_stop_rule_max_evaluations(stop.out(), 4) == KE_OK);
+  ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
+  o.seed = 3;
+
+  SUBCASE("in process") {
+    o.in_process = 1;
+    Evolver ev;
+    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
+    Result r;
+    REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+    std::int64_t evaluations = 0;
+    REQUIRE(ke_result_evaluations(&evaluations, r) == KE_OK);
+    CHECK(evaluations == 4);
+    const ke_node* best = nullptr;
+    REQUIRE(ke_result_best(&best, r) == KE_OK);
+    CHECK(speedup(best) >= 1.0);
+    ke_timing t = KE_TIMING_INIT;
+    REQUIRE(ke_node_timing(&t, best, 0) == KE_OK);
+    CHECK(t.median_us > 0);
+    CHECK(t.samples >= 5);
+    CHECK(t.min_us <= t.median_us);
+    ke_mismatch mm = KE_MISMATCH_INIT;
+    const ke_status s = ke_node_mismatch(&mm, best);
+    CHECK((s == KE_OK || s == KE_ERROR_NOT_FOUND));
+    if (s == KE_OK) CHECK(mm.excess <= 0);
+    const ke_device_info* device = nullptr;
+    REQUIRE(ke_result_device(&device, r) == KE_OK);
+    double peak = 0;
+    CHECK(ke_device_info_peak_bytes_per_s(&peak, device) == KE_OK);
+    CHECK(peak > 0);
+  }
+  SUBCASE("in workers, two at once") {
+    o.jobs = 2;
+    Evolver ev;
+    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
+    Result r;
+    REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+    const char* json = nullptr;
+    REQUIRE(ke_result_report_json(&json, r) == KE_OK);
+    CHECK(contains(json, "\"evaluations\": 4"));
+    CHECK(contains(json, "\"best\""));
+  }
+  SUBCASE("a check: the seed and the reference") {
+    Evolver ev;
+    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+    Result r;
+    REQUIRE(ke_evolver_check(r.out(), ev) == KE_OK);
+    std::size_t n = 0;
+    REQUIRE(ke_result_node_count(&n, r) == KE_OK);
+    CHECK(n == 2);
+    const ke_node* reference = nullptr;
+    REQUIRE(ke_result_node(&reference, r, 1) == KE_OK);
+    CHECK(text(ke_node_mutator, reference) == "reference");
+    CHECK(status(reference) == KE_EVAL_OK);
+    const char* json = nullptr;
+    REQUIRE(ke_result_report_json(&json, r) == KE_OK);
+    CHECK(contains(json, "\"reference\": {\"status\": \"ok\""));
+    const char* table = nullptr;
+    REQUIRE(ke_result_report_text(&table, r) == KE_OK);
+    CHECK(contains(table, "seed: ok"));
+  }
+  SUBCASE("the command mutator") {
+    o.in_process = 1;
+    Evolver ev;
+    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+    // A stand-in agent: answers with the seed's source, reworded, in a fenced block.
+    const std::string command = "cat >/dev/null; printf '```c\\n'; sed 's/Columns are summed/Columns get summed/' '" +
+                                fixture("e2e/colsum_seed.c") + "'; printf '```\\n'";
+    ke_command_mutator_options co = KE_COMMAND_MUTATOR_OPTIONS_INIT;
+    co.command = command.c_str();
+    co.timeout_s = 60;
+    Mutator m;
+    REQUIRE(ke_mutator_command_create(m.out(), &co) == KE_OK);
+    REQUIRE(ke_evolver_set_mutator(ev, m) == KE_OK);
+    Rule two;
+    REQUIRE(ke_stop_rule_max_evaluations(two.out(), 2) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(ev, two) == KE_OK);
+    Result r;
+    REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+    const ke_node* child = nullptr;
+    REQUIRE(ke_result_node(&child, r, 1) == KE_OK);
+    CHECK(text(ke_node_mutator, child) == "command");
+    CHECK(status(child) == KE_EVAL_OK);
+    CHECK(contains(text(ke_node_source, child).c_str(), "Columns get summed"));
+  }
+  SUBCASE("devices that are not there") {
+    o.device = "tpu:x";
+    Evolver bad_id;
+    REQUIRE(ke_evolver_create(bad_id.out(), spec, &o) == KE_OK);
+    ke_result* r = nullptr;
+    CHECK(ke_evolver_run(&r, bad_id) == KE_ERROR_INVALID_ARGUMENT);
+    o.device = "cuda:99";
+    o.in_process = 1;
+    Evolver absent;
+    REQUIRE(ke_evolver_create(absent.out(), spec, &o) == KE_OK);
+    CHECK(ke_evolver_run(&r, absent) == KE_ERROR_DEVICE_UNAVAILABLE);
+    CHECK(r == nullptr);
+  }
+}
