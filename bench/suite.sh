@@ -7,7 +7,7 @@
 #
 #   bench/suite.sh [--device cpu|cuda[:N]] [--max-evals N] [--max-time SEC] [--jobs N] [--policy NAME]
 #                  [--only REGEX] [--cli PATH] [--out DIR] [--name NAME] [--torch|--no-torch] [--no-plot]
-#                  [--strict] [--timeout SEC]
+#                  [--strict] [--timeout SEC] [--reuse]
 #
 #   --device      cpu runs problems/level*/*/cpu.json (and older spec.json); cuda runs .../cuda.json
 #   --max-evals   evaluations per problem, the seed included (default 24)
@@ -19,13 +19,15 @@
 #   --torch       time PyTorch's operators first (default on a GPU; bench/suite_torch.py, python3 + torch)
 #   --strict      exit 1 if any problem has no correct kernel (the CI smoke test)
 #   --timeout     hard limit per problem, seconds (default: 3 x --max-time + 120, else 1800)
+#   --reuse       take each problem's result from OUT/runs/NAME/ where a previous run left one (and
+#                 PyTorch's times likewise): re-makes the table and plot, e.g. from a GPU machine's runs
 #
 # Needs jq; gnuplot (Debian's gnuplot-nox) for the plot. Exit 77 when jq is missing (ctest: skipped).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 device=cpu max_evals=24 max_time="" jobs="" policy="" only="" cli="" out="" name="" torch="" plot=1 strict=0
-hard_limit=""
+hard_limit="" reuse=0
 command_line="bench/suite.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -43,7 +45,8 @@ while [ $# -gt 0 ]; do
     --no-plot) plot=0; shift ;;
     --strict) strict=1; shift ;;
     --timeout) hard_limit=$2; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --reuse) reuse=1; shift ;;
+    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "suite.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -86,7 +89,9 @@ done
 torch_json=""
 if [ "$torch" = 1 ]; then
   torch_json=$runs/torch.json
-  if ! python3 "$root/bench/suite_torch.py" "${specs[@]}" --out "$torch_json" 2>"$runs/torch.log"; then
+  if [ "$reuse" = 1 ] && jq -e .problems "$torch_json" >/dev/null 2>&1; then
+    echo "suite.sh: PyTorch's times from $torch_json" >&2
+  elif ! python3 "$root/bench/suite_torch.py" "${specs[@]}" --out "$torch_json" 2>"$runs/torch.log"; then
     echo "suite.sh: PyTorch baselines failed (see $runs/torch.log); the table has no PyTorch column" >&2
     tail -3 "$runs/torch.log" >&2
     torch_json=""
@@ -106,11 +111,15 @@ for spec in "${specs[@]}"; do
   [ -n "$max_time" ] && args+=(--max-time "$max_time")
   [ -n "$jobs" ] && args+=(--jobs "$jobs")
   [ -n "$policy" ] && args+=(--policy "$policy")
-  t0=$(date +%s.%N)
-  timeout "$hard_limit" "$cli" "${args[@]}" >"$stem.json" 2>"$stem.log"
-  rc=$?
-  seconds=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
+  if [ "$reuse" = 1 ] && tail -n 1 "$stem.json" 2>/dev/null | jq -e .spec >/dev/null 2>&1; then
+    rc=0  # a previous run's result
+  else
+    timeout "$hard_limit" "$cli" "${args[@]}" >"$stem.json" 2>"$stem.log"
+    rc=$?
+  fi
   json=$(tail -n 1 "$stem.json")
+  seconds=$(printf '%s' "$json" | jq -r '.elapsed_s // empty' 2>/dev/null | awk '{ printf "%.1f", $1 }')
+  seconds=${seconds:-?}
   if [ $rc -ne 0 ] || ! printf '%s' "$json" | jq -e . >/dev/null 2>&1; then
     why="exit $rc"
     [ $rc -eq 124 ] && why="ran past $hard_limit s"
@@ -153,6 +162,7 @@ md=$out/$name.md
   echo "## The $kind suite: $device_name"
   echo
   echo "Made by \`$command_line\` on $(date -u "+%Y-%m-%d %H:%M UTC"), $(nproc) cores visible, ${elapsed} s in all;"
+  [ "$reuse" = 1 ] && echo "Results reused where $runs held them (the runs' own device and times; the command that made them is given beside the table)."
   echo "budget: ${max_evals} evaluations per problem${max_time:+, at most ${max_time} s}, the parameter search from the seed$( [ -n "$policy" ] && echo " (policy $policy)")."
   echo
   awk -F'\t' -v torch="$([ -n "$torch_json" ] && echo 1 || echo 0)" '
