@@ -12,6 +12,12 @@
 #ifdef KE_WITH_CPU_JIT
 #include "devices/cpu/cpu_device.hpp"
 #endif
+#ifdef KE_WITH_CUDA
+#include "devices/cuda/cuda_device.hpp"
+#endif
+#ifdef KE_WITH_HIP
+#include "devices/hip/hip_device.hpp"
+#endif
 
 namespace kernelevolve {
 namespace {
@@ -66,18 +72,38 @@ const std::vector<Backend>& backends() {
        }},
       {"cuda", true,
        [](const DeviceId& id) -> std::shared_ptr<Device> {
+#ifdef KE_WITH_CUDA
+         return make_cuda_device(id.index.value_or(0));
+#else
          throw Error(ErrorCode::DeviceUnavailable,
                      "device 'cuda" + (id.index ? ":" + std::to_string(*id.index) : std::string()) +
-                         "': no CUDA device: the CUDA backend is not built yet");
+                         "': this build has no CUDA backend (configure with KE_WITH_CUDA=ON)");
+#endif
        },
-       []() -> std::vector<DeviceInfo> { return {}; }},
+       []() -> std::vector<DeviceInfo> {
+#ifdef KE_WITH_CUDA
+         return list_cuda_devices();
+#else
+         return {};
+#endif
+       }},
       {"hip", true,
        [](const DeviceId& id) -> std::shared_ptr<Device> {
+#ifdef KE_WITH_HIP
+         return make_hip_device(id.index.value_or(0));
+#else
          throw Error(ErrorCode::DeviceUnavailable,
                      "device 'hip" + (id.index ? ":" + std::to_string(*id.index) : std::string()) +
-                         "': no HIP device: the HIP backend is not built yet");
+                         "': this build has no HIP backend (configure with KE_WITH_HIP=ON)");
+#endif
        },
-       []() -> std::vector<DeviceInfo> { return {}; }},
+       []() -> std::vector<DeviceInfo> {
+#ifdef KE_WITH_HIP
+         return list_hip_devices();
+#else
+         return {};
+#endif
+       }},
   };
   return table;
 }

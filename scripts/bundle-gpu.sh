@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds KernelEvolve for the lent GPU machine and makes the build folder stand alone there.
+#
+#   scripts/bundle-gpu.sh [BUILD_DIR]        (default: build-gpu; JOBS=N for parallel jobs, default 2)
+#
+# The GPU machine (Ubuntu 24.04) has libLLVM-16, libclang-cpp 16, libcurl and libsqlite3, but no Boost
+# and no simdjson. So: a Release build whose binaries look for libraries beside themselves first
+# (RUNPATH $ORIGIN, and $ORIGIN/.. for tests/), and a copy there of every library they need that the
+# GPU machine lacks. The CUDA driver and NVRTC are not linked at all (dlopen at run time). The folder
+# must stay under the device tool's 64 MiB carry limit; the script prints its size. Carry it with
+# `carry: ["build-gpu"]` and run ./build-gpu/kernelevolve there.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build-gpu}
+jobs=${JOBS:-2}
+
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKE_WITH_CUDA=ON -DKE_WITH_HIP=ON \
+  -DKE_BUILD_TESTS=ON "-DCMAKE_BUILD_RPATH=\$ORIGIN;\$ORIGIN/.." >/dev/null
+ninja -C "$build" -j"$jobs" kernelevolve-cli kernelevolve-worker test_cuda_device test_cuda_isolation test_hip_device
+
+# Libraries the GPU machine has (or that its own libLLVM brings): never copied.
+present='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libstdc\+\+\.so|libgcc_s\.so|libLLVM-16|libclang-cpp\.so\.16|libcurl\.so|libsqlite3\.so|libz\.so|libzstd\.so)'
+binaries=("$build/kernelevolve" "$build/kernelevolve-worker" "$build"/lib*.so.*.*.* "$build"/tests/test_cuda_* "$build"/tests/test_hip_*)
+copied=()
+# Direct needs only (readelf's NEEDED), followed into what is copied: the transitive needs of the GPU
+# machine's own libraries (LLVM's, curl's) are its business, and ldd here would list Debian's.
+queue=("${binaries[@]}")
+while [ ${#queue[@]} -gt 0 ]; do
+  bin=${queue[0]}
+  queue=("${queue[@]:1}")
+  [ -f "$bin" ] || continue
+  while read -r name; do
+    [[ "$name" =~ $present ]] && continue
+    [ -e "$build/$name" ] && continue  # ours, or copied already
+    path=$(ldd "$bin" | awk -v n="$name" '$1 == n && $2 == "=>" {print $3}')
+    [ -n "$path" ] && [ -f "$path" ] || { echo "bundle-gpu: $bin needs $name, which is not found here" >&2; exit 1; }
+    cp -L "$path" "$build/$name"
+    copied+=("$name")
+    queue+=("$build/$name")
+  done < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+done
+# Copied libraries find each other beside themselves too.
+if command -v patchelf >/dev/null; then
+  for name in "${copied[@]}"; do patchelf --set-rpath '$ORIGIN' "$build/$name" || true; done
+fi
+strip --strip-unneeded "$build/kernelevolve" "$build/kernelevolve-worker" "$build"/lib*.so.*.*.* \
+  "$build"/tests/test_cuda_* "$build"/tests/test_hip_* 2>/dev/null || true
+echo "bundle-gpu: copied ${copied[*]:-nothing} into $build"
+echo "bundle-gpu: what travels (build outputs, not object files):"
+du -sh --exclude='*.o' --exclude=CMakeFiles --exclude='.ninja*' "$build"

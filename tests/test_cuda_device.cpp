@@ -1,0 +1,329 @@
+// CudaDevice: absent cleanly without a GPU; NVRTC compilation (where NVRTC is installed, no GPU needed);
+// and on a GPU: description, ceilings, compile and module cache, launches with large dynamic shared
+// memory, timing, a failed launch that leaves the device usable, and the CUDA problems' seeds.
+// GPU tests are skipped (and say so) when no CUDA device can be opened.
+#include <doctest/doctest.h>
+
+#include <kernelevolve/device.hpp>
+#include <kernelevolve/error.hpp>
+#include <kernelevolve/fitness.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "devices/cuda/cuda_api.hpp"
+#include "devices/cuda/cuda_device.hpp"
+
+#if defined(KE_HAVE_CUDA_HEADERS) && __has_include(<cuda.h>) && __has_include(<nvrtc.h>)
+#include <cuda.h>
+#include <nvrtc.h>
+// The constants cuda_api.hpp declares by hand must be the toolkit's.
+namespace c = kernelevolve::cuda;
+#define KE_SAME(name) static_assert(static_cast<long long>(c::name) == static_cast<long long>(name), #name)
+KE_SAME(CUDA_ERROR_ILLEGAL_ADDRESS);
+KE_SAME(CUDA_ERROR_LAUNCH_FAILED);
+KE_SAME(CUDA_ERROR_MISALIGNED_ADDRESS);
+KE_SAME(CUDA_ERROR_ILLEGAL_INSTRUCTION);
+KE_SAME(CUDA_ERROR_HARDWARE_STACK_ERROR);
+KE_SAME(CUDA_ERROR_INVALID_PC);
+KE_SAME(CUDA_ERROR_ASSERT);
+KE_SAME(CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES);
+KE_SAME(CUDA_ERROR_NOT_FOUND);
+KE_SAME(CUDA_ERROR_NO_DEVICE);
+KE_SAME(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+KE_SAME(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+KE_SAME(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+KE_SAME(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+KE_SAME(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+KE_SAME(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+KE_SAME(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+KE_SAME(CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR);
+KE_SAME(CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
+KE_SAME(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE);
+KE_SAME(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH);
+KE_SAME(CU_FUNC_ATTRIBUTE_NUM_REGS);
+KE_SAME(CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+KE_SAME(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+KE_SAME(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+KE_SAME(CU_STREAM_NON_BLOCKING);
+KE_SAME(NVRTC_ERROR_COMPILATION);
+static_assert(sizeof(c::CUdeviceptr) == sizeof(CUdeviceptr));
+static_assert(sizeof(c::CUuuid) == sizeof(CUuuid));
+#endif
+
+namespace ke = kernelevolve;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The GPU under test, opened once; null (with the reason) when there is none.
+struct Gpu {
+  std::shared_ptr<ke::Device> device;
+  std::string reason;
+};
+
+const Gpu& gpu() {
+  static const Gpu g = [] {
+    Gpu out;
+    try {
+      out.device = ke::open_device("cuda:0");
+    } catch (const ke::Error& e) {
+      out.reason = e.what();
+    }
+    return out;
+  }();
+  return g;
+}
+
+const bool kNoGpu = !gpu().device;
+const bool kNoNvrtc = [] {
+  std::string error;
+  return ke::cuda::load_nvrtc_only(&error) == nullptr;
+}();
+
+std::string source_dir() {
+  const char* env = std::getenv("KE_SOURCE_DIR");
+  return env && *env ? env : KE_SOURCE_DIR;
+}
+
+ke::KernelSource cuda_source(std::string body, std::string entry) {
+  ke::KernelSource ks;
+  ks.source = std::move(body);
+  ks.language = ke::Language::cuda;
+  ks.entry = std::move(entry);
+  return ks;
+}
+
+const char* kScale = R"(
+extern "C" __global__ void scale(const float* x, float* y, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = FACTOR * x[i];
+}
+)";
+
+}  // namespace
+
+TEST_CASE("cuda: whether the GPU tests run") {
+  if (kNoGpu) MESSAGE("skipped: no CUDA device: the GPU tests in this file are skipped: " << gpu().reason);
+  if (kNoNvrtc) MESSAGE("skipped: NVRTC is not installed: the compile-only tests are skipped");
+  CHECK(true);
+}
+
+TEST_CASE("cuda: without a GPU, opening one fails cleanly and none is listed" * doctest::skip(!kNoGpu)) {
+  try {
+    ke::open_device("cuda");
+    FAIL("open_device(\"cuda\") succeeded without a GPU");
+  } catch (const ke::Error& e) {
+    CHECK(e.code() == ke::ErrorCode::DeviceUnavailable);
+    CHECK(e.exit_code() == 3);
+    CHECK(std::string(e.what()).find("cuda:0") != std::string::npos);
+  }
+  for (const auto& d : ke::list_devices()) CHECK(d.kind != "cuda");
+  CHECK_THROWS_AS(ke::open_device("cuda:7"), ke::Error);
+}
+
+TEST_CASE("cuda: the target architecture follows the device and the kernel's request") {
+  std::string error;
+  ke::KernelSource ks = cuda_source("extern \"C\" __global__ void k() {}", "k");
+  CHECK(ke::cuda_detail::target_arch(ks, 90, error) == "sm_90");
+  ks.source = "// ke: sm_90a\n" + ks.source;
+  CHECK(ke::cuda_detail::target_arch(ks, 90, error) == "sm_90a");
+  CHECK(ke::cuda_detail::target_arch(ks, 80, error).empty());
+  CHECK(error.find("sm_80") != std::string::npos);
+  ks = cuda_source("extern \"C\" __global__ void k() {}", "k");
+  ks.flags = {"-arch=sm_90a"};
+  error.clear();
+  CHECK(ke::cuda_detail::target_arch(ks, 90, error) == "sm_90a");
+  ks.flags = {"--gpu-architecture=sm_100a"};
+  CHECK(ke::cuda_detail::target_arch(ks, 90, error).empty());
+}
+
+TEST_CASE("cuda: NVRTC compiles, reports errors as results, and takes tunables as macros" * doctest::skip(kNoNvrtc)) {
+  ke::KernelSource ks = cuda_source(kScale, "scale");
+  ks.defines = {{"FACTOR", 3}};
+  ks.flags = {"-O3"};
+  auto out = ke::cuda_detail::nvrtc_compile(ks, "sm_90");
+  CHECK_MESSAGE(out.ok, out.log);
+  CHECK(!out.image.empty());
+  CHECK(out.log.find("dropped '-O3'") != std::string::npos);
+  CHECK(out.log.find("registers") != std::string::npos);  // ptxas's resource report
+
+  ks.defines.clear();  // FACTOR undefined: a compile error, as a result
+  out = ke::cuda_detail::nvrtc_compile(ks, "sm_90");
+  CHECK(!out.ok);
+  CHECK(out.log.find("FACTOR") != std::string::npos);
+
+  ks = cuda_source("// ke: sm_90a\nextern \"C\" __global__ void k(float* y) { y[0] = 1.f; }", "k");
+  out = ke::cuda_detail::nvrtc_compile(ks, "sm_90a");
+  CHECK_MESSAGE(out.ok, out.log);
+}
+
+TEST_CASE("cuda: the CUDA problems' seeds and references compile at their extreme points" * doctest::skip(kNoNvrtc)) {
+  for (const char* dir : {"level1/softmax", "level1/layernorm", "level1/row_sum", "level1/matmul",
+                          "level2/elementwise_chain"}) {
+    const fs::path path = fs::path(source_dir()) / "problems" / dir / "cuda.json";
+    CAPTURE(path.string());
+    const ke::Spec spec = ke::load_spec(path.string());
+    CHECK(spec.language == ke::Language::cuda);
+    CHECK(spec.launch.has_value());
+    for (int which = 0; which < 3; ++which) {
+      ke::KernelSource ks = cuda_source(which == 0 ? spec.reference.source : spec.seed.source, spec.entry);
+      ks.defines = spec.seed_tunables();
+      if (which == 2) {  // the last value of every tunable, where the constraints allow it
+        ke::Bindings last;
+        for (const auto& [name, values] : spec.tunables) last[name] = values.back();
+        if (!spec.satisfies_constraints(last)) continue;
+        ks.defines = last;
+      }
+      const auto out = ke::cuda_detail::nvrtc_compile(ks, "sm_90");
+      CHECK_MESSAGE(out.ok, out.log);
+    }
+  }
+}
+
+TEST_CASE("cuda: the device describes itself and measures its ceilings" * doctest::skip(kNoGpu)) {
+  auto& device = *gpu().device;
+  const ke::DeviceInfo& info = device.info();
+  MESSAGE(info.id << " " << info.name << ": copy " << info.peak_bytes_per_s / 1e9 << " GB/s, FMA "
+                  << info.peak_flops_per_s / 1e12 << " TFLOP/s, floor " << info.floor_bytes_per_s / 1e9 << " GB/s ("
+                  << info.properties.at("ceilings") << ")");
+  CHECK(info.id == "cuda:0");
+  CHECK(info.kind == "cuda");
+  CHECK(!info.name.empty());
+  CHECK(info.compute_units > 0);
+  CHECK(info.vector_bits == 1024);
+  for (const char* key : {"compute_capability", "arch", "l2_cache", "shared_per_block", "shared_per_block_optin",
+                          "shared_per_sm", "clock_mhz", "memory", "uuid"}) {
+    CAPTURE(key);
+    CHECK(info.properties.count(key) == 1);
+  }
+  CHECK(info.peak_bytes_per_s > 1e11);
+  CHECK(info.peak_flops_per_s > 1e12);
+  CHECK(info.floor_bytes_per_s >= 3 * info.peak_bytes_per_s);
+  bool listed = false;
+  for (const auto& d : ke::list_devices()) listed |= d.id == "cuda:0" && d.name == info.name;
+  CHECK(listed);
+}
+
+TEST_CASE("cuda: compile, cache, launch, time, and report resources" * doctest::skip(kNoGpu)) {
+  auto& device = *gpu().device;
+  ke::KernelSource ks = cuda_source(kScale, "scale");
+  ks.defines = {{"FACTOR", 3}};
+  const ke::CompileResult first = device.compile(ks);
+  REQUIRE_MESSAGE(first.ok(), first.log);
+  CHECK(!first.cached);
+  const ke::CompileResult again = device.compile(ks);
+  CHECK(again.cached);
+  CHECK(again.kernel == first.kernel);
+  const auto res = first.kernel->resources();
+  CHECK(res.at("registers") > 0);
+  CHECK(res.count("local_bytes") == 1);
+  CHECK(res.count("shared_static_bytes") == 1);
+  CHECK(res.count("spill_store_bytes") == 1);
+  CHECK(res.at("max_threads_per_block") >= 256);
+  CHECK(res.at("occupancy_pct") > 0);
+
+  const long long n = 1 << 20;
+  std::vector<float> x(n), y(n, -1.f);
+  for (long long i = 0; i < n; ++i) x[i] = static_cast<float>(i % 1000) * 0.5f;
+  auto bx = device.allocate(n * 4), by = device.allocate(n * 4);
+  bx->upload(x.data(), n * 4);
+  void* px = bx->data();
+  void* py = by->data();
+  void* args[] = {&px, &py, const_cast<long long*>(&n)};
+  ke::LaunchDims dims;
+  dims.grid[0] = n / 256;
+  dims.block[0] = 256;
+  const ke::LaunchResult r = device.launch(*first.kernel, args, dims, true, true);
+  REQUIRE_MESSAGE(r.ok, r.error);
+  CHECK(r.time_us > 0);
+  CHECK(r.time_us < 1e5);
+  by->download(y.data(), n * 4);
+  bool same = true;
+  for (long long i = 0; i < n; ++i) same &= y[i] == 3.f * x[i];
+  CHECK(same);
+
+  // A compile error is a result with the log, and so is a missing entry point.
+  ks.source = "extern \"C\" __global__ void scale(float* y) { y[0] = undeclared; }";
+  ke::CompileResult bad = device.compile(ks);
+  CHECK(!bad.ok());
+  CHECK(bad.log.find("undeclared") != std::string::npos);
+  ks.source = "__global__ void scale(float* y) { y[0] = 1.f; }";  // mangled name
+  bad = device.compile(ks);
+  CHECK(!bad.ok());
+  CHECK(bad.log.find("extern \"C\"") != std::string::npos);
+  CHECK(device.healthy());
+}
+
+TEST_CASE("cuda: dynamic shared memory above 48 KB, and launches that fail leave the device usable" *
+          doctest::skip(kNoGpu)) {
+  auto& device = *gpu().device;
+  const char* src = R"(
+extern "C" __global__ void fill(float* y, long long n) {
+  extern __shared__ float buffer[];
+  const long long count = n;
+  for (long long i = threadIdx.x; i < count; i += blockDim.x) buffer[i] = (float)i;
+  __syncthreads();
+  for (long long i = threadIdx.x; i < count; i += blockDim.x) y[i] = buffer[count - 1 - i];
+}
+)";
+  const ke::CompileResult c = device.compile(cuda_source(src, "fill"));
+  REQUIRE_MESSAGE(c.ok(), c.log);
+  const long long n = 100 * 1024 / 4;  // 100 KB of shared memory
+  auto by = device.allocate(n * 4);
+  void* py = by->data();
+  void* args[] = {&py, const_cast<long long*>(&n)};
+  ke::LaunchDims dims;
+  dims.block[0] = 256;
+  dims.shared_bytes = n * 4;
+  const ke::LaunchResult ok = device.launch(*c.kernel, args, dims);
+  REQUIRE_MESSAGE(ok.ok, ok.error);
+  std::vector<float> y(n);
+  by->download(y.data(), n * 4);
+  CHECK(y[0] == static_cast<float>(n - 1));
+  CHECK(y[n - 1] == 0.f);
+
+  dims.shared_bytes = 4 << 20;  // more than any GPU has
+  ke::LaunchResult failed = device.launch(*c.kernel, args, dims);
+  CHECK(!failed.ok);
+  CHECK(!failed.error.empty());
+  dims.shared_bytes = n * 4;
+  dims.block[0] = 4096;  // more threads than a block may have
+  failed = device.launch(*c.kernel, args, dims);
+  CHECK(!failed.ok);
+  MESSAGE("a block of 4096 threads: " << failed.error);
+  CHECK(device.healthy());
+  dims.block[0] = 256;
+  const ke::LaunchResult after = device.launch(*c.kernel, args, dims, true, true);
+  CHECK_MESSAGE(after.ok, after.error);
+}
+
+TEST_CASE("cuda: each CUDA problem's seed and reference verify on the GPU" * doctest::skip(kNoGpu)) {
+  for (const char* dir : {"level1/row_sum", "level1/softmax", "level1/layernorm", "level2/elementwise_chain",
+                          "level1/matmul"}) {
+    const fs::path path = fs::path(source_dir()) / "problems" / dir / "cuda.json";
+    CAPTURE(path.string());
+    ke::Spec spec = ke::load_spec(path.string());
+    // Small shapes keep this quick; the odd one exercises every edge path.
+    if (spec.name == "matmul_cuda") {
+      spec.workloads = {{{"M", 256}, {"N", 256}, {"K", 256}}, {{"M", 67}, {"N", 45}, {"K", 33}}};
+    } else {
+      spec.workloads = {{{"M", 256}, {"N", 1024}}, {{"M", 37}, {"N", 301}}};
+    }
+    ke::EvalOptions quick;
+    quick.trials = 2;
+    quick.max_reps = 5;
+    quick.target_ms = 1;
+    ke::LocalEvaluator evaluator(spec, gpu().device, quick);
+    ke::Bindings last;
+    for (const auto& [name, values] : spec.tunables) last[name] = values.back();
+    for (const ke::Bindings& point : {spec.seed_tunables(), last}) {
+      if (!spec.satisfies_constraints(point)) continue;
+      const ke::Evaluation e = evaluator.evaluate(ke::Candidate{spec.seed.source, ke::Language::cuda, point}, 7);
+      CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
+    }
+  }
+}

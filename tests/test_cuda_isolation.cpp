@@ -1,0 +1,145 @@
+// Hostile CUDA kernels through the worker evaluator on cuda:0: an illegal address, a hang and a launch
+// that fails each land in a failure status, never in the host, and an honest kernel evaluated after each
+// in the same evaluator is still ok. Skipped (and says so) without a CUDA device.
+#include <doctest/doctest.h>
+
+#include <kernelevolve/device.hpp>
+#include <kernelevolve/error.hpp>
+#include <kernelevolve/fitness.hpp>
+
+#include <chrono>
+#include <string>
+
+namespace ke = kernelevolve;
+
+namespace {
+
+std::string gpu_missing() {
+  try {
+    ke::open_device("cuda:0");
+    return {};
+  } catch (const ke::Error& e) {
+    return e.what();
+  }
+}
+
+const std::string kMissing = gpu_missing();
+const bool kNoGpu = !kMissing.empty();
+
+const char* kHonest = R"(
+extern "C" __global__ void twice(const float* x, float* y, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = 2.0f * x[i];
+}
+)";
+
+ke::Spec twice_spec() {
+  ke::Spec s;
+  s.name = "twice_cuda";
+  s.language = ke::Language::cuda;
+  s.entry = "twice";
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+  s.workloads = {{{"n", 1 << 20}}, {{"n", 1001}}};
+  s.tolerance = {0, 0};
+  s.reference.source = kHonest;
+  s.seed.source = kHonest;
+  ke::LaunchRule rule;
+  rule.grid[0] = ke::Expr::parse("cdiv(n, THREADS)");
+  rule.block[0] = ke::Expr::parse("THREADS");
+  s.launch = rule;
+  s.tunables = {{"THREADS", {256, 128, 4096}}};
+  s.cost_bytes = ke::Expr::parse("8 * n");
+  s.validate();
+  return s;
+}
+
+ke::Candidate candidate(const std::string& source, std::int64_t threads = 256) {
+  return ke::Candidate{source, ke::Language::cuda, {{"THREADS", threads}}};
+}
+
+}  // namespace
+
+TEST_CASE("cuda isolation: whether it runs") {
+  if (kNoGpu) MESSAGE("skipped: no CUDA device: " << kMissing);
+  CHECK(true);
+}
+
+TEST_CASE("cuda isolation: hostile kernels fail in the worker, and an honest one still passes after each" *
+          doctest::skip(kNoGpu)) {
+  ke::WorkerOptions options;
+  options.timeout_s = 20;  // generous: the first evaluation of each fresh worker compiles with NVRTC
+  options.eval.trials = 2;
+  options.eval.max_reps = 10;
+  options.eval.target_ms = 2;
+  ke::WorkerEvaluator evaluator(twice_spec(), "cuda:0", options);
+  std::uint64_t seed = 1;
+  auto honest_ok = [&](const char* after) {
+    CAPTURE(after);
+    const ke::Evaluation e = evaluator.evaluate(candidate(kHonest), seed++);
+    CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
+  };
+  honest_ok("start");
+  const int started = evaluator.workers_started();
+
+  SUBCASE("an illegal address") {
+    const ke::Evaluation e = evaluator.evaluate(candidate(R"(
+extern "C" __global__ void twice(const float* x, float* y, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i + (1ll << 40)] = 2.0f * x[i];  // a terabyte past the buffer
+}
+)"),
+                                                    seed++);
+    MESSAGE("illegal address: " << std::string(ke::to_string(e.status)) << ": " << e.message);
+    CHECK((e.status == ke::Status::crashed || e.status == ke::Status::invalid));
+    CHECK(e.message.find("ILLEGAL_ADDRESS") != std::string::npos);
+    honest_ok("an illegal address");
+    CHECK(evaluator.workers_started() > started);  // the poisoned worker was replaced
+  }
+
+  SUBCASE("a hang") {
+    ke::WorkerOptions short_limit = options;
+    short_limit.timeout_s = 6;
+    ke::WorkerEvaluator hanging(twice_spec(), "cuda:0", short_limit);
+    const auto t0 = std::chrono::steady_clock::now();
+    const ke::Evaluation e = hanging.evaluate(candidate(R"(
+extern "C" __global__ void twice(const float* x, float* y, long long n) {
+  long long start = clock64();
+  while (clock64() - start >= 0) {}  // never ends: clock64 is volatile, so the loop stays
+  y[0] = x[0];
+}
+)"),
+                                              seed++);
+    const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    MESSAGE("hang: " << std::string(ke::to_string(e.status)) << " after " << waited << " s: " << e.message);
+    CHECK(e.status == ke::Status::timeout);
+    CHECK(waited < 30);
+    const ke::Evaluation after = hanging.evaluate(candidate(kHonest), seed++);
+    CHECK_MESSAGE(after.status == ke::Status::ok, after.message);
+    honest_ok("a hang (in another evaluator)");
+  }
+
+  SUBCASE("a launch that fails") {
+    const ke::Evaluation e = evaluator.evaluate(candidate(kHonest, 4096), seed++);  // 4096 threads per block
+    MESSAGE("launch failure: " << std::string(ke::to_string(e.status)) << ": " << e.message);
+    CHECK(e.status != ke::Status::ok);
+    CHECK(e.status != ke::Status::pending);
+    CHECK(e.message.find("4096") != std::string::npos);
+    honest_ok("a failed launch");
+  }
+
+  SUBCASE("a kernel that traps") {
+    const ke::Evaluation e = evaluator.evaluate(candidate(R"(
+extern "C" __global__ void twice(const float* x, float* y, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i == 12345) __trap();
+  if (i < n) y[i] = 2.0f * x[i];
+}
+)"),
+                                                    seed++);
+    MESSAGE("trap: " << std::string(ke::to_string(e.status)) << ": " << e.message);
+    CHECK(e.status != ke::Status::ok);
+    honest_ok("a trap");
+  }
+}
