@@ -7,7 +7,7 @@
 #
 #   bench/suite.sh [--device cpu|cuda[:N]] [--max-evals N] [--max-time SEC] [--jobs N] [--policy NAME]
 #                  [--only REGEX] [--cli PATH] [--out DIR] [--name NAME] [--torch|--no-torch] [--no-plot]
-#                  [--strict] [--timeout SEC] [--reuse]
+#                  [--strict] [--timeout SEC] [--runs DIR] [--reuse]
 #
 #   --device      cpu runs problems/level*/*/cpu.json (and older spec.json); cuda runs .../cuda.json
 #   --max-evals   evaluations per problem, the seed included (default 24)
@@ -19,7 +19,8 @@
 #   --torch       time PyTorch's operators first (default on a GPU; bench/suite_torch.py, python3 + torch)
 #   --strict      exit 1 if any problem has no correct kernel (the CI smoke test)
 #   --timeout     hard limit per problem, seconds (default: 3 x --max-time + 120, else 1800)
-#   --reuse       take each problem's result from OUT/runs/NAME/ where a previous run left one (and
+#   --runs        where each problem's JSON and log go (default OUT/runs/NAME)
+#   --reuse       take each problem's result from the runs folder where a previous run left one (and
 #                 PyTorch's times likewise): re-makes the table and plot, e.g. from a GPU machine's runs
 #
 # Needs jq; gnuplot (Debian's gnuplot-nox) for the plot. Exit 77 when jq is missing (ctest: skipped).
@@ -27,7 +28,7 @@ set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 device=cpu max_evals=24 max_time="" jobs="" policy="" only="" cli="" out="" name="" torch="" plot=1 strict=0
-hard_limit="" reuse=0
+hard_limit="" reuse=0 runs=""
 command_line="bench/suite.sh $*"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,6 +47,7 @@ while [ $# -gt 0 ]; do
     --strict) strict=1; shift ;;
     --timeout) hard_limit=$2; shift 2 ;;
     --reuse) reuse=1; shift ;;
+    --runs) runs=$2; shift 2 ;;
     -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "suite.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -67,7 +69,7 @@ name=${name:-${kind}_suite}
 if [ -z "$hard_limit" ]; then
   if [ -n "$max_time" ]; then hard_limit=$(awk -v t="$max_time" 'BEGIN { printf "%d", 3 * t + 120 }'); else hard_limit=1800; fi
 fi
-runs=$out/runs/$name
+runs=${runs:-$out/runs/$name}
 mkdir -p "$runs"
 
 # The problems, level by level, in folder order.
