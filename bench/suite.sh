@@ -48,7 +48,7 @@ while [ $# -gt 0 ]; do
     --timeout) hard_limit=$2; shift 2 ;;
     --reuse) reuse=1; shift ;;
     --runs) runs=$2; shift 2 ;;
-    -h|--help) sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "suite.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
