@@ -1,6 +1,9 @@
 #include "eval/buffers.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <cstring>
 #include <limits>
 
@@ -157,13 +160,17 @@ class FastRandom {
 
 }  // namespace
 
-void fill_random(HostArray& array, const InputDist& dist, std::mt19937_64& rng) {
-  FastRandom random(rng);
+namespace {
+
+// Elements [begin, end) from their own generator: chunks are independent, so they fill in parallel and
+// the result does not depend on how many threads there are.
+void fill_chunk(HostArray& array, const InputDist& dist, std::mt19937_64& seed_source, std::size_t begin, std::size_t end) {
+  FastRandom random(seed_source);
   const bool integral = !is_float(array.dtype);
   const double scale = dist.b > 0 ? dist.b : 1.0;
   double spare = 0;
   bool have_spare = false;
-  for (std::size_t i = 0; i < array.count; ++i) {
+  for (std::size_t i = begin; i < end; ++i) {
     double v;
     switch (dist.kind) {
       case InputDist::Kind::uniform: v = dist.a + (dist.b - dist.a) * random.unit(); break;
@@ -196,6 +203,39 @@ void fill_random(HostArray& array, const InputDist& dist, std::mt19937_64& rng) 
   }
 }
 
+constexpr std::size_t kChunk = 1u << 18;
+
+// Runs f(chunk_index) for every chunk of n elements, on up to hardware_concurrency threads.
+template <class F>
+void for_chunks(std::size_t n, F f) {
+  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  const std::size_t threads = std::min<std::size_t>(chunks, std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  if (threads <= 1) {
+    for (std::size_t c = 0; c < chunks; ++c) f(c);
+    return;
+  }
+  std::atomic<std::size_t> next{0};
+  std::vector<std::thread> pool;
+  for (std::size_t t = 0; t < threads; ++t) {
+    pool.emplace_back([&] {
+      for (std::size_t c = next++; c < chunks; c = next++) f(c);
+    });
+  }
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+void fill_random(HostArray& array, const InputDist& dist, std::mt19937_64& rng) {
+  const std::size_t chunks = (array.count + kChunk - 1) / kChunk;
+  std::vector<std::uint64_t> seeds(chunks);
+  for (auto& seed : seeds) seed = rng();
+  for_chunks(array.count, [&](std::size_t c) {
+    std::mt19937_64 chunk_rng(seeds[c]);
+    fill_chunk(array, dist, chunk_rng, c * kChunk, std::min(array.count, (c + 1) * kChunk));
+  });
+}
+
 void poison(HostArray& array) {
   if (array.dtype == DType::f32) {
     const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -208,29 +248,53 @@ void poison(HostArray& array) {
   }
 }
 
+namespace {
+
+inline double excess_of(double g, double e, const Tolerance& tol) {
+  if (std::isnan(e)) return std::isnan(g) ? 0.0 : std::numeric_limits<double>::infinity();
+  if (std::isnan(g)) return std::numeric_limits<double>::infinity();
+  if (std::isinf(e) || std::isinf(g)) return g == e ? 0.0 : std::numeric_limits<double>::infinity();
+  return std::abs(g - e) - (tol.atol + tol.rtol * std::abs(e));
+}
+
+void compare_range(const HostArray& got, const HostArray& expected, const Tolerance& tol, std::size_t begin,
+                   std::size_t end, CompareResult& r) {
+  auto visit = [&](std::size_t i, double g, double e) {
+    const double excess = excess_of(g, e, tol);
+    if (excess > r.excess) {
+      r.excess = excess;
+      r.worst_index = static_cast<std::int64_t>(i);
+      r.got = g;
+      r.expected = e;
+    }
+    if (excess > 0) r.pass = false;
+  };
+  if (got.dtype == DType::f32 && expected.dtype == DType::f32) {
+    const auto* g = reinterpret_cast<const float*>(got.bytes.data());
+    const auto* e = reinterpret_cast<const float*>(expected.bytes.data());
+    for (std::size_t i = begin; i < end; ++i) visit(i, g[i], e[i]);
+  } else {
+    for (std::size_t i = begin; i < end; ++i) visit(i, got.get(i), expected.get(i));
+  }
+}
+
+}  // namespace
+
 CompareResult compare(const HostArray& got, const HostArray& expected, const Tolerance& tol) {
-  CompareResult result;
   const std::size_t n = std::min(got.count, expected.count);
+  const std::size_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<CompareResult> parts(chunks);
+  for_chunks(n, [&](std::size_t c) { compare_range(got, expected, tol, c * kChunk, std::min(n, (c + 1) * kChunk), parts[c]); });
+  CompareResult result;
   if (got.count != expected.count) result.pass = false;
-  for (std::size_t i = 0; i < n; ++i) {
-    const double g = got.get(i), e = expected.get(i);
-    double excess;
-    if (std::isnan(e)) {
-      excess = std::isnan(g) ? 0.0 : std::numeric_limits<double>::infinity();
-    } else if (std::isnan(g)) {
-      excess = std::numeric_limits<double>::infinity();
-    } else if (std::isinf(e) || std::isinf(g)) {
-      excess = (g == e) ? 0.0 : std::numeric_limits<double>::infinity();
-    } else {
-      excess = std::abs(g - e) - (tol.atol + tol.rtol * std::abs(e));
+  for (const auto& part : parts) {  // in index order: ties keep the first element
+    if (!part.pass) result.pass = false;
+    if (part.excess > result.excess) {
+      result.excess = part.excess;
+      result.worst_index = part.worst_index;
+      result.got = part.got;
+      result.expected = part.expected;
     }
-    if (excess > result.excess) {
-      result.excess = excess;
-      result.worst_index = static_cast<std::int64_t>(i);
-      result.got = g;
-      result.expected = e;
-    }
-    if (excess > 0) result.pass = false;
   }
   return result;
 }

@@ -444,6 +444,20 @@ class CpuBuffer final : public Buffer {
     check(bytes, "download");
     if (bytes) std::memcpy(host, data_, bytes);
   }
+  void fill(const void* pattern, std::size_t pattern_bytes) override {
+    const auto* p = static_cast<const unsigned char*>(pattern);
+    if (pattern_bytes == 1) {
+      std::memset(data_, p[0], bytes_);
+      return;
+    }
+    std::size_t done = std::min(pattern_bytes, bytes_);
+    std::memcpy(data_, p, done);
+    while (done < bytes_) {  // doubling copies: log(n) memcpy calls
+      const std::size_t n = std::min(done, bytes_ - done);
+      std::memcpy(data_ + done, data_, n);
+      done += n;
+    }
+  }
 
  private:
   void check(std::size_t bytes, const char* what) const {

@@ -98,6 +98,8 @@ bool resolve_driver(void* lib, Api& api, std::string& missing) {
   ok &= resolve(lib, api.cuMemcpyDtoHAsync, {"cuMemcpyDtoHAsync_v2"}, missing);
   ok &= resolve(lib, api.cuMemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}, missing);
   ok &= resolve(lib, api.cuMemsetD8Async, {"cuMemsetD8Async"}, missing);
+  ok &= resolve(lib, api.cuMemsetD16Async, {"cuMemsetD16Async"}, missing);
+  ok &= resolve(lib, api.cuMemsetD32Async, {"cuMemsetD32Async"}, missing);
   ok &= resolve(lib, api.cuModuleLoadData, {"cuModuleLoadData"}, missing);
   ok &= resolve(lib, api.cuModuleUnload, {"cuModuleUnload"}, missing);
   ok &= resolve(lib, api.cuModuleGetFunction, {"cuModuleGetFunction"}, missing);

@@ -125,6 +125,8 @@ struct Api {
   CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, std::size_t, CUstream) = nullptr;
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, std::size_t, CUstream) = nullptr;
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, std::size_t, CUstream) = nullptr;
+  CUresult (*cuMemsetD16Async)(CUdeviceptr, unsigned short, std::size_t, CUstream) = nullptr;
+  CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned int, std::size_t, CUstream) = nullptr;
   CUresult (*cuModuleLoadData)(CUmodule*, const void*) = nullptr;
   CUresult (*cuModuleUnload)(CUmodule) = nullptr;
   CUresult (*cuModuleGetFunction)(CUfunction*, CUmodule, const char*) = nullptr;

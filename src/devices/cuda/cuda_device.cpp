@@ -282,6 +282,28 @@ class CudaBuffer final : public Buffer {
     ctx_->check("cuMemcpyDtoHAsync", ctx_->api->cuMemcpyDtoHAsync(host, ptr_, bytes, ctx_->stream));
     ctx_->check("cuStreamSynchronize", ctx_->api->cuStreamSynchronize(ctx_->stream));
   }
+  void fill(const void* pattern, std::size_t pattern_bytes) override {
+    if (!bytes_) return;
+    if (bytes_ % pattern_bytes != 0 || (pattern_bytes != 1 && pattern_bytes != 2 && pattern_bytes != 4)) {
+      Buffer::fill(pattern, pattern_bytes);
+      return;
+    }
+    std::lock_guard lock(ctx_->mutex);
+    ctx_->make_current();
+    const auto* p = static_cast<const unsigned char*>(pattern);
+    if (pattern_bytes == 1) {
+      ctx_->check("cuMemsetD8Async", ctx_->api->cuMemsetD8Async(ptr_, p[0], bytes_, ctx_->stream));
+    } else if (pattern_bytes == 2) {
+      unsigned short v;
+      std::memcpy(&v, p, 2);
+      ctx_->check("cuMemsetD16Async", ctx_->api->cuMemsetD16Async(ptr_, v, bytes_ / 2, ctx_->stream));
+    } else {
+      unsigned int v;
+      std::memcpy(&v, p, 4);
+      ctx_->check("cuMemsetD32Async", ctx_->api->cuMemsetD32Async(ptr_, v, bytes_ / 4, ctx_->stream));
+    }
+    ctx_->check("cuStreamSynchronize", ctx_->api->cuStreamSynchronize(ctx_->stream));
+  }
   CUdeviceptr ptr() const { return ptr_; }
 
  private:
