@@ -70,7 +70,7 @@ if [ -z "$hard_limit" ]; then
   if [ -n "$max_time" ]; then hard_limit=$(awk -v t="$max_time" 'BEGIN { printf "%d", 3 * t + 120 }'); else hard_limit=1800; fi
 fi
 runs=${runs:-$out/runs/$name}
-mkdir -p "$runs"
+mkdir -p "$runs" "$out"
 
 # The problems, level by level, in folder order.
 specs=()
@@ -251,15 +251,16 @@ set style fill solid 0.8 border -1
 set boxwidth 0.9
 set grid ytics
 set xtics rotate by -50 scale 0 font ',9'
-set key top left
+set key top left opaque
 set logscale y 2
 set yrange [0.5:*]
 set ylabel 'speedup of the best kernel (x)'
 plot '$data' using 2:xtic(1) title 'over the seed' lc rgb '#3182bd'$torch_plot, 1 notitle lc rgb '#888888' dt 2
 unset logscale y
-set yrange [0:100]
+set yrange [0:*]
+set key top left opaque
 set ylabel 'share of the roofline (%)'
-plot '$data' using 3:xtic(1) title 'best kernel' lc rgb '#31a354'
+plot '$data' using 3:xtic(1) title 'best kernel (over 100%: the working set fits in a cache)' lc rgb '#31a354', 100 notitle lc rgb '#888888' dt 2
 unset multiplot
 EOF
 fi
