@@ -1,12 +1,18 @@
-// kernelevolve: the command-line tool. Evolves a kernel from a spec file, checks a spec, lists devices.
+// kernelevolve: the command-line tool. Evolves a kernel from a spec file (keeping the run in a database),
+// checks a spec, shows a stored run, writes its best kernel, exports its graph, lists devices.
 // Exit codes: 0 done; 2 bad usage or spec; 3 device not available; 1 anything else.
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <kernelevolve/kernelevolve.hpp>
+#include <kernelevolve/store.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,35 +23,62 @@ namespace {
 
 const char* kUsage =
     "usage:\n"
-    "  kernelevolve run SPEC [--device cpu|cuda[:N]|hip[:N]] [--max-evals N] [--max-time SEC]\n"
-    "                        [--target-speedup X] [--policy NAME] [--mutator param|command] [--command CMD]\n"
-    "                        [--jobs N] [--timeout SEC] [--in-process] [--seed N] [--json]\n"
+    "  kernelevolve run SPEC [--device cpu|cuda[:N]|hip[:N]] [--db FILE | --no-db] [--resume [--run ID]] [--no-reuse]\n"
+    "                        [--max-evals N] [--max-time SEC] [--target-speedup X] [--plateau N] [--max-tokens N]\n"
+    "                        [--policy greedy|epsilon-greedy|tournament|ucb|islands|random] [policy options]\n"
+    "                        [--mutator param|command] [--command CMD] [--jobs N] [--timeout SEC] [--in-process]\n"
+    "                        [--seed N] [--json]\n"
     "  kernelevolve check SPEC [--device ...] [--json]   evaluate the reference and the seed only\n"
-    "  kernelevolve devices [--json]                     the devices found, with their properties\n";
+    "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes and the best one's lineage\n"
+    "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines\n"
+    "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
+    "  kernelevolve devices [--json]                     the devices found, with their properties\n"
+    "run 'kernelevolve COMMAND --help' for a command's options\n";
 
-// A progress line rewritten in place on a terminal; on anything else, a line per improvement.
+// A progress bar rewritten in place on a terminal (evaluations, best speedup, rate, ETA); on anything
+// else, a plain line per improvement, so that logs stay readable.
 class Progress final : public ke::Observer {
  public:
-  Progress(std::int64_t max_evals, bool quiet) : max_evals_(max_evals), quiet_(quiet), tty_(isatty(2) != 0) {}
+  Progress(std::int64_t max_evals, double max_time, bool quiet)
+      : max_evals_(max_evals), max_time_(max_time), quiet_(quiet), tty_(isatty(2) != 0) {}
 
   void on_start(const ke::Spec& spec, const ke::DeviceInfo& device) override {
+    start_ = std::chrono::steady_clock::now();
     if (!quiet_) std::fprintf(stderr, "evolving %s on %s (%s)\n", spec.name.c_str(), device.id.c_str(), device.name.c_str());
   }
 
   void on_node(const ke::Node& node, const ke::SearchState& state) override {
+    if (first_evaluation_ < 0) first_evaluation_ = state.evaluations - 1;  // a resumed run starts past 0
     if (node.evaluation.status != ke::Status::ok) failed_ += 1;
     const bool improved = node.speedup > best_;
     if (improved) best_ = node.speedup;
     if (quiet_) return;
+    const double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = run_s > 0 ? double(state.evaluations - first_evaluation_) / run_s : 0;
     if (tty_) {
-      const int width = 30;
-      const double frac = max_evals_ > 0 ? std::min(1.0, double(state.evaluations) / double(max_evals_)) : 0.0;
+      // The time left by each limit in force; the bar shows the nearest one.
+      double eta = -1, frac = 0;
+      if (max_evals_ > 0 && rate > 0) {
+        eta = double(max_evals_ - state.evaluations) / rate;
+        frac = double(state.evaluations) / double(max_evals_);
+      }
+      if (max_time_ > 0) {
+        const double left = std::max(0.0, max_time_ - state.elapsed_s);
+        if (eta < 0 || left < eta) {
+          eta = left;
+          frac = state.elapsed_s / max_time_;
+        }
+      }
+      frac = std::clamp(frac, 0.0, 1.0);
+      const int width = 24;
       const int filled = static_cast<int>(frac * width);
-      const double rate = state.elapsed_s > 0 ? state.evaluations / state.elapsed_s : 0;
-      const double eta = rate > 0 && max_evals_ > 0 ? (max_evals_ - state.evaluations) / rate : 0;
-      std::fprintf(stderr, "\r[%.*s%*s] %lld/%lld  best %.2fx  failed %lld  %.1f/s  eta %.0fs \x1b[K",
-                   filled, "##############################", width - filled, "", (long long)state.evaluations,
-                   (long long)max_evals_, best_, (long long)failed_, rate, eta);
+      char eta_text[32] = "?";
+      if (eta >= 0) std::snprintf(eta_text, sizeof eta_text, "%.0fs", std::max(0.0, eta));
+      std::fprintf(stderr, "\r[%.*s%*s] %lld", filled, "########################", width - filled, "",
+                   (long long)state.evaluations);
+      if (max_evals_ > 0) std::fprintf(stderr, "/%lld", (long long)max_evals_);
+      std::fprintf(stderr, " evals  best %.2fx  failed %lld  %.2f/s  eta %s \x1b[K", best_, (long long)failed_, rate,
+                   eta_text);
     } else if (improved || node.id == 0) {
       std::fprintf(stderr, "node %lld: %s %.2fx (%s) after %lld evaluations, %.1f s\n", (long long)node.id,
                    ke::to_string(node.evaluation.status), node.speedup, node.note.c_str(),
@@ -59,8 +92,11 @@ class Progress final : public ke::Observer {
 
  private:
   std::int64_t max_evals_;
+  double max_time_;
   bool quiet_;
   bool tty_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::int64_t first_evaluation_ = -1;
   double best_ = 0;
   std::int64_t failed_ = 0;
 };
@@ -183,21 +219,65 @@ int cmd_check(const std::vector<std::string>& args) {
   return ok ? 0 : 1;
 }
 
+
+std::string joined(const std::vector<std::string>& args) {
+  std::string out;
+  for (const auto& a : args) out += (out.empty() ? "" : " ") + a;
+  return out;
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::string item;
+  for (char ch : text + ",") {
+    if (ch == ',') {
+      if (!item.empty()) out.push_back(item);
+      item.clear();
+    } else if (ch != ' ') {
+      item += ch;
+    }
+  }
+  return out;
+}
+
+// Opens the store of a run, with a hint when the default place beside the spec cannot be written.
+std::shared_ptr<ke::Store> open_store(const std::string& path, bool defaulted) {
+  try {
+    return std::make_shared<ke::Store>(path);
+  } catch (const ke::Error& e) {
+    if (e.code() != ke::ErrorCode::Internal || !defaulted) throw;
+    throw ke::Error(e.code(), std::string(e.what()) + " (the default database sits beside the spec; choose another with --db FILE, or --no-db)");
+  }
+}
+
 int cmd_run(const std::vector<std::string>& args) {
-  po::options_description d("run");
+  po::options_description d("run options");
   Common c;
   add_common(d, c);
-  std::int64_t max_evals = 64;
+  std::int64_t max_evals = 64, plateau = 0, max_tokens = 0, run_id = 0;
   double max_time = 0, target = 0;
-  std::string policy = "greedy", mutator = "param", command;
+  std::string policy = ke::default_policy_name(), mutator = "param", command, db, features;
   std::uint64_t seed = 1;
   int jobs = 1;
   double timeout = 0, command_timeout = 300;
-  bool in_process = false;
+  bool in_process = false, resume = false, no_db = false, no_reuse = false;
+  ke::PolicyOptions popt;
   d.add_options()("max-evals", po::value(&max_evals)->default_value(64), "stop after N evaluations (the seed included)")(
       "max-time", po::value(&max_time), "stop after SEC seconds")("target-speedup", po::value(&target),
                                                                   "stop once the best is X times faster than the seed")(
-      "policy", po::value(&policy)->default_value("greedy"), "selection policy")(
+      "plateau", po::value(&plateau), "stop after N evaluations without an improvement")(
+      "max-tokens", po::value(&max_tokens), "stop once the mutator has spent N model tokens")(
+      "policy", po::value(&policy)->default_value(ke::default_policy_name()),
+      "selection policy: greedy, epsilon-greedy, tournament, ucb, islands or random")(
+      "epsilon", po::value(&popt.epsilon)->default_value(popt.epsilon), "epsilon-greedy: chance of a random ok node")(
+      "tournament-size", po::value(&popt.tournament_size)->default_value(popt.tournament_size),
+      "tournament: nodes drawn per selection")(
+      "ucb-c", po::value(&popt.exploration)->default_value(popt.exploration), "ucb: weight of the exploration term")(
+      "islands", po::value(&popt.islands)->default_value(popt.islands), "islands: number of islands")(
+      "migration-interval", po::value(&popt.migration_interval)->default_value(popt.migration_interval),
+      "islands: evaluations between migrations")(
+      "features", po::value(&features),
+      "islands: MAP-Elites axes, comma-separated: a tunable's name, source_length, resource:NAME (default: the first tunable)")(
       "mutator", po::value(&mutator)->default_value("param"), "param or command")(
       "command", po::value(&command), "the command mutator's program, run through /bin/sh once per child")(
       "command-timeout", po::value(&command_timeout)->default_value(300), "time limit of one command run, seconds")(
@@ -206,16 +286,31 @@ int cmd_run(const std::vector<std::string>& args) {
       "time limit per candidate, seconds (0: 10x the seed's evaluation, at least 10 s)")(
       "in-process", po::bool_switch(&in_process),
       "evaluate in this process, without workers: faster, but a crashing candidate ends the run")(
-      "seed", po::value(&seed)->default_value(1), "random seed of the search");
+      "seed", po::value(&seed)->default_value(1), "random seed of the search")(
+      "db", po::value(&db), "the database of runs (default: SPEC.kernelevolve.db beside the spec)")(
+      "no-db", po::bool_switch(&no_db), "keep nothing on disk")(
+      "resume", po::bool_switch(&resume), "go on with the latest run of this spec in the database (or --run ID)")(
+      "run", po::value(&run_id), "with --resume: the run to go on with")(
+      "no-reuse", po::bool_switch(&no_reuse),
+      "measure every candidate, even one the database holds a measurement of (same spec, same device)");
   po::variables_map vm = parse(args, d, c);
-  if (vm.count("help") || c.spec_path.empty()) {
+  if (vm.count("help")) {
+    std::cout << kUsage << d;
+    return 0;
+  }
+  if (c.spec_path.empty()) {
     std::cerr << kUsage;
-    return vm.count("help") ? 0 : 2;
+    return 2;
   }
   if (max_evals < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--max-evals must be at least 1");
   if (jobs < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--jobs must be at least 1");
   if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
+  if (vm.count("plateau") && plateau < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--plateau must be at least 1");
+  if (vm.count("max-tokens") && max_tokens < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--max-tokens must be at least 1");
   if (in_process && jobs > 1) throw ke::Error(ke::ErrorCode::BadUsage, "--in-process evaluates one candidate at a time: drop --jobs");
+  if (no_db && (vm.count("db") || resume)) throw ke::Error(ke::ErrorCode::BadUsage, "--no-db cannot go with --db or --resume");
+  if (vm.count("run") && !resume) throw ke::Error(ke::ErrorCode::BadUsage, "--run ID goes with --resume");
+  popt.features = split_list(features);
   ke::Spec spec = ke::load_spec(c.spec_path);
   std::shared_ptr<ke::Mutator> mut;
   if (mutator == "param") {
@@ -226,10 +321,12 @@ int cmd_run(const std::vector<std::string>& args) {
   } else {
     throw ke::Error(ke::ErrorCode::BadUsage, "unknown mutator '" + mutator + "' (known: param, command)");
   }
-  std::shared_ptr<ke::SelectionPolicy> pol = ke::make_policy(policy);
+  std::shared_ptr<ke::SelectionPolicy> pol = ke::make_policy(policy, popt);
   std::vector<std::shared_ptr<ke::StopRule>> rules{ke::max_evaluations(max_evals)};
   if (vm.count("max-time")) rules.push_back(ke::max_time(max_time));
   if (vm.count("target-speedup")) rules.push_back(ke::target_speedup(target));
+  if (vm.count("plateau")) rules.push_back(ke::plateau(plateau));
+  if (vm.count("max-tokens")) rules.push_back(ke::token_budget(max_tokens));
   std::shared_ptr<ke::FitnessEvaluator> evaluator;
   if (in_process) {
     evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device(c.device));
@@ -241,20 +338,177 @@ int cmd_run(const std::vector<std::string>& args) {
     wo.eval.timing_lock = timing_lock_path(c.device);
     evaluator = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wo);
   }
+  const ke::DeviceInfo info = evaluator->device_info();
+  // The database is opened once the device is: a run that cannot start leaves no file behind.
+  std::shared_ptr<ke::Store> store;
+  if (!no_db) store = open_store(db.empty() ? ke::default_store_path(c.spec_path) : db, db.empty());
+  ke::RunId run = 1;
+  std::optional<ke::Checkpoint> checkpoint;
+  std::shared_ptr<ke::ReusingEvaluator> reusing;
+  if (store) {
+    if (resume) {
+      std::optional<ke::RunId> found = vm.count("run") ? std::optional<ke::RunId>(run_id) : store->latest_run(spec);
+      if (!found) {
+        throw ke::Error(ke::ErrorCode::BadUsage, store->path() + " holds no run of this spec (" + spec.name +
+                                                     ") to resume; drop --resume to start one");
+      }
+      const ke::RunInfo r = store->run(*found);
+      if (r.spec_hash != ke::spec_hash(spec)) {
+        throw ke::Error(ke::ErrorCode::BadUsage, "run " + std::to_string(r.id) + " of " + store->path() +
+                                                     " was of another spec (" + r.spec_name +
+                                                     ", or this one since edited): it cannot be resumed with " + c.spec_path);
+      }
+      if (r.device.kind != info.kind || r.device.name != info.name) {
+        throw ke::Error(ke::ErrorCode::BadUsage, "run " + std::to_string(r.id) + " of " + store->path() + " ran on " +
+                                                     r.device.id + " (" + r.device.name + "), not on " + info.id + " (" +
+                                                     info.name + "): resume it there, or drop --resume to start a run here");
+      }
+      run = r.id;
+      checkpoint = store->resume(run);
+    } else {
+      run = store->begin_run(spec, info, {policy, mutator, seed, joined(args)});
+    }
+    if (!no_reuse) {
+      reusing = std::make_shared<ke::ReusingEvaluator>(evaluator, store, spec);
+      evaluator = reusing;
+    }
+  }
   ke::EvolverOptions options;
   options.seed = seed;
   options.jobs = jobs;
   ke::Evolver evolver(spec, evaluator, mut, pol, ke::any_of(rules), options);
-  Progress progress(max_evals, false);
+  if (checkpoint) {
+    if (!c.json) {
+      std::fprintf(stderr, "resuming run %lld of %s: %zu nodes\n", (long long)run, store->path().c_str(),
+                   checkpoint->graph.size());
+    }
+    evolver.resume(std::move(*checkpoint));
+  }
+  Progress progress(max_evals, vm.count("max-time") ? max_time : 0, false);
   evolver.add_observer(&progress);
+  std::optional<ke::StoreRecorder> recorder;
+  if (store) {
+    recorder.emplace(store, run, reusing.get());
+    evolver.add_observer(&*recorder);
+  }
   const ke::RunResult result = evolver.run();
-  const ke::DeviceInfo info = evaluator->device_info();
   if (c.json) {
-    std::cout << ke::run_report_json(spec, info, evolver.graph(), result) << "\n";
+    std::cout << ke::run_report_json(spec, info, evolver.graph(), result, run) << "\n";
   } else {
     std::cout << ke::run_report_text(spec, info, evolver.graph(), result);
+    if (store) {
+      std::cout << "  database: " << store->path() << ", run " << run;
+      if (reusing && reusing->reused() > 0) std::cout << " (" << reusing->reused() << " measurements reused)";
+      std::cout << "\n";
+    }
   }
   return result.best ? 0 : 1;
+}
+
+// The options shared by show, best and export: the database and the run in it.
+struct StoredRun {
+  std::shared_ptr<ke::Store> store;
+  ke::RunId run = 0;
+};
+
+StoredRun open_run(const std::string& db, const po::variables_map& vm, ke::RunId run_id) {
+  StoredRun r;
+  r.store = std::make_shared<ke::Store>(db, ke::Store::Mode::read_only);
+  if (vm.count("run")) {
+    r.run = r.store->run(run_id).id;  // throws for an unknown run
+  } else if (const auto latest = r.store->latest_run()) {
+    r.run = *latest;
+  } else {
+    throw ke::Error(ke::ErrorCode::BadUsage, db + " holds no run yet");
+  }
+  return r;
+}
+
+void write_output(const std::string& text, const std::string& file) {
+  if (file.empty() || file == "-") {
+    std::cout << text;
+    return;
+  }
+  std::ofstream out(file, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) throw ke::Error(ke::ErrorCode::BadUsage, "cannot write " + file);
+}
+
+po::variables_map parse_db_command(const std::vector<std::string>& args, po::options_description& d, std::string& db) {
+  d.add_options()("help,h", "this help")("db", po::value(&db), "the database");
+  po::positional_options_description pos;
+  pos.add("db", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
+  po::notify(vm);
+  return vm;
+}
+
+int cmd_show(const std::vector<std::string>& args) {
+  po::options_description d("show options");
+  std::string db;
+  ke::RunId run_id = 0;
+  std::size_t limit = 0;
+  d.add_options()("run", po::value(&run_id), "the run (default: the latest)")(
+      "limit", po::value(&limit)->default_value(0), "show only the first N nodes (0: all)");
+  po::variables_map vm = parse_db_command(args, d, db);
+  if (vm.count("help") || db.empty()) {
+    (vm.count("help") ? std::cout : std::cerr) << kUsage << d;
+    return vm.count("help") ? 0 : 2;
+  }
+  const StoredRun r = open_run(db, vm, run_id);
+  const auto runs = r.store->runs();
+  if (runs.size() > 1) {
+    std::cout << db << " holds " << runs.size() << " runs:";
+    for (const auto& info : runs) std::cout << " " << info.id << " (" << info.spec_name << ", " << info.nodes << " nodes)";
+    std::cout << "; --run ID picks one\n";
+  }
+  std::cout << ke::show_run_text(*r.store, r.run, limit);
+  return 0;
+}
+
+int cmd_best(const std::vector<std::string>& args) {
+  po::options_description d("best options");
+  std::string db, output;
+  ke::RunId run_id = 0;
+  d.add_options()("run", po::value(&run_id), "the run (default: the latest)")(
+      "output,o", po::value(&output), "write the source to FILE (default: standard output)");
+  po::variables_map vm = parse_db_command(args, d, db);
+  if (vm.count("help") || db.empty()) {
+    (vm.count("help") ? std::cout : std::cerr) << kUsage << d;
+    return vm.count("help") ? 0 : 2;
+  }
+  const StoredRun r = open_run(db, vm, run_id);
+  const auto source = ke::best_kernel_source(*r.store, r.run);
+  if (!source) {
+    std::cerr << "kernelevolve: run " << r.run << " of " << db << " has no correct kernel\n";
+    return 1;
+  }
+  write_output(*source, output);
+  return 0;
+}
+
+int cmd_export(const std::vector<std::string>& args) {
+  po::options_description d("export options");
+  std::string db, output, format;
+  ke::RunId run_id = 0;
+  d.add_options()("run", po::value(&run_id), "the run (default: the latest)")(
+      "format", po::value(&format), "json or dot (Graphviz)")(
+      "output,o", po::value(&output), "write to FILE (default: standard output)");
+  po::variables_map vm = parse_db_command(args, d, db);
+  if (vm.count("help") || db.empty()) {
+    (vm.count("help") ? std::cout : std::cerr) << kUsage << d;
+    return vm.count("help") ? 0 : 2;
+  }
+  if (format.empty() && output.size() > 4) format = output.substr(output.rfind('.') + 1);
+  if (format == "gv") format = "dot";
+  if (format != "json" && format != "dot") {
+    throw ke::Error(ke::ErrorCode::BadUsage, "--format must be json or dot");
+  }
+  const StoredRun r = open_run(db, vm, run_id);
+  write_output(format == "json" ? ke::export_json(*r.store, r.run) : ke::export_dot(*r.store, r.run), output);
+  return 0;
 }
 
 }  // namespace
@@ -269,6 +523,9 @@ int main(int argc, char** argv) {
   try {
     if (command == "run") return cmd_run(args);
     if (command == "check") return cmd_check(args);
+    if (command == "show") return cmd_show(args);
+    if (command == "best") return cmd_best(args);
+    if (command == "export") return cmd_export(args);
     if (command == "devices") return cmd_devices(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage;

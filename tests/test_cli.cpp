@@ -95,7 +95,7 @@ TEST_CASE("check passes a correct seed and fails a wrong one") {
 }
 
 TEST_CASE("run finds a kernel several times faster than the seed, and reports it in JSON") {
-  const auto o = kernelevolve("run " + fixture("e2e/colsum.json") + " --max-evals 12 --json");
+  const auto o = kernelevolve("run " + fixture("e2e/colsum.json") + " --max-evals 12 --json --no-db");
   REQUIRE_MESSAGE(o.code == 0, o.err);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;

@@ -32,6 +32,9 @@ class Observer {
   virtual void on_node(const Node&, const SearchState&) {}
   // A mutation that produced no candidate: the mutator's recorded failure (its error, prompt and answer).
   virtual void on_mutator_failure(const Mutation&, const std::vector<NodeId>& /*parents*/) {}
+  // Every return of the mutator, before the child (if any) is evaluated or the failure reported: what it
+  // was asked and answered, its tokens, and how many seconds the call took.
+  virtual void on_mutator_call(const Mutation&, const std::vector<NodeId>& /*parents*/, double /*seconds*/) {}
   virtual void on_finish(const RunResult&, const SearchGraph&) {}
 };
 
@@ -44,12 +47,25 @@ struct EvolverOptions {
   int max_consecutive_mutator_failures = 64;
 };
 
+// Where an interrupted run stood, to go on from: its committed nodes and what it had spent. A Store
+// loads one (Store::resume); a host may build one itself.
+struct Checkpoint {
+  SearchGraph graph;         // evaluated nodes only, ids dense from 0, node 0 the seed
+  double elapsed_s = 0;      // the run's time so far
+  std::int64_t tokens = 0;   // model tokens spent so far, failed mutations included
+  std::int64_t mutator_failures = 0;
+};
+
 class Evolver {
  public:
   Evolver(Spec spec, std::shared_ptr<FitnessEvaluator> evaluator, std::shared_ptr<Mutator> mutator,
           std::shared_ptr<SelectionPolicy> policy, std::shared_ptr<StopRule> stop, EvolverOptions options = {});
   ~Evolver();
   void add_observer(Observer* observer);  // not owned; must outlive run()
+  // Makes run() go on from a checkpoint instead of starting from the seed: its nodes are not evaluated
+  // again, and the stop rules see the run's totals (evaluations, time, tokens) so far. Call before run().
+  // Throws Error(BadUsage) if a node is still pending or node 0 has parents.
+  void resume(Checkpoint checkpoint);
   // Evaluates the seed, then searches until the stop rule fires or the space is exhausted.
   RunResult run();
   const SearchGraph& graph() const;

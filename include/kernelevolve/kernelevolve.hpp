@@ -12,3 +12,4 @@
 #include "kernelevolve/selection.hpp"
 #include "kernelevolve/spec.hpp"
 #include "kernelevolve/stop_rule.hpp"
+#include "kernelevolve/store.hpp"

@@ -27,21 +27,34 @@ struct Node {
   std::string prompt;
   std::string answer;
   std::int64_t tokens = 0;
+  double mutation_s = 0;         // how long the mutator took to make this node
 };
 
 class SearchGraph {
  public:
-  // Adds a node; assigns and returns its id (ids are dense, from 0).
+  // Adds a node; assigns and returns its id (ids are dense, from 0). A node added with a status other
+  // than pending counts as evaluated at once.
   NodeId add(Node node);
   const Node& node(NodeId id) const;
+  // Mutable access for notes and the like. Record an evaluation with record_evaluation, not through
+  // this reference, so that the graph's indexes (best, ok nodes, evaluation order) stay true.
   Node& node(NodeId id);
+  // Records a finished evaluation and its speedup on a node (normally a pending one).
+  void record_evaluation(NodeId id, Evaluation evaluation, double speedup);
   std::size_t size() const { return nodes_.size(); }
   const std::vector<Node>& nodes() const { return nodes_; }
 
-  // The fastest ok node, if any.
+  // The fastest ok node, if any (the first to reach that speed on a tie). Constant time.
   std::optional<NodeId> best() const;
   std::vector<NodeId> by_status(Status status) const;
   std::vector<NodeId> children(NodeId id) const;
+  // The ok nodes, in the order their evaluations were recorded.
+  const std::vector<NodeId>& ok_nodes() const { return ok_; }
+  // Every node whose evaluation was recorded, in that order: a policy that keeps its own statistics
+  // reads the tail it has not seen yet.
+  const std::vector<NodeId>& evaluation_order() const { return evaluated_; }
+  // Nodes added but not yet evaluated.
+  std::size_t pending() const { return nodes_.size() - evaluated_.size(); }
   // Whether this point (source and tunables) is already in the graph.
   bool contains(const Candidate& candidate) const;
   std::optional<NodeId> find(const Candidate& candidate) const;
@@ -49,9 +62,15 @@ class SearchGraph {
   std::vector<NodeId> lineage(NodeId id) const;
 
  private:
+  void index_evaluation(const Node& node);
+
   std::vector<Node> nodes_;
   std::unordered_map<std::string, NodeId> by_key_;
   std::unordered_map<NodeId, std::vector<NodeId>> children_;
+  std::vector<NodeId> ok_;
+  std::vector<NodeId> evaluated_;
+  std::vector<bool> is_evaluated_;
+  std::optional<NodeId> best_;
 };
 
 }  // namespace kernelevolve

@@ -1,5 +1,10 @@
 // SelectionPolicy: picks the parent(s) of the next mutation from the search graph.
+//
+// Policies choose among the ok nodes (the seed while there are none). Those that keep statistics
+// (ucb, islands) read the graph's evaluation_order() incrementally, so a selection costs the same at
+// 100 nodes and at 100,000; every policy here is cheap next to one evaluation.
 #pragma once
+#include <cstdint>
 #include <memory>
 #include <random>
 #include <string>
@@ -17,6 +22,20 @@ class SelectionPolicy {
   virtual std::vector<NodeId> select(const SearchGraph& graph, std::mt19937_64& rng) = 0;
 };
 
+// Parameters of the policies; each policy reads its own and ignores the rest.
+struct PolicyOptions {
+  double epsilon = 0.2;          // epsilon-greedy: the chance of a uniformly random ok node instead of the best
+  int tournament_size = 3;       // tournament: ok nodes drawn at random; the fastest of them wins
+  double exploration = 0.2;      // ucb: the weight c of the exploration term c * sqrt(ln N / n)
+  int islands = 4;               // islands: separate populations
+  int migration_interval = 16;   // islands: evaluations between migrations (each island's best to the next)
+  // islands: MAP-Elites feature axes. Each is "tunable:NAME" (or just NAME), "source_length", or
+  // "resource:NAME" (a count from Evaluation::resources, e.g. "resource:registers"). Empty: the first
+  // tunable of the seed, or source_length when it has none.
+  std::vector<std::string> features;
+  double bins_per_octave = 2;    // islands: numeric features (length, resources) fall in log2 bins this fine
+};
+
 // Always the fastest correct node: pure exploitation; the mutator's restarts supply exploration.
 class GreedyPolicy final : public SelectionPolicy {
  public:
@@ -24,8 +43,108 @@ class GreedyPolicy final : public SelectionPolicy {
   std::vector<NodeId> select(const SearchGraph& graph, std::mt19937_64& rng) override;
 };
 
-// Creates a policy by name ("greedy", ...); throws Error(BadUsage) naming the known ones otherwise.
-std::unique_ptr<SelectionPolicy> make_policy(const std::string& name);
+// A uniformly random ok node: no exploitation at all; a baseline for the others.
+class RandomPolicy final : public SelectionPolicy {
+ public:
+  std::string name() const override { return "random"; }
+  std::vector<NodeId> select(const SearchGraph& graph, std::mt19937_64& rng) override;
+};
+
+// The best node, except with probability epsilon a uniformly random ok node.
+class EpsilonGreedyPolicy final : public SelectionPolicy {
+ public:
+  explicit EpsilonGreedyPolicy(double epsilon = 0.2);
+  std::string name() const override { return "epsilon-greedy"; }
+  std::vector<NodeId> select(const SearchGraph& graph, std::mt19937_64& rng) override;
+
+ private:
+  double epsilon_;
+};
+
+// The fastest of `size` ok nodes drawn uniformly (with replacement): selection pressure that grows
+// with the size, without always taking the single best.
+class TournamentPolicy final : public SelectionPolicy {
+ public:
+  explicit TournamentPolicy(int size = 3);
+  std::string name() const override { return "tournament"; }
+  std::vector<NodeId> select(const SearchGraph& graph, std::mt19937_64& rng) override;
+
+ private:
+  int size_;
+};
+
+// UCB1 over the graph: every ok node is an arm, and mutating it is a pull. The reward of a pull is the
+// child's improvement over its parent, max(0, child speedup - parent speedup) (0 for a failed child). An
+// arm's index is what a pull is expected to leave behind, E[max(parent, child)], plus the exploration term:
+//   speedup / best + mean improvement / best + exploration * sqrt(ln(all pulls) / pulls of the arm)
+// (shares of the best speedup so far, so the large early gains over a slow seed fade as the search moves
+// on). A node's own improvement over its parent counts as its first pull, so a fresh improvement is tried
+// soon; children still being evaluated count as pulls without a reward yet, so parallel jobs spread out.
+class UcbPolicy final : public SelectionPolicy {
+ public:
+  explicit UcbPolicy(double exploration = 0.2);
+  std::string name() const override { return "ucb"; }
+  std::vector<NodeId> select(const SearchGraph& graph, std::mt19937_64& rng) override;
+
+ private:
+  struct Arm {
+    double speedup = 0;    // the node's own
+    double gain = 0;       // the sum of its children's gains over it (speedup), the prior included
+    double pulls = 0;      // finished pulls, the prior included
+    double in_flight = 0;  // children added but not yet evaluated
+    double value = 0, inverse_sqrt_pulls = 1;  // kept up to date by refresh(), so a selection is a multiply-add per arm
+    void refresh();
+  };
+  void catch_up(const SearchGraph& graph);
+  double gain(const SearchGraph& graph, const Node& child) const;
+
+  double exploration_;
+  const SearchGraph* seen_graph_ = nullptr;
+  std::size_t seen_nodes_ = 0;      // nodes added that we have accounted for
+  std::size_t seen_evaluated_ = 0;  // entries of evaluation_order() accounted for
+  std::vector<Arm> arms_;           // by node id
+  std::vector<bool> counted_pending_;
+  double total_pulls_ = 0;
+};
+
+// Islands of MAP-Elites archives. Each island keeps, per cell of the feature space, its fastest ok node
+// (the elite). A child joins the island of the parent it came from; a selection takes the islands in turn
+// and returns a uniformly random elite of the island. Every `migration_interval` evaluations each island
+// sends its best elite to the next island (a ring). Diversity is kept twice: across cells (different
+// feature values survive even when slower) and across islands (separate lineages until they migrate).
+class IslandsPolicy final : public SelectionPolicy {
+ public:
+  explicit IslandsPolicy(PolicyOptions options = {});
+  std::string name() const override { return "islands"; }
+  std::vector<NodeId> select(const SearchGraph& graph, std::mt19937_64& rng) override;
+  // The cell a node falls in (one bin per feature axis), for tests and reports.
+  std::vector<std::int64_t> cell_of(const Node& node) const;
+  // Each island's elites, for tests and reports.
+  std::vector<std::vector<NodeId>> elites() const;
+
+ private:
+  struct Island;
+  void catch_up(const SearchGraph& graph);
+  void offer(std::size_t island, const SearchGraph& graph, NodeId id);
+  void migrate(const SearchGraph& graph);
+
+  PolicyOptions options_;
+  std::vector<std::string> features_;  // resolved axes
+  const SearchGraph* seen_graph_ = nullptr;
+  std::size_t seen_nodes_ = 0;
+  std::size_t seen_evaluated_ = 0;
+  std::size_t next_island_ = 0;
+  std::int64_t since_migration_ = 0;
+  std::vector<std::shared_ptr<Island>> islands_;
+  std::vector<std::int64_t> island_of_;              // by node id; -1 unknown
+  std::vector<std::vector<std::int64_t>> asked_;     // by parent id: islands whose selection chose it, not yet claimed
+};
+
+// Creates a policy by name: "greedy", "epsilon-greedy", "tournament", "ucb", "islands" (or "map-elites"),
+// "random". Throws Error(BadUsage) naming the known ones for an unknown name or a bad option.
+std::unique_ptr<SelectionPolicy> make_policy(const std::string& name, const PolicyOptions& options = {});
 std::vector<std::string> policy_names();
+// The policy `kernelevolve run` uses when none is named (see bench/search_quality for why).
+std::string default_policy_name();
 
 }  // namespace kernelevolve

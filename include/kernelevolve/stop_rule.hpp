@@ -1,4 +1,5 @@
-// StopRule: when the search stops. Rules compose with any_of / all_of.
+// StopRule: when the search stops. Rules compose with any_of / all_of. A resumed run carries its state
+// over (evaluations, elapsed time, tokens), so the rules apply to the run as a whole.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,6 +29,8 @@ std::shared_ptr<StopRule> max_evaluations(std::int64_t n);
 std::shared_ptr<StopRule> max_time(double seconds);
 std::shared_ptr<StopRule> target_speedup(double speedup);
 std::shared_ptr<StopRule> plateau(std::int64_t evaluations_without_improvement);
+// Stops once the mutators have spent this many model tokens (prompt and answer, failed calls included).
+std::shared_ptr<StopRule> token_budget(std::int64_t tokens);
 std::shared_ptr<StopRule> any_of(std::vector<std::shared_ptr<StopRule>> rules);
 std::shared_ptr<StopRule> all_of(std::vector<std::shared_ptr<StopRule>> rules);
 

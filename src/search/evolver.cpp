@@ -21,6 +21,7 @@ struct Evolver::Impl {
   EvolverOptions options;
   SearchGraph graph;
   std::vector<Observer*> observers;
+  std::optional<Checkpoint> checkpoint;  // where run() goes on from, if set
 };
 
 Evolver::Evolver(Spec spec, std::shared_ptr<FitnessEvaluator> evaluator, std::shared_ptr<Mutator> mutator,
@@ -43,6 +44,19 @@ Evolver::~Evolver() = default;
 
 void Evolver::add_observer(Observer* observer) {
   if (observer) impl_->observers.push_back(observer);
+}
+
+void Evolver::resume(Checkpoint checkpoint) {
+  const SearchGraph& g = checkpoint.graph;
+  for (const Node& n : g.nodes()) {
+    if (n.evaluation.status == Status::pending) {
+      throw Error(ErrorCode::BadUsage, "Evolver::resume: node " + std::to_string(n.id) + " of the checkpoint is still pending");
+    }
+  }
+  if (g.size() > 0 && !g.node(0).parents.empty()) {
+    throw Error(ErrorCode::BadUsage, "Evolver::resume: node 0 of the checkpoint is not a seed (it has parents)");
+  }
+  impl_->checkpoint = std::move(checkpoint);
 }
 
 const SearchGraph& Evolver::graph() const { return impl_->graph; }
@@ -95,9 +109,22 @@ struct Completions {
 RunResult Evolver::run() {
   Impl& s = *impl_;
   const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  std::mt19937_64 rng(s.options.seed);
   RunResult result;
+  double elapsed_before = 0;  // a resumed run's time so far
+  if (s.checkpoint) {
+    s.graph = std::move(s.checkpoint->graph);
+    elapsed_before = s.checkpoint->elapsed_s;
+    result.state.tokens = s.checkpoint->tokens;
+    result.mutator_failures = s.checkpoint->mutator_failures;
+    s.checkpoint.reset();
+  } else {
+    s.graph = SearchGraph();
+  }
+  auto elapsed = [&] {
+    return elapsed_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  // A resumed run draws a different stream, so that it does not replay the choices made before.
+  std::mt19937_64 rng(s.options.seed + 0x9e3779b97f4a7c15ull * s.graph.size());
   Completions completions;
   std::map<NodeId, std::thread> threads;
   struct JoinAll {  // if anything throws mid-run, wait for the evaluations still running before unwinding
@@ -128,27 +155,29 @@ RunResult Evolver::run() {
     }));
   };
 
-  // Waits for one evaluation and records it on its node.
-  auto collect = [&]() -> const Node& {
-    auto [id, evaluation] = completions.pop();
-    in_flight -= 1;
-    threads.at(id).join();
-    threads.erase(id);
-    Node& node = s.graph.node(id);
-    node.evaluation = std::move(evaluation);
-    if (id == 0) {
-      node.speedup = node.evaluation.status == Status::ok ? 1.0 : 0.0;
-    } else {
-      node.speedup = speedup(s.graph.node(0).evaluation, node.evaluation);
-    }
+  // Counts an evaluated node in the state the stop rules see.
+  auto count = [&](const Node& node) {
     result.state.evaluations += 1;
-    result.state.elapsed_s = elapsed();
     if (node.speedup > result.state.best_speedup) {
       result.state.best_speedup = node.speedup;
       result.state.evaluations_since_improvement = 0;
     } else {
       result.state.evaluations_since_improvement += 1;
     }
+  };
+
+  // Waits for one evaluation and records it on its node.
+  auto collect = [&]() -> const Node& {
+    auto [id, evaluation] = completions.pop();
+    in_flight -= 1;
+    threads.at(id).join();
+    threads.erase(id);
+    const double gain = id == 0 ? (evaluation.status == Status::ok ? 1.0 : 0.0)
+                                : speedup(s.graph.node(0).evaluation, evaluation);
+    s.graph.record_evaluation(id, std::move(evaluation), gain);
+    const Node& node = s.graph.node(id);
+    count(node);
+    result.state.elapsed_s = elapsed();
     for (Observer* o : s.observers) o->on_node(node, result.state);
     return node;
   };
@@ -164,14 +193,20 @@ RunResult Evolver::run() {
     return result;
   };
 
-  Node seed;
-  seed.mutator = "seed";
-  seed.note = "the spec's seed kernel at the first value of each tunable";
-  seed.candidate.source = s.spec.seed.source;
-  seed.candidate.language = s.spec.seed.language.value_or(s.spec.language);
-  seed.candidate.tunables = s.spec.seed_tunables();
-  launch(std::move(seed));
-  const Node& seed_node = collect();
+  if (s.graph.size() == 0) {
+    Node seed;
+    seed.mutator = "seed";
+    seed.note = "the spec's seed kernel at the first value of each tunable";
+    seed.candidate.source = s.spec.seed.source;
+    seed.candidate.language = s.spec.seed.language.value_or(s.spec.language);
+    seed.candidate.tunables = s.spec.seed_tunables();
+    launch(std::move(seed));
+    collect();
+  } else {
+    for (const Node& node : s.graph.nodes()) count(node);  // the run so far, in the order it was made
+    result.state.elapsed_s = elapsed();
+  }
+  const Node& seed_node = s.graph.node(0);
   result.seed = seed_node.id;
   if (seed_node.evaluation.status != Status::ok) {
     return finish(std::string("the seed kernel is ") + to_string(seed_node.evaluation.status) + ": " +
@@ -191,8 +226,11 @@ RunResult Evolver::run() {
       continue;
     }
     const std::vector<NodeId> parents = s.policy->select(s.graph, rng);
+    const auto mutate_start = std::chrono::steady_clock::now();
     Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, parents, rng});
+    const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
     result.state.tokens += m.tokens;
+    for (Observer* o : s.observers) o->on_mutator_call(m, parents, mutation_s);
     if (!m.child && !m.exhausted) {
       for (Observer* o : s.observers) o->on_mutator_failure(m, parents);
     }
@@ -211,12 +249,13 @@ RunResult Evolver::run() {
     }
     consecutive_failures = 0;
     Node node;
-    node.parents = parents;
-    node.mutator = s.mutator->name();
+    node.parents = m.parents.empty() ? parents : m.parents;
+    node.mutator = m.mutator.empty() ? s.mutator->name() : m.mutator;
     node.note = m.note;
     node.prompt = std::move(m.prompt);
     node.answer = std::move(m.answer);
     node.tokens = m.tokens;
+    node.mutation_s = mutation_s;
     node.candidate = std::move(*m.child);
     launch(std::move(node));
   }

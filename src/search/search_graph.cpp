@@ -10,11 +10,14 @@ NodeId SearchGraph::add(Node node) {
   node.id = static_cast<NodeId>(nodes_.size());
   for (NodeId p : node.parents) {
     if (p < 0 || p >= node.id) throw Error(ErrorCode::BadUsage, "SearchGraph::add: unknown parent " + std::to_string(p));
-    children_[p].push_back(node.id);
   }
+  for (NodeId p : node.parents) children_[p].push_back(node.id);
   by_key_.emplace(node.candidate.key(), node.id);
   nodes_.push_back(std::move(node));
-  return nodes_.back().id;
+  is_evaluated_.push_back(false);
+  const Node& added = nodes_.back();
+  if (added.evaluation.status != Status::pending) index_evaluation(added);
+  return added.id;
 }
 
 const Node& SearchGraph::node(NodeId id) const {
@@ -26,14 +29,35 @@ const Node& SearchGraph::node(NodeId id) const {
 
 Node& SearchGraph::node(NodeId id) { return const_cast<Node&>(static_cast<const SearchGraph&>(*this).node(id)); }
 
-std::optional<NodeId> SearchGraph::best() const {
-  std::optional<NodeId> best;
-  for (const Node& n : nodes_) {
-    if (n.evaluation.status != Status::ok) continue;
-    if (!best || n.speedup > nodes_[static_cast<std::size_t>(*best)].speedup) best = n.id;
+void SearchGraph::record_evaluation(NodeId id, Evaluation evaluation, double speedup) {
+  Node& n = node(id);
+  const bool was_ok = is_evaluated_[static_cast<std::size_t>(id)] && n.evaluation.status == Status::ok;
+  n.evaluation = std::move(evaluation);
+  n.speedup = speedup;
+  if (was_ok) {  // a re-evaluation: rare, so rebuild what depended on the old result
+    ok_.erase(std::find(ok_.begin(), ok_.end(), id));
+    best_.reset();
+    for (NodeId k : ok_) {
+      if (!best_ || nodes_[static_cast<std::size_t>(k)].speedup > nodes_[static_cast<std::size_t>(*best_)].speedup) {
+        best_ = k;
+      }
+    }
   }
-  return best;
+  if (n.evaluation.status != Status::pending) index_evaluation(n);
 }
+
+void SearchGraph::index_evaluation(const Node& n) {
+  const auto at = static_cast<std::size_t>(n.id);
+  if (!is_evaluated_[at]) {
+    is_evaluated_[at] = true;
+    evaluated_.push_back(n.id);
+  }
+  if (n.evaluation.status != Status::ok) return;
+  ok_.push_back(n.id);  // record_evaluation took it out first if it was ok before
+  if (!best_ || n.speedup > nodes_[static_cast<std::size_t>(*best_)].speedup) best_ = n.id;
+}
+
+std::optional<NodeId> SearchGraph::best() const { return best_; }
 
 std::vector<NodeId> SearchGraph::by_status(Status status) const {
   std::vector<NodeId> out;

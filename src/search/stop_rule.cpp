@@ -52,6 +52,13 @@ std::shared_ptr<StopRule> plateau(std::int64_t n) {
   });
 }
 
+std::shared_ptr<StopRule> token_budget(std::int64_t tokens) {
+  return std::make_shared<LambdaRule>([tokens](const SearchState& s) -> std::optional<std::string> {
+    if (s.tokens >= tokens) return "spent the budget of " + std::to_string(tokens) + " model tokens";
+    return std::nullopt;
+  });
+}
+
 std::shared_ptr<StopRule> any_of(std::vector<std::shared_ptr<StopRule>> rules) {
   return std::make_shared<LambdaRule>([rules](const SearchState& s) -> std::optional<std::string> {
     for (const auto& r : rules) {

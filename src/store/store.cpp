@@ -1,0 +1,957 @@
+// The SQLite store: schema, versioning and migration, committing nodes as they are evaluated, loading
+// and resuming runs, and finding earlier measurements of a candidate.
+#include "kernelevolve/store.hpp"
+
+#include <sqlite3.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <simdjson.h>
+#include <sstream>
+
+#include "eval/wire.hpp"
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/report.hpp"
+
+namespace kernelevolve {
+
+namespace {
+
+// 'KEvo': marks a database as ours, so that a stranger's SQLite file is refused, not written into.
+constexpr int kApplicationId = 0x4b45766f;
+
+// The schema of version 1. Every later version adds a migration below and bumps Store::kSchemaVersion.
+const char* kSchema = R"sql(
+CREATE TABLE runs(
+  id INTEGER PRIMARY KEY,
+  spec_name TEXT NOT NULL,
+  spec_path TEXT NOT NULL DEFAULT '',
+  spec_hash TEXT NOT NULL,
+  measurement_hash TEXT NOT NULL,
+  spec_json TEXT NOT NULL,
+  device_id TEXT NOT NULL,
+  device_kind TEXT NOT NULL,
+  device_name TEXT NOT NULL,
+  device_json TEXT NOT NULL,
+  policy TEXT NOT NULL DEFAULT '',
+  mutator TEXT NOT NULL DEFAULT '',
+  seed INTEGER NOT NULL DEFAULT 0,
+  command_line TEXT NOT NULL DEFAULT '',
+  started_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  finished_at TEXT,
+  stop_reason TEXT NOT NULL DEFAULT '',
+  elapsed_s REAL NOT NULL DEFAULT 0,
+  tokens INTEGER NOT NULL DEFAULT 0,
+  mutator_failures INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_by_spec ON runs(spec_hash);
+CREATE INDEX runs_by_measurement ON runs(measurement_hash, device_kind, device_name);
+-- Sources are shared: a parameter search makes thousands of nodes from one text.
+CREATE TABLE sources(
+  id INTEGER PRIMARY KEY,
+  hash TEXT NOT NULL UNIQUE,
+  text TEXT NOT NULL
+);
+CREATE TABLE nodes(
+  uid INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,                 -- the node's id in its run's graph
+  key TEXT NOT NULL,                    -- Candidate::key(): source and tunables
+  source_id INTEGER NOT NULL REFERENCES sources(id),
+  language TEXT NOT NULL,
+  tunables TEXT NOT NULL,               -- JSON object
+  mutator TEXT NOT NULL,
+  note TEXT NOT NULL,
+  status TEXT NOT NULL,
+  device TEXT NOT NULL,                 -- the class of device that measured it (Evaluation::device)
+  message TEXT NOT NULL,
+  compile_log TEXT NOT NULL,
+  compile_ms REAL NOT NULL,
+  worst TEXT,                           -- JSON: the worst mismatch, if any
+  resources TEXT NOT NULL,              -- JSON object
+  speedup REAL NOT NULL,
+  created_s REAL NOT NULL,
+  tokens INTEGER NOT NULL,
+  mutation_s REAL NOT NULL,
+  reused_from INTEGER REFERENCES nodes(uid),
+  UNIQUE(run_id, seq)
+);
+CREATE INDEX nodes_by_key ON nodes(key);
+CREATE TABLE edges(
+  child INTEGER NOT NULL REFERENCES nodes(uid) ON DELETE CASCADE,
+  position INTEGER NOT NULL,
+  parent INTEGER NOT NULL REFERENCES nodes(uid),
+  PRIMARY KEY(child, position)
+) WITHOUT ROWID;
+CREATE INDEX edges_by_parent ON edges(parent);
+CREATE TABLE timings(
+  node INTEGER NOT NULL REFERENCES nodes(uid) ON DELETE CASCADE,
+  workload INTEGER NOT NULL,
+  median_us REAL NOT NULL,
+  min_us REAL NOT NULL,
+  max_us REAL NOT NULL,
+  mad_us REAL NOT NULL,
+  samples INTEGER NOT NULL,
+  PRIMARY KEY(node, workload)
+) WITHOUT ROWID;
+CREATE TABLE mutator_calls(
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  node INTEGER REFERENCES nodes(uid) ON DELETE CASCADE,  -- the child it made; NULL for a failure
+  mutator TEXT NOT NULL,
+  parents TEXT NOT NULL,                                  -- JSON array of node uids
+  note TEXT NOT NULL,
+  prompt TEXT NOT NULL,
+  answer TEXT NOT NULL,
+  error TEXT NOT NULL,
+  tokens INTEGER NOT NULL,
+  created_s REAL NOT NULL,
+  seconds REAL NOT NULL
+);
+CREATE INDEX mutator_calls_by_run ON mutator_calls(run_id);
+CREATE INDEX mutator_calls_by_node ON mutator_calls(node);
+)sql";
+
+// Migrations, in order: each takes a database from `from` to `from + 1` in the transaction that opens it.
+// Version 1 is the first schema, so there are none yet; a version 2 adds {1, "ALTER TABLE ..."} here.
+struct Migration {
+  int from;
+  const char* sql;
+};
+const std::vector<Migration> kMigrations = {};
+
+const char* kNodeColumns =
+    "uid, seq, key, source_id, language, tunables, mutator, note, status, message, compile_log, compile_ms, worst, "
+    "resources, speedup, created_s, tokens, mutation_s, device";
+
+std::uint64_t fnv1a64(const std::string& text, std::uint64_t hash = 0xcbf29ce484222325ULL) {
+  for (unsigned char c : text) {
+    hash ^= c;
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
+std::string text_hash(const std::string& text) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%zu:%016llx%016llx", text.size(), static_cast<unsigned long long>(fnv1a64(text)),
+                static_cast<unsigned long long>(fnv1a64(text, 0x84222325cbf29ce4ULL ^ text.size())));
+  return buf;
+}
+
+std::string number(double x) {
+  if (!std::isfinite(x)) return x > 0 ? "1e308" : (x < 0 ? "-1e308" : "null");
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", x);
+  return buf;
+}
+
+std::string int_map_json(const std::map<std::string, std::int64_t>& m) {
+  std::string out = "{";
+  for (const auto& [k, v] : m) out += (out.size() > 1 ? ", " : "") + json_quote(k) + ": " + std::to_string(v);
+  return out + "}";
+}
+
+std::string ids_json(const std::vector<std::int64_t>& ids) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ids.size(); ++i) out += (i ? ", " : "") + std::to_string(ids[i]);
+  return out + "]";
+}
+
+std::string mismatch_json(const Mismatch& m) {
+  return "{\"buffer\": " + json_quote(m.buffer) + ", \"workload\": " + std::to_string(m.workload) +
+         ", \"trial\": " + std::to_string(m.trial) + ", \"index\": " + std::to_string(m.index) +
+         ", \"got\": " + number(m.got) + ", \"expected\": " + number(m.expected) + ", \"excess\": " + number(m.excess) +
+         "}";
+}
+
+double json_double(simdjson::dom::element e) {
+  double d;
+  if (e.get_double().get(d) == simdjson::SUCCESS) return d;
+  std::int64_t i;
+  if (e.get_int64().get(i) == simdjson::SUCCESS) return static_cast<double>(i);
+  return NAN;  // null: a NaN that was stored
+}
+
+std::map<std::string, std::int64_t> parse_int_map(simdjson::dom::parser& parser, const std::string& json) {
+  std::map<std::string, std::int64_t> out;
+  simdjson::dom::object obj;
+  if (parser.parse(json).get_object().get(obj) != simdjson::SUCCESS) return out;
+  for (auto [k, v] : obj) {
+    std::int64_t x = 0;
+    if (v.get_int64().get(x) == simdjson::SUCCESS) out[std::string(k)] = x;
+  }
+  return out;
+}
+
+std::vector<std::int64_t> parse_ids(simdjson::dom::parser& parser, const std::string& json) {
+  std::vector<std::int64_t> out;
+  simdjson::dom::array arr;
+  if (parser.parse(json).get_array().get(arr) != simdjson::SUCCESS) return out;
+  for (auto v : arr) {
+    std::int64_t x = 0;
+    if (v.get_int64().get(x) == simdjson::SUCCESS) out.push_back(x);
+  }
+  return out;
+}
+
+std::optional<Mismatch> parse_mismatch(simdjson::dom::parser& parser, const std::string& json) {
+  simdjson::dom::element w;
+  if (json.empty() || parser.parse(json).get(w) != simdjson::SUCCESS) return std::nullopt;
+  Mismatch m;
+  std::string_view buffer;
+  if (w["buffer"].get_string().get(buffer) == simdjson::SUCCESS) m.buffer = buffer;
+  std::int64_t i = 0;
+  if (w["workload"].get_int64().get(i) == simdjson::SUCCESS) m.workload = static_cast<std::size_t>(i);
+  if (w["trial"].get_int64().get(i) == simdjson::SUCCESS) m.trial = static_cast<int>(i);
+  if (w["index"].get_int64().get(i) == simdjson::SUCCESS) m.index = i;
+  m.got = json_double(w["got"].value_unsafe());
+  m.expected = json_double(w["expected"].value_unsafe());
+  m.excess = json_double(w["excess"].value_unsafe());
+  return m;
+}
+
+// A prepared statement, reset for reuse when it goes out of scope of a use.
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const std::string& sql) : db_(db) {
+    if (sqlite3_prepare_v3(db, sql.c_str(), -1, SQLITE_PREPARE_PERSISTENT, &stmt_, nullptr) != SQLITE_OK) {
+      throw Error(ErrorCode::Internal, std::string("store: cannot prepare a statement: ") + sqlite3_errmsg(db));
+    }
+  }
+  ~Stmt() { sqlite3_finalize(stmt_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  Stmt& reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+    return *this;
+  }
+  Stmt& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
+  Stmt& bind(int i, int v) { return bind(i, static_cast<std::int64_t>(v)); }
+  Stmt& bind(int i, double v) { return check(std::isfinite(v) ? sqlite3_bind_double(stmt_, i, v) : sqlite3_bind_null(stmt_, i)); }
+  Stmt& bind(int i, const std::string& v) {
+    return check(sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
+  }
+  Stmt& bind(int i, const char* v) { return bind(i, std::string(v)); }
+  Stmt& bind_null(int i) { return check(sqlite3_bind_null(stmt_, i)); }
+  template <class T>
+  Stmt& bind(int i, const std::optional<T>& v) {
+    return v ? bind(i, *v) : bind_null(i);
+  }
+
+  // True while there is a row.
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    throw Error(ErrorCode::Internal, std::string("store: ") + sqlite3_errmsg(db_));
+  }
+  void run() {
+    while (step()) {
+    }
+    sqlite3_reset(stmt_);
+  }
+
+  std::int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double f64(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL ? NAN : sqlite3_column_double(stmt_, c); }
+  bool null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
+  std::string text(int c) const {
+    const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, c));
+    return p ? std::string(p, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, c))) : std::string();
+  }
+
+ private:
+  Stmt& check(int rc) {
+    if (rc != SQLITE_OK) throw Error(ErrorCode::Internal, std::string("store: cannot bind: ") + sqlite3_errmsg(db_));
+    return *this;
+  }
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+// BEGIN IMMEDIATE ... COMMIT, rolled back if the scope is left by an exception.
+class Transaction {
+ public:
+  explicit Transaction(sqlite3* db) : db_(db) { exec("BEGIN IMMEDIATE"); }
+  ~Transaction() {
+    if (!done_) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+  void commit() {
+    exec("COMMIT");
+    done_ = true;
+  }
+
+ private:
+  void exec(const char* sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+      const std::string message = err ? err : sqlite3_errmsg(db_);
+      sqlite3_free(err);
+      throw Error(ErrorCode::Internal, std::string("store: ") + sql + ": " + message);
+    }
+  }
+  sqlite3* db_;
+  bool done_ = false;
+};
+
+std::string spec_json_without(Spec spec, bool keep_search_space) {
+  if (!keep_search_space) {
+    spec.name.clear();
+    spec.notes.clear();
+    spec.tunables.clear();
+    spec.constraints.clear();
+    spec.seed = SourceRef{};
+    spec.seed.source = " ";  // validate-free: to_json only writes it
+  }
+  return to_json(spec);
+}
+
+}  // namespace
+
+std::string spec_hash(const Spec& spec) { return text_hash(spec_json_without(spec, true)); }
+std::string measurement_hash(const Spec& spec) { return text_hash(spec_json_without(spec, false)); }
+
+std::string default_store_path(const std::string& spec_path) { return spec_path + ".kernelevolve.db"; }
+
+struct Store::Statements {
+  Stmt insert_node, update_node, find_node, insert_edge, insert_timing, insert_call, update_progress, find_source,
+      insert_source;
+  explicit Statements(sqlite3* db)
+      : insert_node(db,
+                    "INSERT INTO nodes(run_id, seq, key, source_id, language, tunables, mutator, note, status, message, "
+                    "compile_log, compile_ms, worst, resources, speedup, created_s, tokens, mutation_s, reused_from, device) "
+                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
+        update_node(db,
+                    "UPDATE nodes SET key = ?3, source_id = ?4, language = ?5, tunables = ?6, mutator = ?7, note = ?8, "
+                    "status = ?9, message = ?10, compile_log = ?11, compile_ms = ?12, worst = ?13, resources = ?14, "
+                    "speedup = ?15, created_s = ?16, tokens = ?17, mutation_s = ?18, reused_from = ?19, device = ?20 "
+                    "WHERE run_id = ?1 AND seq = ?2"),
+        find_node(db, "SELECT uid FROM nodes WHERE run_id = ? AND seq = ?"),
+        insert_edge(db, "INSERT INTO edges(child, position, parent) VALUES(?, ?, ?)"),
+        insert_timing(db,
+                      "INSERT INTO timings(node, workload, median_us, min_us, max_us, mad_us, samples) "
+                      "VALUES(?, ?, ?, ?, ?, ?, ?)"),
+        insert_call(db,
+                    "INSERT INTO mutator_calls(run_id, node, mutator, parents, note, prompt, answer, error, tokens, "
+                    "created_s, seconds) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+        update_progress(db,
+                        "UPDATE runs SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), elapsed_s = max(elapsed_s, ?2), "
+                        "tokens = max(tokens, ?3) WHERE id = ?1"),
+        find_source(db, "SELECT id FROM sources WHERE hash = ?"),
+        insert_source(db, "INSERT INTO sources(hash, text) VALUES(?, ?)") {}
+};
+
+Store::Store(const std::string& path, Mode mode) : path_(path) {
+  const int flags = mode == Mode::read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  if (mode == Mode::read_only && !std::filesystem::exists(path)) {
+    throw Error(ErrorCode::BadUsage, "no database at " + path);
+  }
+  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
+    const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw Error(ErrorCode::Internal, "cannot open the database " + path + ": " + why);
+  }
+  try {
+    sqlite3_busy_timeout(db_, 30000);  // another run writing to the same file: wait for it
+    exec("PRAGMA foreign_keys = ON");
+    auto pragma = [&](const char* sql) {
+      Stmt s(db_, sql);
+      return s.step() ? s.i64(0) : 0;
+    };
+    std::int64_t tables = 0;
+    try {
+      tables = pragma("SELECT count(*) FROM sqlite_master");
+    } catch (const Error&) {
+      throw Error(ErrorCode::BadUsage, path + " is not a KernelEvolve database (not an SQLite file)");
+    }
+    const std::int64_t app = pragma("PRAGMA application_id");
+    const std::int64_t version = pragma("PRAGMA user_version");
+    if (tables > 0 && app != kApplicationId) {
+      throw Error(ErrorCode::BadUsage, path + " is not a KernelEvolve database (it holds other tables); give --db another file");
+    }
+    if (version > kSchemaVersion) {
+      throw Error(ErrorCode::BadUsage, path + " has schema version " + std::to_string(version) +
+                                           ", written by a newer KernelEvolve; this one reads versions up to " +
+                                           std::to_string(kSchemaVersion) + ". Upgrade KernelEvolve, or use another database");
+    }
+    if (tables > 0 && version < kSchemaVersion) {
+      int at = static_cast<int>(version);
+      std::vector<const Migration*> steps;
+      for (const Migration& m : kMigrations) {
+        if (m.from == at) {
+          steps.push_back(&m);
+          ++at;
+        }
+      }
+      if (at != kSchemaVersion) {
+        throw Error(ErrorCode::BadUsage, path + " has schema version " + std::to_string(version) +
+                                             ", older than any this KernelEvolve can migrate (it uses version " +
+                                             std::to_string(kSchemaVersion) + "); start a new database");
+      }
+      if (mode == Mode::read_only) {
+        throw Error(ErrorCode::BadUsage, path + " has schema version " + std::to_string(version) + "; version " +
+                                             std::to_string(kSchemaVersion) +
+                                             " is needed: open it for writing once (kernelevolve run --db) to migrate it");
+      }
+      Transaction tx(db_);
+      for (const Migration* m : steps) exec(m->sql);
+      exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+      tx.commit();
+    }
+    if (mode == Mode::read_write) {
+      // WAL: readers never block the writer, and each commit is one append; with synchronous NORMAL a
+      // commit survives the death of the process (kill -9) though not a power cut (set_durable).
+      {
+        Stmt wal(db_, "PRAGMA journal_mode = WAL");
+        if (!wal.step() || wal.text(0) != "wal") throw Error(ErrorCode::Internal, "cannot put " + path + " in WAL mode");
+      }
+      exec("PRAGMA synchronous = NORMAL");
+      if (tables == 0) {
+        Transaction tx(db_);
+        exec(kSchema);
+        exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
+        exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+        tx.commit();
+      }
+    } else if (tables == 0) {
+      throw Error(ErrorCode::BadUsage, path + " is not a KernelEvolve database (it is empty)");
+    }
+    st_ = std::make_unique<Statements>(db_);
+  } catch (...) {
+    st_.reset();
+    sqlite3_close_v2(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Store::~Store() {
+  st_.reset();
+  if (db_) sqlite3_close_v2(db_);
+}
+
+void Store::exec(const char* sql) const {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) != SQLITE_OK) {
+    const std::string message = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    throw Error(ErrorCode::Internal, "store " + path_ + ": " + message);
+  }
+}
+
+void Store::set_durable(bool durable) {
+  std::lock_guard lock(mutex_);
+  exec(durable ? "PRAGMA synchronous = FULL" : "PRAGMA synchronous = NORMAL");
+}
+
+int Store::file_schema_version(const std::string& path) {
+  if (!std::filesystem::exists(path)) return 0;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    throw Error(ErrorCode::Internal, "cannot open the database " + path);
+  }
+  int version = 0;
+  sqlite3_stmt* s = nullptr;
+  if (sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+    version = sqlite3_column_int(s, 0);
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(db);
+  return version;
+}
+
+RunId Store::begin_run(const Spec& spec, const DeviceInfo& device, const RunSettings& settings) {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_,
+         "INSERT INTO runs(spec_name, spec_path, spec_hash, measurement_hash, spec_json, device_id, device_kind, "
+         "device_name, device_json, policy, mutator, seed, command_line, started_at, updated_at) VALUES(?, ?, ?, ?, ?, ?, "
+         "?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))");
+  s.bind(1, spec.name).bind(2, spec.path).bind(3, spec_hash(spec)).bind(4, measurement_hash(spec)).bind(5, to_json(spec));
+  s.bind(6, device.id).bind(7, device.kind).bind(8, device.name).bind(9, wire::to_json(device));
+  s.bind(10, settings.policy).bind(11, settings.mutator).bind(12, static_cast<std::int64_t>(settings.seed));
+  s.bind(13, settings.command_line);
+  s.run();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+namespace {
+
+const char* kRunColumns =
+    "id, spec_name, spec_path, spec_hash, measurement_hash, spec_json, device_json, policy, mutator, seed, "
+    "command_line, started_at, updated_at, finished_at, stop_reason, elapsed_s, tokens, mutator_failures, "
+    "(SELECT count(*) FROM nodes WHERE run_id = runs.id)";
+
+RunInfo read_run(const Stmt& s) {
+  RunInfo r;
+  r.id = s.i64(0);
+  r.spec_name = s.text(1);
+  r.spec_path = s.text(2);
+  r.spec_hash = s.text(3);
+  r.measurement_hash = s.text(4);
+  r.spec_json = s.text(5);
+  try {
+    r.device = wire::device_info_from_json(s.text(6));
+  } catch (const std::exception&) {
+  }
+  r.settings.policy = s.text(7);
+  r.settings.mutator = s.text(8);
+  r.settings.seed = static_cast<std::uint64_t>(s.i64(9));
+  r.settings.command_line = s.text(10);
+  r.started_at = s.text(11);
+  r.updated_at = s.text(12);
+  r.finished_at = s.text(13);
+  r.stop_reason = s.text(14);
+  r.elapsed_s = s.f64(15);
+  r.tokens = s.i64(16);
+  r.mutator_failures = s.i64(17);
+  r.nodes = s.i64(18);
+  return r;
+}
+
+}  // namespace
+
+std::vector<RunInfo> Store::runs() const {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_, std::string("SELECT ") + kRunColumns + " FROM runs ORDER BY id");
+  std::vector<RunInfo> out;
+  while (s.step()) out.push_back(read_run(s));
+  return out;
+}
+
+RunInfo Store::run(RunId id) const {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_, std::string("SELECT ") + kRunColumns + " FROM runs WHERE id = ?");
+  s.bind(1, id);
+  if (!s.step()) throw Error(ErrorCode::BadUsage, path_ + " has no run " + std::to_string(id));
+  return read_run(s);
+}
+
+std::optional<RunId> Store::latest_run() const {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_, "SELECT max(id) FROM runs");
+  if (s.step() && !s.null(0)) return s.i64(0);
+  return std::nullopt;
+}
+
+std::optional<RunId> Store::latest_run(const Spec& spec, const DeviceInfo* device) const {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_, device ? "SELECT max(id) FROM runs WHERE spec_hash = ? AND device_kind = ? AND device_name = ?"
+                     : "SELECT max(id) FROM runs WHERE spec_hash = ?");
+  s.bind(1, spec_hash(spec));
+  if (device) s.bind(2, device->kind).bind(3, device->name);
+  if (s.step() && !s.null(0)) return s.i64(0);
+  return std::nullopt;
+}
+
+std::int64_t Store::source_id(const std::string& source) {
+  const std::string hash = text_hash(source);
+  if (const auto it = source_ids_.find(hash); it != source_ids_.end()) return it->second;
+  std::int64_t id;
+  st_->find_source.reset().bind(1, hash);
+  if (st_->find_source.step()) {
+    id = st_->find_source.i64(0);
+    st_->find_source.reset();
+  } else {
+    st_->find_source.reset();
+    st_->insert_source.reset().bind(1, hash).bind(2, source).run();
+    id = sqlite3_last_insert_rowid(db_);
+  }
+  if (source_ids_.size() > 4096) source_ids_.clear();
+  source_ids_.emplace(hash, id);
+  return id;
+}
+
+std::int64_t Store::node_uid(RunId run, NodeId id) const {
+  st_->find_node.reset().bind(1, run).bind(2, id);
+  const bool found = st_->find_node.step();
+  const std::int64_t uid = found ? st_->find_node.i64(0) : -1;
+  st_->find_node.reset();
+  return uid;
+}
+
+void Store::record_node(RunId run, const Node& node, const SearchState& state, std::optional<std::int64_t> reused_from) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  // The source row is new only inside this transaction: forget cached ids if it rolls back.
+  struct ForgetOnFailure {
+    std::unordered_map<std::string, std::int64_t>& cache;
+    bool committed = false;
+    ~ForgetOnFailure() {
+      if (!committed) cache.clear();
+    }
+  } forget{source_ids_};
+  const Evaluation& e = node.evaluation;
+  std::map<std::string, std::int64_t> tunables(node.candidate.tunables.begin(), node.candidate.tunables.end());
+  auto bind_all = [&](Stmt& s) {
+    s.reset();
+    s.bind(1, run).bind(2, node.id).bind(3, node.candidate.key()).bind(4, source_id(node.candidate.source));
+    s.bind(5, to_string(node.candidate.language)).bind(6, int_map_json(tunables)).bind(7, node.mutator).bind(8, node.note);
+    s.bind(9, to_string(e.status)).bind(10, e.message).bind(11, e.compile_log).bind(12, e.compile_ms);
+    if (e.worst) {
+      s.bind(13, mismatch_json(*e.worst));
+    } else {
+      s.bind_null(13);
+    }
+    s.bind(14, int_map_json(e.resources)).bind(15, node.speedup).bind(16, node.created_s).bind(17, node.tokens);
+    s.bind(18, node.mutation_s).bind(19, reused_from).bind(20, e.device);
+  };
+  std::int64_t uid = node_uid(run, node.id);
+  if (uid < 0) {
+    bind_all(st_->insert_node);
+    st_->insert_node.run();
+    uid = sqlite3_last_insert_rowid(db_);
+  } else {  // recorded again: replace what hangs off it
+    bind_all(st_->update_node);
+    st_->update_node.run();
+    for (const char* sql : {"DELETE FROM timings WHERE node = ?", "DELETE FROM edges WHERE child = ?",
+                            "DELETE FROM mutator_calls WHERE node = ?"}) {
+      Stmt d(db_, sql);
+      d.bind(1, uid).run();
+    }
+  }
+  std::vector<std::int64_t> parent_uids;
+  for (std::size_t i = 0; i < node.parents.size(); ++i) {
+    const std::int64_t parent = node_uid(run, node.parents[i]);
+    if (parent < 0) {
+      throw Error(ErrorCode::BadUsage, "store: node " + std::to_string(node.id) + " names parent " +
+                                           std::to_string(node.parents[i]) + ", which this run has not recorded");
+    }
+    parent_uids.push_back(parent);
+    st_->insert_edge.reset().bind(1, uid).bind(2, static_cast<std::int64_t>(i)).bind(3, parent).run();
+  }
+  for (std::size_t w = 0; w < e.timings.size(); ++w) {
+    const WorkloadTiming& t = e.timings[w];
+    st_->insert_timing.reset().bind(1, uid).bind(2, static_cast<std::int64_t>(w)).bind(3, t.median_us);
+    st_->insert_timing.bind(4, t.min_us).bind(5, t.max_us).bind(6, t.mad_us).bind(7, t.samples).run();
+  }
+  if (!node.prompt.empty() || !node.answer.empty() || node.tokens > 0) {
+    Stmt& c = st_->insert_call.reset();
+    c.bind(1, run).bind(2, uid).bind(3, node.mutator).bind(4, ids_json(parent_uids)).bind(5, node.note);
+    c.bind(6, node.prompt).bind(7, node.answer).bind(8, std::string()).bind(9, node.tokens);
+    c.bind(10, node.created_s).bind(11, node.mutation_s).run();
+  }
+  st_->update_progress.reset().bind(1, run).bind(2, state.elapsed_s).bind(3, state.tokens).run();
+  tx.commit();
+  forget.committed = true;
+}
+
+void Store::record_mutator_failure(RunId run, const std::string& mutator, const Mutation& m,
+                                   const std::vector<NodeId>& parents, double created_s, double seconds) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  std::vector<std::int64_t> parent_uids;
+  for (NodeId p : parents) {
+    const std::int64_t uid = node_uid(run, p);
+    if (uid >= 0) parent_uids.push_back(uid);
+  }
+  Stmt& c = st_->insert_call.reset();
+  c.bind(1, run).bind_null(2).bind(3, mutator).bind(4, ids_json(parent_uids)).bind(5, m.note).bind(6, m.prompt);
+  c.bind(7, m.answer).bind(8, m.error.empty() ? std::string("no candidate") : m.error).bind(9, m.tokens);
+  c.bind(10, created_s).bind(11, seconds).run();
+  Stmt u(db_, "UPDATE runs SET mutator_failures = mutator_failures + 1, tokens = tokens + ?2 WHERE id = ?1");
+  u.bind(1, run).bind(2, m.tokens).run();
+  tx.commit();
+}
+
+void Store::finish_run(RunId run, const RunResult& result) {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_,
+         "UPDATE runs SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
+         "'now'), stop_reason = ?2, elapsed_s = ?3, tokens = ?4, mutator_failures = max(mutator_failures, ?5) WHERE id = ?1");
+  s.bind(1, run).bind(2, result.stop_reason).bind(3, result.state.elapsed_s).bind(4, result.state.tokens);
+  s.bind(5, result.mutator_failures).run();
+}
+
+namespace {
+
+struct LoadedNode {
+  std::int64_t uid;
+  Node node;
+};
+
+}  // namespace
+
+Checkpoint Store::load(RunId run) const { return load(run, nullptr); }
+
+Checkpoint Store::load(RunId run, std::vector<std::int64_t>* kept_uids) const {
+  std::lock_guard lock(mutex_);
+  const RunInfo info = this->run(run);
+  Checkpoint cp;
+  cp.elapsed_s = info.elapsed_s;
+  cp.tokens = info.tokens;
+  cp.mutator_failures = info.mutator_failures;
+
+  simdjson::dom::parser parser;
+  std::vector<LoadedNode> loaded;
+  std::unordered_map<std::int64_t, std::size_t> by_uid;
+  std::unordered_map<std::int64_t, std::int64_t> source_of;  // uid -> source row
+  {
+    Stmt s(db_, std::string("SELECT ") + kNodeColumns + " FROM nodes WHERE run_id = ? ORDER BY seq");
+    s.bind(1, run);
+    while (s.step()) {
+      LoadedNode ln;
+      ln.uid = s.i64(0);
+      Node& n = ln.node;
+      n.id = s.i64(1);
+      source_of[ln.uid] = s.i64(3);
+      n.candidate.language = parse_language(s.text(4)).value_or(Language::c);
+      const auto tunables = parse_int_map(parser, s.text(5));
+      n.candidate.tunables = Bindings(tunables.begin(), tunables.end());
+      n.mutator = s.text(6);
+      n.note = s.text(7);
+      n.evaluation.status = parse_status(s.text(8)).value_or(Status::crashed);
+      n.evaluation.message = s.text(9);
+      n.evaluation.compile_log = s.text(10);
+      n.evaluation.compile_ms = s.f64(11);
+      if (!s.null(12)) n.evaluation.worst = parse_mismatch(parser, s.text(12));
+      n.evaluation.resources = parse_int_map(parser, s.text(13));
+      n.speedup = s.f64(14);
+      n.created_s = s.f64(15);
+      n.tokens = s.i64(16);
+      n.mutation_s = s.f64(17);
+      n.evaluation.device = s.text(18);
+      by_uid[ln.uid] = loaded.size();
+      loaded.push_back(std::move(ln));
+    }
+  }
+  {
+    std::unordered_map<std::int64_t, std::string> texts;
+    Stmt s(db_, "SELECT id, text FROM sources WHERE id IN (SELECT DISTINCT source_id FROM nodes WHERE run_id = ?)");
+    s.bind(1, run);
+    while (s.step()) texts[s.i64(0)] = s.text(1);
+    for (LoadedNode& ln : loaded) ln.node.candidate.source = texts[source_of[ln.uid]];
+  }
+  std::unordered_map<std::int64_t, std::vector<std::int64_t>> parent_uids;
+  {
+    Stmt s(db_,
+           "SELECT e.child, e.parent FROM edges e JOIN nodes n ON n.uid = e.child WHERE n.run_id = ? "
+           "ORDER BY e.child, e.position");
+    s.bind(1, run);
+    while (s.step()) parent_uids[s.i64(0)].push_back(s.i64(1));
+  }
+  {
+    Stmt s(db_,
+           "SELECT t.node, t.median_us, t.min_us, t.max_us, t.mad_us, t.samples FROM timings t JOIN nodes n ON n.uid = "
+           "t.node WHERE n.run_id = ? ORDER BY t.node, t.workload");
+    s.bind(1, run);
+    while (s.step()) {
+      const auto it = by_uid.find(s.i64(0));
+      if (it == by_uid.end()) continue;
+      loaded[it->second].node.evaluation.timings.push_back(
+          {s.f64(1), s.f64(2), s.f64(3), s.f64(4), static_cast<int>(s.i64(5))});
+    }
+  }
+  {
+    Stmt s(db_, "SELECT node, prompt, answer FROM mutator_calls WHERE run_id = ? AND node IS NOT NULL");
+    s.bind(1, run);
+    while (s.step()) {
+      const auto it = by_uid.find(s.i64(0));
+      if (it == by_uid.end()) continue;
+      loaded[it->second].node.prompt = s.text(1);
+      loaded[it->second].node.answer = s.text(2);
+    }
+  }
+  // Dense ids in the order the nodes were made: a node lost in flight leaves no hole.
+  std::unordered_map<std::int64_t, NodeId> dense;  // uid -> graph id
+  for (LoadedNode& ln : loaded) {
+    Node& n = ln.node;
+    n.parents.clear();
+    for (std::int64_t p : parent_uids[ln.uid]) {
+      if (const auto it = dense.find(p); it != dense.end()) n.parents.push_back(it->second);
+    }
+    if (cp.graph.size() > 0 && n.parents.empty()) continue;  // an orphan (its parent is lost): not reachable
+    dense[ln.uid] = static_cast<NodeId>(cp.graph.size());
+    if (kept_uids) kept_uids->push_back(ln.uid);
+    if (cp.graph.size() > 0 && n.evaluation.status == Status::ok) {
+      n.speedup = speedup(cp.graph.node(0).evaluation, n.evaluation);
+    }
+    cp.graph.add(std::move(n));
+  }
+  return cp;
+}
+
+Checkpoint Store::resume(RunId run) {
+  std::lock_guard lock(mutex_);
+  std::vector<std::int64_t> kept;
+  Checkpoint cp = load(run, &kept);
+  Transaction tx(db_);
+  // Orphans (nodes whose parent was lost; load leaves them out) step aside to negative numbers, then
+  // each kept node moves down to its dense id, in ascending order, so the id it takes is free by then.
+  Stmt aside(db_, "UPDATE nodes SET seq = -uid WHERE run_id = ? AND seq >= 0 AND uid NOT IN (SELECT value FROM json_each(?))");
+  aside.bind(1, run).bind(2, ids_json(kept)).run();
+  Stmt u(db_, "UPDATE nodes SET seq = ? WHERE uid = ? AND seq != ?");
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    u.reset().bind(1, static_cast<std::int64_t>(i)).bind(2, kept[i]).bind(3, static_cast<std::int64_t>(i)).run();
+  }
+  Stmt f(db_, "UPDATE runs SET finished_at = NULL, stop_reason = '' WHERE id = ?");
+  f.bind(1, run).run();
+  tx.commit();
+  return cp;
+}
+
+std::vector<MutatorCallRecord> Store::mutator_calls(RunId run) const {
+  std::lock_guard lock(mutex_);
+  std::unordered_map<std::int64_t, NodeId> seq_of;
+  {
+    Stmt s(db_, "SELECT uid, seq FROM nodes WHERE run_id = ?");
+    s.bind(1, run);
+    while (s.step()) seq_of[s.i64(0)] = s.i64(1);
+  }
+  simdjson::dom::parser parser;
+  Stmt s(db_,
+         "SELECT id, node, mutator, parents, note, prompt, answer, error, tokens, created_s, seconds FROM mutator_calls "
+         "WHERE run_id = ? ORDER BY id");
+  s.bind(1, run);
+  std::vector<MutatorCallRecord> out;
+  while (s.step()) {
+    MutatorCallRecord r;
+    r.id = s.i64(0);
+    if (!s.null(1) && seq_of.count(s.i64(1))) r.node = seq_of[s.i64(1)];
+    r.mutator = s.text(2);
+    for (std::int64_t uid : parse_ids(parser, s.text(3))) {
+      if (seq_of.count(uid)) r.parents.push_back(seq_of[uid]);
+    }
+    r.note = s.text(4);
+    r.prompt = s.text(5);
+    r.answer = s.text(6);
+    r.error = s.text(7);
+    r.tokens = s.i64(8);
+    r.created_s = s.f64(9);
+    r.seconds = s.f64(10);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::optional<StoredMeasurement> Store::find_measurement(const std::string& hash, const DeviceInfo& device,
+                                                         const Candidate& candidate) const {
+  return find_measurement(hash, FitnessEvaluator::device_class(device), candidate);
+}
+
+std::optional<StoredMeasurement> Store::find_measurement(const std::string& hash, const std::string& device_class,
+                                                         const Candidate& candidate) const {
+  std::lock_guard lock(mutex_);
+  // A node measured on a device of its own class says so; older nodes were measured on the run's device.
+  Stmt s(db_,
+         "SELECT n.uid, n.run_id, n.seq, n.status, n.message, n.compile_log, n.compile_ms, n.worst, n.resources, "
+         "coalesce(n.reused_from, n.uid) FROM nodes n JOIN runs r ON r.id = n.run_id "
+         "WHERE n.key = ?1 AND r.measurement_hash = ?2 "
+         "AND (CASE WHEN n.device != '' THEN n.device ELSE r.device_kind || ' ' || r.device_name END) = ?3 "
+         "AND n.status IN ('ok', 'compile_error', 'incorrect', 'invalid') ORDER BY n.uid DESC LIMIT 1");
+  s.bind(1, candidate.key()).bind(2, hash).bind(3, device_class);
+  if (!s.step()) return std::nullopt;
+  simdjson::dom::parser parser;
+  StoredMeasurement m;
+  m.run = s.i64(1);
+  m.node = s.i64(2);
+  Evaluation& e = m.evaluation;
+  e.status = parse_status(s.text(3)).value_or(Status::crashed);
+  e.message = s.text(4);
+  e.compile_log = s.text(5);
+  e.compile_ms = s.f64(6);
+  if (!s.null(7)) e.worst = parse_mismatch(parser, s.text(7));
+  e.resources = parse_int_map(parser, s.text(8));
+  e.device = device_class;
+  m.uid = s.i64(9);  // the original measurement, not a copy of it
+  Stmt t(db_, "SELECT median_us, min_us, max_us, mad_us, samples FROM timings WHERE node = ? ORDER BY workload");
+  t.bind(1, s.i64(0));
+  while (t.step()) e.timings.push_back({t.f64(0), t.f64(1), t.f64(2), t.f64(3), static_cast<int>(t.i64(4))});
+  return m;
+}
+
+std::string Store::integrity_check() const {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_, "PRAGMA integrity_check");
+  std::string out;
+  while (s.step()) out += (out.empty() ? "" : "\n") + s.text(0);
+  Stmt fk(db_, "PRAGMA foreign_key_check");
+  while (fk.step()) out += "\nforeign key violation in " + fk.text(0) + " row " + std::to_string(fk.i64(1));
+  return out;
+}
+
+// ---- StoreRecorder ----------------------------------------------------------------------------------
+
+StoreRecorder::StoreRecorder(std::shared_ptr<Store> store, RunId run, ReusingEvaluator* reuse)
+    : store_(std::move(store)), run_(run), reuse_(reuse), start_(std::chrono::steady_clock::now()) {
+  if (!store_) throw Error(ErrorCode::BadUsage, "StoreRecorder: no store");
+  const RunInfo info = store_->run(run);
+  mutator_ = info.settings.mutator;
+  elapsed_before_ = info.elapsed_s;
+}
+
+void StoreRecorder::on_start(const Spec&, const DeviceInfo&) { start_ = std::chrono::steady_clock::now(); }
+
+void StoreRecorder::on_node(const Node& node, const SearchState& state) {
+  std::optional<std::int64_t> from;
+  if (reuse_) from = reuse_->reused_from(node.candidate);
+  store_->record_node(run_, node, state, from);
+}
+
+void StoreRecorder::on_mutator_call(const Mutation& m, const std::vector<NodeId>& parents, double seconds) {
+  if (m.child || m.exhausted) return;  // a child is recorded with its node; running out is not a failure
+  const double now = elapsed_before_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  store_->record_mutator_failure(run_, mutator_, m, parents, now, seconds);
+}
+
+void StoreRecorder::on_finish(const RunResult& result, const SearchGraph&) { store_->finish_run(run_, result); }
+
+// ---- ReusingEvaluator -------------------------------------------------------------------------------
+
+ReusingEvaluator::ReusingEvaluator(std::shared_ptr<FitnessEvaluator> inner, std::shared_ptr<Store> store, const Spec& spec)
+    : inner_(std::move(inner)), store_(std::move(store)), measurement_hash_(measurement_hash(spec)) {
+  if (!inner_ || !store_) throw Error(ErrorCode::BadUsage, "ReusingEvaluator: an evaluator and a store are required");
+}
+
+DeviceInfo ReusingEvaluator::device_info() { return inner_->device_info(); }
+
+std::vector<std::string> ReusingEvaluator::device_classes() { return inner_->device_classes(); }
+
+std::optional<Evaluation> ReusingEvaluator::from_store(const std::string& device_class, const Candidate& candidate) {
+  auto found = store_->find_measurement(measurement_hash_, device_class, candidate);
+  if (!found) return std::nullopt;
+  {
+    std::lock_guard lock(mutex_);
+    reused_[candidate.key()] = found->uid;
+  }
+  Evaluation e = std::move(found->evaluation);
+  const std::string note = "measured before, by run " + std::to_string(found->run) + " node " + std::to_string(found->node);
+  if (e.message.find("measured before, by run") == std::string::npos) {
+    e.message = e.message.empty() ? note : e.message + " (" + note + ")";
+  }
+  return e;
+}
+
+Evaluation ReusingEvaluator::evaluate(const Candidate& candidate, std::uint64_t input_seed) {
+  if (auto e = from_store(device_class(inner_->device_info()), candidate)) return std::move(*e);
+  return inner_->evaluate(candidate, input_seed);
+}
+
+Evaluation ReusingEvaluator::evaluate_on(std::size_t device_class_index, const Candidate& candidate,
+                                         std::uint64_t input_seed) {
+  const auto classes = inner_->device_classes();
+  if (device_class_index < classes.size()) {
+    if (auto e = from_store(classes[device_class_index], candidate)) return std::move(*e);
+  }
+  return inner_->evaluate_on(device_class_index, candidate, input_seed);
+}
+
+std::optional<std::int64_t> ReusingEvaluator::reused_from(const Candidate& candidate) const {
+  std::lock_guard lock(mutex_);
+  const auto it = reused_.find(candidate.key());
+  if (it == reused_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::int64_t ReusingEvaluator::reused() const {
+  std::lock_guard lock(mutex_);
+  return static_cast<std::int64_t>(reused_.size());
+}
+
+}  // namespace kernelevolve
