@@ -177,3 +177,42 @@ TEST_CASE("the graph refuses unknown parents and unknown ids") {
   CHECK_THROWS_AS(g.add(n), ke::Error);
   CHECK_THROWS_AS(g.node(0), ke::Error);
 }
+
+namespace {
+// Two classes of device: "slow" takes 3x as long as "fast" for every kernel, and candidates alternate
+// between them. Speedups must still be exact within each class.
+class TwoClassEvaluator final : public ke::FitnessEvaluator {
+ public:
+  int calls = 0;
+  ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t s) override { return evaluate_on(static_cast<std::size_t>(calls % 2), c, s); }
+  ke::Evaluation evaluate_on(std::size_t k, const ke::Candidate& c, std::uint64_t) override {
+    ++calls;
+    ke::Evaluation e;
+    e.status = ke::Status::ok;
+    e.device = k == 0 ? "cpu fast" : "cpu slow";
+    const double a = static_cast<double>(c.tunables.at("A"));
+    const double t = (k == 0 ? 1.0 : 3.0) * 64.0 / a;
+    e.timings = {{t, t, t, 0, 1}, {t, t, t, 0, 1}};
+    return e;
+  }
+  ke::DeviceInfo device_info() override { return {"fast", "cpu", "fast", 1, 0, 0, 0, 0, {}}; }
+  std::vector<std::string> device_classes() override { return {"cpu fast", "cpu slow"}; }
+};
+}  // namespace
+
+TEST_CASE("over mixed devices, each node is compared with the seed measured on its own class") {
+  auto spec = grid_spec();
+  spec.constraints.clear();
+  auto evaluator = std::make_shared<TwoClassEvaluator>();
+  ke::Evolver evolver(spec, evaluator, std::make_shared<ke::ParamMutator>(), std::make_shared<ke::GreedyPolicy>(),
+                      ke::max_evaluations(20));
+  const auto r = evolver.run();
+  for (const ke::Node& n : evolver.graph().nodes()) {
+    // The speedup depends on A alone (64/A against 64/1), whichever class measured it.
+    CHECK(n.speedup == doctest::Approx(static_cast<double>(n.candidate.tunables.at("A"))));
+  }
+  REQUIRE(r.best_by_device.size() == 2);
+  CHECK(r.best_by_device.count("cpu fast") == 1);
+  CHECK(r.best_by_device.count("cpu slow") == 1);
+  CHECK(evolver.graph().node(r.best_by_device.at("cpu slow")).evaluation.device == "cpu slow");
+}

@@ -2,6 +2,7 @@
 // stops by rule and returns the fastest correct kernel with its lineage.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -22,6 +23,9 @@ struct RunResult {
   std::string stop_reason;
   SearchState state;
   std::int64_t mutator_failures = 0;
+  // Over mixed devices (FitnessEvaluator::device_classes() lists several), the fastest ok node of each
+  // class: speedups are only ever taken against the seed measured on the same class.
+  std::map<std::string, NodeId> best_by_device;
 };
 
 // Receives progress. Called on the thread that runs the Evolver.

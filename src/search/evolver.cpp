@@ -126,6 +126,7 @@ RunResult Evolver::run() {
   // A resumed run draws a different stream, so that it does not replay the choices made before.
   std::mt19937_64 rng(s.options.seed + 0x9e3779b97f4a7c15ull * s.graph.size());
   Completions completions;
+  std::map<std::string, Evaluation> seed_by_class;
   std::map<NodeId, std::thread> threads;
   struct JoinAll {  // if anything throws mid-run, wait for the evaluations still running before unwinding
     std::map<NodeId, std::thread>& threads;
@@ -172,8 +173,10 @@ RunResult Evolver::run() {
     in_flight -= 1;
     threads.at(id).join();
     threads.erase(id);
-    const double gain = id == 0 ? (evaluation.status == Status::ok ? 1.0 : 0.0)
-                                : speedup(s.graph.node(0).evaluation, evaluation);
+    // Against the seed as measured on the same class of device; node 0's class when there is one class.
+    const auto seed_here = seed_by_class.find(evaluation.device);
+    const Evaluation& baseline = seed_here != seed_by_class.end() ? seed_here->second : s.graph.node(0).evaluation;
+    const double gain = id == 0 ? (evaluation.status == Status::ok ? 1.0 : 0.0) : speedup(baseline, evaluation);
     s.graph.record_evaluation(id, std::move(evaluation), gain);
     const Node& node = s.graph.node(id);
     count(node);
@@ -188,6 +191,11 @@ RunResult Evolver::run() {
     if (completions.error) std::rethrow_exception(completions.error);
     result.stop_reason = std::move(reason);
     result.best = s.graph.best();
+    for (const Node& n : s.graph.nodes()) {
+      if (n.evaluation.status != Status::ok) continue;
+      auto [it, fresh] = result.best_by_device.emplace(n.evaluation.device, n.id);
+      if (!fresh && n.speedup > s.graph.node(it->second).speedup) it->second = n.id;
+    }
     result.state.elapsed_s = elapsed();
     for (Observer* o : s.observers) o->on_finish(result, s.graph);
     return result;
@@ -211,6 +219,19 @@ RunResult Evolver::run() {
   if (seed_node.evaluation.status != Status::ok) {
     return finish(std::string("the seed kernel is ") + to_string(seed_node.evaluation.status) + ": " +
                   seed_node.evaluation.message);
+  }
+  // Over mixed devices, the seed is measured once on every other class too: each class's times are
+  // compared with its own seed time only.
+  seed_by_class[seed_node.evaluation.device] = seed_node.evaluation;
+  const std::vector<std::string> classes = s.evaluator->device_classes();
+  for (std::size_t k = 0; classes.size() > 1 && k < classes.size(); ++k) {
+    if (seed_by_class.count(classes[k])) continue;
+    Evaluation e = s.evaluator->evaluate_on(k, seed_node.candidate, input_seed(s.options.seed, 0) + k);
+    if (e.device.empty()) e.device = classes[k];
+    if (e.status != Status::ok) {
+      return finish("the seed kernel is " + std::string(to_string(e.status)) + " on " + classes[k] + ": " + e.message);
+    }
+    seed_by_class[e.device] = std::move(e);
   }
 
   int consecutive_failures = 0;
