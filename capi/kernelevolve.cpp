@@ -3,6 +3,7 @@
 // structs whose first member is a tag, checked on every call, and cleared when the handle is destroyed.
 #include "kernelevolve.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <functional>
 #include <iterator>
 #include <kernelevolve/kernelevolve.hpp>
+#include <kernelevolve/store.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,6 +46,7 @@ enum class Tag : std::uint32_t {
   evaluation,
   result,
   evolver,
+  store,
 };
 
 // An error raised inside the C layer itself.
@@ -159,6 +162,7 @@ std::optional<ke::Status> from_c(ke_eval_status s) {
     case KE_EVAL_CRASHED: return ke::Status::crashed;
     case KE_EVAL_TIMEOUT: return ke::Status::timeout;
     case KE_EVAL_INVALID: return ke::Status::invalid;
+    case KE_EVAL_MAX_ENUM: break;
   }
   return std::nullopt;
 }
@@ -187,6 +191,15 @@ std::string read_file(const std::string& path) {
   text << in.rdbuf();
   return text.str();
 }
+
+// How a mutator handle makes the mutator of a run: one instance shared by every run, or, for a mutator
+// that keeps per-run state or wants the run's device, a fresh one for each run.
+struct MutatorRecipe {
+  std::string name;
+  std::shared_ptr<ke::Mutator> instance;
+  std::function<std::shared_ptr<ke::Mutator>(const ke::DeviceInfo&)> make;
+  std::shared_ptr<ke::Mutator> for_run(const ke::DeviceInfo& device) const { return make ? make(device) : instance; }
+};
 
 }  // namespace
 
@@ -235,7 +248,16 @@ struct ke_mutator {
   static constexpr Tag kTag = Tag::mutator;
   static constexpr const char* kName = "ke_mutator";
   Tag tag = kTag;
-  std::shared_ptr<ke::Mutator> mutator;
+  MutatorRecipe recipe;
+};
+
+struct ke_store {
+  static constexpr Tag kTag = Tag::store;
+  static constexpr const char* kName = "ke_store";
+  Tag tag = kTag;
+  std::shared_ptr<ke::Store> store;
+  mutable std::mutex mutex;                        // guards the texts for concurrent const calls
+  mutable std::map<std::string, std::string> texts;  // what show, best and export returned, kept till destroy
 };
 
 struct ke_mutation {
@@ -301,8 +323,11 @@ struct ke_evolver {
   int trials = 5;
   int max_consecutive_mutator_failures = 64;
 
-  std::shared_ptr<ke::Mutator> mutator = std::make_shared<ke::ParamMutator>();
-  std::string policy = "greedy";
+  MutatorRecipe mutator{"param", std::make_shared<ke::ParamMutator>(), {}};
+  std::string policy = ke::default_policy_name();
+  ke::PolicyOptions policy_options;
+  std::shared_ptr<ke::Store> store;
+  bool reuse = false;
   std::shared_ptr<ke::StopRule> stop = ke::max_evaluations(64);
   ke_progress_fn progress = nullptr;
   void* progress_data = nullptr;
@@ -648,6 +673,7 @@ KE_API ke_status ke_status_name(const char** out, ke_status status) {
       case KE_ERROR_ABORTED: name = "aborted"; break;
       case KE_ERROR_OUT_OF_MEMORY: name = "out_of_memory"; break;
       case KE_ERROR_INTERNAL: name = "internal"; break;
+      case KE_STATUS_MAX_ENUM: break;
     }
     if (!name) fail(KE_ERROR_INVALID_ARGUMENT, "'status' is not a ke_status (" + std::to_string(status) + ")");
     *out = name;
@@ -821,6 +847,7 @@ ke::SourceRef& source_of(ke_spec* spec, ke_source_kind kind) {
   switch (kind) {
     case KE_SOURCE_REFERENCE: return spec->spec.reference;
     case KE_SOURCE_SEED: return spec->spec.seed;
+    case KE_SOURCE_MAX_ENUM: break;
   }
   fail(KE_ERROR_INVALID_ARGUMENT, "'kind' is not a ke_source_kind (" + std::to_string(static_cast<int>(kind)) + ")");
 }
@@ -1277,7 +1304,7 @@ KE_API ke_status ke_mutator_param_create(ke_mutator** out, const ke_param_mutato
       fail(KE_ERROR_INVALID_ARGUMENT, "'restart_probability' must be between 0 and 1");
     }
     auto m = std::make_unique<ke_mutator>();
-    m->mutator = std::make_shared<ke::ParamMutator>(o.restart_probability);
+    m->recipe = {"param", std::make_shared<ke::ParamMutator>(o.restart_probability), {}};
     give(out, std::move(m));
   });
 }
@@ -1302,7 +1329,7 @@ KE_API ke_status ke_mutator_command_create(ke_mutator** out, const ke_command_mu
       fail(KE_ERROR_INVALID_ARGUMENT, "'options->timeout_s' must be positive");
     }
     auto m = std::make_unique<ke_mutator>();
-    m->mutator = std::make_shared<ke::CommandMutator>(command, options->timeout_s);
+    m->recipe = {"command", std::make_shared<ke::CommandMutator>(command, options->timeout_s), {}};
     give(out, std::move(m));
   });
 }
@@ -1314,12 +1341,112 @@ KE_API ke_status ke_mutator_custom_create(ke_mutator** out, const char* name, ke
     if (n == "seed" || n == "reference") fail(KE_ERROR_INVALID_ARGUMENT, "'" + n + "' is a reserved mutator name");
     if (!mutate) fail(KE_ERROR_INVALID_ARGUMENT, "'mutate' is NULL");
     auto m = std::make_unique<ke_mutator>();
-    m->mutator = std::make_shared<CallbackMutator>(n, mutate, user_data);
+    m->recipe = {n, std::make_shared<CallbackMutator>(n, mutate, user_data), {}};
     give(out, std::move(m));
   });
 }
 
 KE_API ke_status ke_mutator_destroy(ke_mutator* mutator) { return destroy(__func__, mutator); }
+
+KE_API ke_status ke_llm_mutator_options_init(ke_llm_mutator_options* options, unsigned int version) {
+  return guard(__func__, [&] {
+    need_out(options, "options");
+    need_version(version, KE_LLM_MUTATOR_OPTIONS_VERSION, "ke_llm_mutator_options");
+    const ke_llm_mutator_options defaults = KE_LLM_MUTATOR_OPTIONS_INIT;
+    *options = defaults;
+    options->version = version;
+  });
+}
+
+#if KE_CAPI_WITH_LLM
+namespace {
+
+// The device as a model should see it: what it is and the ceilings its kernels are measured against.
+std::string describe_device(const ke::DeviceInfo& d) {
+  std::ostringstream out;
+  out << d.name << " (" << d.id << "): " << d.compute_units << " compute units, " << d.vector_bits << "-bit vectors";
+  if (d.peak_bytes_per_s > 0) out << "; measured copy bandwidth " << d.peak_bytes_per_s / 1e9 << " GB/s";
+  if (d.peak_flops_per_s > 0) out << "; peak " << d.peak_flops_per_s / 1e9 << " GFLOP/s";
+  for (const auto& [k, v] : d.properties) out << "; " << k << ": " << v;
+  return out.str();
+}
+
+}  // namespace
+#endif
+
+KE_API ke_status ke_mutator_llm_create(ke_mutator** out, const ke_llm_mutator_options* options) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+#if KE_CAPI_WITH_LLM
+    if (!options) fail(KE_ERROR_INVALID_ARGUMENT, "'options' is NULL: the model mutator needs at least a model");
+    need_version(options->version, KE_LLM_MUTATOR_OPTIONS_VERSION, "ke_llm_mutator_options");
+    ke::LlmOptions o;
+    if (options->api) o.api = options->api;
+    if (options->base_url) o.base_url = options->base_url;
+    o.model = need_nonempty(options->model, "options->model");
+    if (options->api_key_env) o.api_key_env = options->api_key_env;
+    need_finite(options->temperature, "options->temperature");
+    o.temperature = options->temperature;
+    if (options->max_tokens < 1) fail(KE_ERROR_INVALID_ARGUMENT, "'options->max_tokens' must be at least 1");
+    o.max_tokens = options->max_tokens;
+    if (!(options->timeout_s > 0) || !std::isfinite(options->timeout_s)) {
+      fail(KE_ERROR_INVALID_ARGUMENT, "'options->timeout_s' must be positive");
+    }
+    o.timeout_s = options->timeout_s;
+    if (options->max_retries < 0) fail(KE_ERROR_INVALID_ARGUMENT, "'options->max_retries' must not be negative");
+    o.max_retries = options->max_retries;
+    o.max_in_flight = options->max_in_flight;
+    if (options->memory) o.memory = options->memory;
+    need_array(options->knowledge_dirs, options->knowledge_dir_count, "options->knowledge_dirs");
+    for (std::size_t i = 0; i < options->knowledge_dir_count; ++i) {
+      o.knowledge_dirs.push_back(need_nonempty(options->knowledge_dirs[i], "options->knowledge_dirs[i]"));
+    }
+    auto m = std::make_unique<ke_mutator>();
+    if (options->device_description) {
+      o.device_description = options->device_description;
+      m->recipe = {"llm", std::make_shared<ke::LlmMutator>(o), {}};
+    } else {
+      ke::LlmMutator check(o);  // the options are checked now, not at the first run
+      m->recipe = {"llm", nullptr, [o](const ke::DeviceInfo& device) {
+                     ke::LlmOptions with_device = o;
+                     with_device.device_description = describe_device(device);
+                     return std::make_shared<ke::LlmMutator>(with_device);
+                   }};
+    }
+    give(out, std::move(m));
+#else
+    (void)options;
+    fail(KE_ERROR_INTERNAL, "this build of the library has no model mutator (it was built without ke_llm)");
+#endif
+  });
+}
+
+KE_API ke_status ke_mutator_mix_create(ke_mutator** out, const ke_mutator* model, const ke_mutator* params,
+                                       int param_steps, int model_every) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+#if KE_CAPI_WITH_LLM
+    const MutatorRecipe model_recipe = need(model, "model")->recipe;
+    const MutatorRecipe params_recipe = need(params, "params")->recipe;
+    if (param_steps < 0 || model_every < 0) {
+      fail(KE_ERROR_INVALID_ARGUMENT, "'param_steps' and 'model_every' must not be negative");
+    }
+    auto m = std::make_unique<ke_mutator>();
+    // The mix keeps the state of its alternation, so every run gets a fresh one.
+    m->recipe = {"mix", nullptr, [model_recipe, params_recipe, param_steps, model_every](const ke::DeviceInfo& device) {
+                   return std::make_shared<ke::MixMutator>(model_recipe.for_run(device), params_recipe.for_run(device),
+                                                           param_steps, model_every);
+                 }};
+    give(out, std::move(m));
+#else
+    (void)model;
+    (void)params;
+    (void)param_steps;
+    (void)model_every;
+    fail(KE_ERROR_INTERNAL, "this build of the library has no model mutator (it was built without ke_llm)");
+#endif
+  });
+}
 
 KE_API ke_status ke_mutation_parent_count(size_t* out, const ke_mutation* mutation) {
   return guard(__func__, [&] {
@@ -1755,7 +1882,7 @@ KE_API ke_status ke_evolver_set_mutator(ke_evolver* evolver, const ke_mutator* m
   return guard(__func__, [&] {
     need(evolver, "evolver");
     RunningFlag busy(*evolver);
-    evolver->mutator = need(mutator, "mutator")->mutator;
+    evolver->mutator = need(mutator, "mutator")->recipe;
   });
 }
 
@@ -1767,6 +1894,86 @@ KE_API ke_status ke_evolver_set_stop_rule(ke_evolver* evolver, const ke_stop_rul
   });
 }
 
+namespace {
+
+// The options each policy reads; a policy unknown here (a newer one) may take any of them.
+const std::map<std::string, std::vector<std::string>>& policy_option_names() {
+  static const std::map<std::string, std::vector<std::string>> names = {
+      {"greedy", {}},
+      {"random", {}},
+      {"epsilon-greedy", {"epsilon"}},
+      {"tournament", {"tournament_size"}},
+      {"ucb", {"exploration"}},
+      {"islands", {"islands", "migration_interval", "features", "bins_per_octave"}},
+      {"map-elites", {"islands", "migration_interval", "features", "bins_per_octave"}},
+  };
+  return names;
+}
+
+double parse_number(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(value)) {
+    fail(KE_ERROR_INVALID_ARGUMENT, "policy option '" + option + "': '" + text + "' is not a number");
+  }
+  return value;
+}
+
+int parse_int(const std::string& option, const std::string& text) {
+  const double value = parse_number(option, text);
+  if (value != std::floor(value) || value < -2147483648.0 || value > 2147483647.0) {
+    fail(KE_ERROR_INVALID_ARGUMENT, "policy option '" + option + "': '" + text + "' is not an integer");
+  }
+  return static_cast<int>(value);
+}
+
+void set_policy_option(ke::PolicyOptions& o, const std::string& policy, std::string name, const std::string& value) {
+  for (char& ch : name) {
+    if (ch == '-') ch = '_';  // the command-line spelling works too
+  }
+  if (name == "ucb_c") name = "exploration";
+  const auto& table = policy_option_names();
+  if (const auto it = table.find(policy); it != table.end()) {
+    if (std::find(it->second.begin(), it->second.end(), name) == it->second.end()) {
+      std::string known;
+      for (const auto& n : it->second) known += (known.empty() ? "" : ", ") + n;
+      fail(KE_ERROR_INVALID_ARGUMENT, "the policy '" + policy + "' has no option '" + name + "' (it has " +
+                                          (known.empty() ? std::string("none") : known) + ")");
+    }
+  }
+  if (name == "epsilon") {
+    o.epsilon = parse_number(name, value);
+  } else if (name == "tournament_size") {
+    o.tournament_size = parse_int(name, value);
+  } else if (name == "exploration") {
+    o.exploration = parse_number(name, value);
+  } else if (name == "islands") {
+    o.islands = parse_int(name, value);
+  } else if (name == "migration_interval") {
+    o.migration_interval = parse_int(name, value);
+  } else if (name == "bins_per_octave") {
+    o.bins_per_octave = parse_number(name, value);
+  } else if (name == "features") {
+    o.features.clear();
+    std::string item;
+    std::istringstream in(value);
+    while (std::getline(in, item, ',')) {
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      if (!item.empty()) o.features.push_back(item);
+    }
+  } else {
+    fail(KE_ERROR_INVALID_ARGUMENT, "no policy has an option '" + name + "'");
+  }
+}
+
+}  // namespace
+
 KE_API ke_status ke_evolver_set_policy(ke_evolver* evolver, const char* name, const char* const* option_names,
                                        const char* const* option_values, size_t count) {
   return guard(__func__, [&] {
@@ -1775,14 +1982,14 @@ KE_API ke_status ke_evolver_set_policy(ke_evolver* evolver, const char* name, co
     const std::string policy = need_nonempty(name, "name");
     need_array(option_names, count, "option_names");
     need_array(option_values, count, "option_values");
-    ke::make_policy(policy);  // an unknown name fails here, with the known ones
+    ke::PolicyOptions options;
     for (std::size_t i = 0; i < count; ++i) {
-      need_string(option_values[i], "option_values[i]");
-      // No policy takes options yet; when one does, they are passed on here.
-      fail(KE_ERROR_INVALID_ARGUMENT,
-           "the policy '" + policy + "' has no option '" + need_string(option_names[i], "option_names[i]") + "'");
+      set_policy_option(options, policy, need_nonempty(option_names[i], "option_names[i]"),
+                        need_string(option_values[i], "option_values[i]"));
     }
+    ke::make_policy(policy, options);  // an unknown name or a bad value fails here, naming the known ones
     evolver->policy = policy;
+    evolver->policy_options = std::move(options);
   });
 }
 
@@ -1826,44 +2033,239 @@ KE_API ke_status ke_evolver_set_evaluator(ke_evolver* evolver, const char* devic
   });
 }
 
+namespace {
+
+// A run of the evolver: a new search, or (with `resume`) the continuation of a stored one (0: the
+// latest of the spec on this device). Records into the evolver's store as it goes, if it has one.
+void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> resume) {
+  RunningFlag busy(ev);
+  ev.last.reset();
+  if (resume && !ev.store) fail(KE_ERROR_INVALID_ARGUMENT, "the evolver has no store to resume a run from");
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<ke::FitnessEvaluator> evaluator = make_evaluator(ev);
+  const ke::DeviceInfo device = evaluator->device_info();
+  std::int64_t run_id = 0;
+  std::optional<ke::Checkpoint> checkpoint;
+  std::shared_ptr<ke::ReusingEvaluator> reusing;
+  if (ev.store) {
+    if (resume) {
+      std::optional<ke::RunId> found = *resume > 0 ? std::optional<ke::RunId>(*resume) : ev.store->latest_run(ev.spec, &device);
+      if (!found) {
+        fail(KE_ERROR_NOT_FOUND, ev.store->path() + " holds no run of " + ev.spec.name + " on " + device.id + " (" +
+                                     device.name + ") to resume");
+      }
+      const ke::RunInfo stored = ev.store->run(*found);
+      if (stored.spec_hash != ke::spec_hash(ev.spec)) {
+        fail(KE_ERROR_INVALID_ARGUMENT, "run " + std::to_string(stored.id) + " of " + ev.store->path() +
+                                            " was of another spec (" + stored.spec_name +
+                                            ", or this one since edited): it cannot be resumed with this one");
+      }
+      if (stored.device.kind != device.kind || stored.device.name != device.name) {
+        fail(KE_ERROR_INVALID_ARGUMENT, "run " + std::to_string(stored.id) + " of " + ev.store->path() + " ran on " +
+                                            stored.device.id + " (" + stored.device.name + "), not on " + device.id +
+                                            " (" + device.name + ")");
+      }
+      run_id = stored.id;
+      checkpoint = ev.store->resume(run_id);
+    } else {
+      run_id = ev.store->begin_run(ev.spec, device, {ev.policy, ev.mutator.name, ev.seed, "C API"});
+    }
+    if (ev.reuse) {
+      reusing = std::make_shared<ke::ReusingEvaluator>(evaluator, ev.store, ev.spec);
+      evaluator = reusing;
+    }
+    ev.runs = run_id;
+  } else {
+    run_id = ++ev.runs;
+  }
+  ke::EvolverOptions options;
+  options.seed = ev.seed;
+  options.jobs = ev.jobs;
+  options.max_consecutive_mutator_failures = ev.max_consecutive_mutator_failures;
+  ke::Evolver evolver_cxx(ev.spec, evaluator, ev.mutator.for_run(device), ke::make_policy(ev.policy, ev.policy_options),
+                          ev.stop, options);
+  if (checkpoint) evolver_cxx.resume(std::move(*checkpoint));
+  // The store records a node before the host's callback sees it, so a callback that aborts loses nothing.
+  std::optional<ke::StoreRecorder> recorder;
+  if (ev.store) {
+    recorder.emplace(ev.store, run_id, reusing.get());
+    evolver_cxx.add_observer(&*recorder);
+  }
+  std::optional<CallbackObserver> observer;
+  if (ev.progress) {
+    observer.emplace(ev.progress, ev.progress_data);
+    evolver_cxx.add_observer(&*observer);
+  }
+  // Keeps what the run found before it was stopped, for ke_evolver_result.
+  auto keep_partial = [&](const std::string& reason) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ev.last = make_result(ev.spec, evolver_cxx.graph(), rebuild_run(evolver_cxx.graph(), elapsed, reason), device,
+                          run_id, false);
+  };
+  try {
+    const ke::RunResult run = evolver_cxx.run();
+    ev.last = make_result(ev.spec, evolver_cxx.graph(), run, evaluator->device_info(), run_id, false);
+  } catch (const Aborted& e) {
+    keep_partial(e.message);
+    throw;
+  } catch (const std::exception& e) {
+    keep_partial(std::string("the run failed: ") + e.what());
+    throw;
+  }
+  give(out, make_result(ev.last->spec, ev.last->graph, ev.last->run, ev.last->device.info, run_id, false));
+}
+
+}  // namespace
+
 KE_API ke_status ke_evolver_run(ke_result** out, ke_evolver* evolver) {
   return guard(__func__, [&] {
     need_out(out, "out");
+    run_search(out, *need(evolver, "evolver"), std::nullopt);
+  });
+}
+
+KE_API ke_status ke_evolver_resume(ke_result** out, ke_evolver* evolver, int64_t run) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    need(evolver, "evolver");
+    if (run < 0) fail(KE_ERROR_INVALID_ARGUMENT, "'run' must not be negative (0: the latest run of the spec)");
+    run_search(out, *evolver, run);
+  });
+}
+
+KE_API ke_status ke_evolver_set_store(ke_evolver* evolver, ke_store* store, int reuse) {
+  return guard(__func__, [&] {
     need(evolver, "evolver");
     RunningFlag busy(*evolver);
-    ke_evolver& ev = *evolver;
-    ev.last.reset();
-    const std::int64_t run_id = ++ev.runs;
-    const auto start = std::chrono::steady_clock::now();
-    std::shared_ptr<ke::FitnessEvaluator> evaluator = make_evaluator(ev);
-    ke::EvolverOptions options;
-    options.seed = ev.seed;
-    options.jobs = ev.jobs;
-    options.max_consecutive_mutator_failures = ev.max_consecutive_mutator_failures;
-    ke::Evolver evolver_cxx(ev.spec, evaluator, ev.mutator, ke::make_policy(ev.policy), ev.stop, options);
-    std::optional<CallbackObserver> observer;
-    if (ev.progress) {
-      observer.emplace(ev.progress, ev.progress_data);
-      evolver_cxx.add_observer(&*observer);
+    evolver->store = store ? need(store, "store")->store : nullptr;
+    evolver->reuse = store && reuse != 0;
+  });
+}
+
+KE_API ke_status ke_result_run_id(int64_t* out, const ke_result* result) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    *out = need(result, "result")->run_id;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Store
+
+KE_API ke_status ke_store_open(ke_store** out, const char* path, int read_only) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    auto s = std::make_unique<ke_store>();
+    s->store = std::make_shared<ke::Store>(need_nonempty(path, "path"),
+                                           read_only ? ke::Store::Mode::read_only : ke::Store::Mode::read_write);
+    give(out, std::move(s));
+  });
+}
+
+KE_API ke_status ke_store_destroy(ke_store* store) { return destroy(__func__, store); }
+
+KE_API ke_status ke_store_path(const char** out, const ke_store* store) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    *out = need(store, "store")->store->path().c_str();
+  });
+}
+
+KE_API ke_status ke_store_run_count(size_t* out, const ke_store* store) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    *out = need(store, "store")->store->runs().size();
+  });
+}
+
+KE_API ke_status ke_store_run_id(int64_t* out, const ke_store* store, size_t index) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    const auto runs = need(store, "store")->store->runs();
+    if (index >= runs.size()) {
+      fail(KE_ERROR_NOT_FOUND, "run index " + std::to_string(index) + " is out of range (the store holds " +
+                                   std::to_string(runs.size()) + ")");
     }
-    // Keeps what the run found before it was stopped, for ke_evolver_result.
-    auto keep_partial = [&](const std::string& reason) {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      ev.last = make_result(ev.spec, evolver_cxx.graph(), rebuild_run(evolver_cxx.graph(), elapsed, reason),
-                            evaluator->device_info(), run_id, false);
-    };
-    try {
-      const ke::RunResult run = evolver_cxx.run();
-      ev.last = make_result(ev.spec, evolver_cxx.graph(), run, evaluator->device_info(), run_id, false);
-    } catch (const Aborted& e) {
-      keep_partial(e.message);
-      throw;
-    } catch (const std::exception& e) {
-      keep_partial(std::string("the run failed: ") + e.what());
-      throw;
-    }
-    auto copy = make_result(ev.last->spec, ev.last->graph, ev.last->run, ev.last->device.info, run_id, false);
-    give(out, std::move(copy));
+    *out = runs[index].id;
+  });
+}
+
+KE_API ke_status ke_store_latest_run(int64_t* out, const ke_store* store) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    const auto latest = need(store, "store")->store->latest_run();
+    if (!latest) fail(KE_ERROR_NOT_FOUND, store->store->path() + " holds no run");
+    *out = *latest;
+  });
+}
+
+namespace {
+
+// The run's info, or KE_ERROR_NOT_FOUND naming the store (the C++ store says BadUsage).
+ke::RunInfo stored_run(const ke_store* store, std::int64_t run) {
+  const auto runs = store->store->runs();
+  for (const ke::RunInfo& r : runs) {
+    if (r.id == run) return r;
+  }
+  fail(KE_ERROR_NOT_FOUND, store->store->path() + " holds no run " + std::to_string(run));
+}
+
+// A text the store made, kept in the handle so the pointer lives until it is destroyed.
+const char* keep_text(const ke_store* store, const std::string& key, const std::function<std::string()>& make) {
+  std::lock_guard lock(store->mutex);
+  auto it = store->texts.find(key);
+  if (it == store->texts.end()) it = store->texts.emplace(key, make()).first;
+  return it->second.c_str();
+}
+
+}  // namespace
+
+KE_API ke_status ke_store_load(ke_result** out, const ke_store* store, int64_t run) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    need(store, "store");
+    const ke::RunInfo info = stored_run(store, run);
+    const ke::Checkpoint checkpoint = store->store->load(run);
+    const ke::Spec spec = ke::parse_spec(info.spec_json, info.spec_path);
+    ke::RunResult result = rebuild_run(checkpoint.graph, checkpoint.elapsed_s,
+                                       info.finished_at.empty() ? "unfinished" : info.stop_reason);
+    result.state.tokens = checkpoint.tokens;
+    result.mutator_failures = checkpoint.mutator_failures;
+    give(out, make_result(spec, checkpoint.graph, result, info.device, run, false));
+  });
+}
+
+KE_API ke_status ke_store_show(const char** out, const ke_store* store, int64_t run, size_t limit) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    need(store, "store");
+    stored_run(store, run);
+    *out = keep_text(store, "show " + std::to_string(run) + " " + std::to_string(limit),
+                     [&] { return ke::show_run_text(*store->store, run, limit); });
+  });
+}
+
+KE_API ke_status ke_store_best_source(const char** out, const ke_store* store, int64_t run) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    need(store, "store");
+    stored_run(store, run);
+    const auto source = ke::best_kernel_source(*store->store, run);
+    if (!source) fail(KE_ERROR_NOT_FOUND, "run " + std::to_string(run) + " has no correct kernel");
+    *out = keep_text(store, "best " + std::to_string(run), [&] { return *source; });
+  });
+}
+
+KE_API ke_status ke_store_export(const char** out, const ke_store* store, int64_t run, const char* format) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    need(store, "store");
+    const std::string f = need_string(format, "format");
+    if (f != "json" && f != "dot") fail(KE_ERROR_INVALID_ARGUMENT, "format '" + f + "' is not json or dot");
+    stored_run(store, run);
+    *out = keep_text(store, f + " " + std::to_string(run), [&] {
+      return f == "json" ? ke::export_json(*store->store, run) : ke::export_dot(*store->store, run);
+    });
   });
 }
 
@@ -1874,7 +2276,7 @@ KE_API ke_status ke_evolver_check(ke_result** out, ke_evolver* evolver) {
     RunningFlag busy(*evolver);
     ke_evolver& ev = *evolver;
     ev.last.reset();
-    const std::int64_t run_id = ++ev.runs;
+    const std::int64_t run_id = 0;  // a check is not a run: it is neither numbered nor stored
     const auto start = std::chrono::steady_clock::now();
     std::shared_ptr<ke::FitnessEvaluator> evaluator = make_evaluator(ev);
     const ke::DeviceInfo info = evaluator->device_info();

@@ -65,7 +65,8 @@ typedef enum ke_status {
   KE_ERROR_NOT_FOUND = 4,        /* no such node, index, tunable; no best kernel; no run yet */
   KE_ERROR_ABORTED = 5,          /* a callback returned non-zero */
   KE_ERROR_OUT_OF_MEMORY = 6,
-  KE_ERROR_INTERNAL = 7          /* anything else: I/O, a worker that cannot start, a bug */
+  KE_ERROR_INTERNAL = 7,         /* anything else: I/O, a worker that cannot start, a bug */
+  KE_STATUS_MAX_ENUM = 0x7fffffff /* not a value: keeps every ke_ enumeration 32 bits wide */
 } ke_status;
 
 /* The calling thread's message for its last failed call ("" if none). Never NULL. It stays valid until
@@ -112,7 +113,8 @@ KE_API ke_status ke_spec_set_tolerance(ke_spec* spec, double atol, double rtol);
 
 typedef enum ke_source_kind {
   KE_SOURCE_REFERENCE = 0, /* the trusted kernel outputs are compared with */
-  KE_SOURCE_SEED = 1       /* the kernel the search starts from */
+  KE_SOURCE_SEED = 1,      /* the kernel the search starts from */
+  KE_SOURCE_MAX_ENUM = 0x7fffffff
 } ke_source_kind;
 
 /* The reference or seed kernel, from text or read from a file now. `language` (NULL: the spec's) and
@@ -178,7 +180,8 @@ typedef enum ke_eval_status {
   KE_EVAL_INCORRECT = 3,
   KE_EVAL_CRASHED = 4,
   KE_EVAL_TIMEOUT = 5,
-  KE_EVAL_INVALID = 6 /* breaks the spec's rules, or a time under the roofline floor */
+  KE_EVAL_INVALID = 6, /* breaks the spec's rules, or a time under the roofline floor */
+  KE_EVAL_MAX_ENUM = 0x7fffffff
 } ke_eval_status;
 
 /* The status as the reports write it: "ok", "compile_error", ... */
@@ -300,6 +303,40 @@ KE_API ke_status ke_mutator_custom_create(ke_mutator** out, const char* name, ke
                                           void* user_data);
 KE_API ke_status ke_mutator_destroy(ke_mutator* mutator);
 
+typedef struct ke_llm_mutator_options {
+  unsigned int version;
+  /* "openai": /chat/completions (OpenAI, vLLM, llama.cpp server, Ollama, LiteLLM); "anthropic": /messages.
+   * NULL: "openai". */
+  const char* api;
+  const char* base_url;    /* e.g. "http://localhost:11434/v1"; NULL: the api's public endpoint */
+  const char* model;       /* required */
+  const char* api_key_env; /* the environment variable that holds the key, read at each request; NULL: none */
+  double temperature;
+  int max_tokens;          /* per answer */
+  double timeout_s;        /* per request */
+  int max_retries;         /* on 429, 5xx and transport errors, with backoff */
+  int max_in_flight;       /* requests at once */
+  /* What the prompt remembers: "inherit" (the parent's lineage), "siblings" (the parent's other
+   * children), "both", "fresh". NULL: "both". */
+  const char* memory;
+  const char* const* knowledge_dirs; /* markdown folders beside the shipped knowledge base */
+  size_t knowledge_dir_count;
+  /* The device and its roofline, for the prompt. NULL: written by the evolver from the run's device. */
+  const char* device_description;
+} ke_llm_mutator_options;
+#define KE_LLM_MUTATOR_OPTIONS_VERSION 1
+#define KE_LLM_MUTATOR_OPTIONS_INIT \
+  {KE_LLM_MUTATOR_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0.7, 4096, 180.0, 5, 4, NULL, NULL, 0, NULL}
+KE_API ke_status ke_llm_mutator_options_init(ke_llm_mutator_options* options, unsigned int version);
+
+/* Asks a language model for a rewrite of the parent (the prompt carries the device, the spec, the parent
+ * with its measurements, its failed children, the best node and passages of the knowledge base). */
+KE_API ke_status ke_mutator_llm_create(ke_mutator** out, const ke_llm_mutator_options* options);
+/* One graph, two mutators: after each new structure from `model` that works, `params` takes
+ * `param_steps` steps from it; `model_every` > 0 runs the model at least every that many mutations. */
+KE_API ke_status ke_mutator_mix_create(ke_mutator** out, const ke_mutator* model, const ke_mutator* params,
+                                       int param_steps, int model_every);
+
 KE_API ke_status ke_mutation_parent_count(size_t* out, const ke_mutation* mutation);
 KE_API ke_status ke_mutation_parent(const ke_node** out, const ke_mutation* mutation, size_t index);
 /* Every node of the graph so far, by id. */
@@ -375,8 +412,8 @@ KE_API ke_status ke_result_report_json(const char** out, const ke_result* result
 KE_API ke_status ke_result_report_text(const char** out, const ke_result* result);
 
 /* ---------------------------------------------------------------------------------------------------
- * Evolver: composes the parts and runs the search. Defaults: the param mutator, the greedy policy, a
- * stop after 64 evaluations, candidates evaluated in worker processes on the CPU.
+ * Evolver: composes the parts and runs the search. Defaults: the param mutator, the command-line tool's
+ * default policy, a stop after 64 evaluations, candidates evaluated in worker processes on the CPU, no store.
  */
 
 typedef struct ke_evolver ke_evolver;
@@ -410,7 +447,11 @@ KE_API ke_status ke_evolver_destroy(ke_evolver* evolver);
 /* The mutator to use (the evolver keeps a reference: the handle may be destroyed after). */
 KE_API ke_status ke_evolver_set_mutator(ke_evolver* evolver, const ke_mutator* mutator);
 KE_API ke_status ke_evolver_set_stop_rule(ke_evolver* evolver, const ke_stop_rule* rule);
-/* The selection policy, by name, with options as name/value pairs (`count` may be 0). */
+/* The selection policy, by name ("greedy", "epsilon-greedy", "tournament", "ucb", "islands", "random"),
+ * with options as name/value pairs (`count` may be 0): "epsilon" (epsilon-greedy), "tournament_size"
+ * (tournament), "exploration" (ucb), "islands", "migration_interval", "features" (comma-separated: a
+ * tunable's name, "source_length", "resource:NAME") and "bins_per_octave" (islands). An option the
+ * policy does not read is refused. Default: the command-line tool's default policy. */
 KE_API ke_status ke_evolver_set_policy(ke_evolver* evolver, const char* name, const char* const* option_names,
                                        const char* const* option_values, size_t count);
 /* The names ke_evolver_set_policy knows; a static array. */
@@ -420,7 +461,8 @@ typedef enum ke_progress_event {
   KE_PROGRESS_START = 0,           /* before the seed is evaluated; `node` is NULL */
   KE_PROGRESS_NODE = 1,            /* a node was evaluated */
   KE_PROGRESS_MUTATOR_FAILURE = 2, /* the mutator made no child; `message` says why */
-  KE_PROGRESS_FINISH = 3           /* the run stopped; `message` is the reason */
+  KE_PROGRESS_FINISH = 3,          /* the run stopped; `message` is the reason */
+  KE_PROGRESS_MAX_ENUM = 0x7fffffff
 } ke_progress_event;
 
 /* What a progress callback sees. Filled by the library; fields are only appended (check `version`). */
@@ -456,6 +498,45 @@ KE_API ke_status ke_evolver_check(ke_result** out, ke_evolver* evolver);
 /* What the last run or check found, even one that was aborted (nodes still in flight then read
  * KE_EVAL_PENDING). KE_ERROR_NOT_FOUND before the first run. */
 KE_API ke_status ke_evolver_result(ke_result** out, const ke_evolver* evolver);
+
+/* ---------------------------------------------------------------------------------------------------
+ * Store: the SQLite database of runs. An evolver given a store commits each node as it is evaluated (a
+ * killed process loses only the candidates in flight), can resume a stored run, and answers a candidate
+ * measured before (same problem, same device) from the store instead of measuring it again. A store may
+ * serve several evolvers; the evolvers keep it open as long as they need it.
+ */
+
+typedef struct ke_store ke_store;
+
+/* Opens the database at `path`, creating it unless `read_only`. KE_ERROR_INVALID_ARGUMENT for a file that
+ * is not a KernelEvolve database (or of a schema this library cannot use); KE_ERROR_INTERNAL for I/O. */
+KE_API ke_status ke_store_open(ke_store** out, const char* path, int read_only);
+KE_API ke_status ke_store_destroy(ke_store* store);
+KE_API ke_status ke_store_path(const char** out, const ke_store* store);
+/* Runs, oldest first. */
+KE_API ke_status ke_store_run_count(size_t* out, const ke_store* store);
+KE_API ke_status ke_store_run_id(int64_t* out, const ke_store* store, size_t index);
+/* The newest run; KE_ERROR_NOT_FOUND when there is none. */
+KE_API ke_status ke_store_latest_run(int64_t* out, const ke_store* store);
+/* A stored run as a result: its spec, device, committed nodes and totals (`kernelevolve show`). */
+KE_API ke_status ke_store_load(ke_result** out, const ke_store* store, int64_t run);
+/* The table `kernelevolve show` prints; `limit` > 0 keeps it to the first nodes. */
+KE_API ke_status ke_store_show(const char** out, const ke_store* store, int64_t run, size_t limit);
+/* The best kernel's source with its tunables as #defines (`kernelevolve best`); KE_ERROR_NOT_FOUND if
+ * the run has no correct kernel. */
+KE_API ke_status ke_store_best_source(const char** out, const ke_store* store, int64_t run);
+/* The run's graph as "json" or as Graphviz "dot" (`kernelevolve export`). */
+KE_API ke_status ke_store_export(const char** out, const ke_store* store, int64_t run, const char* format);
+
+/* Each later run of the evolver is recorded in `store` (NULL: none). With `reuse`, candidates the store
+ * holds a measurement of (same spec measurements, same device kind and model) are not measured again. */
+KE_API ke_status ke_evolver_set_store(ke_evolver* evolver, ke_store* store, int reuse);
+/* Goes on with a stored run of the evolver's spec (`run` 0: the latest of this spec) on the same device
+ * kind and model: its nodes are not evaluated again, and the stop rules count its totals so far. */
+KE_API ke_status ke_evolver_resume(ke_result** out, ke_evolver* evolver, int64_t run);
+/* The run's id: in the store when the evolver has one; else the evolver numbers its runs from 1. 0 for
+ * a check. */
+KE_API ke_status ke_result_run_id(int64_t* out, const ke_result* result);
 
 #ifdef __cplusplus
 } /* extern "C" */

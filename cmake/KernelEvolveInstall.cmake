@@ -4,6 +4,7 @@
 #   lib/libkernelevolve_cxx.so.0.1                            the C++ API (KernelEvolve::kernelevolve_cxx)
 #   libexec/kernelevolve/kernelevolve-worker                  where the library looks for its worker
 #   bin/kernelevolve                                          the command-line tool
+#   share/kernelevolve/knowledge/                             the model mutator's knowledge base
 #   lib/cmake/KernelEvolve/                                   find_package(KernelEvolve)
 #   lib/pkgconfig/kernelevolve.pc, kernelevolve_cxx.pc       pkg-config
 include(CMakePackageConfigHelpers)
@@ -37,6 +38,11 @@ install(TARGETS kernelevolve-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/capi/kernelevolve.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/kernelevolve DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.hpp")
+# The model mutator reads its knowledge base from <library folder>/../share/kernelevolve/knowledge.
+if(EXISTS ${PROJECT_SOURCE_DIR}/knowledge)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/knowledge/ DESTINATION ${CMAKE_INSTALL_DATADIR}/kernelevolve/knowledge
+    FILES_MATCHING PATTERN "*.md")
+endif()
 
 set(KE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/KernelEvolve)
 install(EXPORT KernelEvolveTargets NAMESPACE KernelEvolve:: DESTINATION ${KE_CMAKE_DIR})

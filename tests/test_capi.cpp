@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -16,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "kernelevolve.h"
@@ -226,7 +229,7 @@ TEST_CASE("capi: version, status names") {
   CHECK(std::string(name) == "aborted");  // untouched by the failed call
   CHECK(ke_eval_status_name(&name, KE_EVAL_TIMEOUT) == KE_OK);
   CHECK(std::string(name) == "timeout");
-  CHECK(ke_eval_status_name(&name, static_cast<ke_eval_status>(-1)) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_eval_status_name(&name, static_cast<ke_eval_status>(99)) == KE_ERROR_INVALID_ARGUMENT);
   CHECK(ke_eval_status_name(nullptr, KE_EVAL_OK) == KE_ERROR_INVALID_ARGUMENT);
 }
 
@@ -840,4 +843,204 @@ TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the comm
     CHECK(ke_evolver_run(&r, absent) == KE_ERROR_DEVICE_UNAVAILABLE);
     CHECK(r == nullptr);
   }
+}
+
+TEST_CASE("capi: policies with options") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  FakeFitness fitness;
+  Doubler doubler;
+  Evolver ev;
+  Mutator mutator;
+  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  const char* eps_name[] = {"epsilon"};
+  const char* eps_value[] = {"0.5"};
+  CHECK(ke_evolver_set_policy(ev, "epsilon-greedy", eps_name, eps_value, 1) == KE_OK);
+  const char* size_name[] = {"tournament-size"};  // the command-line spelling
+  const char* size_value[] = {"4"};
+  CHECK(ke_evolver_set_policy(ev, "tournament", size_name, size_value, 1) == KE_OK);
+  const char* not_a_number[] = {"four"};
+  CHECK(ke_evolver_set_policy(ev, "tournament", size_name, not_a_number, 1) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(ke_last_error(), "four"));
+  const char* not_an_int[] = {"2.5"};
+  CHECK(ke_evolver_set_policy(ev, "tournament", size_name, not_an_int, 1) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_evolver_set_policy(ev, "ucb", eps_name, eps_value, 1) == KE_ERROR_INVALID_ARGUMENT);  // not ucb's
+  CHECK(contains(ke_last_error(), "exploration"));
+  const char* island_names[] = {"islands", "migration_interval", "features"};
+  const char* island_values[] = {"2", "3", "BLOCK"};
+  REQUIRE(ke_evolver_set_policy(ev, "islands", island_names, island_values, 3) == KE_OK);
+  Result r;
+  REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+  const ke_node* best = nullptr;
+  REQUIRE(ke_result_best(&best, r) == KE_OK);
+  CHECK(tunable(best, "BLOCK") == 512);
+}
+
+TEST_CASE("capi: the model mutator and the mix") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  ke_llm_mutator_options lo;
+  REQUIRE(ke_llm_mutator_options_init(&lo, KE_LLM_MUTATOR_OPTIONS_VERSION) == KE_OK);
+  ke_mutator* m = nullptr;
+  lo.model = "probe";
+  if (ke_mutator_llm_create(&m, &lo) == KE_ERROR_INTERNAL && contains(ke_last_error(), "no model mutator")) {
+    MESSAGE("this build has no model mutator (no ke_llm): only its refusal is checked");
+    return;
+  }
+  CHECK(ke_mutator_destroy(m) == KE_OK);
+  m = nullptr;
+  lo.model = nullptr;
+  CHECK(ke_mutator_llm_create(&m, &lo) == KE_ERROR_INVALID_ARGUMENT);  // no model
+  lo.model = "some-model";
+  lo.api = "telepathy";
+  CHECK(ke_mutator_llm_create(&m, &lo) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(ke_last_error(), "telepathy"));
+  lo.api = nullptr;
+  lo.memory = "forgetful";
+  CHECK(ke_mutator_llm_create(&m, &lo) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(m == nullptr);
+  lo.memory = "fresh";
+  lo.base_url = "http://127.0.0.1:9/v1";  // nothing listens there: every request fails at once
+  lo.max_retries = 0;
+  lo.timeout_s = 5;
+  Mutator llm;
+  REQUIRE(ke_mutator_llm_create(llm.out(), &lo) == KE_OK);
+
+  FakeFitness fitness;
+  ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
+  o.max_consecutive_mutator_failures = 3;
+  Evolver ev;
+  REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+  REQUIRE(ke_evolver_set_evaluator(ev, "made-up device", fake_evaluate, &fitness) == KE_OK);
+  REQUIRE(ke_evolver_set_mutator(ev, llm) == KE_OK);
+  ProgressLog log;
+  REQUIRE(ke_evolver_set_progress(ev, log_progress, &log) == KE_OK);
+  Result r;
+  REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);  // a model that cannot be reached is data, not an error
+  std::int64_t failures = 0;
+  CHECK(ke_result_mutator_failures(&failures, r) == KE_OK);
+  CHECK(failures == 3);
+  CHECK(log.events[KE_PROGRESS_MUTATOR_FAILURE] == 3);
+  CHECK(!log.failure_message.empty());
+
+  // The mix: a model (here the doubler) writes, the parameter search tunes after each success.
+  Doubler doubler;
+  Mutator model, params, mix;
+  REQUIRE(ke_mutator_custom_create(model.out(), "doubler", doubler_mutate, &doubler) == KE_OK);
+  REQUIRE(ke_mutator_param_create(params.out(), nullptr) == KE_OK);
+  CHECK(ke_mutator_mix_create(mix.out(), model, params, -1, 0) == KE_ERROR_INVALID_ARGUMENT);
+  REQUIRE(ke_mutator_mix_create(mix.out(), model, params, 2, 0) == KE_OK);
+  REQUIRE(ke_evolver_set_mutator(ev, mix) == KE_OK);
+  Rule stop;
+  REQUIRE(ke_stop_rule_max_evaluations(stop.out(), 7) == KE_OK);
+  REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
+  Result mixed;
+  REQUIRE(ke_evolver_run(mixed.out(), ev) == KE_OK);
+  std::set<std::string> makers;
+  std::size_t n = 0;
+  REQUIRE(ke_result_node_count(&n, mixed) == KE_OK);
+  for (std::size_t i = 1; i < n; ++i) {
+    const ke_node* node = nullptr;
+    REQUIRE(ke_result_node(&node, mixed, std::int64_t(i)) == KE_OK);
+    makers.insert(text(ke_node_mutator, node));
+  }
+  CHECK(makers.count("doubler") == 1);
+}
+
+TEST_CASE("capi: the store: record, show, best, export, resume, reuse") {
+  const std::string db =
+      (std::filesystem::temp_directory_path() / ("ke_capi_store_" + std::to_string(::getpid()) + ".db")).string();
+  std::remove(db.c_str());
+  ke_store* missing = nullptr;
+  CHECK(ke_store_open(&missing, (db + ".absent").c_str(), 1) != KE_OK);  // read-only: not created
+  CHECK(ke_store_open(&missing, fixture("e2e/colsum.json").c_str(), 0) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(missing == nullptr);
+  Owned<ke_store, ke_store_destroy> store;
+  REQUIRE(ke_store_open(store.out(), db.c_str(), 0) == KE_OK);
+  std::int64_t latest = -1;
+  CHECK(ke_store_latest_run(&latest, store) == KE_ERROR_NOT_FOUND);
+
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  FakeFitness fitness;
+  Doubler doubler;
+  Evolver ev;
+  Mutator mutator;
+  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  Result none;
+  CHECK(ke_evolver_resume(none.out(), ev, 0) == KE_ERROR_INVALID_ARGUMENT);  // no store yet
+  REQUIRE(ke_evolver_set_store(ev, store, 0) == KE_OK);
+  Rule five;
+  REQUIRE(ke_stop_rule_max_evaluations(five.out(), 5) == KE_OK);
+  REQUIRE(ke_evolver_set_stop_rule(ev, five) == KE_OK);
+
+  Result first;
+  REQUIRE(ke_evolver_run(first.out(), ev) == KE_OK);
+  std::int64_t run = 0;
+  REQUIRE(ke_result_run_id(&run, first) == KE_OK);
+  CHECK(run == 1);
+  std::size_t runs = 0;
+  REQUIRE(ke_store_run_count(&runs, store) == KE_OK);
+  CHECK(runs == 1);
+  REQUIRE(ke_store_run_id(&latest, store, 0) == KE_OK);
+  CHECK(latest == 1);
+
+  Result loaded;
+  REQUIRE(ke_store_load(loaded.out(), store, 1) == KE_OK);
+  std::size_t n = 0;
+  REQUIRE(ke_result_node_count(&n, loaded) == KE_OK);
+  CHECK(n == 5);
+  const ke_node* best = nullptr;
+  REQUIRE(ke_result_best(&best, loaded) == KE_OK);
+  CHECK(tunable(best, "BLOCK") == 16);
+  const char* table = nullptr;
+  REQUIRE(ke_store_show(&table, store, 1, 0) == KE_OK);
+  CHECK(contains(table, "BLOCK"));
+  const char* source = nullptr;
+  REQUIRE(ke_store_best_source(&source, store, 1) == KE_OK);
+  CHECK(contains(source, "colsum"));
+  CHECK(contains(source, "16"));
+  const char* json = nullptr;
+  REQUIRE(ke_store_export(&json, store, 1, "json") == KE_OK);
+  CHECK(contains(json, "\"nodes\""));
+  const char* dot = nullptr;
+  REQUIRE(ke_store_export(&dot, store, 1, "dot") == KE_OK);
+  CHECK(contains(dot, "digraph"));
+  CHECK(ke_store_export(&dot, store, 1, "svg") == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_store_show(&table, store, 99, 0) == KE_ERROR_NOT_FOUND);
+  Result absent;
+  CHECK(ke_store_load(absent.out(), store, 99) == KE_ERROR_NOT_FOUND);
+
+  // A run stopped by its host after three nodes goes on where it stood.
+  ProgressLog log;
+  log.abort_at_node = 3;
+  REQUIRE(ke_evolver_set_progress(ev, log_progress, &log) == KE_OK);
+  ke_result* aborted = nullptr;
+  CHECK(ke_evolver_run(&aborted, ev) == KE_ERROR_ABORTED);
+  REQUIRE(ke_evolver_set_progress(ev, nullptr, nullptr) == KE_OK);
+  Rule eight;
+  REQUIRE(ke_stop_rule_max_evaluations(eight.out(), 8) == KE_OK);
+  REQUIRE(ke_evolver_set_stop_rule(ev, eight) == KE_OK);
+  const int calls_before = fitness.calls;
+  Result resumed;
+  REQUIRE(ke_evolver_resume(resumed.out(), ev, 0) == KE_OK);
+  REQUIRE(ke_result_run_id(&run, resumed) == KE_OK);
+  CHECK(run == 2);
+  REQUIRE(ke_result_node_count(&n, resumed) == KE_OK);
+  CHECK(n == 8);
+  CHECK(fitness.calls - calls_before == 5);  // the three stored nodes are not measured again
+
+  // A new run with reuse answers known points from the store.
+  REQUIRE(ke_evolver_set_store(ev, store, 1) == KE_OK);
+  const int calls_then = fitness.calls;
+  Result reused;
+  REQUIRE(ke_evolver_run(reused.out(), ev) == KE_OK);
+  REQUIRE(ke_result_run_id(&run, reused) == KE_OK);
+  CHECK(run == 3);
+  CHECK(fitness.calls == calls_then);  // BLOCK 1 to 128 were all measured before
+  REQUIRE(ke_store_latest_run(&latest, store) == KE_OK);
+  CHECK(latest == 3);
+  std::remove(db.c_str());
+  std::remove((db + "-wal").c_str());
+  std::remove((db + "-shm").c_str());
 }

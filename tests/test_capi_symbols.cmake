@@ -1,6 +1,7 @@
 # Compares what the C library exports with what its header declares: every KE_API function of
-# kernelevolve.h must be exported, and nothing else may be.
-#   cmake -DNM=nm -DLIBRARY=libkernelevolve.so -DHEADER=kernelevolve.h -P test_capi_symbols.cmake
+# kernelevolve.h must be exported, and nothing else may be. With RUST_SYS, also checks that the Rust
+# example's hand-written bindings declare every function of the header.
+#   cmake -DNM=nm -DLIBRARY=libkernelevolve.so -DHEADER=kernelevolve.h [-DRUST_SYS=sys.rs] -P test_capi_symbols.cmake
 execute_process(COMMAND ${NM} -D --defined-only ${LIBRARY} OUTPUT_VARIABLE nm_out RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${NM} failed on ${LIBRARY}")
@@ -40,3 +41,18 @@ if(missing OR extra)
                       "declared but not exported:\n  ${missing_text}\nexported but not declared:\n  ${extra_text}")
 endif()
 message(STATUS "${n_declared} functions declared and exported, nothing else exported")
+
+if(RUST_SYS)
+  file(READ ${RUST_SYS} rust)
+  set(unbound)
+  foreach(fn IN LISTS declared)
+    if(NOT rust MATCHES "pub fn ${fn}\\(")
+      list(APPEND unbound ${fn})
+    endif()
+  endforeach()
+  if(unbound)
+    string(REPLACE ";" "\n  " unbound_text "${unbound}")
+    message(FATAL_ERROR "${RUST_SYS} has no binding for:\n  ${unbound_text}")
+  endif()
+  message(STATUS "${RUST_SYS} binds every function")
+endif()

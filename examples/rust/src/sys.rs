@@ -54,7 +54,8 @@ opaque!(
     ke_candidate,
     ke_evaluation,
     ke_result,
-    ke_evolver
+    ke_evolver,
+    ke_store
 );
 
 pub const KE_TIMING_VERSION: c_uint = 1;
@@ -98,6 +99,26 @@ pub struct ke_command_mutator_options {
     pub version: c_uint,
     pub command: *const c_char,
     pub timeout_s: f64,
+}
+
+pub const KE_LLM_MUTATOR_OPTIONS_VERSION: c_uint = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ke_llm_mutator_options {
+    pub version: c_uint,
+    pub api: *const c_char,
+    pub base_url: *const c_char,
+    pub model: *const c_char,
+    pub api_key_env: *const c_char,
+    pub temperature: f64,
+    pub max_tokens: c_int,
+    pub timeout_s: f64,
+    pub max_retries: c_int,
+    pub max_in_flight: c_int,
+    pub memory: *const c_char,
+    pub knowledge_dirs: *const *const c_char,
+    pub knowledge_dir_count: usize,
+    pub device_description: *const c_char,
 }
 
 pub const KE_EVOLVER_OPTIONS_VERSION: c_uint = 1;
@@ -491,4 +512,62 @@ extern "C" {
     pub fn ke_evolver_run(out: *mut *mut ke_result, evolver: *mut ke_evolver) -> ke_status;
     pub fn ke_evolver_check(out: *mut *mut ke_result, evolver: *mut ke_evolver) -> ke_status;
     pub fn ke_evolver_result(out: *mut *mut ke_result, evolver: *const ke_evolver) -> ke_status;
+
+    // Model and mix mutators
+    pub fn ke_llm_mutator_options_init(
+        options: *mut ke_llm_mutator_options,
+        version: c_uint,
+    ) -> ke_status;
+    pub fn ke_mutator_llm_create(
+        out: *mut *mut ke_mutator,
+        options: *const ke_llm_mutator_options,
+    ) -> ke_status;
+    pub fn ke_mutator_mix_create(
+        out: *mut *mut ke_mutator,
+        model: *const ke_mutator,
+        params: *const ke_mutator,
+        param_steps: c_int,
+        model_every: c_int,
+    ) -> ke_status;
+
+    // Store
+    pub fn ke_store_open(
+        out: *mut *mut ke_store,
+        path: *const c_char,
+        read_only: c_int,
+    ) -> ke_status;
+    pub fn ke_store_destroy(store: *mut ke_store) -> ke_status;
+    pub fn ke_store_path(out: *mut *const c_char, store: *const ke_store) -> ke_status;
+    pub fn ke_store_run_count(out: *mut usize, store: *const ke_store) -> ke_status;
+    pub fn ke_store_run_id(out: *mut i64, store: *const ke_store, index: usize) -> ke_status;
+    pub fn ke_store_latest_run(out: *mut i64, store: *const ke_store) -> ke_status;
+    pub fn ke_store_load(out: *mut *mut ke_result, store: *const ke_store, run: i64) -> ke_status;
+    pub fn ke_store_show(
+        out: *mut *const c_char,
+        store: *const ke_store,
+        run: i64,
+        limit: usize,
+    ) -> ke_status;
+    pub fn ke_store_best_source(
+        out: *mut *const c_char,
+        store: *const ke_store,
+        run: i64,
+    ) -> ke_status;
+    pub fn ke_store_export(
+        out: *mut *const c_char,
+        store: *const ke_store,
+        run: i64,
+        format: *const c_char,
+    ) -> ke_status;
+    pub fn ke_evolver_set_store(
+        evolver: *mut ke_evolver,
+        store: *mut ke_store,
+        reuse: c_int,
+    ) -> ke_status;
+    pub fn ke_evolver_resume(
+        out: *mut *mut ke_result,
+        evolver: *mut ke_evolver,
+        run: i64,
+    ) -> ke_status;
+    pub fn ke_result_run_id(out: *mut i64, result: *const ke_result) -> ke_status;
 }
