@@ -25,7 +25,7 @@ const char* kUsage =
     "usage:\n"
     "  kernelevolve run SPEC [--device cpu|cuda[:N]|hip[:N]] [--db FILE | --no-db] [--resume [--run ID]] [--no-reuse]\n"
     "                        [--max-evals N] [--max-time SEC] [--target-speedup X] [--plateau N] [--max-tokens N]\n"
-    "                        [--policy greedy|epsilon-greedy|tournament|ucb|islands|random] [policy options]\n"
+    "                        [--policy greedy|ucb|epsilon-greedy|tournament|islands|random] [policy options]\n"
     "                        [--mutator param|command] [--command CMD] [--jobs N] [--timeout SEC] [--in-process]\n"
     "                        [--seed N] [--json]\n"
     "  kernelevolve check SPEC [--device ...] [--json]   evaluate the reference and the seed only\n"
@@ -268,11 +268,11 @@ int cmd_run(const std::vector<std::string>& args) {
       "plateau", po::value(&plateau), "stop after N evaluations without an improvement")(
       "max-tokens", po::value(&max_tokens), "stop once the mutator has spent N model tokens")(
       "policy", po::value(&policy)->default_value(ke::default_policy_name()),
-      "selection policy: greedy, epsilon-greedy, tournament, ucb, islands or random")(
-      "epsilon", po::value(&popt.epsilon)->default_value(popt.epsilon), "epsilon-greedy: chance of a random ok node")(
+      "selection policy: greedy, ucb, epsilon-greedy, tournament, islands or random")(
+      "epsilon", po::value(&popt.epsilon)->default_value(popt.epsilon, "0.2"), "epsilon-greedy: chance of a random ok node")(
       "tournament-size", po::value(&popt.tournament_size)->default_value(popt.tournament_size),
       "tournament: nodes drawn per selection")(
-      "ucb-c", po::value(&popt.exploration)->default_value(popt.exploration), "ucb: weight of the exploration term")(
+      "ucb-c", po::value(&popt.exploration)->default_value(popt.exploration, "0.2"), "ucb: weight of the exploration term")(
       "islands", po::value(&popt.islands)->default_value(popt.islands), "islands: number of islands")(
       "migration-interval", po::value(&popt.migration_interval)->default_value(popt.migration_interval),
       "islands: evaluations between migrations")(

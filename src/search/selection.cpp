@@ -298,7 +298,7 @@ std::vector<NodeId> IslandsPolicy::select(const SearchGraph& graph, std::mt19937
 
 std::vector<std::string> policy_names() { return {"greedy", "epsilon-greedy", "tournament", "ucb", "islands", "random"}; }
 
-std::string default_policy_name() { return "ucb"; }
+std::string default_policy_name() { return "greedy"; }
 
 std::unique_ptr<SelectionPolicy> make_policy(const std::string& name, const PolicyOptions& options) {
   if (name == "greedy") return std::make_unique<GreedyPolicy>();
