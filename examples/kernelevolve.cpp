@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <kernelevolve/distributed.hpp>
 #include <kernelevolve/kernelevolve.hpp>
 #include <kernelevolve/store.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,7 +28,9 @@ const char* kUsage =
     "  kernelevolve run SPEC [--device cpu|cuda[:N]|hip[:N]] [--db FILE | --no-db] [--resume [--run ID]] [--no-reuse]\n"
     "                        [--max-evals N] [--max-time SEC] [--target-speedup X] [--plateau N] [--max-tokens N]\n"
     "                        [--policy greedy|ucb|epsilon-greedy|tournament|islands|random] [policy options]\n"
-    "                        [--mutator param|command] [--command CMD] [--jobs N] [--timeout SEC] [--in-process]\n"
+    "                        [--mutator param|command|llm|mix] [--command CMD] [--llm-url URL --llm-model NAME\n"
+    "                        --llm-api-key-env VAR] [llm options] [--jobs N] [--timeout SEC] [--in-process]\n"
+    "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
     "                        [--seed N] [--json]\n"
     "  kernelevolve check SPEC [--device ...] [--json]   evaluate the reference and the seed only\n"
     "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes and the best one's lineage\n"
@@ -117,7 +121,8 @@ struct Common {
 };
 
 void add_common(po::options_description& d, Common& c) {
-  d.add_options()("device", po::value(&c.device)->default_value("cpu"), "cpu, cuda[:N] or hip[:N]")(
+  d.add_options()("device", po::value(&c.device)->default_value("cpu"),
+                  "cpu, cuda[:N] or hip[:N]; for run also a list (cuda:0,cuda:1) or cuda:all, and cuda:local under MPI")(
       "json", po::bool_switch(&c.json), "print one JSON object on stdout at the end");
 }
 
@@ -260,8 +265,11 @@ int cmd_run(const std::vector<std::string>& args) {
   std::uint64_t seed = 1;
   int jobs = 1;
   double timeout = 0, command_timeout = 300;
-  bool in_process = false, resume = false, no_db = false, no_reuse = false;
+  bool in_process = false, resume = false, no_db = false, no_reuse = false, use_mpi = false;
+  double mpi_rank_timeout = 15;
   ke::PolicyOptions popt;
+  ke::LlmOptions llm;
+  int llm_param_steps = 4;
   d.add_options()("max-evals", po::value(&max_evals)->default_value(64), "stop after N evaluations (the seed included)")(
       "max-time", po::value(&max_time), "stop after SEC seconds")("target-speedup", po::value(&target),
                                                                   "stop once the best is X times faster than the seed")(
@@ -278,7 +286,21 @@ int cmd_run(const std::vector<std::string>& args) {
       "islands: evaluations between migrations")(
       "features", po::value(&features),
       "islands: MAP-Elites axes, comma-separated: a tunable's name, source_length, resource:NAME (default: the first tunable)")(
-      "mutator", po::value(&mutator)->default_value("param"), "param or command")(
+      "mutator", po::value(&mutator)->default_value("param"),
+      "param (the tunables), command (an external program), llm (a language model), or mix (the model or the "
+      "command writes structures, the parameter search tunes each)")(
+      "llm-url", po::value(&llm.base_url), "the model server's base URL, e.g. https://api.openai.com/v1")(
+      "llm-model", po::value(&llm.model), "the model's name")(
+      "llm-api-key-env", po::value(&llm.api_key_env), "the environment variable that holds the API key")(
+      "llm-api", po::value(&llm.api)->default_value("openai"), "openai (chat completions) or anthropic (messages)")(
+      "llm-memory", po::value(&llm.memory)->default_value("both"), "what the prompt remembers: inherit, siblings, both or fresh")(
+      "llm-knowledge", po::value(&llm.knowledge_dirs)->composing(), "a folder of your own markdown for the knowledge base")(
+      "llm-timeout", po::value(&llm.timeout_s)->default_value(llm.timeout_s), "time limit of one model request, seconds")(
+      "llm-temperature", po::value(&llm.temperature)->default_value(llm.temperature, "0.7"), "sampling temperature")(
+      "llm-max-answer-tokens", po::value(&llm.max_tokens)->default_value(llm.max_tokens), "the longest answer, in tokens")(
+      "llm-in-flight", po::value(&llm.max_in_flight)->default_value(llm.max_in_flight), "model requests at once, at most")(
+      "llm-param-steps", po::value(&llm_param_steps)->default_value(4),
+      "mix: parameter steps on each new structure before the model runs again")(
       "command", po::value(&command), "the command mutator's program, run through /bin/sh once per child")(
       "command-timeout", po::value(&command_timeout)->default_value(300), "time limit of one command run, seconds")(
       "jobs", po::value(&jobs)->default_value(1), "candidates evaluated at once, each in its own worker")(
@@ -287,6 +309,9 @@ int cmd_run(const std::vector<std::string>& args) {
       "in-process", po::bool_switch(&in_process),
       "evaluate in this process, without workers: faster, but a crashing candidate ends the run")(
       "seed", po::value(&seed)->default_value(1), "random seed of the search")(
+      "mpi", po::bool_switch(&use_mpi), "evaluate on MPI ranks: rank 0 searches and keeps the database")(
+      "mpi-rank-timeout", po::value(&mpi_rank_timeout)->default_value(15),
+      "a busy rank silent this long (seconds) is given up on, and its candidate re-queued")(
       "db", po::value(&db), "the database of runs (default: SPEC.kernelevolve.db beside the spec)")(
       "no-db", po::bool_switch(&no_db), "keep nothing on disk")(
       "resume", po::bool_switch(&resume), "go on with the latest run of this spec in the database (or --run ID)")(
@@ -312,14 +337,19 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("run") && !resume) throw ke::Error(ke::ErrorCode::BadUsage, "--run ID goes with --resume");
   popt.features = split_list(features);
   ke::Spec spec = ke::load_spec(c.spec_path);
-  std::shared_ptr<ke::Mutator> mut;
-  if (mutator == "param") {
-    mut = std::make_shared<ke::ParamMutator>();
-  } else if (mutator == "command") {
-    if (command.empty()) throw ke::Error(ke::ErrorCode::BadUsage, "--mutator command needs --command CMD");
-    mut = std::make_shared<ke::CommandMutator>(command, command_timeout);
-  } else {
-    throw ke::Error(ke::ErrorCode::BadUsage, "unknown mutator '" + mutator + "' (known: param, command)");
+  ke::WorkerOptions wo;
+  wo.jobs = jobs;
+  wo.timeout_s = timeout;
+  // Parallel workers must not time at once: one lock file per device, shared by every run on this host.
+  wo.eval.timing_lock = ke::default_timing_lock(c.device);
+  if (use_mpi) {
+    if (in_process) throw ke::Error(ke::ErrorCode::BadUsage, "--mpi evaluates on other ranks: drop --in-process");
+    if (ke::mpi_init(nullptr, nullptr) != 0) {
+      // Every rank but 0 serves evaluations on its own device, and keeps nothing.
+      const long served = ke::mpi_serve(c.device, wo);
+      if (!c.json) std::fprintf(stderr, "rank %d: evaluated %ld candidates\n", ke::mpi_rank(), served);
+      return 0;
+    }
   }
   std::shared_ptr<ke::SelectionPolicy> pol = ke::make_policy(policy, popt);
   std::vector<std::shared_ptr<ke::StopRule>> rules{ke::max_evaluations(max_evals)};
@@ -328,17 +358,57 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("plateau")) rules.push_back(ke::plateau(plateau));
   if (vm.count("max-tokens")) rules.push_back(ke::token_budget(max_tokens));
   std::shared_ptr<ke::FitnessEvaluator> evaluator;
-  if (in_process) {
+  int concurrent = jobs;
+  const bool device_list = c.device.find(',') != std::string::npos || c.device.find(":all") != std::string::npos;
+  std::shared_ptr<ke::MpiEvaluator> mpi;
+  if (use_mpi) {
+    ke::MpiOptions mo;
+    mo.rank_silence_s = mpi_rank_timeout;
+    mpi = std::make_shared<ke::MpiEvaluator>(spec, wo, mo);
+    concurrent = mpi->live_ranks();
+    std::fprintf(stderr, "MPI: %d evaluation ranks\n", concurrent);
+    for (const auto& lost : mpi->lost_ranks()) std::fprintf(stderr, "MPI: lost %s\n", lost.c_str());
+    evaluator = mpi;
+  } else if (in_process) {
+    if (device_list) throw ke::Error(ke::ErrorCode::BadUsage, "--in-process evaluates on one device: give one --device");
     evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device(c.device));
+  } else if (device_list) {
+    // One worker per device and `jobs` per device: every device kept busy, each timing only its own.
+    auto multi = std::make_shared<ke::MultiDeviceEvaluator>(spec, ke::expand_device_list(c.device), wo, jobs);
+    concurrent = multi->slots();
+    evaluator = multi;
   } else {
-    ke::WorkerOptions wo;
-    wo.jobs = jobs;
-    wo.timeout_s = timeout;
-    // Parallel workers must not time at once: one lock file per device, shared by every run on this host.
-    wo.eval.timing_lock = timing_lock_path(c.device);
     evaluator = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wo);
   }
   const ke::DeviceInfo info = evaluator->device_info();
+  {  // what the model is told of the device and its roofline
+    std::ostringstream d;
+    d << info.id << " " << info.name << ": " << info.compute_units << " compute units, " << info.vector_bits
+      << "-bit vectors; measured copy bandwidth " << info.peak_bytes_per_s / 1e9 << " GB/s, peak "
+      << info.peak_flops_per_s / 1e12 << " TFLOP/s fp32";
+    llm.device_description = d.str();
+  }
+  std::shared_ptr<ke::Mutator> mut;
+  std::shared_ptr<ke::Mutator> writer;  // what writes new structures, for llm and mix
+  if (mutator == "llm" || (mutator == "mix" && !llm.model.empty())) {
+    writer = std::make_shared<ke::LlmMutator>(llm);  // refuses a missing model or a bad memory mode
+  } else if (mutator == "command" || mutator == "mix") {
+    if (command.empty()) {
+      throw ke::Error(ke::ErrorCode::BadUsage, "--mutator " + mutator + " needs --command CMD" +
+                                                   (mutator == "mix" ? " or --llm-model NAME" : ""));
+    }
+    writer = std::make_shared<ke::CommandMutator>(command, command_timeout);
+  } else if (mutator != "param") {
+    throw ke::Error(ke::ErrorCode::BadUsage, "unknown mutator '" + mutator + "' (known: param, command, llm, mix)");
+  }
+  if (mutator == "param") {
+    mut = std::make_shared<ke::ParamMutator>();
+  } else if (mutator == "mix") {
+    mut = std::make_shared<ke::MixMutator>(writer, std::make_shared<ke::ParamMutator>(), llm_param_steps);
+  } else {
+    mut = writer;
+  }
+
   // The database is opened once the device is: a run that cannot start leaves no file behind.
   std::shared_ptr<ke::Store> store;
   if (!no_db) store = open_store(db.empty() ? ke::default_store_path(c.spec_path) : db, db.empty());
@@ -375,7 +445,7 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   ke::EvolverOptions options;
   options.seed = seed;
-  options.jobs = jobs;
+  options.jobs = std::max(1, concurrent);
   ke::Evolver evolver(spec, evaluator, mut, pol, ke::any_of(rules), options);
   if (checkpoint) {
     if (!c.json) {
@@ -392,6 +462,15 @@ int cmd_run(const std::vector<std::string>& args) {
     evolver.add_observer(&*recorder);
   }
   const ke::RunResult result = evolver.run();
+  if (mpi) {
+    for (const auto& lost : mpi->lost_ranks()) std::fprintf(stderr, "MPI: lost %s\n", lost.c_str());
+  }
+  if (result.best_by_device.size() > 1 && !c.json) {
+    for (const auto& [cls, id] : result.best_by_device) {
+      std::fprintf(stderr, "best on %s: node %lld, %.2fx over the seed there\n", cls.c_str(), (long long)id,
+                   evolver.graph().node(id).speedup);
+    }
+  }
   if (c.json) {
     std::cout << ke::run_report_json(spec, info, evolver.graph(), result, run) << "\n";
   } else {
@@ -521,7 +600,11 @@ int main(int argc, char** argv) {
   const std::string command = argv[1];
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
-    if (command == "run") return cmd_run(args);
+    if (command == "run") {
+      const int rc = cmd_run(args);
+      ke::mpi_finalize();  // after every MPI user is gone; nothing when MPI was not used
+      return rc;
+    }
     if (command == "check") return cmd_check(args);
     if (command == "show") return cmd_show(args);
     if (command == "best") return cmd_best(args);

@@ -14,3 +14,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   cargo golang-go >/dev/null
 # The problem-suite runner (bench/suite.sh): jq reads the runs' JSON, gnuplot draws the plot.
 $SUDO apt-get install -y -qq --no-install-recommends jq gnuplot-nox >/dev/null
+# Evaluation across hosts (KE_WITH_MPI) and its loopback test: Open MPI.
+$SUDO apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null
