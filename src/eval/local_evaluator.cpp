@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -104,14 +105,15 @@ LaunchDims launch_dims(const Spec& spec, const Bindings& workload, const Binding
   return dims;
 }
 
-// Holds an exclusive flock on a file for its lifetime; a no-op for an empty path.
+// Holds a flock on a file for its lifetime; a no-op for an empty path. Timing takes it exclusive;
+// verification takes it shared, so verifications overlap one another but never a timing loop.
 class TimingLock {
  public:
-  explicit TimingLock(const std::string& path) {
+  explicit TimingLock(const std::string& path, bool exclusive = true) {
     if (path.empty()) return;
     fd_ = ::open(path.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666);
     if (fd_ >= 0) {
-      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+      while (::flock(fd_, exclusive ? LOCK_EX : LOCK_SH) != 0 && errno == EINTR) {
       }
     }
   }
@@ -304,6 +306,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   };
 
   // Step 2: verify, each trial on fresh inputs, the candidate first and on its own copies.
+  std::optional<TimingLock> verifying(std::in_place, options.timing_lock, /*exclusive=*/false);
   for (int trial = 0; trial < options.trials; ++trial) {
     std::mt19937_64 rng(mix(mix(input_seed, w), static_cast<std::uint64_t>(trial)));
     TrialData data;
@@ -370,6 +373,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
     if (static_cast<int>(kept.size()) > sets) kept.erase(kept.begin());
   }
 
+  verifying.reset();
   // Step 3: time, rotating input sets so a result cannot be cached, and checking the timed outputs.
   std::vector<std::unique_ptr<ArgBlock>> blocks;
   for (std::size_t s = 0; s < kept.size(); ++s) {
