@@ -216,3 +216,26 @@ TEST_CASE("over mixed devices, each node is compared with the seed measured on i
   CHECK(r.best_by_device.count("cpu slow") == 1);
   CHECK(evolver.graph().node(r.best_by_device.at("cpu slow")).evaluation.device == "cpu slow");
 }
+
+namespace {
+struct BrokenMutator final : ke::Mutator {
+  int calls = 0;
+  std::string name() const override { return "broken"; }
+  ke::Mutation mutate(const ke::MutationContext&) override {
+    ++calls;
+    ke::Mutation m;
+    m.error = "the model server refused the connection";
+    return m;
+  }
+};
+}  // namespace
+
+TEST_CASE("a mutator that keeps failing stops the run after a few errors, saying why") {
+  auto mutator = std::make_shared<BrokenMutator>();
+  ke::Evolver evolver(grid_spec(), std::make_shared<SurfaceEvaluator>(), mutator, std::make_shared<ke::GreedyPolicy>(),
+                      ke::max_evaluations(100));
+  const auto r = evolver.run();
+  CHECK(mutator->calls == 8);
+  CHECK(r.stop_reason.find("8 times in a row: the model server refused") != std::string::npos);
+  CHECK(r.best.has_value());  // the seed is still the result
+}

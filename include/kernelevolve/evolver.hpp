@@ -49,6 +49,9 @@ struct EvolverOptions {
   int jobs = 1;
   // Consecutive mutator failures (or proposals of known points) after which the search stops.
   int max_consecutive_mutator_failures = 64;
+  // Consecutive mutator errors (an unreachable model, garbage answers, a failing command) after which the
+  // search stops: each may have cost minutes of retries, and the next is unlikely to differ.
+  int max_consecutive_mutator_errors = 8;
 };
 
 // Where an interrupted run stood, to go on from: its committed nodes and what it had spent. A Store

@@ -235,6 +235,7 @@ RunResult Evolver::run() {
   }
 
   int consecutive_failures = 0;
+  int consecutive_errors = 0;
   for (;;) {
     if (completions.error) return finish("an evaluation failed");
     result.state.elapsed_s = elapsed();
@@ -262,6 +263,10 @@ RunResult Evolver::run() {
       }
       if (m.exhausted) return finish("search space exhausted: " + m.error);
       result.mutator_failures += 1;
+      consecutive_errors = m.error.empty() ? 0 : consecutive_errors + 1;
+      if (consecutive_errors >= s.options.max_consecutive_mutator_errors) {
+        return finish("the mutator failed " + std::to_string(consecutive_errors) + " times in a row: " + m.error);
+      }
       if (++consecutive_failures >= s.options.max_consecutive_mutator_failures) {
         return finish("the mutator failed " + std::to_string(consecutive_failures) +
                       " times in a row: " + (m.error.empty() ? "it proposed only known points" : m.error));
@@ -269,6 +274,7 @@ RunResult Evolver::run() {
       continue;
     }
     consecutive_failures = 0;
+    consecutive_errors = 0;
     Node node;
     node.parents = m.parents.empty() ? parents : m.parents;
     node.mutator = m.mutator.empty() ? s.mutator->name() : m.mutator;
