@@ -105,15 +105,6 @@ class Progress final : public ke::Observer {
   std::int64_t failed_ = 0;
 };
 
-std::string timing_lock_path(const std::string& device) {
-  std::string name = "kernelevolve-timing-" + device + ".lock";
-  for (char& ch : name) {
-    if (ch == ':' || ch == '/') ch = '_';
-  }
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir && *dir ? dir : "/tmp") + "/" + name;
-}
-
 struct Common {
   std::string spec_path;
   std::string device = "cpu";

@@ -15,6 +15,8 @@ double roofline_share(const Spec& spec, const Bindings& workload, const Bindings
 
 // JSON string literal for `text`, quotes included.
 std::string json_quote(const std::string& text);
+// A JSON object of name -> integer (tunables, workload sizes, resources).
+std::string json_object(const Bindings& values);
 
 // The contract of DESIGN.md: spec, device, run, evaluations, status_counts, seed, best (with source), stop_reason.
 std::string run_report_json(const Spec& spec, const DeviceInfo& device, const SearchGraph& graph,

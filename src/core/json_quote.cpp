@@ -67,4 +67,10 @@ std::string json_quote(const std::string& text) {
   return out + "\"";
 }
 
+std::string json_object(const Bindings& values) {
+  std::string out = "{";
+  for (const auto& [k, v] : values) out += (out.size() > 1 ? ", " : "") + json_quote(k) + ": " + std::to_string(v);
+  return out + "}";
+}
+
 }  // namespace kernelevolve

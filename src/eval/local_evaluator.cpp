@@ -1,6 +1,5 @@
 // The fitness protocol of DESIGN.md, steps 1-3, in the calling process: compile, verify on fresh
 // random inputs against the reference, time what verified. Step 4 (isolation) wraps this in a worker.
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
@@ -16,6 +15,7 @@
 #include <sstream>
 
 #include "eval/buffers.hpp"
+#include "eval/threads.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
 
@@ -147,14 +147,7 @@ std::string first_error_line(const std::string& log) {
   return log.substr(from, log.find('\n', from) - from);
 }
 
-int thread_count() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(d)) n += entry->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
+using eval::thread_count;
 
 bool mentions_entry(const std::string& source, const std::string& entry) {
   for (std::size_t at = source.find(entry); at != std::string::npos; at = source.find(entry, at + 1)) {

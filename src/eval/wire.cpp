@@ -91,11 +91,6 @@ simdjson::dom::element parse(simdjson::dom::parser& parser, const std::string& j
 
 std::string str(simdjson::dom::element e) { return std::string(e.get_string().value()); }
 
-std::string bindings_json(const Bindings& b) {
-  std::string out = "{";
-  for (const auto& [k, v] : b) out += (out.size() > 1 ? ", " : "") + json_quote(k) + ": " + std::to_string(v);
-  return out + "}";
-}
 
 }  // namespace
 
@@ -128,7 +123,7 @@ std::string to_json(const Evaluation& e) {
     out << (i ? ", " : "") << "[" << number(t.median_us) << ", " << number(t.min_us) << ", " << number(t.max_us)
         << ", " << number(t.mad_us) << ", " << t.samples << "]";
   }
-  out << "], \"device\": " << json_quote(e.device) << ", \"resources\": " << bindings_json(Bindings(e.resources.begin(), e.resources.end()));
+  out << "], \"device\": " << json_quote(e.device) << ", \"resources\": " << json_object(Bindings(e.resources.begin(), e.resources.end()));
   if (e.worst) {
     const Mismatch& m = *e.worst;
     out << ", \"worst\": {\"buffer\": " << json_quote(m.buffer) << ", \"workload\": " << m.workload
@@ -204,7 +199,7 @@ DeviceInfo device_info_from_json(const std::string& json) {
 
 std::string to_json(const Candidate& c) {
   return "{\"source\": " + json_quote(c.source) + ", \"language\": " + json_quote(to_string(c.language)) +
-         ", \"tunables\": " + bindings_json(c.tunables) + "}";
+         ", \"tunables\": " + json_object(c.tunables) + "}";
 }
 
 Candidate candidate_from_json(const std::string& json) {

@@ -1,7 +1,6 @@
 // kernelevolve-worker: evaluates candidates for a host process, so that whatever a candidate does
 // (crash, exit, hang, print) happens here and not in the host. Speaks length-prefixed JSON frames on
 // fd 3; its standard streams go to /dev/null, so a kernel's output cannot reach the protocol.
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -11,6 +10,7 @@
 #include <simdjson.h>
 #include <string>
 
+#include "eval/threads.hpp"
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
@@ -21,14 +21,7 @@ namespace wire = kernelevolve::wire;
 
 namespace {
 
-int thread_count() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
+using ke::eval::thread_count;
 
 void reply_error(int code, const std::string& message) {
   wire::write_frame(wire::kWorkerFd, "{\"type\": \"error\", \"code\": " + std::to_string(code) +

@@ -14,17 +14,12 @@ std::string tail(const std::string& text, std::size_t max) {
   return text.size() <= max ? text : "..." + text.substr(text.size() - max);
 }
 
-std::string bindings_json(const Bindings& b) {
-  std::string out = "{";
-  for (const auto& [k, v] : b) out += (out.size() > 1 ? ", " : "") + json_quote(k) + ": " + std::to_string(v);
-  return out + "}";
-}
 
 std::string node_json(const Node& n, bool with_source) {
   std::ostringstream out;
   out << "{\"id\": " << n.id << ", \"mutator\": " << json_quote(n.mutator) << ", \"note\": " << json_quote(n.note)
       << ", \"status\": " << json_quote(to_string(n.evaluation.status)) << ", \"message\": " << json_quote(n.evaluation.message)
-      << ", \"speedup\": " << n.speedup << ", \"tunables\": " << bindings_json(n.candidate.tunables) << ", \"time_us\": [";
+      << ", \"speedup\": " << n.speedup << ", \"tunables\": " << json_object(n.candidate.tunables) << ", \"time_us\": [";
   const auto t = n.evaluation.median_us();
   for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i];
   out << "]";

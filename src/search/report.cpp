@@ -35,15 +35,6 @@ std::string array(std::size_t n, F f) {
   return out + "]";
 }
 
-std::string bindings_json(const Bindings& b) {
-  std::string out = "{";
-  bool first = true;
-  for (const auto& [k, v] : b) {
-    out += (first ? "" : ", ") + json_quote(k) + ": " + std::to_string(v);
-    first = false;
-  }
-  return out + "}";
-}
 
 }  // namespace
 
@@ -78,7 +69,7 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
         << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); })
         << ", \"spread_us\": "
         << array(t.size(), [&](std::size_t i) { return number(best.evaluation.timings[i].mad_us); })
-        << ", \"tunables\": " << bindings_json(tun) << ", \"gbps\": " << array(t.size(), [&](std::size_t i) {
+        << ", \"tunables\": " << json_object(tun) << ", \"gbps\": " << array(t.size(), [&](std::size_t i) {
              return number(achieved_bytes_per_s(spec, spec.workloads[i], tun, t[i]) / 1e9);
            })
         << ", \"gflops\": " << array(t.size(), [&](std::size_t i) {
