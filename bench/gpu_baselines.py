@@ -165,6 +165,20 @@ def cmd_table(args):
                          f"{tt / b:7.2f}x {achieved:>13} {100 * share:9.0f}%  {target}")
         lines.append(f"{'':<17} evaluations {run.get('evaluations')}, statuses {run.get('status_counts')}, "
                      f"best {best.get('tunables')}")
+        # The best kernel serves every shape (geometric mean); the run may hold a faster one for a shape.
+        for i, f in enumerate(run.get("best", {}) and run.get("fastest_per_workload", []) or []):
+            if f.get("node") == best.get("node") or i >= len(spec["workloads"]):
+                continue
+            t = f["time_us"]
+            tt = torch_rows[i]["time_us"] if i < len(torch_rows) else float("nan")
+            names = dict(spec["workloads"][i])
+            names.update(f.get("tunables", {}))
+            if spec["name"].startswith("matmul"):
+                what = (f"{eval_cost(spec['cost']['flops'], names) / (t * 1e-6) / 1e12:.1f} TFLOP/s, "
+                        f"{100 * tt / t:.0f}% of cuBLAS")
+            else:
+                what = f"{100 * (f.get('roofline_share') or float('nan')):.0f}% of copy, {tt / t:.2f}x torch"
+            lines.append(f"{'':<17} workload {i} alone: node {f['node']} {t:.1f} us ({what}), {f.get('tunables')}")
     print(f"device: {device} (PyTorch {base.get('torch')} on {base.get('device')}; torch copy "
           f"{base.get('copy_gbps', float('nan')):.0f} GB/s)")
     print("\n".join(lines))

@@ -10,7 +10,7 @@
 # /tmp/ke-gpu-suite) for the runs' JSON, logs and databases, MAX_EVALS (default 24) and MAX_EVALS_<name>
 # per problem (e.g. MAX_EVALS_matmul=40), MAX_TIME and MAX_TIME_<name> (the search's own time limit, seconds:
 # it stops and reports), KE_TIME_LIMIT (a hard limit per run, default 600), KE_DB=0 not to keep
-# each run's database in KE_OUT (for `kernelevolve show`).
+# each run's database in KE_OUT (for `kernelevolve show`), DEVICE (default cuda; e.g. cuda:all for every GPU).
 # Targets (issue 4): memory-bound problems reach 80% of the measured copy bandwidth and beat PyTorch;
 # the fp32 matrix product reaches 70% of cuBLAS fp32 (PyTorch with TF32 off).
 set -uo pipefail
@@ -41,7 +41,7 @@ for p in "${problems[@]}"; do
   limit=${!var:-${MAX_TIME:-}}
   [ -n "$limit" ] && args+=(--max-time "$limit")
   start=$(date +%s)
-  timeout "${KE_TIME_LIMIT:-600}" "$build/kernelevolve" run "$root/problems/$p/cuda.json" --device cuda --json \
+  timeout "${KE_TIME_LIMIT:-600}" "$build/kernelevolve" run "$root/problems/$p/cuda.json" --device "${DEVICE:-cuda}" --json \
     --max-evals "$evals" "${args[@]}" >"$out/$name.json" 2>"$out/$name.log"
   rc=$?
   echo "gpu_suite: $name: $evals evaluations at most, exit $rc, $(( $(date +%s) - start )) s" >&2

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <kernelevolve/distributed.hpp>
 #include <kernelevolve/kernelevolve.hpp>
 #include <kernelevolve/store.hpp>
 #include <map>
@@ -564,14 +565,8 @@ class CallbackObserver final : public ke::Observer {
   ke::SearchState state_;
 };
 
-// One lock file per device, shared by every run on this host (as the command-line tool does).
-std::string default_timing_lock(const std::string& device) {
-  std::string name = "kernelevolve-timing-" + device + ".lock";
-  for (char& ch : name) {
-    if (ch == ':' || ch == '/') ch = '_';
-  }
-  const char* dir = std::getenv("TMPDIR");
-  return std::string(dir && *dir ? dir : "/tmp") + "/" + name;
+bool is_device_list(const std::string& device) {
+  return device.find(',') != std::string::npos || device.find(":all") != std::string::npos;
 }
 
 std::shared_ptr<ke::FitnessEvaluator> make_evaluator(const ke_evolver& ev) {
@@ -581,13 +576,20 @@ std::shared_ptr<ke::FitnessEvaluator> make_evaluator(const ke_evolver& ev) {
   }
   ke::EvalOptions eval;
   eval.trials = ev.trials;
-  eval.timing_lock = ev.timing_lock ? *ev.timing_lock : default_timing_lock(ev.device);
+  // One lock file per device, shared by every run on this host (as the command-line tool does).
+  eval.timing_lock = ev.timing_lock ? *ev.timing_lock : ke::default_timing_lock(ev.device);
+  const bool list = is_device_list(ev.device);
+  if (ev.in_process && list) fail(KE_ERROR_INVALID_ARGUMENT, "in_process evaluates on one device, not on '" + ev.device + "'");
   if (ev.in_process) return std::make_shared<ke::LocalEvaluator>(ev.spec, ke::open_device(ev.device), eval);
   ke::WorkerOptions wo;
   wo.jobs = ev.jobs;
   wo.timeout_s = ev.timeout_s;
   wo.worker_path = ev.worker_path;
   wo.eval = eval;
+  if (list) {
+    // A worker (jobs of them) per device, each device with its own timing lock.
+    return std::make_shared<ke::MultiDeviceEvaluator>(ev.spec, ke::expand_device_list(ev.device), wo, ev.jobs);
+  }
   return std::make_shared<ke::WorkerEvaluator>(ev.spec, ev.device, wo);
 }
 
@@ -2081,6 +2083,7 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
   ke::EvolverOptions options;
   options.seed = ev.seed;
   options.jobs = ev.jobs;
+  if (const auto multi = std::dynamic_pointer_cast<ke::MultiDeviceEvaluator>(evaluator)) options.jobs = multi->slots();
   options.max_consecutive_mutator_failures = ev.max_consecutive_mutator_failures;
   ke::Evolver evolver_cxx(ev.spec, evaluator, ev.mutator.for_run(device), ke::make_policy(ev.policy, ev.policy_options),
                           ev.stop, options);

@@ -420,9 +420,12 @@ typedef struct ke_evolver ke_evolver;
 
 typedef struct ke_evolver_options {
   unsigned int version;
-  const char* device;      /* "cpu", "cuda", "cuda:N", "hip", "hip:N"; NULL: "cpu" */
+  /* "cpu", "cuda", "cuda:N", "hip", "hip:N"; NULL: "cpu". Or several: a list ("cuda:0,cuda:1") or every
+   * device of a kind ("cuda:all"), each timing only its own candidates; devices of different models
+   * are separate classes, never compared (the result's best is on the first device's class). */
+  const char* device;
   uint64_t seed;           /* seeds selection, mutation and the random inputs */
-  int jobs;                /* candidates evaluated at once, each in its own worker */
+  int jobs;                /* candidates evaluated at once (per device), each in its own worker */
   /* Non-zero: evaluate in this process, without workers. Faster, but a crashing candidate takes the
    * host with it: only for candidates you trust. One candidate at a time (jobs must be 1). */
   int in_process;

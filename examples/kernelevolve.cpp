@@ -254,7 +254,7 @@ int cmd_run(const std::vector<std::string>& args) {
   double max_time = 0, target = 0;
   std::string policy = ke::default_policy_name(), mutator = "param", command, db, features;
   std::uint64_t seed = 1;
-  int jobs = 1;
+  int jobs = 0;  // 0: by device (see --jobs)
   double timeout = 0, command_timeout = 300;
   bool in_process = false, resume = false, no_db = false, no_reuse = false, use_mpi = false;
   double mpi_rank_timeout = 15;
@@ -294,7 +294,9 @@ int cmd_run(const std::vector<std::string>& args) {
       "mix: parameter steps on each new structure before the model runs again")(
       "command", po::value(&command), "the command mutator's program, run through /bin/sh once per child")(
       "command-timeout", po::value(&command_timeout)->default_value(300), "time limit of one command run, seconds")(
-      "jobs", po::value(&jobs)->default_value(1), "candidates evaluated at once, each in its own worker")(
+      "jobs", po::value(&jobs),
+      "candidates evaluated at once per device, each in its own worker (default: 1 on a CPU, whose timings "
+      "other work would disturb; 3 on a GPU, where the next candidates compile and verify while one is timed)")(
       "timeout", po::value(&timeout)->default_value(0),
       "time limit per candidate, seconds (0: 10x the seed's evaluation, at least 10 s)")(
       "in-process", po::bool_switch(&in_process),
@@ -319,7 +321,12 @@ int cmd_run(const std::vector<std::string>& args) {
     return 2;
   }
   if (max_evals < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--max-evals must be at least 1");
-  if (jobs < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--jobs must be at least 1");
+  if (vm.count("jobs") && jobs < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--jobs must be at least 1");
+  if (!vm.count("jobs")) {
+    // Timing on a GPU holds the device alone, and compilation and verification are host work: overlap them.
+    const bool gpu = c.device.rfind("cuda", 0) == 0 || c.device.rfind("hip", 0) == 0;
+    jobs = gpu && !in_process ? 3 : 1;
+  }
   if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
   if (vm.count("plateau") && plateau < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--plateau must be at least 1");
   if (vm.count("max-tokens") && max_tokens < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--max-tokens must be at least 1");
@@ -352,6 +359,7 @@ int cmd_run(const std::vector<std::string>& args) {
   int concurrent = jobs;
   const bool device_list = c.device.find(',') != std::string::npos || c.device.find(":all") != std::string::npos;
   std::shared_ptr<ke::MpiEvaluator> mpi;
+  std::shared_ptr<ke::MultiDeviceEvaluator> multi_devices;
   if (use_mpi) {
     ke::MpiOptions mo;
     mo.rank_silence_s = mpi_rank_timeout;
@@ -368,6 +376,7 @@ int cmd_run(const std::vector<std::string>& args) {
     auto multi = std::make_shared<ke::MultiDeviceEvaluator>(spec, ke::expand_device_list(c.device), wo, jobs);
     concurrent = multi->slots();
     evaluator = multi;
+    multi_devices = multi;
   } else {
     evaluator = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wo);
   }
@@ -455,6 +464,15 @@ int cmd_run(const std::vector<std::string>& args) {
   const ke::RunResult result = evolver.run();
   if (mpi) {
     for (const auto& lost : mpi->lost_ranks()) std::fprintf(stderr, "MPI: lost %s\n", lost.c_str());
+  }
+  if (multi_devices) {  // on stderr, so that --json output stays one document
+    const std::vector<std::string> ids = ke::expand_device_list(c.device);
+    const std::vector<long> counts = multi_devices->evaluations_per_device();
+    std::string line = "evaluations per device:";
+    for (std::size_t i = 0; i < ids.size() && i < counts.size(); ++i) {
+      line += (i ? ", " : " ") + ids[i] + " " + std::to_string(counts[i]);
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
   }
   if (result.best_by_device.size() > 1 && !c.json) {
     for (const auto& [cls, id] : result.best_by_device) {

@@ -8,19 +8,19 @@
 # (RUNPATH $ORIGIN, and $ORIGIN/.. for tests/), and a copy there of every library they need that the
 # GPU machine lacks. The CUDA driver and NVRTC are not linked at all (dlopen at run time). The folder
 # must stay under the device tool's 64 MiB carry limit; the script prints its size. Carry it with
-# `carry: ["build-gpu"]` and run ./build-gpu/kernelevolve there.
+# `carry: ["build-gpu"]` and run ./build-gpu/kernelevolve there. Without MPI: the GPU machine has no Open MPI.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-gpu}
 jobs=${JOBS:-2}
 
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKE_WITH_CUDA=ON -DKE_WITH_HIP=ON \
+cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKE_WITH_CUDA=ON -DKE_WITH_HIP=ON -DKE_WITH_MPI=OFF \
   -DKE_BUILD_TESTS=ON "-DCMAKE_BUILD_RPATH=\$ORIGIN;\$ORIGIN/.." >/dev/null
-ninja -C "$build" -j"$jobs" kernelevolve-cli kernelevolve-worker test_cuda_device test_cuda_isolation test_hip_device
+ninja -C "$build" -j"$jobs" kernelevolve-cli kernelevolve-worker test_cuda_device test_cuda_isolation test_multi_gpu test_hip_device
 
 # Libraries the GPU machine has (or that its own libLLVM brings): never copied.
 present='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libstdc\+\+\.so|libgcc_s\.so|libLLVM-16|libclang-cpp\.so\.16|libcurl\.so|libsqlite3\.so|libz\.so|libzstd\.so)'
-binaries=("$build/kernelevolve" "$build/kernelevolve-worker" "$build"/lib*.so.*.*.* "$build"/tests/test_cuda_* "$build"/tests/test_hip_*)
+binaries=("$build/kernelevolve" "$build/kernelevolve-worker" "$build"/lib*.so.*.*.* "$build"/tests/test_cuda_* "$build"/tests/test_multi_gpu "$build"/tests/test_hip_*)
 copied=()
 # Direct needs only (readelf's NEEDED), followed into what is copied: the transitive needs of the GPU
 # machine's own libraries (LLVM's, curl's) are its business, and ldd here would list Debian's.

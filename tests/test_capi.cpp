@@ -830,6 +830,34 @@ TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the comm
     CHECK(status(child) == KE_EVAL_OK);
     CHECK(contains(text(ke_node_source, child).c_str(), "Columns get summed"));
   }
+  SUBCASE("a device list: every device of a kind, each with its own workers") {
+    o.device = "cpu:all";
+    o.jobs = 2;
+    Evolver ev;
+    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
+    Result r;
+    REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+    std::int64_t evaluations = 0;
+    REQUIRE(ke_result_evaluations(&evaluations, r) == KE_OK);
+    CHECK(evaluations == 4);
+    const ke_node* best = nullptr;
+    REQUIRE(ke_result_best(&best, r) == KE_OK);
+    CHECK(status(best) == KE_EVAL_OK);
+    ke_result* none = nullptr;
+    o.device = "cpu,cpu";
+    Evolver twice;
+    REQUIRE(ke_evolver_create(twice.out(), spec, &o) == KE_OK);
+    CHECK(ke_evolver_run(&none, twice) == KE_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(ke_last_error(), "twice"));
+    o.device = "cpu:all";
+    o.jobs = 1;
+    o.in_process = 1;
+    Evolver in_process;
+    REQUIRE(ke_evolver_create(in_process.out(), spec, &o) == KE_OK);
+    CHECK(ke_evolver_run(&none, in_process) == KE_ERROR_INVALID_ARGUMENT);
+    CHECK(none == nullptr);
+  }
   SUBCASE("devices that are not there") {
     o.device = "tpu:x";
     Evolver bad_id;

@@ -115,6 +115,16 @@ TEST_CASE("run finds a kernel several times faster than the seed, and reports it
   CHECK(std::string_view(best["source"].get_string().value()).find("colsum") != std::string_view::npos);
   CHECK(best["time_us"].get_array().value().size() == 2);
   CHECK(doc["seed"]["time_us"].get_array().value().size() == 2);
+  // Per workload, the fastest kernel on it alone: never slower there than the best overall.
+  simdjson::dom::array fastest = doc["fastest_per_workload"].get_array().value();
+  REQUIRE(fastest.size() == 2);
+  simdjson::dom::array best_times = best["time_us"].get_array().value();
+  std::size_t w = 0;
+  for (simdjson::dom::element f : fastest) {
+    CHECK(f["time_us"].get_double().value() <= best_times.at(w).get_double().value());
+    CHECK(f["node"].get_int64().value() < evaluations);
+    ++w;
+  }
 }
 
 TEST_CASE("every shipped problem passes check on the CPU") {

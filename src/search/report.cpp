@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <map>
 #include <sstream>
+#include <vector>
 
 namespace kernelevolve {
 
@@ -33,6 +34,20 @@ std::string array(std::size_t n, F f) {
   std::string out = "[";
   for (std::size_t i = 0; i < n; ++i) out += (i ? ", " : "") + f(i);
   return out + "]";
+}
+
+// For each workload, the ok node fastest on it alone (among nodes measured on the best node's class of
+// device): one kernel must serve every shape, but a host that dispatches by shape may want these.
+std::vector<NodeId> fastest_per_workload(const Spec& spec, const SearchGraph& graph, const Node& best) {
+  std::vector<NodeId> out(spec.workloads.size(), best.id);
+  for (NodeId id : graph.ok_nodes()) {
+    const Node& n = graph.node(id);
+    if (n.evaluation.device != best.evaluation.device) continue;
+    for (std::size_t w = 0; w < out.size() && w < n.evaluation.timings.size(); ++w) {
+      if (n.evaluation.timings[w].median_us < graph.node(out[w]).evaluation.timings[w].median_us) out[w] = id;
+    }
+  }
+  return out;
 }
 
 
@@ -82,6 +97,14 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
              return std::to_string(graph.lineage(best.id)[i]);
            })
         << ", \"source\": " << json_quote(best.candidate.source) << "}";
+    const std::vector<NodeId> fastest = fastest_per_workload(spec, graph, best);
+    out << ", \"fastest_per_workload\": " << array(fastest.size(), [&](std::size_t w) {
+      const Node& n = graph.node(fastest[w]);
+      const double t_us = n.evaluation.timings[w].median_us;
+      return "{\"node\": " + std::to_string(n.id) + ", \"time_us\": " + number(t_us) +
+             ", \"tunables\": " + json_object(n.candidate.tunables) +
+             ", \"roofline_share\": " + number(roofline_share(spec, spec.workloads[w], n.candidate.tunables, t_us, device)) + "}";
+    });
   } else {
     out << ", \"best\": null";
   }
@@ -124,6 +147,17 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   out << "\n  lineage:";
   for (NodeId id : graph.lineage(best.id)) out << " " << id;
   out << "\n";
+  const std::vector<NodeId> fastest = fastest_per_workload(spec, graph, best);
+  for (std::size_t w = 0; w < fastest.size(); ++w) {
+    if (fastest[w] == best.id) continue;
+    const Node& n = graph.node(fastest[w]);
+    std::snprintf(line, sizeof line, "  workload %zu alone: node %lld is faster there, %.1f us (best: %.1f us), tunables",
+                  w, static_cast<long long>(n.id), n.evaluation.timings[w].median_us,
+                  best.evaluation.timings[w].median_us);
+    out << line;
+    for (const auto& [k, v] : n.candidate.tunables) out << " " << k << "=" << v;
+    out << "\n";
+  }
   return out.str();
 }
 
