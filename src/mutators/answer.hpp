@@ -29,4 +29,9 @@ ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_s
 // is its default). Malformed lines are ignored.
 std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::string& source);
 
+// The last `max` characters of a log, behind `marker` when cut: what a prompt or an error line keeps.
+inline std::string tail(const std::string& text, std::size_t max, const std::string& marker = "[...]\n") {
+  return text.size() <= max ? text : marker + text.substr(text.size() - max);
+}
+
 }  // namespace kernelevolve::mutators

@@ -10,9 +10,7 @@ namespace kernelevolve {
 
 namespace {
 
-std::string tail(const std::string& text, std::size_t max) {
-  return text.size() <= max ? text : "..." + text.substr(text.size() - max);
-}
+std::string tail(const std::string& text, std::size_t max) { return mutators::tail(text, max, "..."); }
 
 
 std::string node_json(const Node& n, bool with_source) {

@@ -22,9 +22,7 @@ namespace kernelevolve {
 
 namespace {
 
-std::string tail(const std::string& text, std::size_t max) {
-  return text.size() <= max ? text : "[...]\n" + text.substr(text.size() - max);
-}
+using mutators::tail;
 
 const char* c_type(DType t) {
   switch (t) {
