@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <thread>
 #include <cstring>
 #include <limits>
+#include <thread>
+
+#include <boost/random/exponential_distribution.hpp>
+#include <boost/random/normal_distribution.hpp>
 
 namespace kernelevolve::eval {
 
@@ -136,6 +139,12 @@ namespace {
 // from mt19937_64 through the standard distributions, which dominated evaluation of large inputs.
 class FastRandom {
  public:
+  // A uniform random bit generator, so Boost's distributions can draw from it.
+  using result_type = std::uint64_t;
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~result_type{0}; }
+  result_type operator()() { return next(); }
+
   explicit FastRandom(std::mt19937_64& seed_source) {
     for (auto& word : s_) word = seed_source();
   }
@@ -151,7 +160,6 @@ class FastRandom {
     return result;
   }
   double unit() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
-  double open_unit() { return (static_cast<double>(next() >> 11) + 0.5) * 0x1.0p-53; }  // (0, 1)
 
  private:
   static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -163,44 +171,49 @@ class FastRandom {
 namespace {
 
 // Elements [begin, end) from their own generator: chunks are independent, so they fill in parallel and
-// the result does not depend on how many threads there are.
-void fill_chunk(HostArray& array, const InputDist& dist, std::mt19937_64& seed_source, std::size_t begin, std::size_t end) {
-  FastRandom random(seed_source);
-  const bool integral = !is_float(array.dtype);
+// the result does not depend on how many threads there are. Normal and exponential draws use Boost's
+// ziggurat samplers (about 4x faster than Box-Muller here): at GPU shapes, drawing fresh inputs for every
+// trial was the largest host cost of an evaluation.
+template <class Store>
+void fill_chunk_as(const InputDist& dist, FastRandom& random, std::size_t begin, std::size_t end, Store store) {
   const double scale = dist.b > 0 ? dist.b : 1.0;
-  double spare = 0;
-  bool have_spare = false;
-  for (std::size_t i = begin; i < end; ++i) {
-    double v;
-    switch (dist.kind) {
-      case InputDist::Kind::uniform: v = dist.a + (dist.b - dist.a) * random.unit(); break;
-      case InputDist::Kind::normal: {
-        if (have_spare) {
-          v = spare;
-          have_spare = false;
-        } else {  // Box-Muller: two normals per pair of uniforms
-          const double r = std::sqrt(-2.0 * std::log(random.open_unit()));
-          const double theta = 6.283185307179586 * random.unit();
-          v = r * std::cos(theta);
-          spare = r * std::sin(theta);
-          have_spare = true;
-        }
-        v = dist.a + scale * v;
-        break;
-      }
-      default: {  // Laplace with standard deviation `scale`: exponential magnitude, random sign
-        const double u = random.open_unit();
-        const double magnitude = -std::log(u) * scale / std::sqrt(2.0);
-        v = dist.a + ((random.next() & 1) ? magnitude : -magnitude);
+  switch (dist.kind) {
+    case InputDist::Kind::uniform: {
+      const double width = dist.b - dist.a;
+      for (std::size_t i = begin; i < end; ++i) store(i, dist.a + width * random.unit());
+      break;
+    }
+    case InputDist::Kind::normal: {
+      boost::random::normal_distribution<double> normal(dist.a, scale);
+      for (std::size_t i = begin; i < end; ++i) store(i, normal(random));
+      break;
+    }
+    default: {  // Laplace with standard deviation `scale`: exponential magnitude, random sign
+      boost::random::exponential_distribution<double> exponential(std::sqrt(2.0) / scale);
+      for (std::size_t i = begin; i < end; ++i) {
+        const double magnitude = exponential(random);
+        store(i, dist.a + ((random() >> 63) ? magnitude : -magnitude));  // the top bit: xoshiro+'s low bits are weak
       }
     }
+  }
+}
+
+void fill_chunk(HostArray& array, const InputDist& dist, std::mt19937_64& seed_source, std::size_t begin, std::size_t end) {
+  FastRandom random(seed_source);
+  if (array.dtype == DType::f32) {  // the common case, without a per-element switch on the type
+    float* out = reinterpret_cast<float*>(array.bytes.data());
+    fill_chunk_as(dist, random, begin, end, [out](std::size_t i, double v) { out[i] = static_cast<float>(v); });
+    return;
+  }
+  const bool integral = !is_float(array.dtype);
+  fill_chunk_as(dist, random, begin, end, [&](std::size_t i, double v) {
     if (integral) {
       v = std::round(v);
       if (array.dtype == DType::u8) v = std::fmod(std::abs(v), 256.0);
       if (array.dtype == DType::i8) v = std::max(-128.0, std::min(127.0, v));
     }
     array.set(i, v);
-  }
+  });
 }
 
 constexpr std::size_t kChunk = 1u << 18;

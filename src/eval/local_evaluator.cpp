@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <cmath>
 #include <cerrno>
 #include <cstring>
@@ -160,9 +164,40 @@ bool mentions_entry(const std::string& source, const std::string& entry) {
   return false;
 }
 
+// Where an evaluation's time goes, by phase, summed over the evaluator's life; printed to stderr when it
+// ends if KE_PROFILE is set (with --in-process, or KE_WORKER_LOG for workers). For finding host-side cost.
+class Profile {
+ public:
+  using Clock = std::chrono::steady_clock;
+  Profile() : on_(std::getenv("KE_PROFILE") != nullptr) {}
+  ~Profile() {
+    if (!on_ || evaluations_ == 0) return;
+    double total = 0;
+    for (const auto& [phase, ms] : ms_) total += ms;
+    std::fprintf(stderr, "KE_PROFILE: %d evaluations, %.1f ms each in the phases below\n", evaluations_, total / evaluations_);
+    for (const auto& [phase, ms] : ms_) {
+      std::fprintf(stderr, "KE_PROFILE:   %-18s %9.1f ms each (%4.1f%%)\n", phase.c_str(), ms / evaluations_,
+                   total > 0 ? 100 * ms / total : 0);
+    }
+  }
+  // Adds the time since `since` to `phase` and returns now, for the next phase.
+  Clock::time_point add(const char* phase, Clock::time_point since) {
+    const Clock::time_point now = Clock::now();
+    if (on_) ms_[phase] += std::chrono::duration<double, std::milli>(now - since).count();
+    return now;
+  }
+  void count() { evaluations_ += on_ ? 1 : 0; }
+
+ private:
+  bool on_;
+  int evaluations_ = 0;
+  std::map<std::string, double> ms_;
+};
+
 }  // namespace
 
 struct LocalEvaluator::Impl {
+  Profile profile;
   std::mutex mutex;  // one evaluation at a time: the reference and the buffers are shared
   Spec spec;
   std::shared_ptr<Device> device;
@@ -238,7 +273,10 @@ struct LocalEvaluator::Impl {
     ks.entry = spec.entry;
     ks.params = spec.params;
     ks.defines = cand.tunables;
+    profile.count();
+    auto t = Profile::Clock::now();
     CompileResult compiled = device->compile(ks);
+    profile.add("compile", t);
     e.compile_log = compiled.log;
     e.compile_ms = compiled.compile_ms;
     if (!compiled.ok()) {
@@ -279,8 +317,10 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   const LaunchDims ref_dims = reference_dims(workload);
   Kernel& ref = reference_kernel();
 
+  auto t = Profile::Clock::now();
   ArgBlock cand_args(*device, spec, workload);
   ArgBlock ref_args(*reference_device, spec, workload);
+  t = profile.add("allocate", t);
 
   auto make_array = [&](std::size_t i) {
     const Param& p = spec.params[i];
@@ -300,6 +340,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
 
   // Step 2: verify, each trial on fresh inputs, the candidate first and on its own copies.
   std::optional<TimingLock> verifying(std::in_place, options.timing_lock, /*exclusive=*/false);
+  t = profile.add("wait: verify lock", t);
   for (int trial = 0; trial < options.trials; ++trial) {
     std::mt19937_64 rng(mix(mix(input_seed, w), static_cast<std::uint64_t>(trial)));
     TrialData data;
@@ -313,6 +354,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       const InputDist base = it != spec.inputs.end() ? it->second : InputDist{};
       eval::fill_random(data.inputs[i], eval::trial_distribution(base, trial), rng);
     }
+    t = profile.add("verify: inputs", t);
     std::vector<HostArray> got(n);
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
@@ -327,8 +369,10 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
         ref_args.poison(i, p.dtype);
       }
     }
+    t = profile.add("verify: upload", t);
     double unused_us = 0;
     if (!launch_candidate(kernel, cand_args.args.data(), dims, false, false, e, unused_us)) return false;
+    t = profile.add("verify: candidate", t);
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
       if (is_output(p)) {
@@ -343,8 +387,10 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
         }
       }
     }
+    t = profile.add("verify: download", t);
     LaunchResult rr = reference_device->launch(ref, ref_args.args.data(), ref_dims);
     if (!rr.ok) throw Error(ErrorCode::BadSpec, spec.path + ": reference: the reference failed to launch: " + rr.error);
+    t = profile.add("verify: reference", t);
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
       if (!is_output(p)) continue;
@@ -364,6 +410,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
     }
     kept.push_back(std::move(data));
     if (static_cast<int>(kept.size()) > sets) kept.erase(kept.begin());
+    t = profile.add("verify: compare", t);
   }
 
   verifying.reset();
@@ -384,12 +431,15 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   };
   // GPUs flush L2 between launches; on a CPU the rotating input sets do that job without the cost.
   const bool flush = options.flush_cache && device->info().kind != "cpu";
+  t = profile.add("time: setup", t);
   TimingLock timing_lock(options.timing_lock);  // warm-up included: it loads the device too
+  t = profile.add("wait: timing lock", t);
   for (int i = 0; i < options.warmup; ++i) {
     prepare(0);
     double unused_us = 0;
     if (!launch_candidate(kernel, blocks[0]->args.data(), dims, false, false, e, unused_us)) return false;
   }
+  t = profile.add("time: warm-up", t);
   std::mt19937_64 check_rng(mix(input_seed, 0xc4ec));
   std::bernoulli_distribution spot_check(0.1);
   int spot_checks_left = 8;  // downloading and comparing every output would dwarf a fast kernel's time
@@ -399,9 +449,12 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   for (int rep = 0; rep < options.max_reps; ++rep) {
     if (rep >= options.min_reps && total_us >= options.target_ms * 1000.0) break;
     const std::size_t s = static_cast<std::size_t>(rep) % blocks.size();
+    t = profile.add("time: check", t);
     prepare(s);
+    t = profile.add("time: prepare", t);
     double time_us = 0;
     if (!launch_candidate(kernel, blocks[s]->args.data(), dims, /*timed=*/true, flush, e, time_us)) return false;
+    t = profile.add("time: launch", t);
     times.push_back(time_us);
     total_us += time_us;
     // Every early rep and a few random later ones: a kernel cannot know which runs are checked.
@@ -422,24 +475,25 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       }
     }
   }
-  WorkloadTiming t;
-  t.samples = static_cast<int>(times.size());
-  t.median_us = median_of(times);
-  t.min_us = *std::min_element(times.begin(), times.end());
-  t.max_us = *std::max_element(times.begin(), times.end());
+  profile.add("time: check", t);
+  WorkloadTiming wt;
+  wt.samples = static_cast<int>(times.size());
+  wt.median_us = median_of(times);
+  wt.min_us = *std::min_element(times.begin(), times.end());
+  wt.max_us = *std::max_element(times.begin(), times.end());
   std::vector<double> deviations;
-  for (double x : times) deviations.push_back(std::abs(x - t.median_us));
-  t.mad_us = median_of(deviations);
+  for (double x : times) deviations.push_back(std::abs(x - wt.median_us));
+  wt.mad_us = median_of(deviations);
   if (options.check_roofline) {
     const double floor_us = roofline_floor_us(spec, workload, cand.tunables, device->info());
-    if (floor_us > 0 && t.median_us < floor_us) {
+    if (floor_us > 0 && wt.median_us < floor_us) {
       std::ostringstream msg;
-      msg << "time " << t.median_us << " us is under the roofline floor " << floor_us << " us (workload " << w
+      msg << "time " << wt.median_us << " us is under the roofline floor " << floor_us << " us (workload " << w
           << "): impossible, so not a record";
       return fail(e, Status::invalid, msg.str());
     }
   }
-  e.timings.push_back(t);
+  e.timings.push_back(wt);
   return true;
 }
 
