@@ -1,6 +1,7 @@
 // Evaluation across hosts through MPI: rank 0 dispatches candidates, the other ranks evaluate them in
 // their own worker processes and answer. Only one thread per process calls MPI at a time (rank 0: its
 // progress thread; other ranks: the serve loop and the heartbeat, under a mutex).
+#include <cstdlib>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -108,6 +109,11 @@ std::string resolve_local(const std::string& device_id) {
 bool mpi_built() { return true; }
 
 int mpi_init(int* argc, char*** argv) {
+  // Open MPI's MPI_Finalize ends with a fence over every rank; once a rank has died, the survivors can wait
+  // in it forever (seen with Open MPI 4.1 under --enable-recovery: the run done, both live ranks asleep
+  // in ompi_mpi_finalize). Our protocol needs no final barrier: rank 0 has every result and has told each
+  // live rank to stop. A user's own setting wins.
+  ::setenv("OMPI_MCA_async_mpi_finalize", "1", /*overwrite=*/0);
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
   if (provided < MPI_THREAD_SERIALIZED) {
