@@ -60,7 +60,8 @@ ke::EvalOptions one_trial() {
   return o;
 }
 
-const char* c_type(ke::DType t) {
+// C types with f16/bf16 as raw 16-bit patterns (the kernel writes bits, not half values).
+const char* raw_c_type(ke::DType t) {
   switch (t) {
     case ke::DType::f16:
     case ke::DType::bf16: return "uint16_t";
@@ -83,7 +84,7 @@ std::string literal(ke::DType t, double v) {
     case ke::DType::bf16: out << ke::eval::float_to_bf16(static_cast<float>(v)); break;
     case ke::DType::f32: out << "(float)" << v; break;
     case ke::DType::f64: out << v; break;
-    default: out << "(" << c_type(t) << ")" << std::llround(v); break;
+    default: out << "(" << raw_c_type(t) << ")" << std::llround(v); break;
   }
   return out.str();
 }
@@ -96,9 +97,9 @@ std::string constant_kernel(const ke::Spec& spec, const std::vector<double>& val
   for (std::size_t i = 0; i < spec.params.size(); ++i) {
     const ke::Param& p = spec.params[i];
     src << (i ? ", " : "");
-    if (p.role == ke::Role::in) src << "const " << c_type(p.dtype) << "* " << p.name;
-    else if (p.is_buffer()) src << c_type(p.dtype) << "* " << p.name;
-    else src << c_type(p.dtype) << " " << p.name;
+    if (p.role == ke::Role::in) src << "const " << raw_c_type(p.dtype) << "* " << p.name;
+    else if (p.is_buffer()) src << raw_c_type(p.dtype) << "* " << p.name;
+    else src << raw_c_type(p.dtype) << " " << p.name;
   }
   src << ") {\n";
   for (std::size_t i = 0; i < spec.params.size(); ++i) {

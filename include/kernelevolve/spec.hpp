@@ -25,6 +25,10 @@ std::optional<Role> parse_role(const std::string&);
 std::optional<Language> parse_language(const std::string&);
 std::size_t dtype_size(DType);
 bool is_float(DType);
+// A C identifier: what entry points, parameter and tunable names must be.
+bool is_identifier(const std::string&);
+// The C type a C kernel declares for it ("float", "int64_t", "_Float16", ...).
+const char* c_type(DType);
 // A CPU language (c, cpp) runs on the host; cuda and hip on a GPU.
 bool is_cpu_language(Language);
 

@@ -80,13 +80,25 @@ std::size_t dtype_size(DType dtype) {
   return 0;
 }
 
+const char* c_type(DType dtype) {
+  switch (dtype) {
+    case DType::f16: return "_Float16";
+    case DType::bf16: return "__bf16";
+    case DType::f32: return "float";
+    case DType::f64: return "double";
+    case DType::i8: return "int8_t";
+    case DType::u8: return "uint8_t";
+    case DType::i32: return "int32_t";
+    case DType::i64: return "int64_t";
+  }
+  return "int64_t";
+}
+
 bool is_float(DType dtype) {
   return dtype == DType::f16 || dtype == DType::bf16 || dtype == DType::f32 || dtype == DType::f64;
 }
 
 bool is_cpu_language(Language language) { return language == Language::c || language == Language::cpp; }
-
-namespace {
 
 bool is_identifier(const std::string& text) {
   if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_')) return false;
@@ -94,6 +106,8 @@ bool is_identifier(const std::string& text) {
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
   return true;
 }
+
+namespace {
 
 // A shape item that is an integer literal: its value; otherwise nullopt (it names a size).
 std::optional<std::int64_t> parse_literal(const std::string& text) {

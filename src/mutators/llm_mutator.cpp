@@ -24,20 +24,6 @@ namespace {
 
 using mutators::tail;
 
-const char* c_type(DType t) {
-  switch (t) {
-    case DType::f16: return "_Float16";
-    case DType::bf16: return "__bf16";
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::i8: return "int8_t";
-    case DType::u8: return "uint8_t";
-    case DType::i32: return "int32_t";
-    case DType::i64: return "int64_t";
-  }
-  return "void";
-}
-
 std::string signature(const Spec& spec) {
   std::string out = is_cpu_language(spec.language) ? "void " : "extern \"C\" __global__ void ";
   out += spec.entry + "(";

@@ -52,51 +52,6 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// Local names so the device does not depend on ke_core's helpers.
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i8: return "i8";
-    case DType::u8: return "u8";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
-  }
-  return "?";
-}
-
-const char* dtype_c_type(DType t) {
-  switch (t) {
-    case DType::f16: return "_Float16";
-    case DType::bf16: return "__bf16";
-    case DType::f32: return "float";
-    case DType::f64: return "double";
-    case DType::i8: return "int8_t";
-    case DType::u8: return "uint8_t";
-    case DType::i32: return "int32_t";
-    case DType::i64: return "int64_t";
-  }
-  return "int64_t";
-}
-
-const char* language_name(Language l) {
-  switch (l) {
-    case Language::c: return "c";
-    case Language::cpp: return "cpp";
-    case Language::cuda: return "cuda";
-    case Language::hip: return "hip";
-  }
-  return "?";
-}
-
-bool is_identifier(const std::string& s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
-
 void init_llvm_once() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -322,7 +277,7 @@ std::string trampoline_source(const KernelSource& ks) {
       else
         out << "*(void* const*)__ke_args[" << i << "]";
     } else {
-      out << "*(const " << dtype_c_type(p.dtype) << "*)__ke_args[" << i << "]";
+      out << "*(const " << c_type(p.dtype) << "*)__ke_args[" << i << "]";
     }
   }
   out << ");\n}\n";
@@ -331,9 +286,9 @@ std::string trampoline_source(const KernelSource& ks) {
 
 std::string cache_key(const KernelSource& ks) {
   std::ostringstream key;
-  key << language_name(ks.language) << '\0' << ks.entry << '\0';
+  key << to_string(ks.language) << '\0' << ks.entry << '\0';
   for (const auto& p : ks.params)
-    key << p.name << ':' << dtype_name(p.dtype) << ':' << static_cast<int>(p.role) << ';';
+    key << p.name << ':' << to_string(p.dtype) << ':' << static_cast<int>(p.role) << ';';
   key << '\0';
   for (const auto& [name, value] : ks.defines) key << name << '=' << value << ';';
   key << '\0';
@@ -473,7 +428,7 @@ class CpuBuffer final : public Buffer {
 
 }  // namespace
 
-CpuDevice::CpuDevice(std::size_t cache_capacity) : cache_capacity_(std::max<std::size_t>(1, cache_capacity)) {
+CpuDevice::CpuDevice(std::size_t cache_capacity) : cache_(cache_capacity) {
   auto engine = JitEngine::create();
   if (!engine)
     throw Error(ErrorCode::DeviceUnavailable, "cpu: cannot start the LLVM JIT: " + llvm::toString(engine.takeError()));
@@ -482,9 +437,7 @@ CpuDevice::CpuDevice(std::size_t cache_capacity) : cache_capacity_(std::max<std:
 
 CpuDevice::~CpuDevice() {
   // Kernels still held by the host keep the engine alive through their own reference.
-  std::lock_guard<std::mutex> lock(cache_mutex_);
   cache_.clear();
-  lru_.clear();
 }
 
 const DeviceInfo& CpuDevice::info() {
@@ -492,26 +445,23 @@ const DeviceInfo& CpuDevice::info() {
   return info_;
 }
 
-std::size_t CpuDevice::cached_modules() const {
-  std::lock_guard<std::mutex> lock(cache_mutex_);
-  return lru_.size();
-}
+std::size_t CpuDevice::cached_modules() const { return cache_.size(); }
 
 CompileResult CpuDevice::compile(const KernelSource& ks) {
   const auto start = cpu_detail::Clock::now();
   CompileResult result;
   if (ks.language != Language::c && ks.language != Language::cpp) {
     result.log = std::string("error: the CPU device compiles c and cpp kernels; a ") +
-                 cpu_detail::language_name(ks.language) + " kernel needs a " +
+                 to_string(ks.language) + " kernel needs a " +
                  (ks.language == Language::cuda ? "CUDA" : "HIP") + " device\n";
     return result;
   }
-  if (!cpu_detail::is_identifier(ks.entry)) {
+  if (!is_identifier(ks.entry)) {
     result.log = "error: the entry '" + ks.entry + "' is not a C identifier\n";
     return result;
   }
   for (const auto& [name, value] : ks.defines) {
-    if (!cpu_detail::is_identifier(name)) {
+    if (!is_identifier(name)) {
       result.log = "error: the tunable name '" + name + "' is not a C identifier\n";
       return result;
     }
@@ -528,16 +478,10 @@ CompileResult CpuDevice::compile(const KernelSource& ks) {
   }
 
   const std::string key = cpu_detail::cache_key(ks);
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      result.kernel = it->second->kernel;
-      result.cached = true;
-      result.compile_ms = cpu_detail::ms_since(start);
-      return result;
-    }
+  if ((result.kernel = cache_.find(key))) {
+    result.cached = true;
+    result.compile_ms = cpu_detail::ms_since(start);
+    return result;
   }
 
   const std::string full_source = ks.source + cpu_detail::trampoline_source(ks);
@@ -612,27 +556,8 @@ CompileResult CpuDevice::compile(const KernelSource& ks) {
     }
   }
 
-  std::shared_ptr<Kernel> evicted;  // destroyed after the cache lock is released
-  {
-    std::lock_guard<std::mutex> lock(cache_mutex_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      // Another thread compiled the same source meanwhile: keep one module.
-      lru_.splice(lru_.begin(), lru_, it->second);
-      evicted = std::move(kernel);
-      kernel = it->second->kernel;
-    } else {
-      lru_.push_front(CacheEntry{key, kernel});
-      cache_[key] = lru_.begin();
-      if (lru_.size() > cache_capacity_) {
-        evicted = std::move(lru_.back().kernel);
-        cache_.erase(lru_.back().key);
-        lru_.pop_back();
-      }
-    }
-  }
-  evicted.reset();
-  result.kernel = std::move(kernel);
+  // Another thread may have compiled the same source meanwhile: the cache keeps one module.
+  result.kernel = cache_.insert(key, std::move(kernel));
   result.compile_ms = cpu_detail::ms_since(start);
   return result;
 }

@@ -4,12 +4,11 @@
 // so launch() needs no knowledge of the signature at run time.
 #pragma once
 #include <cstddef>
-#include <list>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 
+#include "devices/kernel_cache.hpp"
 #include "kernelevolve/device.hpp"
 
 namespace kernelevolve {
@@ -37,18 +36,10 @@ class CpuDevice final : public Device {
   std::size_t cached_modules() const;
 
  private:
-  struct CacheEntry {
-    std::string key;
-    std::shared_ptr<Kernel> kernel;
-  };
-
   void flush_caches();
 
   std::shared_ptr<cpu_detail::JitEngine> jit_;
-  std::size_t cache_capacity_;
-  mutable std::mutex cache_mutex_;
-  std::list<CacheEntry> lru_;  // front: most recently used
-  std::unordered_map<std::string, std::list<CacheEntry>::iterator> cache_;
+  KernelCache cache_;
 
   std::once_flag info_once_;
   DeviceInfo info_;

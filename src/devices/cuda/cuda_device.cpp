@@ -10,15 +10,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <list>
 #include <mutex>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "devices/cuda/ceiling_cache.hpp"
 #include "devices/cuda/cuda_api.hpp"
+#include "devices/kernel_cache.hpp"
 #include "kernelevolve/error.hpp"
 
 namespace kernelevolve {
@@ -32,12 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
-
-bool is_identifier(const std::string& s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
 std::string format_bytes(double bytes) {
@@ -516,11 +509,6 @@ class CudaDevice final : public Device {
   bool healthy() const override { return ctx_->healthy.load(); }
 
  private:
-  struct CacheEntry {
-    std::string key;
-    std::shared_ptr<Kernel> kernel;
-  };
-  static constexpr std::size_t kCacheCapacity = 256;
 
   void add_ceilings();
   Ceilings measure();
@@ -532,9 +520,7 @@ class CudaDevice final : public Device {
   DeviceInfo info_;
   std::once_flag ceilings_once_;
   std::shared_ptr<Kernel> copy_kernel_, fma_kernel_, flush_kernel_;
-  std::mutex cache_mutex_;
-  std::list<CacheEntry> lru_;
-  std::unordered_map<std::string, std::list<CacheEntry>::iterator> cache_;
+  KernelCache cache_{256};
 };
 
 CompileResult CudaDevice::compile(const KernelSource& ks) {
@@ -576,14 +562,9 @@ CompileResult CudaDevice::compile(const KernelSource& ks) {
   for (const auto& f : ks.flags) key_stream << f << '\x1f';
   key_stream << '\0' << ks.source;
   const std::string key = key_stream.str();
-  {
-    std::lock_guard lock(cache_mutex_);
-    if (auto it = cache_.find(key); it != cache_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      result.kernel = it->second->kernel;
-      result.cached = true;
-      return done();
-    }
+  if ((result.kernel = cache_.find(key))) {
+    result.cached = true;
+    return done();
   }
 
   NvrtcOutput built = nvrtc_compile(ks, arch);
@@ -633,25 +614,7 @@ CompileResult CudaDevice::compile(const KernelSource& ks) {
   parse_spills(result.log, resources);
   std::shared_ptr<Kernel> kernel = std::make_shared<CudaKernel>(std::move(module), fn, std::move(resources));
 
-  std::shared_ptr<Kernel> evicted;  // released outside the lock: unloading takes the context's lock
-  {
-    std::lock_guard lock(cache_mutex_);
-    if (auto it = cache_.find(key); it != cache_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      evicted = std::move(kernel);
-      kernel = it->second->kernel;
-    } else {
-      lru_.push_front(CacheEntry{key, kernel});
-      cache_[key] = lru_.begin();
-      if (lru_.size() > kCacheCapacity) {
-        evicted = std::move(lru_.back().kernel);
-        cache_.erase(lru_.back().key);
-        lru_.pop_back();
-      }
-    }
-  }
-  evicted.reset();
-  result.kernel = std::move(kernel);
+  result.kernel = cache_.insert(key, std::move(kernel));
   return done();
 }
 

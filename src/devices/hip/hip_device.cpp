@@ -10,14 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <list>
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
-#include <unordered_map>
 
 #include "devices/cuda/ceiling_cache.hpp"
 #include "devices/hip/hip_api.hpp"
+#include "devices/kernel_cache.hpp"
 #include "kernelevolve/error.hpp"
 
 namespace kernelevolve {
@@ -28,12 +27,6 @@ namespace hip_detail {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-bool is_identifier(const std::string& s) {
-  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
-  return std::all_of(s.begin(), s.end(),
-                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
-}
 
 struct Context {
   const Api* api = nullptr;
@@ -244,10 +237,6 @@ class HipDevice final : public Device {
   bool healthy() const override { return ctx_->healthy.load(); }
 
  private:
-  struct CacheEntry {
-    std::string key;
-    std::shared_ptr<Kernel> kernel;
-  };
   gpu::Ceilings measure();
   double best_ms(Kernel& k, void** args, const LaunchDims& dims, int reps) {
     double best = -1;
@@ -263,9 +252,7 @@ class HipDevice final : public Device {
   DeviceInfo info_;
   std::once_flag ceilings_once_;
   std::shared_ptr<Kernel> copy_kernel_, fma_kernel_;
-  std::mutex cache_mutex_;
-  std::list<CacheEntry> lru_;
-  std::unordered_map<std::string, std::list<CacheEntry>::iterator> cache_;
+  KernelCache cache_{256};
 };
 
 CompileResult HipDevice::compile(const KernelSource& ks) {
@@ -301,14 +288,9 @@ CompileResult HipDevice::compile(const KernelSource& ks) {
   for (const auto& o : options) key_stream << o << '\x1f';
   key_stream << '\0' << ks.source;
   const std::string key = key_stream.str();
-  {
-    std::lock_guard lock(cache_mutex_);
-    if (auto it = cache_.find(key); it != cache_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      result.kernel = it->second->kernel;
-      result.cached = true;
-      return done();
-    }
+  if ((result.kernel = cache_.find(key))) {
+    result.cached = true;
+    return done();
   }
   const Api& api = *ctx_->api;
   std::vector<const char*> argv;
@@ -377,24 +359,7 @@ CompileResult HipDevice::compile(const KernelSource& ks) {
     resources["max_threads_per_block"] = attr(HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
   }
   std::shared_ptr<Kernel> kernel = std::make_shared<HipKernel>(std::move(module), fn, std::move(resources));
-  std::shared_ptr<Kernel> evicted;
-  {
-    std::lock_guard lock(cache_mutex_);
-    if (auto it = cache_.find(key); it != cache_.end()) {
-      evicted = std::move(kernel);
-      kernel = it->second->kernel;
-    } else {
-      lru_.push_front(CacheEntry{key, kernel});
-      cache_[key] = lru_.begin();
-      if (lru_.size() > 256) {
-        evicted = std::move(lru_.back().kernel);
-        cache_.erase(lru_.back().key);
-        lru_.pop_back();
-      }
-    }
-  }
-  evicted.reset();
-  result.kernel = std::move(kernel);
+  result.kernel = cache_.insert(key, std::move(kernel));
   return done();
 }
 
