@@ -565,10 +565,6 @@ class CallbackObserver final : public ke::Observer {
   ke::SearchState state_;
 };
 
-bool is_device_list(const std::string& device) {
-  return device.find(',') != std::string::npos || device.find(":all") != std::string::npos;
-}
-
 std::shared_ptr<ke::FitnessEvaluator> make_evaluator(const ke_evolver& ev) {
   if (ev.evaluate) {
     return std::make_shared<CallbackEvaluator>(ev.spec.workloads.size(), ev.evaluate_device, ev.evaluate,
@@ -578,7 +574,7 @@ std::shared_ptr<ke::FitnessEvaluator> make_evaluator(const ke_evolver& ev) {
   eval.trials = ev.trials;
   // One lock file per device, shared by every run on this host (as the command-line tool does).
   eval.timing_lock = ev.timing_lock ? *ev.timing_lock : ke::default_timing_lock(ev.device);
-  const bool list = is_device_list(ev.device);
+  const bool list = ke::is_device_list(ev.device);
   if (ev.in_process && list) fail(KE_ERROR_INVALID_ARGUMENT, "in_process evaluates on one device, not on '" + ev.device + "'");
   if (ev.in_process) return std::make_shared<ke::LocalEvaluator>(ev.spec, ke::open_device(ev.device), eval);
   ke::WorkerOptions wo;

@@ -357,7 +357,8 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("max-tokens")) rules.push_back(ke::token_budget(max_tokens));
   std::shared_ptr<ke::FitnessEvaluator> evaluator;
   int concurrent = jobs;
-  const bool device_list = c.device.find(',') != std::string::npos || c.device.find(":all") != std::string::npos;
+  const bool device_list = ke::is_device_list(c.device);
+  std::vector<std::string> device_ids;  // of a device list, in the order its evaluations are counted
   std::shared_ptr<ke::MpiEvaluator> mpi;
   std::shared_ptr<ke::MultiDeviceEvaluator> multi_devices;
   if (use_mpi) {
@@ -373,7 +374,8 @@ int cmd_run(const std::vector<std::string>& args) {
     evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device(c.device));
   } else if (device_list) {
     // One worker per device and `jobs` per device: every device kept busy, each timing only its own.
-    auto multi = std::make_shared<ke::MultiDeviceEvaluator>(spec, ke::expand_device_list(c.device), wo, jobs);
+    device_ids = ke::expand_device_list(c.device);
+    auto multi = std::make_shared<ke::MultiDeviceEvaluator>(spec, device_ids, wo, jobs);
     concurrent = multi->slots();
     evaluator = multi;
     multi_devices = multi;
@@ -466,11 +468,10 @@ int cmd_run(const std::vector<std::string>& args) {
     for (const auto& lost : mpi->lost_ranks()) std::fprintf(stderr, "MPI: lost %s\n", lost.c_str());
   }
   if (multi_devices) {  // on stderr, so that --json output stays one document
-    const std::vector<std::string> ids = ke::expand_device_list(c.device);
     const std::vector<long> counts = multi_devices->evaluations_per_device();
     std::string line = "evaluations per device:";
-    for (std::size_t i = 0; i < ids.size() && i < counts.size(); ++i) {
-      line += (i ? ", " : " ") + ids[i] + " " + std::to_string(counts[i]);
+    for (std::size_t i = 0; i < device_ids.size() && i < counts.size(); ++i) {
+      line += (i ? ", " : " ") + device_ids[i] + " " + std::to_string(counts[i]);
     }
     std::fprintf(stderr, "%s\n", line.c_str());
   }

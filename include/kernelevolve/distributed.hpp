@@ -11,6 +11,8 @@ namespace kernelevolve {
 // Expands a device list: "cuda:all" (every CUDA device found), "cuda:0,cuda:1", "cpu", or a mix.
 // Throws Error(DeviceUnavailable) when a kind has no device, Error(BadUsage) for a malformed list.
 std::vector<std::string> expand_device_list(const std::string& list);
+// Whether `device` names several devices (a list, or "KIND:all") rather than one.
+bool is_device_list(const std::string& device);
 
 // The lock file that keeps timings on one device from overlapping, shared by every run on the host.
 std::string default_timing_lock(const std::string& device_id);

@@ -41,6 +41,10 @@ std::vector<std::string> expand_device_list(const std::string& list) {
   return unique;
 }
 
+bool is_device_list(const std::string& device) {
+  return device.find(',') != std::string::npos || device.find(":all") != std::string::npos;
+}
+
 std::string default_timing_lock(const std::string& device_id) {
   std::string name = "kernelevolve-timing-" + device_id + ".lock";
   for (char& ch : name) {
