@@ -13,30 +13,20 @@ gpu_baselines.py's: {"device", "torch", "copy_gbps", "problems": {spec name: [{"
 import argparse
 import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-try:
-    import gpu_baselines  # the CUDA engineer's baselines and timer, reused where they apply
-except ImportError:  # pragma: no cover - the file ships beside this one
-    gpu_baselines = None
+import gpu_baselines  # noqa: E402  the CUDA engineer's baselines and timer, reused where they apply
+from gpu_baselines import scalar  # noqa: E402
 
 # The CUDA engineer's problems, which gpu_baselines.torch_op knows by these exact names.
 THEIRS = {"matmul_cuda", "softmax_cuda", "layernorm_cuda", "row_sum_cuda", "scale_bias_gelu_cuda"}
 
 
-def scalar(spec, name):
-    for p in spec["params"]:
-        if p["name"] == name:
-            return p["value"]
-    raise KeyError(name)
-
-
 def torch_op(spec, w, torch):
     """A zero-argument callable running PyTorch's version of the spec's kernel on workload w."""
     name = spec["name"]
-    if name in THEIRS and gpu_baselines is not None:
+    if name in THEIRS:
         return gpu_baselines.torch_op(spec, w, torch)
     F = torch.nn.functional
     g = torch.Generator(device="cuda")
@@ -129,26 +119,10 @@ def torch_op(spec, w, torch):
             v = F.group_norm(x, w["G"], gamma, beta, eps)
             return v * torch.sigmoid(v)
         return run
-    if gpu_baselines is not None:
-        return gpu_baselines.torch_op(spec, w, torch)
-    raise ValueError("no PyTorch baseline for " + name)
+    return gpu_baselines.torch_op(spec, w, torch)  # it names the problem if it has no baseline either
 
 
-def time_us(fn, torch, flush, reps):
-    if gpu_baselines is not None:
-        return gpu_baselines.time_us(fn, torch, flush, reps)
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for _ in range(3):
-        fn()
-    times = []
-    for i in range(reps):
-        flush.fill_(i % 251)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop) * 1000.0)
-    return statistics.median(times)
+time_us = gpu_baselines.time_us  # the same timer for both scripts: events, L2 flush, median
 
 
 def main():
