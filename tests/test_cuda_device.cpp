@@ -8,14 +8,18 @@
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "devices/cuda/cuda_api.hpp"
 #include "devices/cuda/cuda_device.hpp"
+#include "devices/cuda/verify_kernels.hpp"
+#include "eval/buffers.hpp"
 
 #if defined(KE_HAVE_CUDA_HEADERS) && __has_include(<cuda.h>) && __has_include(<nvrtc.h>)
 #include <cuda.h>
@@ -159,6 +163,12 @@ TEST_CASE("cuda: NVRTC compiles, reports errors as results, and takes tunables a
   ks = cuda_source("// ke: sm_90a\nextern \"C\" __global__ void k(float* y) { y[0] = 1.f; }", "k");
   out = ke::cuda_detail::nvrtc_compile(ks, "sm_90a");
   CHECK_MESSAGE(out.ok, out.log);
+}
+
+TEST_CASE("cuda: the verification kernels compile" * doctest::skip(kNoNvrtc)) {
+  const auto out = ke::cuda_detail::nvrtc_compile(cuda_source(ke::cuda_detail::kVerifySource, "ke_fill"), "sm_90");
+  CHECK_MESSAGE(out.ok, out.log);
+  CHECK(out.log.find("spill") != std::string::npos);
 }
 
 TEST_CASE("cuda: the CUDA problems' seeds and references compile at their extreme points" * doctest::skip(kNoNvrtc)) {
@@ -326,4 +336,151 @@ TEST_CASE("cuda: each CUDA problem's seed and reference verify on the GPU" * doc
       CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
     }
   }
+}
+
+namespace {
+
+// The device buffer's contents, as host elements.
+ke::eval::HostArray fetch(const ke::Buffer& b, ke::DType dtype, std::size_t count) {
+  ke::eval::HostArray a(dtype, count);
+  b.download(a.bytes.data(), a.size_bytes());
+  return a;
+}
+
+struct Moments {
+  double mean = 0, sd = 0, kurtosis = 0, min = 1e300, max = -1e300;
+  bool integral = true;
+};
+Moments moments(const ke::eval::HostArray& a) {
+  Moments m;
+  double s1 = 0;
+  for (std::size_t i = 0; i < a.count; ++i) {
+    const double v = a.get(i);
+    s1 += v;
+    m.min = std::min(m.min, v);
+    m.max = std::max(m.max, v);
+    if (v != std::round(v)) m.integral = false;
+  }
+  m.mean = s1 / a.count;
+  double s2 = 0, s4 = 0;
+  for (std::size_t i = 0; i < a.count; ++i) {
+    const double d = a.get(i) - m.mean;
+    s2 += d * d;
+    s4 += d * d * d * d;
+  }
+  m.sd = std::sqrt(s2 / a.count);
+  m.kurtosis = s4 / a.count / (m.sd * m.sd * m.sd * m.sd);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: inputs are drawn on the GPU from the asked distribution, the same for the same seed" *
+          doctest::skip(kNoGpu)) {
+  ke::Device& dev = *gpu().device;
+  const std::size_t n = 1000003;
+  auto buffer = dev.allocate(n * 8);
+  using K = ke::InputDist::Kind;
+  SUBCASE("floating types, each distribution") {
+    for (ke::DType t : {ke::DType::f32, ke::DType::f64, ke::DType::f16, ke::DType::bf16}) {
+      CAPTURE(ke::to_string(t));
+      REQUIRE(dev.fill_random(*buffer, t, n, {K::normal, 3.0, 2.0}, 11));
+      Moments m = moments(fetch(*buffer, t, n));
+      CHECK(std::abs(m.mean - 3.0) < 0.02);
+      CHECK(std::abs(m.sd - 2.0) < 0.02);
+      CHECK(std::abs(m.kurtosis - 3.0) < 0.1);  // a normal's
+      REQUIRE(dev.fill_random(*buffer, t, n, {K::laplace, 0.0, 1.0}, 12));
+      m = moments(fetch(*buffer, t, n));
+      CHECK(std::abs(m.mean) < 0.01);
+      CHECK(std::abs(m.sd - 1.0) < 0.02);
+      CHECK(m.kurtosis > 5.0);  // a Laplace's is 6: heavy tails
+      REQUIRE(dev.fill_random(*buffer, t, n, {K::uniform, -1.0, 3.0}, 13));
+      m = moments(fetch(*buffer, t, n));
+      CHECK(m.min >= -1.0);
+      CHECK(m.max <= 3.0);
+      CHECK(std::abs(m.mean - 1.0) < 0.01);
+      CHECK(std::abs(m.sd - 4.0 / std::sqrt(12.0)) < 0.01);
+      CHECK_FALSE(m.integral);
+    }
+  }
+  SUBCASE("integer types are rounded into their range") {
+    REQUIRE(dev.fill_random(*buffer, ke::DType::u8, n, {K::normal, 0.0, 300.0}, 1));
+    Moments m = moments(fetch(*buffer, ke::DType::u8, n));
+    CHECK(m.integral);
+    CHECK(m.min == 0);
+    CHECK(m.max == 255);
+    REQUIRE(dev.fill_random(*buffer, ke::DType::i8, n, {K::normal, 0.0, 300.0}, 2));
+    m = moments(fetch(*buffer, ke::DType::i8, n));
+    CHECK(m.min == -128);
+    CHECK(m.max == 127);
+    for (ke::DType t : {ke::DType::i32, ke::DType::i64}) {
+      REQUIRE(dev.fill_random(*buffer, t, n, {K::uniform, -10.0, 10.0}, 3));
+      m = moments(fetch(*buffer, t, n));
+      CHECK(m.integral);
+      CHECK(m.min == -10);
+      CHECK(m.max == 10);
+    }
+  }
+  SUBCASE("a function of the seed alone, and only the asked elements") {
+    buffer->fill("\x7f", 1);
+    REQUIRE(dev.fill_random(*buffer, ke::DType::f32, n - 1, {K::normal, 0.0, 1.0}, 99));
+    const auto first = fetch(*buffer, ke::DType::f32, n);
+    REQUIRE(dev.fill_random(*buffer, ke::DType::f32, n - 1, {K::normal, 0.0, 1.0}, 99));
+    CHECK(fetch(*buffer, ke::DType::f32, n).bytes == first.bytes);
+    const unsigned char* last = first.bytes.data() + 4 * (n - 1);
+    CHECK((last[0] == 0x7f && last[1] == 0x7f && last[2] == 0x7f && last[3] == 0x7f));
+    REQUIRE(dev.fill_random(*buffer, ke::DType::f32, n - 1, {K::normal, 0.0, 1.0}, 100));
+    CHECK(fetch(*buffer, ke::DType::f32, n).bytes != first.bytes);
+  }
+}
+
+TEST_CASE("cuda: the GPU's digest is buffer_digest, and its comparison the host's" * doctest::skip(kNoGpu)) {
+  ke::Device& dev = *gpu().device;
+  const std::size_t n = 300007;
+  auto a = dev.allocate(n * 4);
+  auto b = dev.allocate(n * 4);
+  REQUIRE(dev.fill_random(*a, ke::DType::f32, n, {ke::InputDist::Kind::normal, 0.0, 1.0}, 5));
+  const auto host = fetch(*a, ke::DType::f32, n);
+  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{13}, n * 4 - 3, n * 4}) {
+    CAPTURE(bytes);
+    std::uint64_t on_gpu = 0;
+    REQUIRE(dev.digest(*a, bytes, on_gpu));
+    CHECK(on_gpu == ke::buffer_digest(host.bytes.data(), bytes));
+  }
+
+  b->copy_from(*a);
+  const ke::Tolerance tol{1e-3, 1e-3};
+  ke::Comparison c;
+  REQUIRE(dev.compare(*b, *a, ke::DType::f32, n, tol, c));
+  CHECK(c.pass);
+  // Two equally wrong elements and a smaller error: the first of the worst is reported, as on the host.
+  auto got = host;
+  got.set(200001, got.get(200001) + 1.0);
+  got.set(70, got.get(70) + 1.0);
+  got.set(5, got.get(5) + 0.5);
+  b->upload(got.bytes.data(), got.size_bytes());
+  REQUIRE(dev.compare(*b, *a, ke::DType::f32, n, tol, c));
+  const ke::Comparison want = ke::eval::compare(got, host, tol);
+  CHECK_FALSE(c.pass);
+  CHECK(c.worst_index == want.worst_index);
+  CHECK(c.excess == doctest::Approx(want.excess));
+  CHECK(c.got == want.got);
+  CHECK(c.expected == want.expected);
+  // A NaN fails however loose the tolerance.
+  got = host;
+  const float nan = std::nanf("");
+  std::memcpy(got.bytes.data() + 4 * 123456, &nan, 4);
+  b->upload(got.bytes.data(), got.size_bytes());
+  REQUIRE(dev.compare(*b, *a, ke::DType::f32, n, {1e30, 1e30}, c));
+  CHECK_FALSE(c.pass);
+  CHECK(c.worst_index == 123456);
+  // Half precision goes through the same conversions as the host's.
+  REQUIRE(dev.fill_random(*a, ke::DType::f16, n, {ke::InputDist::Kind::uniform, -2.0, 2.0}, 6));
+  auto half = fetch(*a, ke::DType::f16, n);
+  half.set(999, half.get(999) + 0.25);
+  b->upload(half.bytes.data(), half.size_bytes());
+  REQUIRE(dev.compare(*b, *a, ke::DType::f16, n, {1e-3, 0}, c));
+  CHECK_FALSE(c.pass);
+  CHECK(c.worst_index == 999);
+  CHECK(c.got == half.get(999));
 }

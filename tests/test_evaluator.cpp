@@ -5,6 +5,9 @@
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 
+#include <algorithm>
+#include <vector>
+
 #include "eval/buffers.hpp"
 
 namespace ke = kernelevolve;
@@ -70,7 +73,101 @@ class SlowMemoryClaim final : public ke::Device {
   std::shared_ptr<ke::Device> inner_;
 };
 
+// Buffers whose memory the host cannot address, like a GPU's: the evaluator must go through upload and
+// download for whatever the device does not do itself. With `offload`, the device draws, compares and
+// digests itself (through the host's code, counted), as a GPU does.
+class RemoteMemory final : public ke::Device {
+ public:
+  RemoteMemory(std::shared_ptr<ke::Device> inner, bool offload) : inner_(std::move(inner)), offload_(offload) {}
+  class RemoteBuffer final : public ke::Buffer {
+   public:
+    explicit RemoteBuffer(std::unique_ptr<ke::Buffer> b) : b_(std::move(b)) {}
+    std::size_t bytes() const override { return b_->bytes(); }
+    void* data() override { return b_->data(); }
+    void upload(const void* h, std::size_t n) override { b_->upload(h, n); }
+    void download(void* h, std::size_t n) const override { b_->download(h, n); }
+    ke::eval::ArrayView own(ke::DType t, std::size_t count) const {
+      return {t, count, static_cast<unsigned char*>(b_->host_address())};
+    }
+
+   private:
+    std::unique_ptr<ke::Buffer> b_;
+  };
+  const ke::DeviceInfo& info() override { return inner_->info(); }
+  ke::CompileResult compile(const ke::KernelSource& s) override { return inner_->compile(s); }
+  std::unique_ptr<ke::Buffer> allocate(std::size_t b) override { return std::make_unique<RemoteBuffer>(inner_->allocate(b)); }
+  ke::LaunchResult launch(ke::Kernel& k, void** a, const ke::LaunchDims& d, bool t, bool f) override {
+    return inner_->launch(k, a, d, t, f);
+  }
+  bool fill_random(ke::Buffer& b, ke::DType t, std::size_t n, const ke::InputDist& dist, std::uint64_t seed) override {
+    if (!offload_) return false;
+    ++fills;
+    ke::eval::fill_random(static_cast<RemoteBuffer&>(b).own(t, n), dist, seed);
+    return true;
+  }
+  bool compare(const ke::Buffer& got, const ke::Buffer& want, ke::DType t, std::size_t n, const ke::Tolerance& tol,
+               ke::Comparison& c) override {
+    if (!offload_) return false;
+    ++compares;
+    c = ke::eval::compare(static_cast<const RemoteBuffer&>(got).own(t, n), static_cast<const RemoteBuffer&>(want).own(t, n), n, tol);
+    return true;
+  }
+  bool digest(const ke::Buffer& b, std::size_t bytes, std::uint64_t& d) override {
+    if (!offload_) return false;
+    ++digests;
+    d = ke::buffer_digest(static_cast<const RemoteBuffer&>(b).own(ke::DType::u8, bytes).bytes, bytes);
+    return true;
+  }
+  int fills = 0, compares = 0, digests = 0;
+
+ private:
+  std::shared_ptr<ke::Device> inner_;
+  bool offload_;
+};
+
 }  // namespace
+
+TEST_CASE("verification works the same whether the device does the work or the host does it through copies") {
+  for (bool offload : {false, true}) {
+    CAPTURE(offload);
+    auto remote = std::make_shared<RemoteMemory>(ke::open_device("cpu"), offload);
+    const auto spec = scale_spec();
+    auto e = run(spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i]; }", {{"U", 1}}, remote);
+    CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
+    e = run(spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i] + (i == 77 ? 0.5f : 0.0f); }", {{"U", 1}}, remote);
+    CHECK(e.status == ke::Status::incorrect);
+    REQUIRE(e.worst.has_value());
+    CHECK(e.worst->index == 77);
+    e = run(spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i + 1 < n; ++i) y[i] = 2.0f * x[i]; }", {{"U", 1}}, remote);
+    CHECK(e.status == ke::Status::incorrect);
+    e = run(spec, "void scale(const float* x, float* y, int64_t n) { float* w = (float*)x; for (int64_t i = 0; i < n; ++i) { y[i] = 2.0f * x[i]; w[i] = 0; } }", {{"U", 1}}, remote);
+    CHECK(e.message.find("modified its input 'x'") != std::string::npos);
+    auto loose = spec;
+    loose.tolerance = {1e9, 0};
+    e = run(loose, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 1.0f; }", {{"U", 1}}, remote);
+    CHECK(e.message.find("does not change when the inputs do") != std::string::npos);
+    // Offloaded, every draw, comparison and digest went to the device; else none did.
+    CHECK((remote->fills > 0) == offload);
+    CHECK((remote->compares > 0) == offload);
+    CHECK((remote->digests > 0) == offload);
+  }
+}
+
+TEST_CASE("buffer_digest tells changed contents from unchanged, wherever the change is") {
+  std::vector<unsigned char> a(1003);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<unsigned char>(i * 7 + 3);
+  const std::uint64_t d = ke::buffer_digest(a.data(), a.size());
+  CHECK(ke::buffer_digest(a.data(), a.size()) == d);
+  for (std::size_t at : {std::size_t{0}, std::size_t{7}, std::size_t{500}, std::size_t{1002}}) {  // tail byte last
+    auto b = a;
+    b[at] ^= 1;
+    CHECK(ke::buffer_digest(b.data(), b.size()) != d);
+  }
+  auto swapped = a;  // the same words in another order
+  std::swap_ranges(swapped.begin(), swapped.begin() + 8, swapped.begin() + 8);
+  CHECK(ke::buffer_digest(swapped.data(), swapped.size()) != d);
+  CHECK(ke::buffer_digest(a.data(), 0) == 0);
+}
 
 TEST_CASE("an honest kernel is ok, with a timing per workload") {
   const auto spec = scale_spec();

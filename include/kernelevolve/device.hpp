@@ -2,6 +2,7 @@
 // CpuDevice compiles C/C++ in-process with Clang/LLVM (ORC LLJIT); CudaDevice and HipDevice load their
 // driver and run-time compiler with dlopen, so one build runs with or without a GPU.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -72,6 +73,25 @@ class Buffer {
     for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<const unsigned char*>(pattern)[i % pattern_bytes];
     upload(host.data(), host.size());
   }
+  // Copies the first min(bytes(), source.bytes()) bytes of a buffer of the same device into this one;
+  // on the device where it can, else through the host.
+  virtual void copy_from(const Buffer& source) {
+    std::vector<unsigned char> host(std::min(bytes(), source.bytes()));
+    source.download(host.data(), host.size());
+    upload(host.data(), host.size());
+  }
+  // The memory itself where the host can address it (the CPU device), else null: the evaluator then
+  // reads and writes it in place instead of copying it out and back.
+  virtual void* host_address() const { return nullptr; }
+};
+
+// A comparison's verdict and its worst element: |got - expected| <= atol + rtol * |expected| element-wise,
+// a NaN in `got` never passes (a NaN expected matches only a NaN), infinities must match exactly.
+struct Comparison {
+  bool pass = true;
+  std::int64_t worst_index = -1;  // the first of the worst elements
+  double got = 0, expected = 0;
+  double excess = -1e300;  // the largest |got - expected| - (atol + rtol * |expected|); > 0 fails
 };
 
 struct LaunchDims {
@@ -102,7 +122,32 @@ class Device {
   // False once a kernel has left the device unusable (a GPU context poisoned by an illegal address):
   // the worker then replaces its process, since nothing in it can be trusted any more.
   virtual bool healthy() const { return true; }
+
+  // Verification on the device, so that large inputs and outputs need not cross the bus in every trial.
+  // Each returns false when the device cannot, and the evaluator does the work on the host instead.
+  // Fills `count` elements of `dtype` with draws from `dist`, a function of `seed` alone (but the
+  // values are the device's own: another kind of device draws others from the same seed).
+  virtual bool fill_random(Buffer& buffer, DType dtype, std::size_t count, const InputDist& dist, std::uint64_t seed) {
+    (void)buffer, (void)dtype, (void)count, (void)dist, (void)seed;
+    return false;
+  }
+  // Compares `count` elements of two buffers of this device, as Comparison says.
+  virtual bool compare(const Buffer& got, const Buffer& expected, DType dtype, std::size_t count, const Tolerance& tol,
+                       Comparison& result) {
+    (void)got, (void)expected, (void)dtype, (void)count, (void)tol, (void)result;
+    return false;
+  }
+  // buffer_digest() of the first `bytes` bytes: equal contents give equal digests on every device.
+  virtual bool digest(const Buffer& buffer, std::size_t bytes, std::uint64_t& result) {
+    (void)buffer, (void)bytes, (void)result;
+    return false;
+  }
 };
+
+// An order-independent 64-bit digest of a byte range: the wrapping sum over its 8-byte little-endian
+// words (the last zero-padded) of mix(word + mix(index)), with splitmix64's finalizer as mix. Integer
+// arithmetic only, so a GPU computes the same value as the host. Tells changed contents from unchanged.
+std::uint64_t buffer_digest(const void* bytes, std::size_t n);
 
 // Opens a device by id: "cpu", "cuda", "cuda:N", "hip", "hip:N". Throws Error(DeviceUnavailable)
 // with the reason when it is absent, Error(BadUsage) when the id is malformed.

@@ -90,8 +90,8 @@ void store(unsigned char* p, T v) {
 }
 }  // namespace
 
-double HostArray::get(std::size_t i) const {
-  const unsigned char* p = bytes.data() + i * dtype_size(dtype);
+double ArrayView::get(std::size_t i) const {
+  const unsigned char* p = bytes + i * dtype_size(dtype);
   switch (dtype) {
     case DType::f16: return half_to_float(load<std::uint16_t>(p));
     case DType::bf16: return bf16_to_float(load<std::uint16_t>(p));
@@ -105,8 +105,8 @@ double HostArray::get(std::size_t i) const {
   return 0;
 }
 
-void HostArray::set(std::size_t i, double v) {
-  unsigned char* p = bytes.data() + i * dtype_size(dtype);
+void ArrayView::set(std::size_t i, double v) const {
+  unsigned char* p = bytes + i * dtype_size(dtype);
   switch (dtype) {
     case DType::f16: store(p, float_to_half(static_cast<float>(v))); break;
     case DType::bf16: store(p, float_to_bf16(static_cast<float>(v))); break;
@@ -198,10 +198,10 @@ void fill_chunk_as(const InputDist& dist, FastRandom& random, std::size_t begin,
   }
 }
 
-void fill_chunk(HostArray& array, const InputDist& dist, std::mt19937_64& seed_source, std::size_t begin, std::size_t end) {
+void fill_chunk(const ArrayView& array, const InputDist& dist, std::mt19937_64& seed_source, std::size_t begin, std::size_t end) {
   FastRandom random(seed_source);
   if (array.dtype == DType::f32) {  // the common case, without a per-element switch on the type
-    float* out = reinterpret_cast<float*>(array.bytes.data());
+    float* out = reinterpret_cast<float*>(array.bytes);
     fill_chunk_as(dist, random, begin, end, [out](std::size_t i, double v) { out[i] = static_cast<float>(v); });
     return;
   }
@@ -239,10 +239,11 @@ void for_chunks(std::size_t n, F f) {
 
 }  // namespace
 
-void fill_random(HostArray& array, const InputDist& dist, std::mt19937_64& rng) {
+void fill_random(const ArrayView& array, const InputDist& dist, std::uint64_t seed) {
   const std::size_t chunks = (array.count + kChunk - 1) / kChunk;
+  std::mt19937_64 rng(seed);
   std::vector<std::uint64_t> seeds(chunks);
-  for (auto& seed : seeds) seed = rng();
+  for (auto& chunk_seed : seeds) chunk_seed = rng();
   for_chunks(array.count, [&](std::size_t c) {
     std::mt19937_64 chunk_rng(seeds[c]);
     fill_chunk(array, dist, chunk_rng, c * kChunk, std::min(array.count, (c + 1) * kChunk));
@@ -270,7 +271,7 @@ inline double excess_of(double g, double e, const Tolerance& tol) {
   return std::abs(g - e) - (tol.atol + tol.rtol * std::abs(e));
 }
 
-void compare_range(const HostArray& got, const HostArray& expected, const Tolerance& tol, std::size_t begin,
+void compare_range(const ArrayView& got, const ArrayView& expected, const Tolerance& tol, std::size_t begin,
                    std::size_t end, CompareResult& r) {
   auto visit = [&](std::size_t i, double g, double e) {
     const double excess = excess_of(g, e, tol);
@@ -283,8 +284,8 @@ void compare_range(const HostArray& got, const HostArray& expected, const Tolera
     if (excess > 0) r.pass = false;
   };
   if (got.dtype == DType::f32 && expected.dtype == DType::f32) {
-    const auto* g = reinterpret_cast<const float*>(got.bytes.data());
-    const auto* e = reinterpret_cast<const float*>(expected.bytes.data());
+    const auto* g = reinterpret_cast<const float*>(got.bytes);
+    const auto* e = reinterpret_cast<const float*>(expected.bytes);
     for (std::size_t i = begin; i < end; ++i) visit(i, g[i], e[i]);
   } else {
     for (std::size_t i = begin; i < end; ++i) visit(i, got.get(i), expected.get(i));
@@ -294,12 +295,16 @@ void compare_range(const HostArray& got, const HostArray& expected, const Tolera
 }  // namespace
 
 CompareResult compare(const HostArray& got, const HostArray& expected, const Tolerance& tol) {
-  const std::size_t n = std::min(got.count, expected.count);
+  CompareResult result = compare(got.view(), expected.view(), std::min(got.count, expected.count), tol);
+  if (got.count != expected.count) result.pass = false;
+  return result;
+}
+
+CompareResult compare(const ArrayView& got, const ArrayView& expected, std::size_t n, const Tolerance& tol) {
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<CompareResult> parts(chunks);
   for_chunks(n, [&](std::size_t c) { compare_range(got, expected, tol, c * kChunk, std::min(n, (c + 1) * kChunk), parts[c]); });
   CompareResult result;
-  if (got.count != expected.count) result.pass = false;
   for (const auto& part : parts) {  // in index order: ties keep the first element
     if (!part.pass) result.pass = false;
     if (part.excess > result.excess) {

@@ -1,14 +1,25 @@
 // Host-side typed arrays for the fitness protocol: random inputs from several distributions,
-// NaN poisoning, and the element-wise comparison that keeps the worst element.
+// NaN poisoning, and the element-wise comparison that keeps the worst element. The evaluator uses
+// these where a device cannot do the same work itself (Device::fill_random, compare, digest).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "kernelevolve/device.hpp"
 #include "kernelevolve/spec.hpp"
 
 namespace kernelevolve::eval {
+
+// Typed elements in memory the host can address: a HostArray's, or a CPU device buffer's own.
+struct ArrayView {
+  DType dtype = DType::f32;
+  std::size_t count = 0;
+  unsigned char* bytes = nullptr;
+  double get(std::size_t i) const;
+  void set(std::size_t i, double value) const;
+};
 
 struct HostArray {
   DType dtype = DType::f32;
@@ -18,26 +29,27 @@ struct HostArray {
   HostArray() = default;
   HostArray(DType type, std::size_t n) : dtype(type), count(n), bytes(n * dtype_size(type)) {}
   std::size_t size_bytes() const { return bytes.size(); }
-  double get(std::size_t i) const;
-  void set(std::size_t i, double value);
+  ArrayView view() const { return {dtype, count, const_cast<unsigned char*>(bytes.data())}; }
+  double get(std::size_t i) const { return view().get(i); }
+  void set(std::size_t i, double value) { view().set(i, value); }
 };
 
 // Which distribution a trial draws from. Trial 0 uses the spec's own; later trials cycle through
 // others (signed, heavy-tailed, shifted) so an output that ignores its inputs, or only works for
 // one range, fails.
 InputDist trial_distribution(const InputDist& spec_dist, int trial);
-void fill_random(HostArray& array, const InputDist& dist, std::mt19937_64& rng);
+// Draws every element from `dist`, a function of `seed` alone.
+void fill_random(const ArrayView& array, const InputDist& dist, std::uint64_t seed);
+inline void fill_random(HostArray& array, const InputDist& dist, std::mt19937_64& rng) {
+  fill_random(array.view(), dist, rng());
+}
 // Fills with a value no honest kernel leaves behind: NaN for floats, a fixed odd pattern for integers.
 void poison(HostArray& array);
 
-struct CompareResult {
-  bool pass = true;
-  std::int64_t worst_index = -1;
-  double got = 0, expected = 0;
-  double excess = -1e300;  // largest |got-expected| - (atol + rtol*|expected|); > 0 fails
-};
-// |got - expected| <= atol + rtol*|expected| element-wise; NaN in `got` never passes (NaN expected
-// matches only NaN); infinities must match exactly.
+using CompareResult = Comparison;
+// The first `count` elements of both, as Comparison (device.hpp) says.
+CompareResult compare(const ArrayView& got, const ArrayView& expected, std::size_t count, const Tolerance& tol);
+// Arrays of different lengths never pass.
 CompareResult compare(const HostArray& got, const HostArray& expected, const Tolerance& tol);
 
 float half_to_float(std::uint16_t h);

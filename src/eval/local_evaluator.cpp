@@ -18,14 +18,13 @@
 #include <random>
 #include <sstream>
 
+#include "eval/buffer_ops.hpp"
 #include "eval/buffers.hpp"
 #include "eval/threads.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
 
 namespace kernelevolve {
-
-using eval::HostArray;
 
 namespace {
 
@@ -77,7 +76,6 @@ struct ArgBlock {
       args[i] = values[i].data();
     }
   }
-  void upload(std::size_t i, const HostArray& a) { buffers[i]->upload(a.bytes.data(), a.size_bytes()); }
   // NaN for every float type (0x7ff8 repeated is a NaN as f16, bf16, f32 and f64); a fixed byte for integers.
   void poison(std::size_t i, DType dtype) {
     static const unsigned char nan_pattern[2] = {0xf8, 0x7f};
@@ -88,13 +86,6 @@ struct ArgBlock {
       buffers[i]->fill(int_pattern, 1);
     }
   }
-  void download(std::size_t i, HostArray& a) const { buffers[i]->download(a.bytes.data(), a.size_bytes()); }
-};
-
-// One trial's host data: inputs as drawn, and the reference's outputs for them.
-struct TrialData {
-  std::vector<HostArray> inputs;    // by param index (empty arrays for non-inputs)
-  std::vector<HostArray> expected;  // by param index (empty for non-outputs)
 };
 
 LaunchDims launch_dims(const Spec& spec, const Bindings& workload, const Bindings& tunables) {
@@ -318,23 +309,29 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   const LaunchDims dims = launch_dims(spec, workload, cand.tunables);
   const LaunchDims ref_dims = reference_dims(workload);
   Kernel& ref = reference_kernel();
+  const bool same_device = reference_device == device;
 
   auto t = Profile::Clock::now();
   ArgBlock cand_args(*device, spec, workload);
   ArgBlock ref_args(*reference_device, spec, workload);
   t = profile.add("allocate", t);
 
-  auto make_array = [&](std::size_t i) {
-    const Param& p = spec.params[i];
-    return HostArray(p.dtype, static_cast<std::size_t>(spec.element_count(p, workload)));
+  auto count = [&](std::size_t i) { return static_cast<std::size_t>(spec.element_count(spec.params[i], workload)); };
+  auto bytes = [&](std::size_t i) { return count(i) * dtype_size(spec.params[i].dtype); };
+
+  // The last `sets` trials, kept on the candidate's device for timing: launch arguments holding the
+  // inputs as drawn, an untouched copy of each inout input, and the reference's outputs.
+  struct KeptSet {
+    std::unique_ptr<ArgBlock> block;
+    std::vector<std::unique_ptr<Buffer>> pristine;  // inout params
+    std::vector<std::unique_ptr<Buffer>> expected;  // output params
   };
-
   const int sets = std::max(1, std::min(options.input_sets, options.trials));
-  std::vector<TrialData> kept;  // the last `sets` trials, reused to check timed runs
-  std::vector<HostArray> previous_outputs(n);
-  std::vector<HostArray> previous_expected(n);
+  std::vector<KeptSet> kept(static_cast<std::size_t>(sets));
+  // Digests of the previous trial's outputs, candidate's and reference's.
+  std::vector<std::uint64_t> previous_got(n), previous_expected(n);
 
-  auto record_worst = [&](const Param& p, const eval::CompareResult& c, int trial) {
+  auto record_worst = [&](const Param& p, const Comparison& c, int trial) {
     if (!e.worst || c.excess > e.worst->excess) {
       e.worst = Mismatch{p.name, w, trial, c.worst_index, c.got, c.expected, c.excess};
     }
@@ -344,91 +341,85 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   std::optional<TimingLock> verifying(std::in_place, options.timing_lock, /*exclusive=*/false);
   t = profile.add("wait: verify lock", t);
   for (int trial = 0; trial < options.trials; ++trial) {
-    std::mt19937_64 rng(mix(mix(input_seed, w), static_cast<std::uint64_t>(trial)));
-    TrialData data;
-    data.inputs.resize(n);
-    data.expected.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      const Param& p = spec.params[i];
-      if (!is_input(p)) continue;
-      data.inputs[i] = make_array(i);
-      const auto it = spec.inputs.find(p.name);
-      const InputDist base = it != spec.inputs.end() ? it->second : InputDist{};
-      eval::fill_random(data.inputs[i], eval::trial_distribution(base, trial), rng);
+    const std::uint64_t trial_seed = mix(mix(input_seed, w), static_cast<std::uint64_t>(trial));
+    KeptSet* keep = trial >= options.trials - sets ? &kept[static_cast<std::size_t>(trial - (options.trials - sets))] : nullptr;
+    if (keep) {
+      keep->block = std::make_unique<ArgBlock>(*device, spec, workload);
+      keep->pristine.resize(n);
+      keep->expected.resize(n);
     }
-    t = profile.add("verify: inputs", t);
-    std::vector<HostArray> got(n);
+    std::vector<std::uint64_t> input_digest(n);
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
-      if (p.role == Role::in) {
-        cand_args.upload(i, data.inputs[i]);
-        ref_args.upload(i, data.inputs[i]);
-      } else if (p.role == Role::inout) {
-        cand_args.upload(i, data.inputs[i]);
-        ref_args.upload(i, data.inputs[i]);
+      if (is_input(p)) {
+        const auto it = spec.inputs.find(p.name);
+        const InputDist base = it != spec.inputs.end() ? it->second : InputDist{};
+        Buffer& drawn = *cand_args.buffers[i];
+        eval::fill_random(*device, drawn, p.dtype, count(i), eval::trial_distribution(base, trial), mix(trial_seed, i));
+        if (p.role == Role::in) input_digest[i] = eval::digest(*device, drawn, bytes(i));
+        ref_args.buffers[i]->copy_from(drawn);
+        if (keep) {
+          keep->block->buffers[i]->copy_from(drawn);
+          if (p.role == Role::inout) {
+            keep->pristine[i] = device->allocate(bytes(i));
+            keep->pristine[i]->copy_from(drawn);
+          }
+        }
       } else if (p.role == Role::out) {
         cand_args.poison(i, p.dtype);
         ref_args.poison(i, p.dtype);
       }
     }
-    t = profile.add("verify: upload", t);
+    t = profile.add("verify: inputs", t);
     double unused_us = 0;
     if (!launch_candidate(kernel, cand_args.args.data(), dims, false, false, e, unused_us)) return false;
     t = profile.add("verify: candidate", t);
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
-      if (is_output(p)) {
-        got[i] = make_array(i);
-        cand_args.download(i, got[i]);
-      } else if (p.role == Role::in) {
-        HostArray after = make_array(i);
-        cand_args.download(i, after);
-        if (after.bytes != data.inputs[i].bytes) {
-          return fail(e, Status::incorrect, "the kernel modified its input '" + p.name + "' (workload " +
-                                                std::to_string(w) + ", trial " + std::to_string(trial) + ")");
-        }
+      if (p.role == Role::in && eval::digest(*device, *cand_args.buffers[i], bytes(i)) != input_digest[i]) {
+        return fail(e, Status::incorrect, "the kernel modified its input '" + p.name + "' (workload " +
+                                              std::to_string(w) + ", trial " + std::to_string(trial) + ")");
       }
     }
-    t = profile.add("verify: download", t);
+    t = profile.add("verify: inputs kept", t);
     LaunchResult rr = reference_device->launch(ref, ref_args.args.data(), ref_dims);
     if (!rr.ok) throw Error(ErrorCode::BadSpec, spec.path + ": reference: the reference failed to launch: " + rr.error);
     t = profile.add("verify: reference", t);
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
       if (!is_output(p)) continue;
-      data.expected[i] = make_array(i);
-      ref_args.download(i, data.expected[i]);
-      const eval::CompareResult c = eval::compare(got[i], data.expected[i], spec.tolerance);
+      // The reference's answer, on the candidate's device: compared there, and kept there for timing.
+      std::unique_ptr<Buffer> moved;
+      if (!same_device || keep) {
+        moved = device->allocate(std::max<std::size_t>(1, bytes(i)));
+        moved->copy_from(*ref_args.buffers[i]);
+      }
+      const Buffer& expected = moved ? *moved : *ref_args.buffers[i];
+      const Buffer& got = *cand_args.buffers[i];
+      const Comparison c = eval::compare(*device, got, expected, p.dtype, count(i), spec.tolerance);
       record_worst(p, c, trial);
       if (!c.pass) return fail(e, Status::incorrect, "wrong output: " + describe_mismatch(*e.worst));
       // An output that stays put while the reference's moves does not follow its inputs.
-      if (trial > 0 && got[i].bytes == previous_outputs[i].bytes &&
-          data.expected[i].bytes != previous_expected[i].bytes) {
+      const std::uint64_t got_digest = eval::digest(*device, got, bytes(i));
+      const std::uint64_t expected_digest = eval::digest(*device, expected, bytes(i));
+      if (trial > 0 && got_digest == previous_got[i] && expected_digest != previous_expected[i]) {
         return fail(e, Status::incorrect,
                     "output '" + p.name + "' does not change when the inputs do (workload " + std::to_string(w) + ")");
       }
-      previous_outputs[i] = std::move(got[i]);
-      previous_expected[i] = data.expected[i];
+      previous_got[i] = got_digest;
+      previous_expected[i] = expected_digest;
+      if (keep) keep->expected[i] = std::move(moved);
     }
-    kept.push_back(std::move(data));
-    if (static_cast<int>(kept.size()) > sets) kept.erase(kept.begin());
     t = profile.add("verify: compare", t);
   }
 
   verifying.reset();
   // Step 3: time, rotating input sets so a result cannot be cached, and checking the timed outputs.
-  std::vector<std::unique_ptr<ArgBlock>> blocks;
-  for (std::size_t s = 0; s < kept.size(); ++s) {
-    blocks.push_back(std::make_unique<ArgBlock>(*device, spec, workload));
-    for (std::size_t i = 0; i < n; ++i) {
-      if (spec.params[i].role == Role::in) blocks.back()->upload(i, kept[s].inputs[i]);
-    }
-  }
   auto prepare = [&](std::size_t s) {
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
-      if (p.role == Role::out) blocks[s]->poison(i, p.dtype);
-      if (p.role == Role::inout) blocks[s]->upload(i, kept[s].inputs[i]);
+      if (p.role == Role::out) kept[s].block->poison(i, p.dtype);
+      if (p.role == Role::inout) kept[s].block->buffers[i]->copy_from(*kept[s].pristine[i]);
     }
   };
   // GPUs flush L2 between launches; on a CPU the rotating input sets do that job without the cost.
@@ -439,23 +430,23 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   for (int i = 0; i < options.warmup; ++i) {
     prepare(0);
     double unused_us = 0;
-    if (!launch_candidate(kernel, blocks[0]->args.data(), dims, false, false, e, unused_us)) return false;
+    if (!launch_candidate(kernel, kept[0].block->args.data(), dims, false, false, e, unused_us)) return false;
   }
   t = profile.add("time: warm-up", t);
   std::mt19937_64 check_rng(mix(input_seed, 0xc4ec));
   std::bernoulli_distribution spot_check(0.1);
-  int spot_checks_left = 8;  // downloading and comparing every output would dwarf a fast kernel's time
+  int spot_checks_left = 8;  // comparing every output would dwarf a fast kernel's time
   std::vector<double> times;
   double total_us = 0;
-  const int always_checked = 2 * static_cast<int>(blocks.size());
+  const int always_checked = 2 * sets;
   for (int rep = 0; rep < options.max_reps; ++rep) {
     if (rep >= options.min_reps && total_us >= options.target_ms * 1000.0) break;
-    const std::size_t s = static_cast<std::size_t>(rep) % blocks.size();
+    const std::size_t s = static_cast<std::size_t>(rep) % kept.size();
     t = profile.add("time: check", t);
     prepare(s);
     t = profile.add("time: prepare", t);
     double time_us = 0;
-    if (!launch_candidate(kernel, blocks[s]->args.data(), dims, /*timed=*/true, flush, e, time_us)) return false;
+    if (!launch_candidate(kernel, kept[s].block->args.data(), dims, /*timed=*/true, flush, e, time_us)) return false;
     t = profile.add("time: launch", t);
     times.push_back(time_us);
     total_us += time_us;
@@ -466,9 +457,8 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       for (std::size_t i = 0; i < n; ++i) {
         const Param& p = spec.params[i];
         if (!is_output(p)) continue;
-        HostArray got = make_array(i);
-        blocks[s]->download(i, got);
-        const eval::CompareResult c = eval::compare(got, kept[s].expected[i], spec.tolerance);
+        const Comparison c =
+            eval::compare(*device, *kept[s].block->buffers[i], *kept[s].expected[i], p.dtype, count(i), spec.tolerance);
         if (!c.pass) {
           record_worst(p, c, -1);
           return fail(e, Status::incorrect,

@@ -391,6 +391,10 @@ class CpuBuffer final : public Buffer {
   ~CpuBuffer() override { munmap(base_, mapped_); }
   std::size_t bytes() const override { return bytes_; }
   void* data() override { return data_; }
+  void* host_address() const override { return data_; }
+  void copy_from(const Buffer& source) override {
+    source.download(data_, std::min(bytes_, source.bytes()));  // a memcpy when the source is a CPU buffer too
+  }
   void upload(const void* host, std::size_t bytes) override {
     check(bytes, "upload");
     if (bytes) std::memcpy(data_, host, bytes);

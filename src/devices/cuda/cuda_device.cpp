@@ -17,6 +17,7 @@
 
 #include "devices/cuda/ceiling_cache.hpp"
 #include "devices/cuda/cuda_api.hpp"
+#include "devices/cuda/verify_kernels.hpp"
 #include "devices/kernel_cache.hpp"
 #include "kernelevolve/error.hpp"
 
@@ -297,6 +298,23 @@ class CudaBuffer final : public Buffer {
     }
     ctx_->check("cuStreamSynchronize", ctx_->api->cuStreamSynchronize(ctx_->stream));
   }
+  void copy_from(const Buffer& source) override {
+    const auto* other = dynamic_cast<const CudaBuffer*>(&source);
+    if (!other || other->ctx_ != ctx_) {  // another device's: through the host
+      if (const void* host = source.host_address()) {
+        upload(host, std::min(bytes_, source.bytes()));
+      } else {
+        Buffer::copy_from(source);
+      }
+      return;
+    }
+    const std::size_t n = std::min(bytes_, other->bytes_);
+    if (!n) return;
+    std::lock_guard lock(ctx_->mutex);
+    ctx_->make_current();
+    ctx_->check("cuMemcpyDtoDAsync", ctx_->api->cuMemcpyDtoDAsync(ptr_, other->ptr_, n, ctx_->stream));
+    ctx_->check("cuStreamSynchronize", ctx_->api->cuStreamSynchronize(ctx_->stream));
+  }
   CUdeviceptr ptr() const { return ptr_; }
 
  private:
@@ -507,8 +525,19 @@ class CudaDevice final : public Device {
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<CudaBuffer>(ctx_, bytes); }
   LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed, bool flush_cache) override;
   bool healthy() const override { return ctx_->healthy.load(); }
+  bool fill_random(Buffer& buffer, DType dtype, std::size_t count, const InputDist& dist, std::uint64_t seed) override;
+  bool compare(const Buffer& got, const Buffer& expected, DType dtype, std::size_t count, const Tolerance& tol,
+               Comparison& result) override;
+  bool digest(const Buffer& buffer, std::size_t bytes, std::uint64_t& result) override;
 
  private:
+  // The verification kernels (verify_kernels.hpp), compiled on first use; false if they would not
+  // compile (the evaluator then verifies on the host).
+  bool verify_kernels();
+  // Launches a verification kernel on `blocks` blocks of 256 threads and copies the first `result_bytes`
+  // of the scratch buffer back into `result`, zeroing them first if `zero`. Throws when CUDA fails.
+  void run_verify(Kernel& kernel, void** args, unsigned blocks, void* result, std::size_t result_bytes, bool zero);
+  unsigned verify_blocks(std::size_t work) const;
 
   void add_ceilings();
   Ceilings measure();
@@ -521,7 +550,115 @@ class CudaDevice final : public Device {
   std::once_flag ceilings_once_;
   std::shared_ptr<Kernel> copy_kernel_, fma_kernel_, flush_kernel_;
   KernelCache cache_{256};
+  std::once_flag verify_once_;
+  std::shared_ptr<Kernel> fill_kernel_, compare_kernel_, digest_kernel_;
+  std::mutex verify_mutex_;                // one verification at a time owns the scratch buffer
+  std::unique_ptr<CudaBuffer> scratch_;    // per-block results of the verification kernels
+  static constexpr unsigned kVerifyThreads = 256;  // ke_compare's shared array is this size
 };
+
+bool CudaDevice::verify_kernels() {
+  std::call_once(verify_once_, [this] {
+    KernelSource ks;
+    ks.source = kVerifySource;
+    ks.language = Language::cuda;
+    std::shared_ptr<Kernel>* slots[] = {&fill_kernel_, &compare_kernel_, &digest_kernel_};
+    const char* entries[] = {"ke_fill", "ke_compare", "ke_digest"};
+    for (int i = 0; i < 3; ++i) {
+      ks.entry = entries[i];
+      CompileResult r = compile(ks);
+      if (!r.ok()) {
+        std::fprintf(stderr, "kernelevolve: %s: verifying on the host: the verification kernels do not compile:\n%s",
+                     ctx_->id().c_str(), r.log.c_str());
+        fill_kernel_.reset();
+        return;
+      }
+      *slots[i] = r.kernel;
+    }
+    scratch_ = std::make_unique<CudaBuffer>(ctx_, static_cast<std::size_t>(ctx_->sms) * 4 * sizeof(double) * 4);
+  });
+  return fill_kernel_ != nullptr && healthy();
+}
+
+unsigned CudaDevice::verify_blocks(std::size_t work) const {
+  const std::size_t wanted = (work + kVerifyThreads - 1) / kVerifyThreads;
+  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, static_cast<std::size_t>(ctx_->sms) * 4)));
+}
+
+void CudaDevice::run_verify(Kernel& kernel, void** args, unsigned blocks, void* result, std::size_t result_bytes,
+                            bool zero) {
+  const Api& api = *ctx_->api;
+  std::lock_guard lock(ctx_->mutex);
+  ctx_->make_current();
+  if (zero) ctx_->check("cuMemsetD8Async", api.cuMemsetD8Async(scratch_->ptr(), 0, result_bytes, ctx_->stream));
+  ctx_->check("cuLaunchKernel", api.cuLaunchKernel(static_cast<CudaKernel&>(kernel).function(), blocks, 1, 1,
+                                                   kVerifyThreads, 1, 1, 0, ctx_->stream, args, nullptr));
+  if (result_bytes) {
+    ctx_->check("cuMemcpyDtoHAsync", api.cuMemcpyDtoHAsync(result, scratch_->ptr(), result_bytes, ctx_->stream));
+  }
+  ctx_->check("cuStreamSynchronize", api.cuStreamSynchronize(ctx_->stream));
+}
+
+bool CudaDevice::fill_random(Buffer& buffer, DType dtype, std::size_t count, const InputDist& dist, std::uint64_t seed) {
+  if (!verify_kernels() || count * dtype_size(dtype) > buffer.bytes()) return false;
+  std::lock_guard lock(verify_mutex_);
+  void* out = buffer.data();
+  unsigned long long n = count;
+  int type = static_cast<int>(dtype);
+  int kind = static_cast<int>(dist.kind);
+  double a = dist.a, b = dist.b;
+  unsigned long long s = seed;
+  void* args[] = {&out, &n, &type, &kind, &a, &b, &s};
+  run_verify(*fill_kernel_, args, verify_blocks(count), nullptr, 0, false);
+  return true;
+}
+
+bool CudaDevice::compare(const Buffer& got, const Buffer& expected, DType dtype, std::size_t count,
+                         const Tolerance& tol, Comparison& result) {
+  if (!verify_kernels() || count * dtype_size(dtype) > std::min(got.bytes(), expected.bytes())) return false;
+  struct Worst {  // ke_compare's
+    double excess;
+    long long index;
+    double got, expected;
+  };
+  static_assert(sizeof(Worst) == 4 * sizeof(double));
+  std::lock_guard lock(verify_mutex_);
+  void* g = const_cast<Buffer&>(got).data();
+  void* e = const_cast<Buffer&>(expected).data();
+  unsigned long long n = count;
+  int type = static_cast<int>(dtype);
+  double atol = tol.atol, rtol = tol.rtol;
+  void* out = scratch_->data();
+  void* args[] = {&g, &e, &n, &type, &atol, &rtol, &out};
+  const unsigned blocks = verify_blocks(count);
+  std::vector<Worst> worst(blocks);
+  run_verify(*compare_kernel_, args, blocks, worst.data(), blocks * sizeof(Worst), false);
+  result = Comparison{};
+  for (const Worst& w : worst) {  // as the kernel's own reduction: larger, then earlier
+    if (w.index < 0) continue;
+    if (w.excess > result.excess || (w.excess == result.excess && (result.worst_index < 0 || w.index < result.worst_index))) {
+      result.excess = w.excess;
+      result.worst_index = w.index;
+      result.got = w.got;
+      result.expected = w.expected;
+    }
+  }
+  result.pass = !(result.excess > 0);
+  return true;
+}
+
+bool CudaDevice::digest(const Buffer& buffer, std::size_t bytes, std::uint64_t& result) {
+  if (!verify_kernels() || bytes > buffer.bytes()) return false;
+  std::lock_guard lock(verify_mutex_);
+  void* p = const_cast<Buffer&>(buffer).data();
+  unsigned long long n = bytes;
+  void* out = scratch_->data();
+  void* args[] = {&p, &n, &out};
+  unsigned long long sum = 0;
+  run_verify(*digest_kernel_, args, verify_blocks(bytes / 8 + 1), &sum, sizeof sum, true);
+  result = sum;
+  return true;
+}
 
 CompileResult CudaDevice::compile(const KernelSource& ks) {
   const auto start = Clock::now();
