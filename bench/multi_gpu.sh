@@ -3,10 +3,11 @@
 # one GPU and then on every GPU (`--device cuda:all`), and the candidates evaluated per second of each.
 #
 #   bench/multi_gpu.sh [problem ...]      problems as folders under problems/ (default: level1/row_sum
-#                                         level2/elementwise_chain, whose spaces hold 288 points each)
+#                                         level2/elementwise_chain level1/matmul; the first two spaces
+#                                         hold 288 points each, so at most 288 evaluations there)
 #
 # Environment: KE_BUILD (default build-gpu: see scripts/bundle-gpu.sh), KE_OUT (default $OUT, else
-# /tmp/ke-multi-gpu) for the runs' JSON and logs, EVALS (evaluations per run, default 48), JOBS (workers
+# /tmp/ke-multi-gpu) for the runs' JSON and logs, EVALS (evaluations per run, default 200), JOBS (workers
 # per device, default 3, the CLI's default on a GPU), REPEATS (runs of each setting, default 1).
 # Both settings use the same jobs per device, so a run on N GPUs has N times the workers: the question is
 # whether the host keeps them all fed (compilation, verification and the search itself are host work).
@@ -16,8 +17,8 @@ build=${KE_BUILD:-$root/build-gpu}
 out=${KE_OUT:-${OUT:-/tmp/ke-multi-gpu}}
 mkdir -p "$out"
 problems=("$@")
-[ ${#problems[@]} -gt 0 ] || problems=(level1/row_sum level2/elementwise_chain)
-evals=${EVALS:-48}
+[ ${#problems[@]} -gt 0 ] || problems=(level1/row_sum level2/elementwise_chain level1/matmul)
+evals=${EVALS:-200}
 jobs=${JOBS:-3}
 repeats=${REPEATS:-1}
 
