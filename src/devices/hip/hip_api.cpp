@@ -72,6 +72,7 @@ const LoadResult& load() {
     KE_RESOLVE(rt, hipFree);
     KE_RESOLVE(rt, hipMemcpyHtoDAsync);
     KE_RESOLVE(rt, hipMemcpyDtoHAsync);
+    KE_RESOLVE(rt, hipMemcpyDtoDAsync);
     KE_RESOLVE(rt, hipMemsetD8Async);
     KE_RESOLVE(rt, hipModuleLoadData);
     KE_RESOLVE(rt, hipModuleUnload);

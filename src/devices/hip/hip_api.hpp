@@ -80,6 +80,7 @@ struct Api {
   hipError_t (*hipFree)(void*) = nullptr;
   hipError_t (*hipMemcpyHtoDAsync)(hipDeviceptr_t, void*, std::size_t, hipStream_t) = nullptr;
   hipError_t (*hipMemcpyDtoHAsync)(void*, hipDeviceptr_t, std::size_t, hipStream_t) = nullptr;
+  hipError_t (*hipMemcpyDtoDAsync)(hipDeviceptr_t, hipDeviceptr_t, std::size_t, hipStream_t) = nullptr;
   hipError_t (*hipMemsetD8Async)(hipDeviceptr_t, unsigned char, std::size_t, hipStream_t) = nullptr;
   hipError_t (*hipModuleLoadData)(hipModule_t*, const void*) = nullptr;
   hipError_t (*hipModuleUnload)(hipModule_t) = nullptr;

@@ -89,6 +89,20 @@ class HipBuffer final : public Buffer {
     ctx_->check("hipMemcpyHtoDAsync", ctx_->api->hipMemcpyHtoDAsync(ptr_, const_cast<void*>(host), bytes, ctx_->stream));
     ctx_->check("hipStreamSynchronize", ctx_->api->hipStreamSynchronize(ctx_->stream));
   }
+  // Within one GPU, a device-to-device copy (the evaluator copies each trial's inputs this way).
+  void copy_from(const Buffer& source) override {
+    const auto* other = dynamic_cast<const HipBuffer*>(&source);
+    if (!other || other->ctx_ != ctx_) {
+      Buffer::copy_from(source);
+      return;
+    }
+    const std::size_t n = std::min(bytes_, other->bytes_);
+    if (!n) return;
+    std::lock_guard lock(ctx_->mutex);
+    ctx_->make_current();
+    ctx_->check("hipMemcpyDtoDAsync", ctx_->api->hipMemcpyDtoDAsync(ptr_, other->ptr_, n, ctx_->stream));
+    ctx_->check("hipStreamSynchronize", ctx_->api->hipStreamSynchronize(ctx_->stream));
+  }
   void download(void* host, std::size_t bytes) const override {
     check_size(bytes, "download");
     if (!bytes) return;
