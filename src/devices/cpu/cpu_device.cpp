@@ -36,6 +36,7 @@
 #include <set>
 #include <sstream>
 
+#include "devices/clock.hpp"
 #include "kernelevolve/error.hpp"
 
 #ifndef KE_CLANG_RESOURCE_DIR
@@ -46,11 +47,8 @@ namespace kernelevolve {
 namespace cpu_detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using devices::Clock;
+using devices::ms_since;
 
 void init_llvm_once() {
   static std::once_flag once;

@@ -18,6 +18,7 @@
 #include "devices/cuda/ceiling_cache.hpp"
 #include "devices/cuda/cuda_api.hpp"
 #include "devices/cuda/verify_kernels.hpp"
+#include "devices/clock.hpp"
 #include "devices/kernel_cache.hpp"
 #include "kernelevolve/error.hpp"
 
@@ -28,11 +29,8 @@ using namespace cuda;  // the declarations of cuda_api.hpp
 namespace cuda_detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point start) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-}
+using devices::Clock;
+using devices::ms_since;
 
 std::string format_bytes(double bytes) {
   char buf[64];

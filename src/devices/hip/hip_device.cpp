@@ -16,6 +16,7 @@
 
 #include "devices/cuda/ceiling_cache.hpp"
 #include "devices/hip/hip_api.hpp"
+#include "devices/clock.hpp"
 #include "devices/kernel_cache.hpp"
 #include "kernelevolve/error.hpp"
 
@@ -26,7 +27,8 @@ using namespace hip;
 namespace hip_detail {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using devices::Clock;
+using devices::ms_since;
 
 struct Context {
   const Api* api = nullptr;
@@ -273,7 +275,7 @@ CompileResult HipDevice::compile(const KernelSource& ks) {
   const auto start = Clock::now();
   CompileResult result;
   auto done = [&]() -> CompileResult& {
-    result.compile_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    result.compile_ms = ms_since(start);
     return result;
   };
   if (ks.language != Language::hip) {
