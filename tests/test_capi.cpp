@@ -746,14 +746,18 @@ TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the comm
   REQUIRE(ke_stop_rule_max_evaluations(stop.out(), 4) == KE_OK);
   ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
   o.seed = 3;
+  // Runs the evolver that `options` make, with the four-evaluation stop rule, into `r`.
+  auto run_with = [&](const ke_evolver_options& options, Evolver& ev, Result& r) {
+    REQUIRE(ke_evolver_create(ev.out(), spec, &options) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
+    REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+  };
 
   SUBCASE("in process") {
     o.in_process = 1;
     Evolver ev;
-    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
-    REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
     Result r;
-    REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+    run_with(o, ev, r);
     std::int64_t evaluations = 0;
     REQUIRE(ke_result_evaluations(&evaluations, r) == KE_OK);
     CHECK(evaluations == 4);
@@ -778,10 +782,8 @@ TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the comm
   SUBCASE("in workers, two at once") {
     o.jobs = 2;
     Evolver ev;
-    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
-    REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
     Result r;
-    REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+    run_with(o, ev, r);
     const char* json = nullptr;
     REQUIRE(ke_result_report_json(&json, r) == KE_OK);
     CHECK(contains(json, "\"evaluations\": 4"));
@@ -834,10 +836,8 @@ TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the comm
     o.device = "cpu:all";
     o.jobs = 2;
     Evolver ev;
-    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
-    REQUIRE(ke_evolver_set_stop_rule(ev, stop) == KE_OK);
     Result r;
-    REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+    run_with(o, ev, r);
     std::int64_t evaluations = 0;
     REQUIRE(ke_result_evaluations(&evaluations, r) == KE_OK);
     CHECK(evaluations == 4);
