@@ -553,7 +553,16 @@ class CudaDevice final : public Device {
   std::mutex verify_mutex_;                // one verification at a time owns the scratch buffer
   std::unique_ptr<CudaBuffer> scratch_;    // per-block results of the verification kernels
   static constexpr unsigned kVerifyThreads = 256;  // ke_compare's shared array is this size
+  static constexpr unsigned kVerifyBlocksPerSm = 4;  // at most; the scratch buffer holds a record per block
 };
+
+// ke_compare's record of a block's worst element (verify_kernels.hpp).
+struct Worst {
+  double excess;
+  long long index;
+  double got, expected;
+};
+static_assert(sizeof(Worst) == 4 * sizeof(double));
 
 bool CudaDevice::verify_kernels() {
   std::call_once(verify_once_, [this] {
@@ -573,14 +582,14 @@ bool CudaDevice::verify_kernels() {
       }
       *slots[i] = r.kernel;
     }
-    scratch_ = std::make_unique<CudaBuffer>(ctx_, static_cast<std::size_t>(ctx_->sms) * 4 * sizeof(double) * 4);
+    scratch_ = std::make_unique<CudaBuffer>(ctx_, static_cast<std::size_t>(ctx_->sms) * kVerifyBlocksPerSm * sizeof(Worst));
   });
   return fill_kernel_ != nullptr && healthy();
 }
 
 unsigned CudaDevice::verify_blocks(std::size_t work) const {
   const std::size_t wanted = (work + kVerifyThreads - 1) / kVerifyThreads;
-  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, static_cast<std::size_t>(ctx_->sms) * 4)));
+  return static_cast<unsigned>(std::max<std::size_t>(1, std::min<std::size_t>(wanted, static_cast<std::size_t>(ctx_->sms) * kVerifyBlocksPerSm)));
 }
 
 void CudaDevice::run_verify(Kernel& kernel, void** args, unsigned blocks, void* result, std::size_t result_bytes,
@@ -614,12 +623,6 @@ bool CudaDevice::fill_random(Buffer& buffer, DType dtype, std::size_t count, con
 bool CudaDevice::compare(const Buffer& got, const Buffer& expected, DType dtype, std::size_t count,
                          const Tolerance& tol, Comparison& result) {
   if (!verify_kernels() || count * dtype_size(dtype) > std::min(got.bytes(), expected.bytes())) return false;
-  struct Worst {  // ke_compare's
-    double excess;
-    long long index;
-    double got, expected;
-  };
-  static_assert(sizeof(Worst) == 4 * sizeof(double));
   std::lock_guard lock(verify_mutex_);
   void* g = const_cast<Buffer&>(got).data();
   void* e = const_cast<Buffer&>(expected).data();
