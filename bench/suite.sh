@@ -125,8 +125,13 @@ for spec in "${specs[@]}"; do
   if [ $rc -ne 0 ] || ! printf '%s' "$json" | jq -e . >/dev/null 2>&1; then
     why="exit $rc"
     [ $rc -eq 124 ] && why="ran past $hard_limit s"
-    note=$(grep -v '^node \|^evolving ' "$stem.log" | tail -n 1 | tr '\t|' '  ' | cut -c1-120)
-    printf '%s\t%s\t0\tnan\tnan\tnan\t0\tnan\tnan\tnan\t%s\t\t%s\n' "$level" "$problem" "$seconds" "$why: $note" >>"$tsv"
+    # The seed's own verdict when the run got that far (its status and why), else the log's last word.
+    note=$(printf '%s' "$json" | jq -r 'select(.seed.status != null and .seed.status != "ok")
+                                        | "seed \(.seed.status): \(.seed.message)"' 2>/dev/null)
+    [ -n "$note" ] || note=$(grep -v '^node \|^evolving ' "$stem.log" | grep . | tail -n 1)
+    note=$(printf '%s' "$note" | tr '\t|\n' '   ' | cut -c1-160)
+    evals=$(printf '%s' "$json" | jq -r '.evaluations // 0' 2>/dev/null)
+    printf '%s\t%s\t0\tnan\tnan\tnan\t%s\tnan\tnan\tnan\t%s\t\t%s\n' "$level" "$problem" "${evals:-0}" "$seconds" "$why: $note" >>"$tsv"
     echo "suite: $level/$problem: no result ($why), $seconds s" >&2
     continue
   fi

@@ -7,6 +7,9 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -390,6 +393,53 @@ TEST_CASE("the CPU's description") {
                     << info.peak_bytes_per_s / 1e9 << " GB/s, floor " << info.floor_bytes_per_s / 1e9
                     << " GB/s, peak " << info.peak_flops_per_s / 1e9 << " GFLOP/s; measured in " << measure_ms
                     << " ms");
+}
+
+// A CPU this LLVM does not know by model (one newer than LLVM 16) is named "generic", which Clang
+// rejects on x86: kernels must still compile, for the baseline CPU with the host's own vector features.
+TEST_CASE("kernels are compiled for the host's vector features, whatever LLVM calls its model") {
+  const std::string cpu = host_compile_cpu();
+  CHECK_FALSE(cpu.empty());
+  CpuDevice device;
+  CHECK(device.info().properties.at("llvm_cpu") == cpu);
+#if defined(__x86_64__)
+  CHECK(cpu != "generic");
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  bool avx2 = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line);
+    std::string w;
+    while (words >> w) avx2 = avx2 || w == "avx2";
+    break;
+  }
+  KernelSource ks;
+  ks.source = R"(#include <stdint.h>
+void has_avx2(float* out, int64_t n) {
+#ifdef __AVX2__
+  for (int64_t i = 0; i < n; ++i) out[i] = 1.0f;
+#else
+  for (int64_t i = 0; i < n; ++i) out[i] = 0.0f;
+#endif
+}
+)";
+  ks.language = Language::c;
+  ks.entry = "has_avx2";
+  ks.params = {buffer("out", DType::f32, Role::out), size("N")};
+  CompileResult r = device.compile(ks);
+  INFO(r.log);
+  REQUIRE(r.ok());
+  auto out = device.allocate(sizeof(float));
+  void* p = out->data();
+  int64_t n = 1;
+  void* args[] = {&p, &n};
+  REQUIRE(device.launch(*r.kernel, args, LaunchDims{}).ok);
+  float seen = -1;
+  out->download(&seen, sizeof seen);
+  CHECK(seen == (avx2 ? 1.0f : 0.0f));
+  MESSAGE("compiling for " << cpu << "; AVX2 " << std::string(avx2 ? "on" : "absent"));
+#endif
 }
 
 TEST_CASE("the device registry") {

@@ -72,7 +72,7 @@ const HostTarget& host_target() {
   static const HostTarget target = [] {
     HostTarget t;
     t.triple = llvm::sys::getProcessTriple();
-    t.cpu = llvm::sys::getHostCPUName().str();
+    t.cpu = host_compile_cpu();
     llvm::StringMap<bool> features;
     if (llvm::sys::getHostCPUFeatures(features)) {
       for (const auto& f : features)

@@ -56,6 +56,11 @@ std::shared_ptr<Device> make_cpu_device();
 // without, they are left at zero (list_devices() is cheap).
 DeviceInfo describe_host_cpu(bool measure);
 
+// The CPU name Clang compiles kernels for: LLVM's name for the host, or, where this LLVM does not know
+// the host's model (it then says "generic", which Clang rejects on x86), the architecture's baseline;
+// the host's detected features are passed beside it, so the vector units are used either way.
+std::string host_compile_cpu();
+
 // The last-level cache size in bytes as the OS reports it, or 0 when unknown.
 std::size_t host_last_level_cache_bytes();
 

@@ -3,6 +3,8 @@
 // datasheet-style FMA peak.
 #include <llvm/ADT/StringMap.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
+#include <llvm/TargetParser/X86TargetParser.h>
 
 #include <algorithm>
 #include <chrono>
@@ -144,6 +146,17 @@ std::string format_bytes(std::size_t bytes) {
 
 }  // namespace
 
+std::string host_compile_cpu() {
+  const std::string name = llvm::sys::getHostCPUName().str();
+  const llvm::Triple triple(llvm::sys::getProcessTriple());
+  if (triple.isX86()) {
+    const bool only64 = triple.isArch64Bit();
+    if (llvm::X86::parseArchX86(name, only64) != llvm::X86::CK_None) return name;
+    return only64 ? "x86-64" : "i686";
+  }
+  return name;  // elsewhere "generic" is a name Clang accepts
+}
+
 std::size_t host_last_level_cache_bytes() {
   std::size_t llc = 0;
   int level = 0;
@@ -174,7 +187,7 @@ DeviceInfo describe_host_cpu(bool measure) {
   // cores x fp32 lanes x 2 (an FMA is two flops) x 2 FMA units x clock: a ceiling, not a promise.
   info.peak_flops_per_s = info.compute_units * (info.vector_bits / 32.0) * 2.0 * 2.0 * ghz * 1e9;
 
-  info.properties["llvm_cpu"] = llvm::sys::getHostCPUName().str();
+  info.properties["llvm_cpu"] = host_compile_cpu();
   info.properties["cpu_features"] = std::to_string(enabled);
   info.properties["max_ghz"] = std::to_string(ghz);
   for (const auto& c : host_caches()) {
