@@ -19,6 +19,7 @@
 #include "devices/cuda/cuda_api.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #include "devices/cuda/verify_kernels.hpp"
+#include "devices/gpu/common.hpp"
 #include "eval/buffers.hpp"
 
 #if defined(KE_HAVE_CUDA_HEADERS) && __has_include(<cuda.h>) && __has_include(<nvrtc.h>)
@@ -169,6 +170,45 @@ TEST_CASE("cuda: the verification kernels compile" * doctest::skip(kNoNvrtc)) {
   const auto out = ke::cuda_detail::nvrtc_compile(cuda_source(ke::cuda_detail::kVerifySource, "ke_fill"), "sm_90");
   CHECK_MESSAGE(out.ok, out.log);
   CHECK(out.log.find("spill") != std::string::npos);
+}
+
+TEST_CASE("gpu: the ceiling kernels the CUDA and HIP devices share compile" * doctest::skip(kNoNvrtc)) {
+  for (const char* entry : {"ke_copy", "ke_fma"}) {
+    const auto out = ke::cuda_detail::nvrtc_compile(cuda_source(ke::gpu::kCeilingKernels, entry), "sm_90");
+    CHECK_MESSAGE(out.ok, entry << ": " << out.log);
+  }
+}
+
+TEST_CASE("gpu: sources and launches a GPU device refuses before its driver sees them") {
+  ke::KernelSource ks = cuda_source(kScale, "scale");
+  ks.defines = {{"FACTOR", 2}};
+  CHECK(ke::gpu::refusal(ks, ke::Language::cuda, "cuda:0", true, "").empty());
+  const std::string hip = ke::gpu::refusal(ks, ke::Language::hip, "hip:1", true, "");
+  CHECK(hip.find("hip:1 compiles hip kernels, not cuda") != std::string::npos);
+  ks.defines = {{"2FACTOR", 2}};
+  CHECK(ke::gpu::refusal(ks, ke::Language::cuda, "cuda:0", true, "").find("'2FACTOR' is not a C identifier") !=
+        std::string::npos);
+  ks.defines.clear();
+  ks.entry = "scale(); evil";
+  CHECK(ke::gpu::refusal(ks, ke::Language::cuda, "cuda:0", true, "").find("is not a C identifier") != std::string::npos);
+  ks.entry = "scale";
+  const std::string sick = ke::gpu::refusal(ks, ke::Language::cuda, "cuda:0", false, "an illegal address");
+  CHECK(sick.find("cuda:0 is unusable") != std::string::npos);
+  CHECK(sick.find("an illegal address") != std::string::npos);
+
+  ke::LaunchDims dims;
+  dims.grid[0] = 132;
+  dims.block[0] = 256;
+  dims.shared_bytes = 1024;
+  CHECK(ke::gpu::invalid_launch(dims).empty());
+  dims.block[1] = 0;
+  CHECK(ke::gpu::invalid_launch(dims).find("block 256x0x1") != std::string::npos);
+  dims.block[1] = 1;
+  dims.grid[2] = std::int64_t(1) << 33;
+  CHECK(ke::gpu::invalid_launch(dims).find("invalid launch dimensions") != std::string::npos);
+  dims.grid[2] = 1;
+  dims.shared_bytes = -1;
+  CHECK(ke::gpu::invalid_launch(dims).find("shared memory size -1") != std::string::npos);
 }
 
 TEST_CASE("cuda: the CUDA problems' seeds and references compile at their extreme points" * doctest::skip(kNoNvrtc)) {

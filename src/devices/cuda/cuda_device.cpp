@@ -15,7 +15,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "devices/cuda/ceiling_cache.hpp"
+#include "devices/gpu/ceiling_cache.hpp"
+#include "devices/gpu/common.hpp"
 #include "devices/cuda/cuda_api.hpp"
 #include "devices/cuda/verify_kernels.hpp"
 #include "devices/clock.hpp"
@@ -359,14 +360,9 @@ class CudaKernel final : public Kernel {
 };
 
 // The kernels that measure the ceilings. Compiled like any kernel.
-constexpr const char* kCeilingSource = R"(
-extern "C" __global__ void ke_copy(const float4* __restrict__ src, float4* __restrict__ dst, unsigned long long n) {
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    dst[i] = src[i];
-}
 // The L2 flush: reads a buffer twice the L2's size. Reading (not writing, as a memset would) leaves the
 // L2 full of clean lines, so the timed kernel pays no write-back of the flush's data.
+constexpr const char* kFlushKernel = R"(
 extern "C" __global__ void ke_flush(const float4* __restrict__ p, unsigned long long n, float* sink) {
   float s = 0.f;
   const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
@@ -375,20 +371,6 @@ extern "C" __global__ void ke_flush(const float4* __restrict__ p, unsigned long 
     s += (v.x + v.y) + (v.z + v.w);
   }
   if (s == 1234.5f) sink[0] = s;  // the buffer holds zeros, so never; the compiler cannot know
-}
-// 16 independent FMA chains per thread: enough independent work to keep every FP32 lane busy.
-extern "C" __global__ void ke_fma(float* out, int iters, float b, float c) {
-  float a[16];
-#pragma unroll
-  for (int j = 0; j < 16; ++j) a[j] = threadIdx.x * 1e-3f + j;
-  for (int i = 0; i < iters; ++i) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) a[j] = fmaf(a[j], b, c);
-  }
-  float s = 0.f;
-#pragma unroll
-  for (int j = 0; j < 16; ++j) s += a[j];
-  out[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] = s;
 }
 )";
 
@@ -491,7 +473,7 @@ class CudaDevice final : public Device {
     // Compile and run the ceiling kernels once now: the driver starts its helper threads and loads its
     // compiler here, before any candidate runs, so nothing new appears around a candidate's launch.
     KernelSource ks;
-    ks.source = kCeilingSource;
+    ks.source = std::string(gpu::kCeilingKernels) + kFlushKernel;
     ks.language = Language::cuda;
     ks.entry = "ke_copy";
     CompileResult r = compile(ks);
@@ -539,8 +521,6 @@ class CudaDevice final : public Device {
 
   void add_ceilings();
   Ceilings measure();
-  // Best time in ms over `reps` timed launches of `k`, or a negative value when a launch failed.
-  double best_ms(Kernel& k, void** args, const LaunchDims& dims, int reps);
   double best_memcpy_ms(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, int reps);
 
   std::shared_ptr<Context> ctx_;
@@ -668,24 +648,8 @@ CompileResult CudaDevice::compile(const KernelSource& ks) {
     result.compile_ms = ms_since(start);
     return result;
   };
-  if (ks.language != Language::cuda) {
-    result.log = std::string("error: a CUDA device compiles cuda kernels, not ") + to_string(ks.language) + "\n";
-    return done();
-  }
-  if (!is_identifier(ks.entry)) {
-    result.log = "error: the entry '" + ks.entry + "' is not a C identifier\n";
-    return done();
-  }
-  for (const auto& [name, value] : ks.defines) {
-    if (!is_identifier(name)) {
-      result.log = "error: the tunable name '" + name + "' is not a C identifier\n";
-      return done();
-    }
-  }
-  if (!healthy()) {
-    result.log = "error: " + ctx_->id() + " is unusable after an earlier kernel's fault (" + ctx_->poison + ")\n";
-    return done();
-  }
+  result.log = gpu::refusal(ks, Language::cuda, ctx_->id(), healthy(), ctx_->poison);
+  if (!result.log.empty()) return done();
   std::string arch_error;
   const std::string arch = target_arch(ks, ctx_->cc, arch_error);
   if (arch.empty()) {
@@ -766,16 +730,7 @@ LaunchResult CudaDevice::launch(Kernel& kernel, void** args, const LaunchDims& d
   auto* k = dynamic_cast<CudaKernel*>(&kernel);
   if (!k || k->context() != ctx_.get()) return fail(ctx_->id() + ": the kernel was not compiled by this device");
   if (!healthy()) return fail(ctx_->id() + " is unusable after an earlier kernel's fault (" + ctx_->poison + ")");
-  for (int d = 0; d < 3; ++d) {
-    if (dims.grid[d] < 1 || dims.grid[d] > UINT_MAX || dims.block[d] < 1 || dims.block[d] > UINT_MAX) {
-      std::ostringstream msg;
-      msg << "invalid launch dimensions: grid " << dims.grid[0] << "x" << dims.grid[1] << "x" << dims.grid[2]
-          << ", block " << dims.block[0] << "x" << dims.block[1] << "x" << dims.block[2];
-      return fail(msg.str());
-    }
-  }
-  if (dims.shared_bytes < 0 || dims.shared_bytes > INT_MAX)
-    return fail("invalid dynamic shared memory size " + std::to_string(dims.shared_bytes));
+  if (std::string why = gpu::invalid_launch(dims); !why.empty()) return fail(why);
   const Api& api = *ctx_->api;
   std::lock_guard lock(ctx_->mutex);
   ctx_->make_current();
@@ -839,16 +794,6 @@ LaunchResult CudaDevice::launch(Kernel& kernel, void** args, const LaunchDims& d
   return result;
 }
 
-double CudaDevice::best_ms(Kernel& k, void** args, const LaunchDims& dims, int reps) {
-  double best = -1;
-  for (int i = 0; i < reps; ++i) {
-    const LaunchResult r = launch(k, args, dims, true, true);  // flushed like every timed candidate
-    if (!r.ok) return -1;
-    if (best < 0 || r.time_us / 1000.0 < best) best = r.time_us / 1000.0;
-  }
-  return best;
-}
-
 double CudaDevice::best_memcpy_ms(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, int reps) {
   const Api& api = *ctx_->api;
   std::lock_guard lock(ctx_->mutex);
@@ -894,7 +839,7 @@ Ceilings CudaDevice::measure() {
     dims.grid[0] = sms * 16;
     dims.block[0] = 256;
     launch(*copy_kernel_, args, dims, false, false);  // warm-up: pages, clocks
-    const double copy_ms = best_ms(*copy_kernel_, args, dims, 10);
+    const double copy_ms = gpu::best_ms(*this, *copy_kernel_, args, dims, 10, true);
     if (copy_ms > 0) c.copy_bytes_per_s = 2.0 * static_cast<double>(bytes) / (copy_ms * 1e-3);
     // The driver's own device-to-device copy too: the ceiling is the faster of the two.
     const double memcpy_ms = best_memcpy_ms(reinterpret_cast<CUdeviceptr>(d), reinterpret_cast<CUdeviceptr>(s), bytes, 10);
@@ -905,27 +850,13 @@ Ceilings CudaDevice::measure() {
     ctx_->api->cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, ctx_->device);
     unsigned long long small = static_cast<unsigned long long>(std::max(l2 / 4, 1 << 20)) / 16;
     void* small_args[] = {&s, &d, &small};
-    const double l2_ms = best_ms(*copy_kernel_, small_args, dims, 20);
+    const double l2_ms = gpu::best_ms(*this, *copy_kernel_, small_args, dims, 20, true);
     if (l2_ms > 0) c.l2_bytes_per_s = 2.0 * static_cast<double>(small) * 16 / (l2_ms * 1e-3);
   } catch (const std::exception&) {
     // Too little free memory: leave the copy ceiling unmeasured (0); the roofline then has no byte floor.
   }
-  // FMA rate: every SM full of threads, each running 16 independent chains.
-  try {
-    LaunchDims dims;
-    dims.grid[0] = static_cast<std::int64_t>(sms) * 8;
-    dims.block[0] = 256;
-    auto out = allocate(static_cast<std::size_t>(dims.grid[0] * dims.block[0]) * 4);
-    void* o = out->data();
-    int iters = 1 << 14;
-    float b = 0.999f, cc = 0.001f;
-    void* args[] = {&o, &iters, &b, &cc};
-    launch(*fma_kernel_, args, dims, false, false);
-    iters = 1 << 16;
-    const double ms = best_ms(*fma_kernel_, args, dims, 3);
-    if (ms > 0) c.fma_flops_per_s = 2.0 * 16.0 * iters * static_cast<double>(dims.grid[0] * dims.block[0]) / (ms * 1e-3);
-  } catch (const std::exception&) {
-  }
+  // Flushed like every timed candidate.
+  c.fma_flops_per_s = gpu::measure_fma_flops(*this, *fma_kernel_, sms, true);
   return c;
 }
 

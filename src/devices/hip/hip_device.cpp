@@ -1,6 +1,7 @@
 // HipDevice: see hip_device.hpp. The structure follows CudaDevice (cuda_device.cpp): a shared context
 // record, buffers and kernels that keep it alive, an LRU module cache, one stream, event timing with an
-// L2 flush, and ceilings measured once per device and cached in a file.
+// L2 flush, and ceilings measured once per device and cached in a file. The checks before compile and
+// launch and the ceiling kernels are the CUDA device's own (devices/gpu/common.hpp).
 #include "devices/hip/hip_device.hpp"
 
 #include <algorithm>
@@ -14,7 +15,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "devices/cuda/ceiling_cache.hpp"
+#include "devices/gpu/ceiling_cache.hpp"
+#include "devices/gpu/common.hpp"
 #include "devices/hip/hip_api.hpp"
 #include "devices/clock.hpp"
 #include "devices/kernel_cache.hpp"
@@ -150,27 +152,6 @@ class HipKernel final : public Kernel {
   std::map<std::string, std::int64_t> resources_;
 };
 
-constexpr const char* kCeilingSource = R"(
-extern "C" __global__ void ke_copy(const float4* __restrict__ src, float4* __restrict__ dst, unsigned long long n) {
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)
-    dst[i] = src[i];
-}
-extern "C" __global__ void ke_fma(float* out, int iters, float b, float c) {
-  float a[16];
-#pragma unroll
-  for (int j = 0; j < 16; ++j) a[j] = threadIdx.x * 1e-3f + j;
-  for (int i = 0; i < iters; ++i) {
-#pragma unroll
-    for (int j = 0; j < 16; ++j) a[j] = fmaf(a[j], b, c);
-  }
-  float s = 0.f;
-#pragma unroll
-  for (int j = 0; j < 16; ++j) s += a[j];
-  out[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] = s;
-}
-)";
-
 DeviceInfo describe(const Api& api, int index) {
   DeviceInfo info;
   info.id = "hip:" + std::to_string(index);
@@ -223,7 +204,7 @@ class HipDevice final : public Device {
     ctx_->flush_bytes = std::max<std::size_t>(2 * static_cast<std::size_t>(l2), 8u << 20);
     require("hipMalloc (L2 flush buffer)", api->hipMalloc(&ctx_->flush_buffer, ctx_->flush_bytes));
     KernelSource ks;
-    ks.source = kCeilingSource;
+    ks.source = gpu::kCeilingKernels;
     ks.language = Language::hip;
     ks.entry = "ke_copy";
     CompileResult r = compile(ks);
@@ -254,15 +235,6 @@ class HipDevice final : public Device {
 
  private:
   gpu::Ceilings measure();
-  double best_ms(Kernel& k, void** args, const LaunchDims& dims, int reps) {
-    double best = -1;
-    for (int i = 0; i < reps; ++i) {
-      const LaunchResult r = launch(k, args, dims, true, false);
-      if (!r.ok) return -1;
-      if (best < 0 || r.time_us / 1000.0 < best) best = r.time_us / 1000.0;
-    }
-    return best;
-  }
 
   std::shared_ptr<Context> ctx_;
   DeviceInfo info_;
@@ -278,27 +250,11 @@ CompileResult HipDevice::compile(const KernelSource& ks) {
     result.compile_ms = ms_since(start);
     return result;
   };
-  if (ks.language != Language::hip) {
-    result.log = std::string("error: a HIP device compiles hip kernels, not ") + to_string(ks.language) + "\n";
-    return done();
-  }
-  if (!is_identifier(ks.entry)) {
-    result.log = "error: the entry '" + ks.entry + "' is not a C identifier\n";
-    return done();
-  }
-  if (!healthy()) {
-    result.log = "error: " + ctx_->id() + " is unusable after an earlier kernel's fault (" + ctx_->poison + ")\n";
-    return done();
-  }
+  result.log = gpu::refusal(ks, Language::hip, ctx_->id(), healthy(), ctx_->poison);
+  if (!result.log.empty()) return done();
   std::vector<std::string> options = {"-std=c++17"};
   for (const auto& f : ks.flags) options.push_back(f);
-  for (const auto& [name, value] : ks.defines) {
-    if (!is_identifier(name)) {
-      result.log = "error: the tunable name '" + name + "' is not a C identifier\n";
-      return done();
-    }
-    options.push_back("-D" + name + "=" + std::to_string(value));
-  }
+  for (const auto& [name, value] : ks.defines) options.push_back("-D" + name + "=" + std::to_string(value));
   std::ostringstream key_stream;
   key_stream << ks.entry << '\0';
   for (const auto& o : options) key_stream << o << '\x1f';
@@ -389,11 +345,7 @@ LaunchResult HipDevice::launch(Kernel& kernel, void** args, const LaunchDims& di
   auto* k = dynamic_cast<HipKernel*>(&kernel);
   if (!k || k->context() != ctx_.get()) return fail(ctx_->id() + ": the kernel was not compiled by this device");
   if (!healthy()) return fail(ctx_->id() + " is unusable after an earlier kernel's fault (" + ctx_->poison + ")");
-  for (int d = 0; d < 3; ++d) {
-    if (dims.grid[d] < 1 || dims.grid[d] > UINT_MAX || dims.block[d] < 1 || dims.block[d] > UINT_MAX)
-      return fail("invalid launch dimensions");
-  }
-  if (dims.shared_bytes < 0 || dims.shared_bytes > INT_MAX) return fail("invalid dynamic shared memory size");
+  if (std::string why = gpu::invalid_launch(dims); !why.empty()) return fail(why);
   const Api& api = *ctx_->api;
   std::lock_guard lock(ctx_->mutex);
   ctx_->make_current();
@@ -444,24 +396,11 @@ gpu::Ceilings HipDevice::measure() {
     dims.grid[0] = cus * 16;
     dims.block[0] = 256;
     launch(*copy_kernel_, args, dims, false, false);
-    const double ms = best_ms(*copy_kernel_, args, dims, 10);
+    const double ms = gpu::best_ms(*this, *copy_kernel_, args, dims, 10, false);
     if (ms > 0) c.copy_bytes_per_s = 2.0 * static_cast<double>(bytes) / (ms * 1e-3);
   } catch (const std::exception&) {
   }
-  try {
-    LaunchDims dims;
-    dims.grid[0] = static_cast<std::int64_t>(cus) * 8;
-    dims.block[0] = 256;
-    auto out = allocate(static_cast<std::size_t>(dims.grid[0] * dims.block[0]) * 4);
-    void* o = out->data();
-    int iters = 1 << 16;
-    float b = 0.999f, cc = 0.001f;
-    void* args[] = {&o, &iters, &b, &cc};
-    launch(*fma_kernel_, args, dims, false, false);
-    const double ms = best_ms(*fma_kernel_, args, dims, 3);
-    if (ms > 0) c.fma_flops_per_s = 2.0 * 16.0 * iters * static_cast<double>(dims.grid[0] * dims.block[0]) / (ms * 1e-3);
-  } catch (const std::exception&) {
-  }
+  c.fma_flops_per_s = gpu::measure_fma_flops(*this, *fma_kernel_, cus, false);
   return c;
 }
 

@@ -1,5 +1,5 @@
 // The per-device file of measured ceilings; see ceiling_cache.hpp.
-#include "devices/cuda/ceiling_cache.hpp"
+#include "devices/gpu/ceiling_cache.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
