@@ -203,16 +203,25 @@ int log_progress(const ke_progress* p, void* user_data) {
   return 0;
 }
 
-// An evolver over the colsum fixture with the fake fitness and the doubling mutator.
-void make_fake_evolver(Evolver& ev, const Spec& spec, FakeFitness& fitness, Mutator& mutator, Doubler& doubler,
-                       int jobs = 1) {
-  ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
-  o.jobs = jobs;
-  REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
-  REQUIRE(ke_evolver_set_evaluator(ev, "made-up device", fake_evaluate, &fitness) == KE_OK);
-  REQUIRE(ke_mutator_custom_create(mutator.out(), "doubler", doubler_mutate, &doubler) == KE_OK);
-  REQUIRE(ke_evolver_set_mutator(ev, mutator) == KE_OK);
-}
+// The colsum fixture, the fake fitness and the doubling mutator, and an evolver over them that start()
+// builds (so a test sets the fakes' behaviour first).
+struct FakeRun {
+  Spec spec;
+  FakeFitness fitness;
+  Doubler doubler;
+  Evolver ev;
+  Mutator mutator;
+
+  FakeRun() { REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK); }
+  void start(int jobs = 1) {
+    ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
+    o.jobs = jobs;
+    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+    REQUIRE(ke_evolver_set_evaluator(ev, "made-up device", fake_evaluate, &fitness) == KE_OK);
+    REQUIRE(ke_mutator_custom_create(mutator.out(), "doubler", doubler_mutate, &doubler) == KE_OK);
+    REQUIRE(ke_evolver_set_mutator(ev, mutator) == KE_OK);
+  }
+};
 
 }  // namespace
 
@@ -515,13 +524,9 @@ TEST_CASE("capi: stop rules, mutators, policies and options refuse bad values") 
 }
 
 TEST_CASE("capi: custom fitness and a custom mutator: results, lineage, reports, progress") {
-  Spec spec;
-  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
-  FakeFitness fitness;
-  Doubler doubler;
-  Evolver ev;
-  Mutator mutator;
-  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  FakeRun fake;
+  auto& [spec, fitness, doubler, ev, mutator] = fake;
+  fake.start();
   ProgressLog log;
   log.evolver = ev;
   REQUIRE(ke_evolver_set_progress(ev, log_progress, &log) == KE_OK);
@@ -618,16 +623,12 @@ TEST_CASE("capi: custom fitness and a custom mutator: results, lineage, reports,
 }
 
 TEST_CASE("capi: failed mutations and evaluations are data, not errors") {
-  Spec spec;
-  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
-  FakeFitness fitness;
+  FakeRun fake;
+  auto& [spec, fitness, doubler, ev, mutator] = fake;
   fitness.no_time = {4};
   fitness.broken = {8};
-  Doubler doubler;
   doubler.fail_on_calls = {0};
-  Evolver ev;
-  Mutator mutator;
-  make_fake_evolver(ev, spec, fitness, mutator, doubler, 3);  // three evaluations at once
+  fake.start(3);  // three evaluations at once
   ProgressLog log;
   REQUIRE(ke_evolver_set_progress(ev, log_progress, &log) == KE_OK);
   Result r;
@@ -658,13 +659,9 @@ TEST_CASE("capi: failed mutations and evaluations are data, not errors") {
 }
 
 TEST_CASE("capi: a callback that returns non-zero aborts the run; what was found stays reachable") {
-  Spec spec;
-  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
-  FakeFitness fitness;
-  Doubler doubler;
-  Evolver ev;
-  Mutator mutator;
-  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  FakeRun fake;
+  auto& [spec, fitness, doubler, ev, mutator] = fake;
+  fake.start();
   ke_result* untouched = reinterpret_cast<ke_result*>(0x99);
 
   SUBCASE("progress") {
@@ -711,14 +708,10 @@ TEST_CASE("capi: a callback that returns non-zero aborts the run; what was found
 }
 
 TEST_CASE("capi: a token budget stops the run; transcripts and tokens stay on the nodes") {
-  Spec spec;
-  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
-  FakeFitness fitness;
-  Doubler doubler;
+  FakeRun fake;
+  auto& [spec, fitness, doubler, ev, mutator] = fake;
   doubler.tokens_per_call = 10;
-  Evolver ev;
-  Mutator mutator;
-  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  fake.start();
   Rule tokens;
   REQUIRE(ke_stop_rule_max_tokens(tokens.out(), 30) == KE_OK);
   REQUIRE(ke_evolver_set_stop_rule(ev, tokens) == KE_OK);
@@ -874,13 +867,9 @@ TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the comm
 }
 
 TEST_CASE("capi: policies with options") {
-  Spec spec;
-  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
-  FakeFitness fitness;
-  Doubler doubler;
-  Evolver ev;
-  Mutator mutator;
-  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  FakeRun fake;
+  auto& [spec, fitness, doubler, ev, mutator] = fake;
+  fake.start();
   const char* eps_name[] = {"epsilon"};
   const char* eps_value[] = {"0.5"};
   CHECK(ke_evolver_set_policy(ev, "epsilon-greedy", eps_name, eps_value, 1) == KE_OK);
@@ -988,13 +977,9 @@ TEST_CASE("capi: the store: record, show, best, export, resume, reuse") {
   std::int64_t latest = -1;
   CHECK(ke_store_latest_run(&latest, store) == KE_ERROR_NOT_FOUND);
 
-  Spec spec;
-  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
-  FakeFitness fitness;
-  Doubler doubler;
-  Evolver ev;
-  Mutator mutator;
-  make_fake_evolver(ev, spec, fitness, mutator, doubler);
+  FakeRun fake;
+  auto& [spec, fitness, doubler, ev, mutator] = fake;
+  fake.start();
   Result none;
   CHECK(ke_evolver_resume(none.out(), ev, 0) == KE_ERROR_INVALID_ARGUMENT);  // no store yet
   REQUIRE(ke_evolver_set_store(ev, store, 0) == KE_OK);

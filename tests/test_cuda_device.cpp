@@ -21,6 +21,7 @@
 #include "devices/cuda/verify_kernels.hpp"
 #include "devices/gpu/common.hpp"
 #include "eval/buffers.hpp"
+#include "support/gpu_under_test.hpp"
 
 #if defined(KE_HAVE_CUDA_HEADERS) && __has_include(<cuda.h>) && __has_include(<nvrtc.h>)
 #include <cuda.h>
@@ -64,22 +65,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The GPU under test, opened once; null (with the reason) when there is none.
-struct Gpu {
-  std::shared_ptr<ke::Device> device;
-  std::string reason;
-};
-
-const Gpu& gpu() {
-  static const Gpu g = [] {
-    Gpu out;
-    try {
-      out.device = ke::open_device("cuda:0");
-    } catch (const ke::Error& e) {
-      out.reason = e.what();
-    }
-    return out;
-  }();
+const ke::testing::GpuUnderTest& gpu() {
+  static const ke::testing::GpuUnderTest g = ke::testing::open_gpu("cuda:0");
   return g;
 }
 

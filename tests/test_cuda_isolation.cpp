@@ -10,20 +10,14 @@
 #include <chrono>
 #include <string>
 
+#include "support/gpu_under_test.hpp"
+
 namespace ke = kernelevolve;
 
 namespace {
 
-std::string gpu_missing() {
-  try {
-    ke::open_device("cuda:0");
-    return {};
-  } catch (const ke::Error& e) {
-    return e.what();
-  }
-}
-
-const std::string kMissing = gpu_missing();
+// Opened only to learn whether it opens: the candidates run in worker processes of their own.
+const std::string kMissing = ke::testing::open_gpu("cuda:0").reason;
 const bool kNoGpu = !kMissing.empty();
 
 const char* kHonest = R"(

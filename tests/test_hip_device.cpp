@@ -8,25 +8,14 @@
 #include <string>
 #include <vector>
 
+#include "support/gpu_under_test.hpp"
+
 namespace ke = kernelevolve;
 
 namespace {
 
-struct Gpu {
-  std::shared_ptr<ke::Device> device;
-  std::string reason;
-};
-
-const Gpu& gpu() {
-  static const Gpu g = [] {
-    Gpu out;
-    try {
-      out.device = ke::open_device("hip:0");
-    } catch (const ke::Error& e) {
-      out.reason = e.what();
-    }
-    return out;
-  }();
+const ke::testing::GpuUnderTest& gpu() {
+  static const ke::testing::GpuUnderTest g = ke::testing::open_gpu("hip:0");
   return g;
 }
 
