@@ -117,8 +117,10 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   std::ostringstream out;
   std::map<std::string, int> counts;
   for (const Node& n : graph.nodes()) counts[to_string(n.evaluation.status)] += 1;
+  char elapsed[32];
+  std::snprintf(elapsed, sizeof elapsed, "%.1f", result.state.elapsed_s);
   out << spec.name << " on " << device.id << " (" << device.name << "): " << graph.size() << " evaluations in "
-      << number(result.state.elapsed_s) << " s; stopped: " << result.stop_reason << "\n  statuses:";
+      << elapsed << " s; stopped: " << result.stop_reason << "\n  statuses:";
   for (const auto& [k, v] : counts) out << " " << k << " " << v;
   out << "\n";
   if (!result.best || result.seed < 0) {
