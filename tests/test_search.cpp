@@ -6,25 +6,13 @@
 #include <kernelevolve/evolver.hpp>
 #include <set>
 
+#include "support/grid_spec.hpp"
+
 namespace ke = kernelevolve;
 
 namespace {
 
-ke::Spec grid_spec() {
-  ke::Spec s;
-  s.name = "grid";
-  s.language = ke::Language::c;
-  s.entry = "k";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
-              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
-  s.workloads = {{{"n", 100}}, {{"n", 300}}};
-  s.reference.source = "void k(const float* x, float* y, long n) {}";
-  s.seed.source = s.reference.source;
-  s.tunables = {{"A", {1, 2, 4, 8, 16}}, {"B", {1, 2, 4, 8}}};
-  s.constraints = {ke::Expr::parse("A * B <= 64")};
-  s.validate();
-  return s;
-}
+using ke::testing::grid_spec;
 
 // Time falls as A and B approach 8 and 4; A == 2 "fails to compile". Counts evaluations per point.
 class SurfaceEvaluator final : public ke::FitnessEvaluator {

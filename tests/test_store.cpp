@@ -25,6 +25,8 @@
 #include <sstream>
 #include <thread>
 
+#include "support/grid_spec.hpp"
+
 namespace ke = kernelevolve;
 namespace fs = std::filesystem;
 
@@ -45,21 +47,7 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
-ke::Spec grid_spec() {
-  ke::Spec s;
-  s.name = "grid";
-  s.language = ke::Language::c;
-  s.entry = "k";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
-              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
-  s.workloads = {{{"n", 100}}, {{"n", 300}}};
-  s.reference.source = "void k(const float* x, float* y, long n) {}";
-  s.seed.source = s.reference.source;
-  s.tunables = {{"A", {1, 2, 4, 8, 16}}, {"B", {1, 2, 4, 8}}};
-  s.constraints = {ke::Expr::parse("A * B <= 64")};
-  s.validate();
-  return s;
-}
+using ke::testing::grid_spec;
 
 // A known cost surface with every kind of result: A == 2 fails to compile (with a log), B == 2 answers wrong
 // (with a worst mismatch), the rest is ok with resources. Counts its calls.
