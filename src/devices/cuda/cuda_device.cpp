@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -359,7 +358,7 @@ class CudaKernel final : public Kernel {
   std::map<std::string, std::int64_t> resources_;
 };
 
-// The kernels that measure the ceilings. Compiled like any kernel.
+// Compiled, like the shared ceiling kernels (gpu::kCeilingKernels), as any candidate is.
 // The L2 flush: reads a buffer twice the L2's size. Reading (not writing, as a memset would) leaves the
 // L2 full of clean lines, so the timed kernel pays no write-back of the flush's data.
 constexpr const char* kFlushKernel = R"(
@@ -729,7 +728,7 @@ LaunchResult CudaDevice::launch(Kernel& kernel, void** args, const LaunchDims& d
   };
   auto* k = dynamic_cast<CudaKernel*>(&kernel);
   if (!k || k->context() != ctx_.get()) return fail(ctx_->id() + ": the kernel was not compiled by this device");
-  if (!healthy()) return fail(ctx_->id() + " is unusable after an earlier kernel's fault (" + ctx_->poison + ")");
+  if (!healthy()) return fail(gpu::unusable(ctx_->id(), ctx_->poison));
   if (std::string why = gpu::invalid_launch(dims); !why.empty()) return fail(why);
   const Api& api = *ctx_->api;
   std::lock_guard lock(ctx_->mutex);

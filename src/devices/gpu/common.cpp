@@ -31,6 +31,10 @@ extern "C" __global__ void ke_fma(float* out, int iters, float b, float c) {
 }
 )";
 
+std::string unusable(const std::string& device_id, const std::string& poison) {
+  return device_id + " is unusable after an earlier kernel's fault (" + poison + ")";
+}
+
 std::string refusal(const KernelSource& ks, Language language, const std::string& device_id, bool healthy,
                     const std::string& poison) {
   if (ks.language != language) {
@@ -40,7 +44,7 @@ std::string refusal(const KernelSource& ks, Language language, const std::string
   for (const auto& [name, value] : ks.defines) {
     if (!is_identifier(name)) return "error: the tunable name '" + name + "' is not a C identifier\n";
   }
-  if (!healthy) return "error: " + device_id + " is unusable after an earlier kernel's fault (" + poison + ")\n";
+  if (!healthy) return "error: " + unusable(device_id, poison) + "\n";
   return {};
 }
 

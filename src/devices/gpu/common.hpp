@@ -11,6 +11,9 @@ namespace kernelevolve::gpu {
 // compile the same text. The CUDA device adds its L2-flush kernel after it.
 extern const char* const kCeilingKernels;
 
+// What a device poisoned by an earlier kernel's fault says to each later compile and launch.
+std::string unusable(const std::string& device_id, const std::string& poison);
+
 // Why `ks` is refused before compiling, as a compiler-style log line, or empty: a language other than
 // `language`, an entry or a tunable name that is not a C identifier, or a device poisoned by an earlier
 // kernel's fault (`poison` says which).

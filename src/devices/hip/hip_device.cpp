@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -344,7 +343,7 @@ LaunchResult HipDevice::launch(Kernel& kernel, void** args, const LaunchDims& di
   };
   auto* k = dynamic_cast<HipKernel*>(&kernel);
   if (!k || k->context() != ctx_.get()) return fail(ctx_->id() + ": the kernel was not compiled by this device");
-  if (!healthy()) return fail(ctx_->id() + " is unusable after an earlier kernel's fault (" + ctx_->poison + ")");
+  if (!healthy()) return fail(gpu::unusable(ctx_->id(), ctx_->poison));
   if (std::string why = gpu::invalid_launch(dims); !why.empty()) return fail(why);
   const Api& api = *ctx_->api;
   std::lock_guard lock(ctx_->mutex);
