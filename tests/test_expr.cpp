@@ -187,3 +187,23 @@ TEST_CASE("Expr is a value: copies share the parsed tree and evaluate alike") {
   CHECK(empty.eval({}) == 0);
   CHECK(empty.names().empty());
 }
+
+// Found by tests/fuzz/fuzz_expr: a deep expression overflowed the stack of the parser, eval() or names()
+// (the tool died with SIGSEGV on such a spec). Now it is a BadSpec error naming the depth.
+TEST_CASE("an expression nested too deeply is an error, not a stack overflow") {
+  const std::size_t n = 100000;
+  for (const std::string& text : {std::string(n, '(') + "1" + std::string(n, ')'), std::string(n, '-') + "1",
+                                  std::string(n, '!') + "1", [&] {
+                                    std::string sum = "1";
+                                    for (std::size_t i = 0; i < n; ++i) sum += "+1";
+                                    return sum;
+                                  }()}) {
+    CHECK(contains(bad_spec_message([&] { Expr::parse(text, "deep"); }), "nested too deeply"));
+  }
+  // What real specs write stays well inside the limit.
+  std::string sum = "N";
+  for (int i = 0; i < 100; ++i) sum += " + N";
+  CHECK(eval(sum, {{"N", 2}}) == 202);
+  CHECK(eval(std::string(100, '(') + "7" + std::string(100, ')')) == 7);
+  CHECK(eval(std::string(100, '-') + "7") == 7);
+}

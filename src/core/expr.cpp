@@ -23,12 +23,18 @@ struct Expr::Node {
   Op op = Op::add;         // binary
   Function function = Function::min;
   std::vector<std::shared_ptr<const Node>> args;  // operands or call arguments
+  int depth = 1;  // of the tree below and including this node
 };
 
 namespace {
 
 using NodePtr = std::shared_ptr<const Expr::Node>;
 using Kind = Expr::Node::Kind;
+
+// The parser, eval(), names() and the tree's destructor all recurse over the nesting, so a deeper
+// expression (from a spec written outside, "((((...1))))" or "1+1+...+1") is refused rather than allowed
+// to overflow the stack. Real launch rules and costs are a few levels deep.
+constexpr int kMaxDepth = 256;
 
 NodePtr make_constant(std::int64_t value) {
   auto node = std::make_shared<Expr::Node>();
@@ -91,12 +97,19 @@ class Parser {
     }
   }
 
-  static NodePtr binary(Op op, NodePtr lhs, NodePtr rhs) {
+  // Sets the node's depth from its children's; refuses a tree deeper than kMaxDepth.
+  NodePtr deepen(std::shared_ptr<Expr::Node> node) const {
+    for (const auto& arg : node->args) node->depth = std::max(node->depth, arg->depth + 1);
+    if (node->depth > kMaxDepth) fail("nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
+    return node;
+  }
+
+  NodePtr binary(Op op, NodePtr lhs, NodePtr rhs) const {
     auto node = std::make_shared<Expr::Node>();
     node->kind = Kind::binary;
     node->op = op;
     node->args = {std::move(lhs), std::move(rhs)};
-    return node;
+    return deepen(std::move(node));
   }
 
   NodePtr parse_or() {
@@ -144,19 +157,26 @@ class Parser {
       else return lhs;
     }
   }
+  // Every nested parse (unary operators, parentheses, call arguments) recurses through here.
   NodePtr parse_unary() {
+    if (++nesting_ > kMaxDepth) fail("nested too deeply (more than " + std::to_string(kMaxDepth) + " levels)");
+    NodePtr node = parse_unary_operand();
+    --nesting_;
+    return node;
+  }
+  NodePtr parse_unary_operand() {
     if (accept("-")) {
       auto node = std::make_shared<Expr::Node>();
       node->kind = Kind::negate;
       node->args = {parse_unary()};
-      return node;
+      return deepen(std::move(node));
     }
     if (accept("+")) return parse_unary();
     if (accept("!")) {
       auto node = std::make_shared<Expr::Node>();
       node->kind = Kind::logical_not;
       node->args = {parse_unary()};
-      return node;
+      return deepen(std::move(node));
     }
     return parse_primary();
   }
@@ -208,12 +228,13 @@ class Parser {
     expect(")");
     if (node->function == Function::cdiv && node->args.size() != 2)
       fail_at("cdiv takes 2 arguments, not " + std::to_string(node->args.size()), start);
-    return node;
+    return deepen(std::move(node));
   }
 
   const std::string& text_;
   const std::string& where_;
   std::size_t pos_ = 0;
+  int nesting_ = 0;  // parse_unary calls in progress
 };
 
 class Evaluator {

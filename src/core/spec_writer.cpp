@@ -19,6 +19,8 @@ std::string number(double x) {
   std::string s = buf;
   // Keep it a JSON number that reads back as a double ("1e-05" and "2" are fine; "inf" is not).
   if (!std::isfinite(x)) return "0";
+  // "-0" reads back as the integer 0: a scalar of -0.0 (1/alpha is -inf) would reach a worker as +0.0.
+  if (x == 0 && std::signbit(x)) return "-0.0";
   return s;
 }
 
