@@ -1,0 +1,16 @@
+// Trusted reference for embedding_bag_mean, accumulated in double: out[b, d] = mean over j in
+// [offsets[b], end_b) of W[idx[j], d], end_b = offsets[b + 1] (NNZ for the last bag); 0 for an empty bag.
+#include <stdint.h>
+
+void embedding_bag_mean(const float* W, const int32_t* idx, const int32_t* offsets, float* out, int64_t V, int64_t D,
+                        int64_t B, int64_t NNZ) {
+  (void)V;
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t start = offsets[b], end = b + 1 < B ? offsets[b + 1] : NNZ;
+    for (int64_t d = 0; d < D; ++d) {
+      double s = 0.0;
+      for (int64_t j = start; j < end; ++j) s += (double)W[(int64_t)idx[j] * D + d];
+      out[b * D + d] = end > start ? (float)(s / (double)(end - start)) : 0.0f;
+    }
+  }
+}

@@ -1,0 +1,18 @@
+// Trusted reference: embedding bags with per-sample weights, summed in double, one thread per output element,
+// for any launch shape (a grid-stride loop over the flattened thread index): it is launched with the seed's rule.
+extern "C" __global__ void embedding_bag_sum(const float* W, const long long* idx, const long long* offsets,
+                                             const float* psw, float* out, long long V, long long D, long long B,
+                                             long long NNZ) {
+  const unsigned long long threads = (unsigned long long)gridDim.x * gridDim.y * gridDim.z * blockDim.x * blockDim.y * blockDim.z;
+  const unsigned long long block = ((unsigned long long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  const unsigned long long first = block * blockDim.x * blockDim.y * blockDim.z +
+                                   (threadIdx.z * blockDim.y + threadIdx.y) * blockDim.x + threadIdx.x;
+  (void)V;
+  for (unsigned long long e = first; e < (unsigned long long)(B * D); e += threads) {
+    const long long b = (long long)(e / (unsigned long long)D), d = (long long)(e % (unsigned long long)D);
+    const long long start = offsets[b], end = b + 1 < B ? offsets[b + 1] : NNZ;
+    double s = 0.0;
+    for (long long j = start; j < end; ++j) s += (double)psw[j] * (double)W[idx[j] * D + d];
+    out[e] = (float)s;
+  }
+}
