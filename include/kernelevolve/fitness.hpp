@@ -10,6 +10,7 @@
 
 #include "kernelevolve/candidate.hpp"
 #include "kernelevolve/device.hpp"
+#include "kernelevolve/sandbox.hpp"
 #include "kernelevolve/spec.hpp"
 
 namespace kernelevolve {
@@ -111,6 +112,9 @@ struct WorkerOptions {
   double first_timeout_s = 300;
   std::string worker_path;    // empty: $KE_WORKER, else beside the library, ../libexec/kernelevolve, ../bin
   EvalOptions eval;
+  // How each worker confines itself once set up (kernelevolve/sandbox.hpp): strict by default. A
+  // confinement the machine lacks is reported once on stderr; `off` must be asked for, and is reported.
+  SandboxMode sandbox = SandboxMode::strict;
 };
 
 // Evaluates each candidate in a persistent worker process (kernelevolve-worker) that this evaluator

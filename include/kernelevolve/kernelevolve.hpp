@@ -8,6 +8,7 @@
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/report.hpp"
+#include "kernelevolve/sandbox.hpp"
 #include "kernelevolve/search_graph.hpp"
 #include "kernelevolve/selection.hpp"
 #include "kernelevolve/spec.hpp"

@@ -12,9 +12,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <set>
 #include <simdjson.h>
 #include <sstream>
 #include <thread>
@@ -69,6 +71,34 @@ std::string describe_exit(int status) {
   }
   if (WIFEXITED(status)) return "exited with code " + std::to_string(WEXITSTATUS(status));
   return "ended";
+}
+
+// Says once per process, on stderr, what a worker's sandbox lacks on this machine (or that it is off),
+// so that a confinement that could not be had is never silently missing.
+void report_sandbox_once(simdjson::dom::element report) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::vector<std::string> lines;
+  std::string_view mode;
+  if (report["mode"].get_string().get(mode) != simdjson::SUCCESS) return;
+  if (mode == "off") {
+    lines.push_back("the sandbox is off (asked for): candidates run with all of this user's rights");
+  } else {
+    simdjson::dom::array missing;
+    if (report["missing"].get_array().get(missing) == simdjson::SUCCESS) {
+      for (auto item : missing) {
+        std::string_view text;
+        if (item.get_string().get(text) == simdjson::SUCCESS) {
+          lines.push_back("sandbox " + std::string(mode) + ": not on this machine: " + std::string(text) +
+                          "; the workers run without it");
+        }
+      }
+    }
+  }
+  std::lock_guard lock(mutex);
+  for (const auto& line : lines) {
+    if (said.insert(line).second) std::fprintf(stderr, "kernelevolve: %s\n", line.c_str());
+  }
 }
 
 struct Worker {
@@ -166,6 +196,7 @@ struct WorkerEvaluator::Impl {
       reap(w, true);
       throw Error(code, message);
     }
+    if (simdjson::dom::element sandbox; msg["sandbox"].get(sandbox) == simdjson::SUCCESS) report_sandbox_once(sandbox);
     std::lock_guard lock(mutex);
     if (!have_info) {
       info = wire::device_info_from_json(simdjson::to_string(msg["device"].value()));
@@ -227,6 +258,11 @@ struct WorkerEvaluator::Impl {
       const std::string how = reap(w, false);
       e.status = Status::crashed;
       e.message = "the worker " + how + " while evaluating the candidate";
+      if (options.sandbox != SandboxMode::off && how.find("SIGSYS") != std::string::npos) {
+        // The kernel blocked the sandbox's report of a denied call, and the kernel killed the worker.
+        e.status = Status::invalid;
+        e.message = "the sandbox stopped the kernel at a system call it denies (the worker " + how + ")";
+      }
       return e;
     }
     simdjson::dom::parser parser;
@@ -260,6 +296,7 @@ WorkerEvaluator::WorkerEvaluator(Spec spec, std::string device_id, WorkerOptions
   impl_->worker_path = find_worker(options.worker_path);
   impl_->init_message = "{\"type\": \"init\", \"path\": " + json_quote(spec.path.empty() ? spec.name : spec.path) +
                         ", \"device\": " + json_quote(device_id) + ", \"options\": " + wire::to_json(options.eval) +
+                        ", \"sandbox\": " + json_quote(to_string(options.sandbox)) +
                         ", \"spec\": " + to_json(spec) + "}";
   impl_->spec = std::move(spec);
   impl_->device_id = std::move(device_id);

@@ -15,6 +15,7 @@
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/report.hpp"
+#include "sandbox/worker_sandbox.hpp"
 
 namespace ke = kernelevolve;
 namespace wire = kernelevolve::wire;
@@ -52,6 +53,7 @@ int main() {
   std::unique_ptr<ke::LocalEvaluator> evaluator;
   std::shared_ptr<ke::Device> device;
   simdjson::dom::parser parser;
+  ke::SandboxMode sandbox_mode = ke::SandboxMode::strict;
   try {
     simdjson::dom::element init;
     if (parser.parse(frame).get(init) != simdjson::SUCCESS) throw ke::Error(ke::ErrorCode::Internal, "bad init");
@@ -60,11 +62,21 @@ int main() {
     const std::string device_id(init["device"].get_string().value());
     const std::string options_json = simdjson::to_string(init["options"].value());
     ke::Spec spec = ke::parse_spec(spec_json, path);
-    device = ke::open_device(device_id);
     ke::EvalOptions options = wire::eval_options_from_json(options_json);
+    // The sandbox (src/sandbox/worker_sandbox.hpp): namespaces now, while single-threaded; the rest
+    // once the device is open and the evaluator built, before the first candidate.
+    if (std::string_view m; init["sandbox"].get_string().get(m) == simdjson::SUCCESS) {
+      sandbox_mode = ke::parse_sandbox_mode(std::string(m)).value_or(ke::SandboxMode::strict);
+    }
+    sandbox_mode = ke::sandbox::worker_mode(sandbox_mode, device_id);
+    ke::SandboxReport sandbox = ke::sandbox::prepare_worker(sandbox_mode, device_id, options.timing_lock);
+    device = ke::open_device(device_id);
     options.check_threads = true;  // this process starts no threads of its own
     evaluator = std::make_unique<ke::LocalEvaluator>(spec, device, options);
-    wire::write_frame(wire::kWorkerFd, "{\"type\": \"ready\", \"device\": " + wire::to_json(evaluator->device_info()) + "}");
+    const std::string device_json = wire::to_json(evaluator->device_info());
+    sandbox = ke::sandbox::confine_worker(sandbox_mode, device_id, options.timing_lock, std::move(sandbox));
+    wire::write_frame(wire::kWorkerFd, "{\"type\": \"ready\", \"device\": " + device_json +
+                                           ", \"sandbox\": " + sandbox.to_json() + "}");
   } catch (const ke::Error& e) {
     reply_error(static_cast<int>(e.code()), e.what());
     return 1;
@@ -81,15 +93,18 @@ int main() {
       if (parser.parse(frame).get(msg) != simdjson::SUCCESS) throw ke::Error(ke::ErrorCode::Internal, "bad request");
       const ke::Candidate candidate = wire::candidate_from_json(simdjson::to_string(msg["candidate"].value()));
       const auto seed = static_cast<std::uint64_t>(msg["seed"].get_uint64().value());
+      ke::sandbox::begin_candidate();
       ke::Evaluation e = evaluator->evaluate(candidate, seed);
       // Threads a kernel left behind may still write anywhere, and a poisoned device context stays
       // poisoned: either way this process is no longer clean.
-      const bool restart = thread_count() > baseline_threads || !device->healthy();
+      bool restart = thread_count() > baseline_threads || !device->healthy();
       if (restart && e.status == ke::Status::ok) {
         e.status = ke::Status::invalid;
         e.timings.clear();
         e.message = "the kernel left threads running after it returned";
       }
+      // A denied system call makes the node invalid, naming the call; the worker is replaced after it.
+      restart = ke::sandbox::judge_candidate(sandbox_mode, e) || restart;
       wire::write_frame(wire::kWorkerFd, "{\"type\": \"result\", \"restart\": " + std::string(restart ? "true" : "false") +
                                              ", \"evaluation\": " + wire::to_json(e) + "}");
       if (restart) return 0;
