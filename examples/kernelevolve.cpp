@@ -31,12 +31,12 @@ const char* kUsage =
     "                        [--mutator param|command|llm|mix] [--command CMD] [--llm-url URL --llm-model NAME\n"
     "                        --llm-api-key-env VAR] [llm options] [--jobs N] [--timeout SEC] [--in-process]\n"
     "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
-    "                        [--seed N] [--json]\n"
+    "                        [--sandbox strict|basic|off] [--seed N] [--json]\n"
     "  kernelevolve check SPEC [--device ...] [--json]   evaluate the reference and the seed only\n"
     "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes and the best one's lineage\n"
     "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines\n"
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
-    "  kernelevolve devices [--json]                     the devices found, with their properties\n"
+    "  kernelevolve devices [--json] [--sandbox-info]    the devices found, with their properties; the sandbox\n"
     "run 'kernelevolve COMMAND --help' for a command's options\n";
 
 // A progress bar rewritten in place on a terminal (evaluations, best speedup, rate, ETA); on anything
@@ -130,10 +130,24 @@ po::variables_map parse(const std::vector<std::string>& args, po::options_descri
 int cmd_devices(const std::vector<std::string>& args) {
   po::options_description d("devices");
   Common c;
-  d.add_options()("json", po::bool_switch(&c.json), "JSON on stdout");
+  bool sandbox_info = false;
+  d.add_options()("json", po::bool_switch(&c.json), "JSON on stdout")(
+      "sandbox-info", po::bool_switch(&sandbox_info), "only which confinements a worker gets on this machine");
   po::variables_map vm = parse(args, d, c);
   if (vm.count("help")) {
     std::cout << kUsage << d;
+    return 0;
+  }
+  if (sandbox_info) {  // what a CPU worker started now would have (kernelevolve/sandbox.hpp)
+    const ke::SandboxReport& sandbox = ke::sandbox_support();
+    if (c.json) {
+      std::cout << sandbox.to_json() << "\n";
+    } else {
+      std::cout << "sandbox: strict (the default; --sandbox basic|off to change)\n";
+      for (const auto& a : sandbox.active) std::cout << "  active:  " << a << "\n";
+      for (const auto& m : sandbox.missing) std::cout << "  missing: " << m << "\n";
+      std::cout << "  GPU workers: seccomp allow-list with the driver's allowances, no namespaces\n";
+    }
     return 0;
   }
   const auto devices = ke::list_devices();
@@ -258,6 +272,7 @@ int cmd_run(const std::vector<std::string>& args) {
   double timeout = 0, command_timeout = 300;
   bool in_process = false, resume = false, no_db = false, no_reuse = false, use_mpi = false;
   double mpi_rank_timeout = 15;
+  std::string sandbox_name = "strict";
   ke::PolicyOptions popt;
   ke::LlmOptions llm;
   int llm_param_steps = 4;
@@ -310,7 +325,9 @@ int cmd_run(const std::vector<std::string>& args) {
       "resume", po::bool_switch(&resume), "go on with the latest run of this spec in the database (or --run ID)")(
       "run", po::value(&run_id), "with --resume: the run to go on with")(
       "no-reuse", po::bool_switch(&no_reuse),
-      "measure every candidate, even one the database holds a measurement of (same spec, same device)");
+      "measure every candidate, even one the database holds a measurement of (same spec, same device)")(
+      "sandbox", po::value(&sandbox_name)->default_value("strict"),
+      "how workers confine candidates: strict (allow-list, namespaces), basic (deny-list) or off");
   po::variables_map vm = parse(args, d, c);
   if (vm.count("help")) {
     std::cout << kUsage << d;
@@ -340,6 +357,14 @@ int cmd_run(const std::vector<std::string>& args) {
   wo.timeout_s = timeout;
   // Parallel workers must not time at once: one lock file per device, shared by every run on this host.
   wo.eval.timing_lock = ke::default_timing_lock(c.device);
+  const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
+  if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
+  wo.sandbox = *sandbox;
+  // What the report and the database say of it: `off` is never silent.
+  const std::string sandbox_said = in_process ? "none (--in-process: candidates ran in this process)"
+                                   : *sandbox == ke::SandboxMode::off
+                                       ? "off (asked for): candidates ran with all of this user's rights"
+                                       : sandbox_name;
   if (use_mpi) {
     if (in_process) throw ke::Error(ke::ErrorCode::BadUsage, "--mpi evaluates on other ranks: drop --in-process");
     if (ke::mpi_init(nullptr, nullptr) != 0) {
@@ -438,7 +463,9 @@ int cmd_run(const std::vector<std::string>& args) {
       run = r.id;
       checkpoint = store->resume(run);
     } else {
-      run = store->begin_run(spec, info, {policy, mutator, seed, joined(args)});
+      // The sandbox's mode is stored with the run's options, named even when it was the default.
+      const std::string options_text = joined(args) + (vm["sandbox"].defaulted() && !in_process ? " --sandbox strict" : "");
+      run = store->begin_run(spec, info, {policy, mutator, seed, options_text});
     }
     if (!no_reuse) {
       reusing = std::make_shared<ke::ReusingEvaluator>(evaluator, store, spec);
@@ -482,9 +509,14 @@ int cmd_run(const std::vector<std::string>& args) {
     }
   }
   if (c.json) {
-    std::cout << ke::run_report_json(spec, info, evolver.graph(), result, run) << "\n";
+    std::string report = ke::run_report_json(spec, info, evolver.graph(), result, run);
+    if (const auto end = report.rfind('}'); end != std::string::npos) {
+      report.insert(end, ", \"sandbox\": " + ke::json_quote(in_process ? "none" : sandbox_name));
+    }
+    std::cout << report << "\n";
   } else {
     std::cout << ke::run_report_text(spec, info, evolver.graph(), result);
+    std::cout << "  sandbox: " << sandbox_said << "\n";
     if (store) {
       std::cout << "  database: " << store->path() << ", run " << run;
       if (reusing && reusing->reused() > 0) std::cout << " (" << reusing->reused() << " measurements reused)";
