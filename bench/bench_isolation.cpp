@@ -1,7 +1,12 @@
 // What isolation costs: evaluating one tiny candidate in-process (LocalEvaluator) against in a
 // persistent worker process (WorkerEvaluator), with the same fitness protocol and options.
 // Compare BM_Worker with BM_InProcess (and the NewSource pair) from the same run.
+// And what the sandbox costs (issue 20): each worker benchmark runs with the sandbox off, basic and
+// strict (the argument: 0 off, 1 basic, 2 strict); compare the three rows of one benchmark. The
+// BM_Sandbox* rows time the confinement steps alone, in a forked child, against a bare fork.
 #include <benchmark/benchmark.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <kernelevolve/kernelevolve.hpp>
 
@@ -46,9 +51,16 @@ void BM_InProcess(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(evaluator.evaluate(candidate(spec), seed++));
 }
 
+ke::SandboxMode mode_of(const benchmark::State& state) {
+  static const ke::SandboxMode modes[] = {ke::SandboxMode::off, ke::SandboxMode::basic, ke::SandboxMode::strict};
+  return modes[state.range(0)];
+}
+
 void BM_Worker(benchmark::State& state) {
   const auto spec = tiny_spec();
   ke::WorkerOptions options;
+  options.sandbox = mode_of(state);
+  state.SetLabel(ke::to_string(options.sandbox));
   options.eval = quick();
   ke::WorkerEvaluator evaluator(spec, "cpu", options);
   std::uint64_t seed = 0;
@@ -71,6 +83,8 @@ void BM_InProcessNewSource(benchmark::State& state) {
 void BM_WorkerNewSource(benchmark::State& state) {
   const auto spec = tiny_spec();
   ke::WorkerOptions options;
+  options.sandbox = mode_of(state);
+  state.SetLabel(ke::to_string(options.sandbox));
   options.eval = quick();
   ke::WorkerEvaluator evaluator(spec, "cpu", options);
   int k = 0;
@@ -85,6 +99,8 @@ void BM_WorkerNewSource(benchmark::State& state) {
 void BM_WorkerCrashAndRestart(benchmark::State& state) {
   const auto spec = tiny_spec();
   ke::WorkerOptions options;
+  options.sandbox = mode_of(state);
+  state.SetLabel(ke::to_string(options.sandbox));
   options.eval = quick();
   ke::WorkerEvaluator evaluator(spec, "cpu", options);
   const ke::Candidate crash{"#include <stdint.h>\n#include <stdlib.h>\nvoid axpy(const float* x, float* y, int64_t n) { abort(); }\n",
@@ -93,13 +109,47 @@ void BM_WorkerCrashAndRestart(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(evaluator.evaluate(crash, seed++));
 }
 
+// A worker started until it says it is ready (device opened, evaluator built, sandbox entered), then
+// told to go: the cost of a worker's start.
+void BM_WorkerStart(benchmark::State& state) {
+  const auto spec = tiny_spec();
+  ke::WorkerOptions options;
+  options.sandbox = mode_of(state);
+  state.SetLabel(ke::to_string(options.sandbox));
+  options.eval = quick();
+  for (auto _ : state) ke::WorkerEvaluator evaluator(spec, "cpu", options);
+}
+
+// The confinement steps alone, each in a fresh forked child (as a worker or helper would take them
+// once): 0 a bare fork and exit; 1 the namespaces; 2 the filter, rlimits and no new privileges;
+// 3 both. The sandbox's share of a start is a row minus row 0.
+void BM_SandboxSteps(benchmark::State& state) {
+  const int steps = static_cast<int>(state.range(0));
+  static const char* const names[] = {"fork only", "namespaces", "seccomp + rlimits", "namespaces + seccomp"};
+  state.SetLabel(names[steps]);
+  for (auto _ : state) {
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ke::SandboxReport r;
+      if (steps & 1) r = ke::enter_sandbox_namespaces(ke::SandboxMode::strict);
+      if (steps & 2) r = ke::apply_sandbox(ke::SandboxMode::strict, {}, r);
+      ::_exit(r.missing.empty() ? 0 : 1);
+    }
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) state.SkipWithError("a confinement step failed");
+  }
+}
+
 }  // namespace
 
 // Wall time throughout: the worker's work happens in another process, invisible to this one's CPU clock.
 BENCHMARK(BM_InProcess)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
-BENCHMARK(BM_Worker)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime();
+BENCHMARK(BM_Worker)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 BENCHMARK(BM_InProcessNewSource)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime();
-BENCHMARK(BM_WorkerNewSource)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime();
-BENCHMARK(BM_WorkerCrashAndRestart)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime();
+BENCHMARK(BM_WorkerNewSource)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_WorkerCrashAndRestart)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_WorkerStart)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_SandboxSteps)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime()->DenseRange(0, 3);
 
 BENCHMARK_MAIN();

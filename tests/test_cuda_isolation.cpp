@@ -137,3 +137,29 @@ extern "C" __global__ void twice(const float* x, float* y, long long n) {
     honest_ok("a trap");
   }
 }
+
+// The sandbox on a GPU worker (issue 20): once cuda:0 is open, the worker confines itself (strict: the
+// seccomp allow-list with the driver's allowances; basic: the deny-list). Honest kernels, new sources
+// (NVRTC after the filter) and repeated evaluations must pass in every mode; a call the driver needs
+// and the filter lacks would make the node `invalid` with the call named in its message.
+TEST_CASE("cuda sandbox: honest kernels pass in a confined GPU worker, in every mode" * doctest::skip(kNoGpu)) {
+  for (const ke::SandboxMode mode : {ke::SandboxMode::strict, ke::SandboxMode::basic, ke::SandboxMode::off}) {
+    CAPTURE(ke::to_string(mode));
+    ke::WorkerOptions options;
+    options.sandbox = mode;
+    options.timeout_s = 60;
+    options.eval.trials = 2;
+    options.eval.max_reps = 10;
+    options.eval.target_ms = 2;
+    ke::WorkerEvaluator evaluator(twice_spec(), "cuda:0", options);
+    std::uint64_t seed = 1;
+    for (int i = 0; i < 3; ++i) {
+      // A new source each time: NVRTC compiles and the driver loads a module after the filter is on.
+      const std::string source = std::string(kHonest) + "// variant " + std::to_string(i) + "\n";
+      const ke::Evaluation e = evaluator.evaluate(candidate(source, i == 1 ? 128 : 256), seed++);
+      CHECK_MESSAGE(e.status == ke::Status::ok, ke::to_string(e.status) << ": " << e.message);
+      CHECK(e.message.find("sandbox") == std::string::npos);
+    }
+    CHECK(evaluator.workers_started() == 1);  // no call denied: no worker was replaced
+  }
+}

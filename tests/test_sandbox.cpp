@@ -228,6 +228,15 @@ TEST_CASE("hostile raw-syscall kernels are confined and invalid, named; an hones
     SUBCASE("forks") {
       confined(hostile("  raw(57, 0, 0, 0, 0);"), "fork");  // fork(); a child would run the loop twice
     }
+    SUBCASE("replaces the sandbox's SIGSYS handler (the signal number with high bits too), then writes a file") {
+      const std::string path = scratch("replaced_handler");
+      fs::remove(path);
+      // rt_sigaction(SIGSYS, {SIG_IGN}, 0, 8) twice, then openat(..., O_WRONLY|O_CREAT, 0644)
+      confined(hostile("  unsigned long act[4] = {1, 0, 0, 0};\n  raw(13, 31, (long)act, 0, 8);\n"
+                       "  raw(13, 31 | (1l << 32), (long)act, 0, 8);\n  raw(257, -100, (long)" + quoted(path) + ", 0101, 0644);"),
+               "rt_sigaction");
+      CHECK_FALSE(fs::exists(path));
+    }
     SUBCASE("blocks the sandbox's report, then writes a file: the kernel kills the worker") {
       const std::string path = scratch("blocked_report");
       fs::remove(path);
