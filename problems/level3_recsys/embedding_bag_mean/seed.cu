@@ -1,13 +1,17 @@
 // Embedding bags averaged: out[b, :] = mean over positions j of bag b of W[idx[j], :], bag b = offsets[b] ..
 // offsets[b + 1] - 1 (the last bag runs to NNZ; an empty bag gives zeros). int32 indices and offsets.
-// Each thread owns VEC consecutive columns of one bag's output (a grid-stride loop over B * D / VEC such
-// pieces, columns fastest, so a warp reads contiguous pieces of each gathered row) and walks the bag,
-// UNROLL positions at a time: UNROLL indices, then UNROLL row pieces loaded before any is used, into UNROLL
-// independent partial sums; the sum is scaled once by 1 / length. Loads are VEC wide when D is a multiple
-// of VEC (rows are then VEC-float aligned).
-// The seed point (VEC 1, UNROLL 1) keeps one 4-byte gather in flight per thread: latency-bound.
+// TPB threads share a bag, and a block of THREADS threads holds THREADS / TPB bags. Lane l of a bag owns
+// the column pieces l, l + TPB, ... (VEC floats each, VEC-wide loads when D is a multiple of VEC) and, for
+// each, walks the bag UNROLL positions at a time: UNROLL indices, then UNROLL row pieces loaded before any
+// is used, into UNROLL independent partial sums; the sum is scaled once by 1 / length.
+// The seed point (TPB 1, VEC 1, UNROLL 1) is one thread per bag, walking every column of every gathered
+// row itself: the threads of a warp read 32 different rows at once (no load is coalesced), one 4-byte
+// gather in flight per thread, and only B threads in all.
 #ifndef THREADS
 #define THREADS 128
+#endif
+#ifndef TPB
+#define TPB 1
 #endif
 #ifndef VEC
 #define VEC 1
@@ -36,34 +40,34 @@ template <> struct Vec<4> {
   static __device__ __forceinline__ T scale(T v, float s) { return make_float4(v.x * s, v.y * s, v.z * s, v.w * s); }
 };
 
+// This lane's columns of bag b, positions [start, end).
 template <int V>
-__device__ __forceinline__ void bag_piece(const float* __restrict__ W, const int* __restrict__ idx,
-                                          const int* __restrict__ offsets, float* __restrict__ out, long long D,
-                                          long long B, long long NNZ, unsigned long long e) {
+__device__ __forceinline__ void bag(const float* __restrict__ W, const int* __restrict__ idx, float* __restrict__ out,
+                                    long long D, long long b, long long start, long long end, int lane) {
   typedef typename Vec<V>::T T;
   const long long DV = D / V;
-  const long long b = (long long)(e / (unsigned long long)DV), c = (long long)(e % (unsigned long long)DV);
-  const long long start = offsets[b], end = b + 1 < B ? (long long)offsets[b + 1] : NNZ;
   const T* Wv = reinterpret_cast<const T*>(W);
-  T acc[UNROLL];
-#pragma unroll
-  for (int u = 0; u < UNROLL; ++u) acc[u] = Vec<V>::zero();
-  long long j = start;
-  for (; j + UNROLL <= end; j += UNROLL) {
-    long long r[UNROLL];
-    T v[UNROLL];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) r[u] = idx[j + u];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) v[u] = Wv[r[u] * DV + c];
-#pragma unroll
-    for (int u = 0; u < UNROLL; ++u) Vec<V>::add(acc[u], v[u]);
-  }
-  for (; j < end; ++j) Vec<V>::add(acc[0], Wv[(long long)idx[j] * DV + c]);
-#pragma unroll
-  for (int u = 1; u < UNROLL; ++u) Vec<V>::add(acc[0], acc[u]);
   const float s = end > start ? 1.f / (float)(end - start) : 0.f;
-  reinterpret_cast<T*>(out)[b * DV + c] = Vec<V>::scale(acc[0], s);
+  for (long long c = lane; c < DV; c += TPB) {
+    T acc[UNROLL];
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) acc[u] = Vec<V>::zero();
+    long long j = start;
+    for (; j + UNROLL <= end; j += UNROLL) {
+      long long r[UNROLL];
+      T v[UNROLL];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) r[u] = idx[j + u];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) v[u] = Wv[r[u] * DV + c];
+#pragma unroll
+      for (int u = 0; u < UNROLL; ++u) Vec<V>::add(acc[u], v[u]);
+    }
+    for (; j < end; ++j) Vec<V>::add(acc[0], Wv[(long long)idx[j] * DV + c]);
+#pragma unroll
+    for (int u = 1; u < UNROLL; ++u) Vec<V>::add(acc[0], acc[u]);
+    reinterpret_cast<T*>(out)[b * DV + c] = Vec<V>::scale(acc[0], s);
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) embedding_bag_mean(const float* __restrict__ W,
@@ -72,11 +76,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) embedding_bag_mean(const f
                                                                          float* __restrict__ out, long long V,
                                                                          long long D, long long B, long long NNZ) {
   (void)V;
-  const bool vec = VEC > 1 && D % VEC == 0;
-  const unsigned long long pieces = (unsigned long long)B * (unsigned long long)(vec ? D / VEC : D);
-  const unsigned long long stride = (unsigned long long)gridDim.x * THREADS;
-  for (unsigned long long e = (unsigned long long)blockIdx.x * THREADS + threadIdx.x; e < pieces; e += stride) {
-    if (vec) bag_piece<VEC>(W, idx, offsets, out, D, B, NNZ, e);
-    else bag_piece<1>(W, idx, offsets, out, D, B, NNZ, e);
-  }
+  const int lane = threadIdx.x % TPB;
+  const long long b = (long long)blockIdx.x * (THREADS / TPB) + threadIdx.x / TPB;
+  if (b >= B) return;
+  const long long start = offsets[b], end = b + 1 < B ? (long long)offsets[b + 1] : NNZ;
+  if (VEC > 1 && D % VEC == 0) bag<VEC>(W, idx, out, D, b, start, end, lane);
+  else bag<1>(W, idx, out, D, b, start, end, lane);
 }

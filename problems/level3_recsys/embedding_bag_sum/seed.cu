@@ -1,13 +1,17 @@
 // Embedding bags with per-sample weights: out[b, :] = sum over positions j of bag b of psw[j] * W[idx[j], :],
 // bag b = offsets[b] .. offsets[b + 1] - 1 (the last bag runs to NNZ; an empty bag gives zeros).
-// Each thread owns VEC consecutive columns of one bag's output (a grid-stride loop over B * D / VEC such
-// pieces, columns fastest, so a warp reads contiguous pieces of each gathered row) and walks the bag,
-// UNROLL positions at a time: UNROLL indices and weights, then UNROLL row pieces loaded before any is
-// used, into UNROLL independent partial sums. Loads are VEC wide when D is a multiple of VEC (rows are then
-// VEC-float aligned).
-// The seed point (VEC 1, UNROLL 1) keeps one 4-byte gather in flight per thread: latency-bound.
+// TPB threads share a bag, and a block of THREADS threads holds THREADS / TPB bags. Lane l of a bag owns
+// the column pieces l, l + TPB, ... (VEC floats each, VEC-wide loads when D is a multiple of VEC) and, for
+// each, walks the bag UNROLL positions at a time: UNROLL indices and weights, then UNROLL row pieces loaded
+// before any is used, into UNROLL independent partial sums.
+// The seed point (TPB 1, VEC 1, UNROLL 1) is one thread per bag, walking every column of every gathered
+// row itself: the threads of a warp read 32 different rows at once (no load is coalesced), one 4-byte
+// gather in flight per thread, and only B threads in all.
 #ifndef THREADS
 #define THREADS 128
+#endif
+#ifndef TPB
+#define TPB 1
 #endif
 #ifndef VEC
 #define VEC 1
@@ -38,35 +42,35 @@ template <> struct Vec<4> {
   static __device__ __forceinline__ void add(T& acc, T v) { acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w; }
 };
 
+// This lane's columns of bag b, positions [start, end).
 template <int V>
-__device__ __forceinline__ void bag_piece(const float* __restrict__ W, const long long* __restrict__ idx,
-                                          const long long* __restrict__ offsets, const float* __restrict__ psw,
-                                          float* __restrict__ out, long long D, long long B, long long NNZ,
-                                          unsigned long long e) {
+__device__ __forceinline__ void bag(const float* __restrict__ W, const long long* __restrict__ idx,
+                                    const float* __restrict__ psw, float* __restrict__ out, long long D, long long b,
+                                    long long start, long long end, int lane) {
   typedef typename Vec<V>::T T;
   const long long DV = D / V;
-  const long long b = (long long)(e / (unsigned long long)DV), c = (long long)(e % (unsigned long long)DV);
-  const long long start = offsets[b], end = b + 1 < B ? offsets[b + 1] : NNZ;
   const T* Wv = reinterpret_cast<const T*>(W);
-  T acc[UNROLL];
+  for (long long c = lane; c < DV; c += TPB) {
+    T acc[UNROLL];
 #pragma unroll
-  for (int u = 0; u < UNROLL; ++u) acc[u] = Vec<V>::zero();
-  long long j = start;
-  for (; j + UNROLL <= end; j += UNROLL) {
-    long long r[UNROLL];
-    float s[UNROLL];
-    T v[UNROLL];
+    for (int u = 0; u < UNROLL; ++u) acc[u] = Vec<V>::zero();
+    long long j = start;
+    for (; j + UNROLL <= end; j += UNROLL) {
+      long long r[UNROLL];
+      float s[UNROLL];
+      T v[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) r[u] = idx[j + u], s[u] = psw[j + u];
+      for (int u = 0; u < UNROLL; ++u) r[u] = idx[j + u], s[u] = psw[j + u];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) v[u] = Wv[r[u] * DV + c];
+      for (int u = 0; u < UNROLL; ++u) v[u] = Wv[r[u] * DV + c];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) Vec<V>::fma(acc[u], s[u], v[u]);
+      for (int u = 0; u < UNROLL; ++u) Vec<V>::fma(acc[u], s[u], v[u]);
+    }
+    for (; j < end; ++j) Vec<V>::fma(acc[0], psw[j], Wv[idx[j] * DV + c]);
+#pragma unroll
+    for (int u = 1; u < UNROLL; ++u) Vec<V>::add(acc[0], acc[u]);
+    reinterpret_cast<T*>(out)[b * DV + c] = acc[0];
   }
-  for (; j < end; ++j) Vec<V>::fma(acc[0], psw[j], Wv[idx[j] * DV + c]);
-#pragma unroll
-  for (int u = 1; u < UNROLL; ++u) Vec<V>::add(acc[0], acc[u]);
-  reinterpret_cast<T*>(out)[b * DV + c] = acc[0];
 }
 
 extern "C" __global__ void __launch_bounds__(THREADS) embedding_bag_sum(const float* __restrict__ W,
@@ -76,11 +80,10 @@ extern "C" __global__ void __launch_bounds__(THREADS) embedding_bag_sum(const fl
                                                                         float* __restrict__ out, long long V,
                                                                         long long D, long long B, long long NNZ) {
   (void)V;
-  const bool vec = VEC > 1 && D % VEC == 0;
-  const unsigned long long pieces = (unsigned long long)B * (unsigned long long)(vec ? D / VEC : D);
-  const unsigned long long stride = (unsigned long long)gridDim.x * THREADS;
-  for (unsigned long long e = (unsigned long long)blockIdx.x * THREADS + threadIdx.x; e < pieces; e += stride) {
-    if (vec) bag_piece<VEC>(W, idx, offsets, psw, out, D, B, NNZ, e);
-    else bag_piece<1>(W, idx, offsets, psw, out, D, B, NNZ, e);
-  }
+  const int lane = threadIdx.x % TPB;
+  const long long b = (long long)blockIdx.x * (THREADS / TPB) + threadIdx.x / TPB;
+  if (b >= B) return;
+  const long long start = offsets[b], end = b + 1 < B ? offsets[b + 1] : NNZ;
+  if (VEC > 1 && D % VEC == 0) bag<VEC>(W, idx, psw, out, D, b, start, end, lane);
+  else bag<1>(W, idx, psw, out, D, b, start, end, lane);
 }

@@ -1,12 +1,17 @@
 // Gather then max: out[b, d] = max over l < L of W[idx[b, l], d], L >= 1 int32 indices per sample (exact).
-// One warp per sample (a grid-stride loop over samples, THREADS / 32 per block). Lane t owns the columns
-// t, t + 32, ... counted in VEC-wide pieces (VEC-wide loads when D is a multiple of VEC). The sample's rows
-// are walked 32 indices at a time: with SHFL = 1 each lane loads one index and warp shuffles hand them out;
-// with SHFL = 0 every lane loads each index itself, just before the row it names. UNROLL rows are loaded
-// before any is folded, into UNROLL independent maxima.
-// The seed point (VEC 1, UNROLL 1, SHFL 0) has two dependent loads per row and one gather in flight per lane.
+// TPS threads share a sample, and a block of THREADS threads holds THREADS / TPS samples. Lane t of a sample
+// owns the column pieces t, t + TPS, ... (VEC floats each, VEC-wide loads when D is a multiple of VEC) and,
+// for each, walks the sample's L rows UNROLL at a time: UNROLL indices, then UNROLL row pieces loaded before
+// any is folded, into UNROLL independent maxima. STAGE = 1 first copies the block's indices (contiguous in
+// idx) to shared memory with coalesced loads; STAGE = 0 reads each index from global memory, per lane.
+// The seed point (TPS 1, VEC 1, UNROLL 1, STAGE 0) is one thread per sample: the threads of a warp read 32
+// different rows at once (no load is coalesced), each index load sits before the row load it feeds, and
+// there are only B threads in all.
 #ifndef THREADS
 #define THREADS 128
+#endif
+#ifndef TPS
+#define TPS 1
 #endif
 #ifndef VEC
 #define VEC 1
@@ -14,9 +19,11 @@
 #ifndef UNROLL
 #define UNROLL 1
 #endif
-#ifndef SHFL
-#define SHFL 0
+#ifndef STAGE
+#define STAGE 0
 #endif
+
+#define SPB (THREADS / TPS)  // samples per block
 
 __device__ __forceinline__ float max2(float a, float b) { return b > a ? b : a; }
 
@@ -39,55 +46,32 @@ template <> struct Vec<4> {
   }
 };
 
-// One sample, by one whole warp (the loops' trip counts are the same for every lane).
+// This lane's columns of sample b, whose L indices are ix[0 .. L-1].
 template <int V>
-__device__ __forceinline__ void sample(const float* __restrict__ W, const int* __restrict__ idx, float* __restrict__ out,
-                                       long long D, long long L, long long b, int lane) {
+__device__ __forceinline__ void sample(const float* __restrict__ W, const int* ix, float* __restrict__ out, long long D,
+                                       long long L, long long b, int lane) {
   typedef typename Vec<V>::T T;
   const long long DV = D / V;
   const T* Wv = reinterpret_cast<const T*>(W);
-  const int* ix = idx + b * L;
-  for (long long c0 = 0; c0 < DV; c0 += 32) {
-    const long long c = c0 + lane;
-    const bool live = c < DV;
+  for (long long c = lane; c < DV; c += TPS) {
     T m[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) m[u] = Vec<V>::lowest();
-    for (long long l0 = 0; l0 < L; l0 += 32) {
-      const int n = L - l0 < 32 ? (int)(L - l0) : 32;
-#if SHFL
-      const int mine = lane < n ? ix[l0 + lane] : 0;
-#endif
-      int t = 0;
-      for (; t + UNROLL <= n; t += UNROLL) {
-        long long r[UNROLL];
+    long long l = 0;
+    for (; l + UNROLL <= L; l += UNROLL) {
+      long long r[UNROLL];
+      T v[UNROLL];
 #pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-#if SHFL
-          r[u] = __shfl_sync(0xffffffffu, mine, t + u);
-#else
-          r[u] = ix[l0 + t + u];
-#endif
-        if (live) {
-          T v[UNROLL];
+      for (int u = 0; u < UNROLL; ++u) r[u] = ix[l + u];
 #pragma unroll
-          for (int u = 0; u < UNROLL; ++u) v[u] = Wv[r[u] * DV + c];
+      for (int u = 0; u < UNROLL; ++u) v[u] = Wv[r[u] * DV + c];
 #pragma unroll
-          for (int u = 0; u < UNROLL; ++u) Vec<V>::fold(m[u], v[u]);
-        }
-      }
-      for (; t < n; ++t) {
-#if SHFL
-        const long long r = __shfl_sync(0xffffffffu, mine, t);
-#else
-        const long long r = ix[l0 + t];
-#endif
-        if (live) Vec<V>::fold(m[0], Wv[r * DV + c]);
-      }
+      for (int u = 0; u < UNROLL; ++u) Vec<V>::fold(m[u], v[u]);
     }
+    for (; l < L; ++l) Vec<V>::fold(m[0], Wv[(long long)ix[l] * DV + c]);
 #pragma unroll
     for (int u = 1; u < UNROLL; ++u) Vec<V>::fold(m[0], m[u]);
-    if (live) reinterpret_cast<T*>(out)[b * DV + c] = m[0];
+    reinterpret_cast<T*>(out)[b * DV + c] = m[0];
   }
 }
 
@@ -95,10 +79,19 @@ extern "C" __global__ void __launch_bounds__(THREADS) gather_rows_max(const floa
                                                                       float* __restrict__ out, long long V, long long D,
                                                                       long long B, long long L) {
   (void)V;
-  const int lane = threadIdx.x % 32;
-  const bool vec = VEC > 1 && D % VEC == 0;
-  for (long long b = (long long)blockIdx.x * (THREADS / 32) + threadIdx.x / 32; b < B; b += (long long)gridDim.x * (THREADS / 32)) {
-    if (vec) sample<VEC>(W, idx, out, D, L, b, lane);
-    else sample<1>(W, idx, out, D, L, b, lane);
-  }
+  const long long b0 = (long long)blockIdx.x * SPB;
+  const int local = threadIdx.x / TPS, lane = threadIdx.x % TPS;
+  const long long b = b0 + local;
+#if STAGE
+  extern __shared__ int staged[];  // the block's SPB * L indices
+  const long long count = ((B - b0 < SPB) ? B - b0 : SPB) * L;
+  for (long long e = threadIdx.x; e < count; e += THREADS) staged[e] = idx[b0 * L + e];
+  __syncthreads();
+  const int* ix = staged + (long long)local * L;
+#else
+  const int* ix = idx + b * L;
+#endif
+  if (b >= B) return;
+  if (VEC > 1 && D % VEC == 0) sample<VEC>(W, ix, out, D, L, b, lane);
+  else sample<1>(W, ix, out, D, L, b, lane);
 }
