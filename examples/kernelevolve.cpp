@@ -151,8 +151,10 @@ int cmd_devices(const std::vector<std::string>& args) {
     return 0;
   }
   const auto devices = ke::list_devices();
+  const auto backends = ke::backend_status();
   if (c.json) {
-    std::string out = "[";
+    // One object, as every --json: the devices, and each backend with why it cannot be used.
+    std::string out = "{\"devices\": [";
     for (std::size_t i = 0; i < devices.size(); ++i) {
       const auto& dv = devices[i];
       out += std::string(i ? ", " : "") + "{\"id\": " + ke::json_quote(dv.id) + ", \"kind\": " + ke::json_quote(dv.kind) +
@@ -165,7 +167,14 @@ int cmd_devices(const std::vector<std::string>& args) {
       }
       out += "}}";
     }
-    std::cout << out << "]\n";
+    out += "], \"backends\": [";
+    for (std::size_t i = 0; i < backends.size(); ++i) {
+      const auto& b = backends[i];
+      out += std::string(i ? ", " : "") + "{\"kind\": " + ke::json_quote(b.kind) +
+             ", \"available\": " + (b.available ? "true" : "false") + ", \"devices\": " + std::to_string(b.devices) +
+             ", \"reason\": " + ke::json_quote(b.reason) + "}";
+    }
+    std::cout << out << "]}\n";
     return 0;
   }
   for (const auto& dv : devices) {
@@ -173,30 +182,61 @@ int cmd_devices(const std::vector<std::string>& args) {
               << "-bit vectors)\n";
     for (const auto& [k, v] : dv.properties) std::cout << "    " << k << ": " << v << "\n";
   }
+  // Indented, so that no line but a device's starts with its id (scripts count "^cuda:" lines).
+  std::cout << "backends:\n";
+  for (const auto& b : backends) {
+    std::cout << "  " << b.kind << std::string(b.kind.size() < 6 ? 6 - b.kind.size() : 1, ' ');
+    if (b.available) std::cout << "available, " << b.devices << (b.devices == 1 ? " device\n" : " devices\n");
+    else std::cout << "unavailable: " << b.reason << "\n";
+  }
   return 0;
 }
 
 int cmd_check(const std::vector<std::string>& args) {
   po::options_description d("check");
   Common c;
+  bool in_process = false;
+  double timeout = 0;
   add_common(d, c);
+  d.add_options()("in-process", po::bool_switch(&in_process),
+                  "evaluate in this process, without a worker: a crashing seed or reference ends the check")(
+      "timeout", po::value(&timeout)->default_value(0), "time limit per evaluation, seconds (0: 300 s)");
   po::variables_map vm = parse(args, d, c);
   if (vm.count("help") || c.spec_path.empty()) {
     std::cerr << kUsage;
     return vm.count("help") ? 0 : 2;
   }
+  if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
   ke::Spec spec = ke::load_spec(c.spec_path);
-  auto device = ke::open_device(c.device);
-  ke::LocalEvaluator evaluator(spec, device);
+  // The seed and the reference are user code: like candidates, they run in a worker process, so a fault
+  // in either is a reported result, never a crash of this one.
+  std::shared_ptr<ke::FitnessEvaluator> evaluator;
+  if (in_process) {
+    evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device(c.device));
+  } else {
+    ke::WorkerOptions wopt;
+    wopt.first_timeout_s = wopt.timeout_s = timeout > 0 ? timeout : 300;
+    evaluator = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wopt);
+  }
   ke::Candidate seed{spec.seed.source, spec.seed.language.value_or(spec.language), spec.seed_tunables()};
   ke::Candidate reference{spec.reference.source, spec.reference.language.value_or(spec.language), spec.seed_tunables()};
-  const ke::Evaluation seed_eval = evaluator.evaluate(seed, 1);
-  // The reference checked against itself: it must be deterministic, and it gives the time to beat.
-  ke::Evaluation ref_eval;
-  if (!spec.reference.device || *spec.reference.device == device->info().kind) {
-    ref_eval = evaluator.evaluate(reference, 2);
+  const ke::DeviceInfo info = evaluator->device_info();
+  ke::Evaluation seed_eval, ref_eval;
+  try {
+    seed_eval = evaluator->evaluate(seed, 1);
+    // The reference checked against itself: it must be deterministic, and it gives the time to beat.
+    if (!spec.reference.device || *spec.reference.device == info.kind) ref_eval = evaluator->evaluate(reference, 2);
+  } catch (const ke::Error& e) {
+    if (e.code() != ke::ErrorCode::Internal) throw;
+    // The reference itself crashed or hung (the worker said it was running the reference).
+    if (c.json) {
+      std::cout << "{\"spec\": " << ke::json_quote(spec.name) << ", \"device\": " << ke::json_quote(info.id + " " + info.name)
+                << ", \"error\": " << ke::json_quote(e.what()) << "}\n";
+    } else {
+      std::cerr << "kernelevolve: " << e.what() << "\n";
+    }
+    return 1;
   }
-  const ke::DeviceInfo info = device->info();
   if (c.json) {
     auto times = [](const ke::Evaluation& e) {
       std::string out = "[";
@@ -210,6 +250,11 @@ int cmd_check(const std::vector<std::string>& args) {
               << ", \"time_us\": " << times(ref_eval) << "}}\n";
   } else {
     std::cout << spec.name << " on " << info.id << " (" << info.name << ")\n";
+    for (const ke::Param& p : spec.params) {
+      if (p.role != ke::Role::in && p.role != ke::Role::inout) continue;
+      std::cout << "  input " << p.name << " (" << ke::to_string(p.dtype) << "): "
+                << ke::describe_input(spec, p) << "\n";
+    }
     for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
       std::string name;
       for (const auto& [k, v] : spec.workloads[w]) name += (name.empty() ? "" : " ") + k + "=" + std::to_string(v);

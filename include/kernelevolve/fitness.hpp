@@ -2,6 +2,7 @@
 // (the fitness protocol of DESIGN.md). Fitness is the geometric-mean speedup over the seed across workloads.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -96,6 +97,9 @@ class LocalEvaluator final : public FitnessEvaluator {
   ~LocalEvaluator() override;
   Evaluation evaluate(const Candidate& candidate, std::uint64_t input_seed) override;
   DeviceInfo device_info() override;
+  // Called with true just before each run of the reference and with false after it returns, so that a
+  // process evaluating for another (the worker) can blame a crash in the reference on the reference.
+  void on_reference(std::function<void(bool running)> hook);
 
  private:
   struct Impl;

@@ -43,11 +43,24 @@ struct Param {
 
 // How a buffer's random inputs are drawn. The evaluator also draws from other distributions on
 // other trials, so that an output that ignores its input cannot pass.
+//
+// Float buffers: uniform, normal or Laplace. Integer buffers draw integers in an inclusive range
+// [low, high] (expressions over the sizes, e.g. "V - 1"; `index_of: V` is [0, V-1]), and every trial
+// keeps it: uniform, edge-heavy (the bounds themselves), repeated (a few distinct values) and sorted.
+// An integer buffer without a declared range draws from [-100, 100] (within its type). `sorted` makes
+// every trial's draw non-decreasing (offsets arrays).
 struct InputDist {
-  enum class Kind { uniform, normal, laplace } kind = Kind::uniform;
-  double a = -1.0;  // uniform: low;  normal/laplace: mean
-  double b = 1.0;   // uniform: high; normal/laplace: std (scale)
+  enum class Kind { uniform, normal, laplace, integers, edges, repeated } kind = Kind::uniform;
+  double a = -1.0;  // uniform: low;  normal/laplace: mean; integer kinds: low (inclusive)
+  double b = 1.0;   // uniform: high; normal/laplace: std (scale); integer kinds: high (inclusive)
+  bool sorted = false;
+  // The declared range of an integer buffer, unresolved (bound per workload by Spec::input_distribution).
+  std::optional<Expr> low, high;
 };
+
+// What an integer input draws from when its spec declares no range: [-100, 100], within the type.
+constexpr std::int64_t kDefaultIntegerLow = -100;
+constexpr std::int64_t kDefaultIntegerHigh = 100;
 
 struct Tolerance {
   double atol = 1e-5;
@@ -98,7 +111,14 @@ struct Spec {
   // Sizes, scalars (as integers) and tunables together, for evaluating launch and cost expressions.
   Bindings bindings(const Bindings& workload, const Bindings& tunables) const;
   const Param* find_param(const std::string& name) const;
+  // The distribution an input buffer draws from under a workload, ranges resolved: the spec's own
+  // (trial 0), with an integer buffer's range bound to the workload's sizes and clamped to its type.
+  InputDist input_distribution(const Param& buffer, const Bindings& workload) const;
 };
+
+// How an input buffer's values are drawn, in words, defaults included (for `check` and the prompt):
+// "integers in [0, V - 1], every trial (uniform, edge-heavy, repeated, sorted)".
+std::string describe_input(const Spec& spec, const Param& buffer);
 
 // Loads and validates a spec file. Paths inside are relative to the file. Throws Error(BadSpec).
 Spec load_spec(const std::string& path);

@@ -2,11 +2,13 @@
 // whether the spec came from a file or was built in C++.
 #include "kernelevolve/spec.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <limits>
 #include <set>
 #include <string_view>
+#include <utility>
 
 #include "kernelevolve/error.hpp"
 
@@ -129,6 +131,15 @@ std::string join(const std::vector<std::string>& items) {
   return out.empty() ? "(none)" : out;
 }
 
+std::pair<double, double> integer_limits(DType dtype) {
+  switch (dtype) {
+    case DType::i8: return {-128, 127};
+    case DType::u8: return {0, 255};
+    case DType::i32: return {-2147483648.0, 2147483647.0};
+    default: return {-9.2233720368547758e18, 9.2233720368547758e18};
+  }
+}
+
 // Collects the checks' context: where messages point, and the names expressions may read.
 class Validator {
  public:
@@ -231,12 +242,45 @@ class Validator {
       if (!param) fail(field, "\"" + name + "\" is not a param");
       if (param->role != Role::in && param->role != Role::inout)
         fail(field, "\"" + name + "\" is not an input buffer (role " + to_string(param->role) + ")");
+      if (!is_float(param->dtype)) {
+        check_integer_range(*param, dist, field);
+        continue;
+      }
+      if (dist.low || dist.high || dist.sorted || dist.kind > InputDist::Kind::laplace)
+        fail(field, "\"" + name + "\" is a float input: a range, index_of and sorted apply to integer inputs only");
       if (!std::isfinite(dist.a) || !std::isfinite(dist.b)) fail(field, "parameters must be finite");
       if (dist.kind == InputDist::Kind::uniform) {
         if (dist.a > dist.b) fail(field + ".low", "low must not exceed high");
       } else if (dist.b < 0) {
         fail(field + ".std", "std must not be negative");
       }
+    }
+  }
+
+  // A range reads sizes and scalars only (not tunables: the inputs are the problem's, not a candidate's),
+  // and on every workload low <= high within the type.
+  void check_integer_range(const Param& param, const InputDist& dist, const std::string& field) {
+    if (dist.kind != InputDist::Kind::integers && dist.kind != InputDist::Kind::uniform)
+      fail(field, "an integer input is drawn from a range: give low and high, or index_of");
+    if (!dist.low != !dist.high) fail(field, "an integer range needs both low and high");
+    if (!dist.low) return;
+    for (const auto* bound : {&*dist.low, &*dist.high}) {
+      for (const auto& name : bound->names()) {
+        if (sizes_.count(name) || scalars_.count(name)) continue;
+        fail(field, "unknown name \"" + name + "\" in \"" + bound->text() + "\" (a range may read the sizes: " +
+                        join({sizes_.begin(), sizes_.end()}) + "; and scalars: " + join({scalars_.begin(), scalars_.end()}) + ")");
+      }
+    }
+    for (std::size_t w = 0; w < spec_.workloads.size(); ++w) {
+      const Bindings names = spec_.bindings(spec_.workloads[w], {});
+      const std::int64_t low = dist.low->eval(names), high = dist.high->eval(names);
+      const std::string where = field + " (workload " + std::to_string(w) + ")";
+      if (low > high)
+        fail(where, "the range [" + std::to_string(low) + ", " + std::to_string(high) + "] is empty: low must not exceed high");
+      const auto [type_low, type_high] = integer_limits(param.dtype);
+      if (low < type_low || high > type_high)
+        fail(where, "the range [" + std::to_string(low) + ", " + std::to_string(high) + "] does not fit " +
+                        to_string(param.dtype));
     }
   }
 
@@ -411,6 +455,55 @@ Bindings Spec::bindings(const Bindings& workload, const Bindings& point) const {
   }
   for (const auto& [tunable, value] : point) names[tunable] = value;
   return names;
+}
+
+InputDist Spec::input_distribution(const Param& buffer, const Bindings& workload) const {
+  const auto it = inputs.find(buffer.name);
+  InputDist dist = it != inputs.end() ? it->second : InputDist{};
+  if (is_float(buffer.dtype)) return dist;
+  const auto [type_low, type_high] = integer_limits(buffer.dtype);
+  double low = kDefaultIntegerLow, high = kDefaultIntegerHigh;
+  if (dist.low && dist.high) {
+    const Bindings names = bindings(workload, {});
+    low = static_cast<double>(dist.low->eval(names));
+    high = static_cast<double>(dist.high->eval(names));
+  }
+  dist.kind = InputDist::Kind::integers;
+  dist.a = std::max(low, type_low);
+  dist.b = std::min(high, type_high);
+  return dist;
+}
+
+std::string describe_input(const Spec& spec, const Param& buffer) {
+  const auto it = spec.inputs.find(buffer.name);
+  const InputDist dist = it != spec.inputs.end() ? it->second : InputDist{};
+  auto number = [](double x) {
+    std::string text = std::to_string(x);
+    text.erase(text.find_last_not_of('0') + 1);
+    if (!text.empty() && text.back() == '.') text.pop_back();
+    return text;
+  };
+  if (!is_float(buffer.dtype)) {
+    std::string range;
+    if (dist.low && dist.high) {
+      range = "[" + dist.low->text() + ", " + dist.high->text() + "]";
+    } else {
+      const auto [type_low, type_high] = integer_limits(buffer.dtype);
+      range = "[" + number(std::max<double>(kDefaultIntegerLow, type_low)) + ", " +
+              number(std::min<double>(kDefaultIntegerHigh, type_high)) + "] (the default: no range declared)";
+    }
+    return std::string(dist.sorted ? "sorted " : "") + "integers in " + range +
+           " on every trial: uniform, edge-heavy, repeated, sorted";
+  }
+  switch (dist.kind) {
+    case InputDist::Kind::normal:
+      return "normal, mean " + number(dist.a) + ", std " + number(dist.b) + "; later trials signed, heavy-tailed, skewed";
+    case InputDist::Kind::laplace:
+      return "Laplace, mean " + number(dist.a) + ", std " + number(dist.b) + "; later trials signed, heavy-tailed, skewed";
+    default:
+      return "uniform in [" + number(dist.a) + ", " + number(dist.b) + ")" +
+             (it == spec.inputs.end() ? " (the default)" : "") + "; later trials signed, heavy-tailed, skewed";
+  }
 }
 
 const Param* Spec::find_param(const std::string& param_name) const {

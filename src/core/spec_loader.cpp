@@ -380,10 +380,19 @@ class Loader {
     }
   }
 
+  // Params are read first: an integer buffer takes a range (low/high expressions, index_of, sorted), a
+  // float buffer a distribution with its two numbers.
   void read_inputs(const element& value, Spec& spec) const {
     for (const auto& [name, entry] : fields(value, "inputs", {})) {
       const std::string field = "inputs." + name;
-      Fields f = fields(entry, field, {"dist", "mean", "std", "low", "high"});
+      Fields f = fields(entry, field, {"dist", "mean", "std", "low", "high", "index_of", "sorted"});
+      const Param* param = spec.find_param(name);
+      if (param && param->is_buffer() && !is_float(param->dtype)) {
+        spec.inputs[name] = integer_input(f, field);
+        continue;
+      }
+      for (const char* key : {"index_of", "sorted"})
+        if (optional(f, key)) fail(field + "." + key, "applies only to integer inputs");
       const std::string dist = string(required(f, field, "dist"), field + ".dist");
       InputDist input;
       const char* first = "mean";
@@ -405,6 +414,38 @@ class Loader {
       }
       spec.inputs[name] = input;
     }
+  }
+
+  InputDist integer_input(Fields& f, const std::string& field) const {
+    InputDist input;
+    input.kind = InputDist::Kind::integers;
+    if (const element* dist = optional(f, "dist")) {
+      const std::string text = string(*dist, field + ".dist");
+      if (text != "uniform")
+        fail(field + ".dist", "an integer input is drawn from a range, not \"" + text +
+                                  "\": give low and high (or index_of), and optionally \"sorted\": true");
+    }
+    for (const char* key : {"mean", "std"})
+      if (optional(f, key)) fail(field + "." + key, "does not apply to an integer input (it takes low and high, or index_of)");
+    const element* low = optional(f, "low");
+    const element* high = optional(f, "high");
+    if (const element* of = optional(f, "index_of")) {
+      if (low || high) fail(field + ".index_of", "give index_of or low/high, not both");
+      const Expr size = expr(*of, field + ".index_of");
+      input.low = Expr::constant(0);
+      input.high = Expr::parse("(" + size.text() + ") - 1", origin_ + ": " + field + ".index_of");
+    } else if (low || high) {
+      if (!low) fail(field + ".low", "missing (an integer range needs both low and high)");
+      if (!high) fail(field + ".high", "missing (an integer range needs both low and high)");
+      input.low = expr(*low, field + ".low");
+      input.high = expr(*high, field + ".high");
+    }
+    if (const element* sorted = optional(f, "sorted")) {
+      bool flag = false;
+      if (sorted->get(flag)) fail(field + ".sorted", std::string("expected true or false, not ") + type_name(*sorted));
+      input.sorted = flag;
+    }
+    return input;
   }
 
   SourceRef source(const element& value, const std::string& field) const {

@@ -65,7 +65,13 @@ std::string to_json(const Spec& spec) {
     bool first = true;
     for (const auto& [name, d] : spec.inputs) {
       out << (first ? "" : ", ") << quote(name) << ": ";
-      if (d.kind == InputDist::Kind::uniform) {
+      const Param* param = spec.find_param(name);
+      if (param && !is_float(param->dtype)) {
+        out << "{\"dist\": \"uniform\"";
+        if (d.low && d.high) out << ", \"low\": " << quote(d.low->text()) << ", \"high\": " << quote(d.high->text());
+        if (d.sorted) out << ", \"sorted\": true";
+        out << "}";
+      } else if (d.kind == InputDist::Kind::uniform) {
         out << "{\"dist\": \"uniform\", \"low\": " << number(d.a) << ", \"high\": " << number(d.b) << "}";
       } else {
         out << "{\"dist\": " << (d.kind == InputDist::Kind::normal ? "\"normal\"" : "\"laplace\"")

@@ -121,6 +121,17 @@ void ArrayView::set(std::size_t i, double v) const {
 
 InputDist trial_distribution(const InputDist& spec_dist, int trial) {
   using K = InputDist::Kind;
+  if (spec_dist.kind >= K::integers) {
+    // Integers keep their range on every trial: an index out of range would fault the reference itself.
+    InputDist d = spec_dist;
+    switch (trial % 4) {
+      case 0: d.kind = K::integers; break;
+      case 1: d.kind = K::edges; break;
+      case 2: d.kind = K::repeated; break;
+      default: d.kind = K::integers, d.sorted = true;
+    }
+    return d;
+  }
   // Spread of the spec's own distribution, reused so other trials stay in a range the problem accepts.
   const double scale = spec_dist.kind == K::uniform ? std::max(std::abs(spec_dist.a), std::abs(spec_dist.b))
                                                     : std::abs(spec_dist.b);
@@ -130,6 +141,24 @@ InputDist trial_distribution(const InputDist& spec_dist, int trial) {
     case 1: return {K::normal, centre, scale};                   // signed, unbounded
     case 2: return {K::laplace, centre, scale};                  // heavy-tailed
     default: return {K::uniform, centre - scale, centre + scale * 0.5};  // skewed range
+  }
+}
+
+double integer_draw(const InputDist& dist, std::size_t i, std::size_t n, double u, double u2, const double pool[4]) {
+  using K = InputDist::Kind;
+  const double width = dist.b - dist.a + 1;  // inclusive range
+  auto in_range = [&](double x) { return std::min(dist.b, std::max(dist.a, std::floor(x))); };
+  // Sorted draws place element i by its position, (i + u) / n, which never decreases with i: each
+  // element is drawn alone, so chunks still fill in parallel.
+  const double at = dist.sorted ? (static_cast<double>(i) + u) / static_cast<double>(std::max<std::size_t>(n, 1)) : u;
+  switch (dist.kind) {
+    case K::edges:  // the bounds themselves, four times in five
+      if (at < 0.4) return dist.a;
+      if (at >= (dist.sorted ? 0.6 : 0.8)) return dist.b;
+      return in_range(dist.a + width * (dist.sorted ? (at - 0.4) / 0.2 : u2));
+    case K::repeated:  // a few distinct values, many times each
+      return pool[std::min<std::size_t>(3, static_cast<std::size_t>(at * 4))];
+    default: return in_range(dist.a + width * at);
   }
 }
 
@@ -175,7 +204,8 @@ namespace {
 // ziggurat samplers (about 4x faster than Box-Muller here): at GPU shapes, drawing fresh inputs for every
 // trial was the largest host cost of an evaluation.
 template <class Store>
-void fill_chunk_as(const InputDist& dist, FastRandom& random, std::size_t begin, std::size_t end, Store store) {
+void fill_chunk_as(const InputDist& dist, FastRandom& random, std::size_t begin, std::size_t end, std::size_t n,
+                   const double pool[4], Store store) {
   const double scale = dist.b > 0 ? dist.b : 1.0;
   switch (dist.kind) {
     case InputDist::Kind::uniform: {
@@ -188,25 +218,33 @@ void fill_chunk_as(const InputDist& dist, FastRandom& random, std::size_t begin,
       for (std::size_t i = begin; i < end; ++i) store(i, normal(random));
       break;
     }
-    default: {  // Laplace with standard deviation `scale`: exponential magnitude, random sign
+    case InputDist::Kind::laplace: {  // standard deviation `scale`: exponential magnitude, random sign
       boost::random::exponential_distribution<double> exponential(std::sqrt(2.0) / scale);
       for (std::size_t i = begin; i < end; ++i) {
         const double magnitude = exponential(random);
         store(i, dist.a + ((random() >> 63) ? magnitude : -magnitude));  // the top bit: xoshiro+'s low bits are weak
       }
+      break;
     }
+    default:
+      for (std::size_t i = begin; i < end; ++i) {
+        const double u = random.unit();
+        store(i, integer_draw(dist, i, n, u, random.unit(), pool));
+      }
   }
 }
 
-void fill_chunk(const ArrayView& array, const InputDist& dist, std::mt19937_64& seed_source, std::size_t begin, std::size_t end) {
+void fill_chunk(const ArrayView& array, const InputDist& dist, std::mt19937_64& seed_source, std::size_t begin,
+                std::size_t end, const double pool[4]) {
   FastRandom random(seed_source);
   if (array.dtype == DType::f32) {  // the common case, without a per-element switch on the type
     float* out = reinterpret_cast<float*>(array.bytes);
-    fill_chunk_as(dist, random, begin, end, [out](std::size_t i, double v) { out[i] = static_cast<float>(v); });
+    fill_chunk_as(dist, random, begin, end, array.count, pool,
+                  [out](std::size_t i, double v) { out[i] = static_cast<float>(v); });
     return;
   }
   const bool integral = !is_float(array.dtype);
-  fill_chunk_as(dist, random, begin, end, [&](std::size_t i, double v) {
+  fill_chunk_as(dist, random, begin, end, array.count, pool, [&](std::size_t i, double v) {
     if (integral) {
       v = std::round(v);
       if (array.dtype == DType::u8) v = std::fmod(std::abs(v), 256.0);
@@ -244,9 +282,13 @@ void fill_random(const ArrayView& array, const InputDist& dist, std::uint64_t se
   std::mt19937_64 rng(seed);
   std::vector<std::uint64_t> seeds(chunks);
   for (auto& chunk_seed : seeds) chunk_seed = rng();
+  // The repeated family's values, shared by every chunk, ascending so a sorted draw stays sorted.
+  double pool[4];
+  for (double& value : pool) value = std::min(dist.b, std::floor(dist.a + (dist.b - dist.a + 1) * (rng() >> 11) * 0x1.0p-53));
+  std::sort(pool, pool + 4);
   for_chunks(array.count, [&](std::size_t c) {
     std::mt19937_64 chunk_rng(seeds[c]);
-    fill_chunk(array, dist, chunk_rng, c * kChunk, std::min(array.count, (c + 1) * kChunk));
+    fill_chunk(array, dist, chunk_rng, c * kChunk, std::min(array.count, (c + 1) * kChunk), pool);
   });
 }
 

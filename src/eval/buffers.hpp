@@ -34,10 +34,14 @@ struct HostArray {
   void set(std::size_t i, double value) { view().set(i, value); }
 };
 
-// Which distribution a trial draws from. Trial 0 uses the spec's own; later trials cycle through
-// others (signed, heavy-tailed, shifted) so an output that ignores its inputs, or only works for
-// one range, fails.
+// Which distribution a trial draws from. Trial 0 uses the spec's own (resolved: Spec::input_distribution);
+// later trials cycle through others (signed, heavy-tailed, shifted) so an output that ignores its inputs,
+// or only works for one range, fails. Integer inputs cycle within their range: uniform, edge-heavy,
+// repeated, sorted.
 InputDist trial_distribution(const InputDist& spec_dist, int trial);
+// One element of an integer draw (kinds integers, edges, repeated; sorted or not) at index i of n, from
+// two uniform numbers in [0, 1) and the repeated family's four values (ascending). Always in [a, b].
+double integer_draw(const InputDist& dist, std::size_t i, std::size_t n, double u, double u2, const double pool[4]);
 // Draws every element from `dist`, a function of `seed` alone.
 void fill_random(const ArrayView& array, const InputDist& dist, std::uint64_t seed);
 inline void fill_random(HostArray& array, const InputDist& dist, std::mt19937_64& rng) {

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -197,6 +198,7 @@ struct LocalEvaluator::Impl {
   std::shared_ptr<Device> reference_device;
   EvalOptions options;
   std::shared_ptr<Kernel> reference;
+  std::function<void(bool)> reference_hook;
 
   Kernel& reference_kernel() {
     if (reference) return *reference;
@@ -257,6 +259,11 @@ struct LocalEvaluator::Impl {
     if (!spec.satisfies_constraints(cand.tunables)) {
       fail(e, Status::invalid, "tunables violate the spec's constraints");
       return e;
+    }
+    if (!device->healthy()) {
+      // Nothing compiled or run on a poisoned context could be told apart from the candidate's own fault.
+      throw Error(ErrorCode::DeviceUnavailable, device->info().id +
+                                                    ": an earlier kernel left the device unusable; a new process must open it");
     }
     Kernel& ref = reference_kernel();  // a broken reference is the spec's fault: it throws
     (void)ref;
@@ -319,15 +326,6 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   auto count = [&](std::size_t i) { return static_cast<std::size_t>(spec.element_count(spec.params[i], workload)); };
   auto bytes = [&](std::size_t i) { return count(i) * dtype_size(spec.params[i].dtype); };
 
-  // The last `sets` trials, kept on the candidate's device for timing: launch arguments holding the
-  // inputs as drawn, an untouched copy of each inout input, and the reference's outputs.
-  struct KeptSet {
-    std::unique_ptr<ArgBlock> block;
-    std::vector<std::unique_ptr<Buffer>> pristine;  // inout params
-    std::vector<std::unique_ptr<Buffer>> expected;  // output params
-  };
-  const int sets = std::max(1, std::min(options.input_sets, options.trials));
-  std::vector<KeptSet> kept(static_cast<std::size_t>(sets));
   // Digests of the previous trial's outputs, candidate's and reference's.
   std::vector<std::uint64_t> previous_got(n), previous_expected(n);
 
@@ -336,40 +334,53 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       e.worst = Mismatch{p.name, w, trial, c.worst_index, c.got, c.expected, c.excess};
     }
   };
+  // Draws every input of `block` from its family for `trial` and poisons every output.
+  auto draw_inputs = [&](ArgBlock& block, int trial, std::uint64_t seed) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      if (is_input(p)) {
+        const InputDist dist = eval::trial_distribution(spec.input_distribution(p, workload), trial);
+        eval::fill_random(*device, *block.buffers[i], p.dtype, count(i), dist, mix(seed, i));
+      } else if (p.role == Role::out) {
+        block.poison(i, p.dtype);
+      }
+    }
+  };
+  // The reference on `ref_args` (which hold a copy of the candidate's inputs); a reference that cannot
+  // run is the spec's fault, never the candidate's.
+  auto run_reference = [&] {
+    if (reference_hook) reference_hook(true);
+    LaunchResult rr = reference_device->launch(ref, ref_args.args.data(), ref_dims);
+    if (reference_hook) reference_hook(false);
+    if (!rr.ok) throw Error(ErrorCode::BadSpec, spec.path + ": reference: the reference failed to launch: " + rr.error);
+  };
+  auto copy_inputs_to_reference = [&] {
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      if (is_input(p)) ref_args.buffers[i]->copy_from(*cand_args.buffers[i]);
+      else if (p.role == Role::out) ref_args.poison(i, p.dtype);
+    }
+  };
+  // The reference's answer for output i, on the candidate's device: compared there.
+  std::vector<std::unique_ptr<Buffer>> moved(n);
+  auto expected_output = [&](std::size_t i) -> const Buffer& {
+    if (same_device) return *ref_args.buffers[i];
+    if (!moved[i]) moved[i] = device->allocate(std::max<std::size_t>(1, bytes(i)));
+    moved[i]->copy_from(*ref_args.buffers[i]);
+    return *moved[i];
+  };
 
   // Step 2: verify, each trial on fresh inputs, the candidate first and on its own copies.
   std::optional<TimingLock> verifying(std::in_place, options.timing_lock, /*exclusive=*/false);
   t = profile.add("wait: verify lock", t);
   for (int trial = 0; trial < options.trials; ++trial) {
     const std::uint64_t trial_seed = mix(mix(input_seed, w), static_cast<std::uint64_t>(trial));
-    KeptSet* keep = trial >= options.trials - sets ? &kept[static_cast<std::size_t>(trial - (options.trials - sets))] : nullptr;
-    if (keep) {
-      keep->block = std::make_unique<ArgBlock>(*device, spec, workload);
-      keep->pristine.resize(n);
-      keep->expected.resize(n);
-    }
+    draw_inputs(cand_args, trial, trial_seed);
     std::vector<std::uint64_t> input_digest(n);
     for (std::size_t i = 0; i < n; ++i) {
-      const Param& p = spec.params[i];
-      if (is_input(p)) {
-        const auto it = spec.inputs.find(p.name);
-        const InputDist base = it != spec.inputs.end() ? it->second : InputDist{};
-        Buffer& drawn = *cand_args.buffers[i];
-        eval::fill_random(*device, drawn, p.dtype, count(i), eval::trial_distribution(base, trial), mix(trial_seed, i));
-        if (p.role == Role::in) input_digest[i] = eval::digest(*device, drawn, bytes(i));
-        ref_args.buffers[i]->copy_from(drawn);
-        if (keep) {
-          keep->block->buffers[i]->copy_from(drawn);
-          if (p.role == Role::inout) {
-            keep->pristine[i] = device->allocate(bytes(i));
-            keep->pristine[i]->copy_from(drawn);
-          }
-        }
-      } else if (p.role == Role::out) {
-        cand_args.poison(i, p.dtype);
-        ref_args.poison(i, p.dtype);
-      }
+      if (spec.params[i].role == Role::in) input_digest[i] = eval::digest(*device, *cand_args.buffers[i], bytes(i));
     }
+    copy_inputs_to_reference();
     t = profile.add("verify: inputs", t);
     double unused_us = 0;
     if (!launch_candidate(kernel, cand_args.args.data(), dims, false, false, e, unused_us)) return false;
@@ -382,19 +393,12 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       }
     }
     t = profile.add("verify: inputs kept", t);
-    LaunchResult rr = reference_device->launch(ref, ref_args.args.data(), ref_dims);
-    if (!rr.ok) throw Error(ErrorCode::BadSpec, spec.path + ": reference: the reference failed to launch: " + rr.error);
+    run_reference();
     t = profile.add("verify: reference", t);
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
       if (!is_output(p)) continue;
-      // The reference's answer, on the candidate's device: compared there, and kept there for timing.
-      std::unique_ptr<Buffer> moved;
-      if (!same_device || keep) {
-        moved = device->allocate(std::max<std::size_t>(1, bytes(i)));
-        moved->copy_from(*ref_args.buffers[i]);
-      }
-      const Buffer& expected = moved ? *moved : *ref_args.buffers[i];
+      const Buffer& expected = expected_output(i);
       const Buffer& got = *cand_args.buffers[i];
       const Comparison c = eval::compare(*device, got, expected, p.dtype, count(i), spec.tolerance);
       record_worst(p, c, trial);
@@ -408,62 +412,60 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       }
       previous_got[i] = got_digest;
       previous_expected[i] = expected_digest;
-      if (keep) keep->expected[i] = std::move(moved);
     }
     t = profile.add("verify: compare", t);
   }
 
   verifying.reset();
-  // Step 3: time, rotating input sets so a result cannot be cached, and checking the timed outputs.
-  auto prepare = [&](std::size_t s) {
-    for (std::size_t i = 0; i < n; ++i) {
-      const Param& p = spec.params[i];
-      if (p.role == Role::out) kept[s].block->poison(i, p.dtype);
-      if (p.role == Role::inout) kept[s].block->buffers[i]->copy_from(*kept[s].pristine[i]);
-    }
-  };
-  // GPUs flush L2 between launches; on a CPU the rotating input sets do that job without the cost.
+  // Step 3: time. Every timed call sees inputs drawn afresh for it (outside the timed region), so no
+  // call can be answered from an earlier one: a kernel that remembers answers (static state on the
+  // CPU, __device__ globals on a GPU) gains nothing. The timed outputs are checked on the first reps
+  // and on random later ones, against the reference run on the same inputs after the candidate.
+  auto fresh_seed = [&](int rep) { return mix(mix(input_seed, w ^ 0x71e0ull), static_cast<std::uint64_t>(rep) + 1000); };
+  // GPUs flush L2 between launches; on a CPU the inputs, just written, are warm in cache, as a
+  // producer's output would be.
   const bool flush = options.flush_cache && device->info().kind != "cpu";
   t = profile.add("time: setup", t);
   TimingLock timing_lock(options.timing_lock);  // warm-up included: it loads the device too
   t = profile.add("wait: timing lock", t);
   for (int i = 0; i < options.warmup; ++i) {
-    prepare(0);
+    draw_inputs(cand_args, 0, fresh_seed(-1 - i));
     double unused_us = 0;
-    if (!launch_candidate(kernel, kept[0].block->args.data(), dims, false, false, e, unused_us)) return false;
+    if (!launch_candidate(kernel, cand_args.args.data(), dims, false, false, e, unused_us)) return false;
   }
   t = profile.add("time: warm-up", t);
   std::mt19937_64 check_rng(mix(input_seed, 0xc4ec));
   std::bernoulli_distribution spot_check(0.1);
-  int spot_checks_left = 8;  // comparing every output would dwarf a fast kernel's time
+  int spot_checks_left = 6;  // each check runs the reference: checking every output would dwarf a fast kernel's time
+  const int always_checked = 2;
   std::vector<double> times;
   double total_us = 0;
-  const int always_checked = 2 * sets;
   for (int rep = 0; rep < options.max_reps; ++rep) {
     if (rep >= options.min_reps && total_us >= options.target_ms * 1000.0) break;
-    const std::size_t s = static_cast<std::size_t>(rep) % kept.size();
+    // Decided before the launch: a kernel cannot know which runs are checked.
+    const bool spot = rep >= always_checked && spot_checks_left > 0 && spot_check(check_rng);
+    if (spot) spot_checks_left -= 1;
+    const bool checked = rep < always_checked || spot;
     t = profile.add("time: check", t);
-    prepare(s);
-    t = profile.add("time: prepare", t);
+    draw_inputs(cand_args, 0, fresh_seed(rep));
+    if (checked) copy_inputs_to_reference();
+    t = profile.add("time: fresh inputs", t);
     double time_us = 0;
-    if (!launch_candidate(kernel, kept[s].block->args.data(), dims, /*timed=*/true, flush, e, time_us)) return false;
+    if (!launch_candidate(kernel, cand_args.args.data(), dims, /*timed=*/true, flush, e, time_us)) return false;
     t = profile.add("time: launch", t);
     times.push_back(time_us);
     total_us += time_us;
-    // Every early rep and a few random later ones: a kernel cannot know which runs are checked.
-    const bool spot = rep >= always_checked && spot_checks_left > 0 && spot_check(check_rng);
-    if (spot) spot_checks_left -= 1;
-    if (rep < always_checked || spot) {
-      for (std::size_t i = 0; i < n; ++i) {
-        const Param& p = spec.params[i];
-        if (!is_output(p)) continue;
-        const Comparison c =
-            eval::compare(*device, *kept[s].block->buffers[i], *kept[s].expected[i], p.dtype, count(i), spec.tolerance);
-        if (!c.pass) {
-          record_worst(p, c, -1);
-          return fail(e, Status::incorrect,
-                      "a timed run (rep " + std::to_string(rep) + ") gave a wrong output: " + describe_mismatch(*e.worst));
-        }
+    if (!checked) continue;
+    run_reference();
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      if (!is_output(p)) continue;
+      const Comparison c =
+          eval::compare(*device, *cand_args.buffers[i], expected_output(i), p.dtype, count(i), spec.tolerance);
+      if (!c.pass) {
+        record_worst(p, c, -1);
+        return fail(e, Status::incorrect,
+                    "a timed run (rep " + std::to_string(rep) + ") gave a wrong output: " + describe_mismatch(*e.worst));
       }
     }
   }
@@ -513,5 +515,10 @@ Evaluation LocalEvaluator::evaluate(const Candidate& candidate, std::uint64_t in
 }
 
 DeviceInfo LocalEvaluator::device_info() { return impl_->device->info(); }
+
+void LocalEvaluator::on_reference(std::function<void(bool running)> hook) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->reference_hook = std::move(hook);
+}
 
 }  // namespace kernelevolve

@@ -225,6 +225,8 @@ struct WorkerEvaluator::Impl {
     free_cv.notify_one();
   }
 
+  std::string spec_origin() const { return spec.path.empty() ? spec.name : spec.path; }
+
   double current_timeout() const {
     std::lock_guard lock(mutex);
     if (options.timeout_s > 0) return options.timeout_s;
@@ -239,12 +241,29 @@ struct WorkerEvaluator::Impl {
     const auto t0 = std::chrono::steady_clock::now();
     std::string reply;
     wire::ReadStatus rs = wire::ReadStatus::closed;
-    if (wire::write_frame(w.fd, request)) rs = wire::read_frame(w.fd, reply, static_cast<int>(limit_s * 1000));
+    // The worker says when the reference runs: a crash or a hang inside it is the reference's, not the
+    // candidate's, and no node may carry it.
+    bool in_reference = false;
+    if (wire::write_frame(w.fd, request)) {
+      for (;;) {
+        const double left_ms = limit_s * 1000 - std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        rs = wire::read_frame(w.fd, reply, static_cast<int>(std::max(1.0, left_ms)));
+        if (rs != wire::ReadStatus::ok || reply.rfind("{\"type\": \"reference\"", 0) != 0) break;
+        in_reference = reply.find("\"running\": true") != std::string::npos;
+      }
+    }
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     Evaluation e;
     {
       std::lock_guard lock(mutex);
       e.device = FitnessEvaluator::device_class(info);
+    }
+    if (rs != wire::ReadStatus::ok && in_reference) {
+      const std::string how = rs == wire::ReadStatus::timeout ? "exceeded the time limit of " + std::to_string(limit_s) + " s"
+                                                              : reap(w, false);
+      if (w.alive()) reap(w, true);
+      throw Error(ErrorCode::Internal, spec_origin() + ": the reference failed: its worker " + how +
+                                           " while running the trusted reference (not a candidate), so no result can be trusted");
     }
     if (rs == wire::ReadStatus::timeout) {
       reap(w, true);

@@ -73,6 +73,11 @@ int main() {
     device = ke::open_device(device_id);
     options.check_threads = true;  // this process starts no threads of its own
     evaluator = std::make_unique<ke::LocalEvaluator>(spec, device, options);
+    // The host learns when the reference runs, so a crash or hang there is blamed on the reference.
+    evaluator->on_reference([](bool running) {
+      wire::write_frame(wire::kWorkerFd, running ? "{\"type\": \"reference\", \"running\": true}"
+                                                 : "{\"type\": \"reference\", \"running\": false}");
+    });
     const std::string device_json = wire::to_json(evaluator->device_info());
     sandbox = ke::sandbox::confine_worker(sandbox_mode, device_id, options.timing_lock, std::move(sandbox));
     wire::write_frame(wire::kWorkerFd, "{\"type\": \"ready\", \"device\": " + device_json +

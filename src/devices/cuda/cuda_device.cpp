@@ -591,7 +591,7 @@ bool CudaDevice::fill_random(Buffer& buffer, DType dtype, std::size_t count, con
   void* out = buffer.data();
   unsigned long long n = count;
   int type = static_cast<int>(dtype);
-  int kind = static_cast<int>(dist.kind);
+  int kind = static_cast<int>(dist.kind) + (dist.sorted ? 8 : 0);
   double a = dist.a, b = dist.b;
   unsigned long long s = seed;
   void* args[] = {&out, &n, &type, &kind, &a, &b, &s};

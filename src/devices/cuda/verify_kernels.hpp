@@ -99,9 +99,32 @@ __device__ void store(void* p, int dtype, u64 i, double v) {
   }
 }
 
-// kind: 0 uniform on [a, b); 1 normal, mean a, deviation b; 2 Laplace, mean a, deviation b.
+// kind: 0 uniform on [a, b); 1 normal, mean a, deviation b; 2 Laplace, mean a, deviation b; integers in
+// [a, b]: 3 uniform, 4 edge-heavy, 5 repeated (four values); + 8: sorted. As integer_draw() in
+// src/eval/buffers.cpp, so a range holds on the device exactly as on the host.
+__device__ double integer_draw(int kind, bool sorted, double a, double b, u64 i, u64 n, double u, double u2, u64 seed) {
+  const double width = b - a + 1;
+  const double at = sorted ? ((double)i + u) / (double)(n > 0 ? n : 1) : u;
+  if (kind == 4) {
+    if (at < 0.4) return a;
+    if (at >= (sorted ? 0.6 : 0.8)) return b;
+    return fmin(b, fmax(a, floor(a + width * (sorted ? (at - 0.4) / 0.2 : u2))));
+  }
+  if (kind == 5) {
+    double pool[4];
+    for (int j = 0; j < 4; ++j) pool[j] = fmin(b, floor(a + width * unit(seed ^ 0x5eedull, j, 0)));
+    for (int x = 0; x < 3; ++x)  // ascending, so a sorted draw stays sorted
+      for (int y = 0; y < 3 - x; ++y)
+        if (pool[y] > pool[y + 1]) { const double t = pool[y]; pool[y] = pool[y + 1]; pool[y + 1] = t; }
+    const int j = (int)(at * 4);
+    return pool[j < 3 ? j : 3];
+  }
+  return fmin(b, fmax(a, floor(a + width * at)));
+}
 extern "C" __global__ void ke_fill(void* out, u64 n, int dtype, int kind, double a, double b, u64 seed) {
   const double scale = b > 0 ? b : 1.0;
+  const bool sorted = kind >= 8;
+  kind &= 7;
   const u64 stride = (u64)gridDim.x * blockDim.x;
   for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
     double v;
@@ -109,9 +132,11 @@ extern "C" __global__ void ke_fill(void* out, u64 n, int dtype, int kind, double
       v = a + (b - a) * unit(seed, i, 0);
     } else if (kind == 1) {  // Box-Muller
       v = a + scale * sqrt(-2.0 * log(1.0 - unit(seed, i, 0))) * cospi(2.0 * unit(seed, i, 1));
-    } else {  // exponential magnitude of mean scale / sqrt(2), random sign
+    } else if (kind == 2) {  // exponential magnitude of mean scale / sqrt(2), random sign
       const double magnitude = -log(1.0 - unit(seed, i, 0)) * scale * 0.70710678118654752;
       v = unit(seed, i, 1) < 0.5 ? a + magnitude : a - magnitude;
+    } else {
+      v = integer_draw(kind, sorted, a, b, i, n, unit(seed, i, 0), unit(seed, i, 1), seed);
     }
     store(out, dtype, i, v);
   }
