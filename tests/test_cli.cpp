@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <simdjson.h>
 #include <string>
 
@@ -81,10 +82,89 @@ TEST_CASE("devices lists the CPU") {
   simdjson::dom::element doc;
   REQUIRE(parser.parse(o.out).get(doc) == simdjson::SUCCESS);
   simdjson::dom::array arr;
-  REQUIRE(doc.get_array().get(arr) == simdjson::SUCCESS);
+  REQUIRE(doc["devices"].get_array().get(arr) == simdjson::SUCCESS);
   bool has_cpu = false;
   for (auto d : arr) has_cpu |= std::string_view(d["id"].get_string().value()) == "cpu";
   CHECK(has_cpu);
+}
+
+TEST_CASE("devices names every backend, and why one cannot be used") {
+  const auto o = kernelevolve("devices --json");
+  REQUIRE(o.code == 0);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  REQUIRE(parser.parse(o.out).get(doc) == simdjson::SUCCESS);
+  simdjson::dom::array backends;
+  REQUIRE(doc["backends"].get_array().get(backends) == simdjson::SUCCESS);
+  std::string kinds;
+  for (simdjson::dom::element b : backends) {
+    const std::string kind(b["kind"].get_string().value());
+    const std::string reason(b["reason"].get_string().value());
+    const bool available = b["available"].get_bool().value();
+    const int64_t devices = b["devices"].get_int64().value();
+    kinds += kind + " ";
+    INFO(kind << ": " << reason);
+    if (available) {
+      CHECK(devices >= 1);
+      CHECK(reason.empty());
+    } else {
+      CHECK(!reason.empty());
+      CHECK(reason.find('\n') == std::string::npos);
+    }
+    if (kind == "cpu") CHECK(available);
+    // Without an NVIDIA driver (this CI), CUDA must say that the driver is what is missing.
+    if (kind == "cuda" && !available && devices == 0 && reason.find("not in this build") == std::string::npos)
+      CHECK((reason.find("libcuda") != std::string::npos || reason.find("driver") != std::string::npos));
+  }
+  CHECK(kinds == "cpu cuda hip ");
+  // The text lists them too, indented, so that only device lines start with a device id.
+  const auto text = kernelevolve("devices");
+  REQUIRE(text.code == 0);
+  CHECK(text.out.find("\nbackends:\n  cpu   available") != std::string::npos);
+  CHECK(text.out.find("\n  cuda  ") != std::string::npos);
+  CHECK(text.out.find("\n  hip   ") != std::string::npos);
+}
+
+TEST_CASE("check of a malformed spec exits 2 with a message that names the file and the problem") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("ke_cli_bad_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string head = R"({"name": "x", "language": "c", "entry": "f", "params": [)"
+                           R"({"name": "y", "dtype": "f32", "shape": ["N"], "role": "out"},)"
+                           R"({"name": "N", "dtype": "i64", "role": "size"}], "workloads": [{"N": 4}], )";
+  const std::string sources = R"("reference": {"source": "r"}, "seed": {"source": "s"})";
+  struct Case {
+    const char* file;
+    std::string json;
+    const char* says;  // a part of the message
+  };
+  const Case cases[] = {
+      {"not_json.json", head + sources, "line 1, column"},  // the closing brace is missing
+      {"empty.json", "", "not valid JSON"},
+      {"array.json", "[1, 2]", "expected an object"},
+      {"no_entry.json", R"({"name": "x", "language": "c"})", "entry: missing"},
+      {"wrong_type.json", head + R"("tolerance": {"atol": "small"}, )" + sources + "}", "tolerance.atol: expected a number"},
+      {"bad_dtype.json", R"({"name": "x", "language": "c", "entry": "f", "params": [{"name": "y", "dtype": "f128", )"
+                         R"("shape": [4], "role": "out"}], "workloads": [{}], )" + sources + "}", "unknown dtype \"f128\""},
+      {"bad_expr.json", head + R"("constraints": ["N <"], )" + sources + "}", "constraints[0]"},
+      {"deep_expr.json", head + R"("constraints": [")" + std::string(5000, '(') + "1" + std::string(5000, ')') + R"("], )" +
+                             sources + "}", "nested too deeply"},
+      {"huge_size.json", R"({"name": "x", "language": "c", "entry": "f", "params": [)"
+                         R"({"name": "y", "dtype": "f64", "shape": ["N", "N"], "role": "out"},)"
+                         R"({"name": "N", "dtype": "i64", "role": "size"}], "workloads": [{"N": 9223372036854775807}], )" +
+                             sources + "}", "too large"},
+      {"missing_file.json", head + R"("reference": {"file": "no_such_ref.c"}, "seed": {"source": "s"}})", "no_such_ref.c"},
+  };
+  for (const Case& c : cases) {
+    const std::filesystem::path path = dir / c.file;
+    { std::ofstream(path) << c.json; }
+    const auto o = kernelevolve("check " + path.string());
+    INFO(c.file << ": " << o.err);
+    CHECK(o.code == 2);
+    CHECK(o.err.find(c.file) != std::string::npos);
+    CHECK(o.err.find(c.says) != std::string::npos);
+    CHECK(o.out.empty());
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("check passes a correct seed and fails a wrong one") {
@@ -139,4 +219,18 @@ TEST_CASE("every shipped problem passes check on the CPU") {
     ++checked;
   }
   CHECK(checked >= 3);
+}
+
+TEST_CASE("check of a faulting reference exits 1 and names the reference; the tool does not crash") {
+  const auto o = kernelevolve("check " + fixture("cli/faulting_reference.json"));
+  CHECK(o.code == 1);
+  CHECK_MESSAGE(o.err.find("reference") != std::string::npos, o.err);
+  CHECK_MESSAGE(o.err.find("SIGSEGV") != std::string::npos, o.err);
+}
+
+TEST_CASE("check of an embedding bag with ranged indices passes, and shows how each input is drawn") {
+  const auto o = kernelevolve("check " + fixture("ranges/embedding_bag.json"));
+  CHECK_MESSAGE(o.code == 0, o.out << o.err);
+  CHECK(o.out.find("input idx (i32): integers in [0, V - 1]") != std::string::npos);
+  CHECK(o.out.find("input offsets (i64): sorted integers in [0, NNZ]") != std::string::npos);
 }

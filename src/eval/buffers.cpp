@@ -154,7 +154,7 @@ double integer_draw(const InputDist& dist, std::size_t i, std::size_t n, double 
   switch (dist.kind) {
     case K::edges:  // the bounds themselves, four times in five
       if (at < 0.4) return dist.a;
-      if (at >= (dist.sorted ? 0.6 : 0.8)) return dist.b;
+      if (at >= 0.6) return dist.b;
       return in_range(dist.a + width * (dist.sorted ? (at - 0.4) / 0.2 : u2));
     case K::repeated:  // a few distinct values, many times each
       return pool[std::min<std::size_t>(3, static_cast<std::size_t>(at * 4))];

@@ -107,7 +107,7 @@ __device__ double integer_draw(int kind, bool sorted, double a, double b, u64 i,
   const double at = sorted ? ((double)i + u) / (double)(n > 0 ? n : 1) : u;
   if (kind == 4) {
     if (at < 0.4) return a;
-    if (at >= (sorted ? 0.6 : 0.8)) return b;
+    if (at >= 0.6) return b;
     return fmin(b, fmax(a, floor(a + width * (sorted ? (at - 0.4) / 0.2 : u2))));
   }
   if (kind == 5) {
