@@ -10,7 +10,7 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   ca-certificates cmake ninja-build g++ pkg-config \
   llvm-16-dev libclang-16-dev clang-16 \
   libsimdjson-dev libboost-dev libboost-program-options-dev \
-  libsqlite3-dev libcurl4-openssl-dev doctest-dev libbenchmark-dev \
+  libsqlite3-dev libcurl4-openssl-dev doctest-dev libbenchmark-dev libseccomp-dev \
   cargo golang-go >/dev/null
 # The problem-suite runner (bench/suite.sh): jq reads the runs' JSON, gnuplot draws the plot.
 $SUDO apt-get install -y -qq --no-install-recommends jq gnuplot-nox >/dev/null

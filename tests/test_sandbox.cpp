@@ -33,10 +33,10 @@ constexpr bool kX86 = false;  // the hostile kernels speak the x86-64 system cal
 #endif
 
 // y = 2x over n floats.
-ke::Spec twice_spec() {
+ke::Spec twice_spec(ke::Language language = ke::Language::c) {
   ke::Spec s;
   s.name = "twice";
-  s.language = ke::Language::c;
+  s.language = language;
   s.entry = "twice";
   s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
               {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
@@ -260,4 +260,45 @@ TEST_CASE("with the sandbox off (asked for), the same raw write goes through: th
   CHECK(e.status == ke::Status::ok);
   CHECK(fs::exists(path));
   fs::remove(path);
+}
+
+TEST_CASE("honest kernels that start and join threads, or are C++ (the JIT's C++ platform), pass in a strict worker") {
+  const ke::Spec spec = twice_spec();
+  ke::WorkerEvaluator evaluator(spec, "cpu", quick(ke::SandboxMode::strict));
+  const ke::Candidate threads{R"(
+#include <stdint.h>
+#include <pthread.h>
+struct part { const float* x; float* y; int64_t from, to; };
+static void* work(void* arg) {
+  struct part* p = (struct part*)arg;
+  for (int64_t i = p->from; i < p->to; ++i) p->y[i] = 2.0f * p->x[i];
+  return 0;
+}
+void twice(const float* x, float* y, int64_t n) {
+  pthread_t t[3];
+  struct part parts[4];
+  for (int k = 0; k < 4; ++k) parts[k] = (struct part){x, y, n * k / 4, n * (k + 1) / 4};
+  for (int k = 0; k < 3; ++k) pthread_create(&t[k], 0, work, &parts[k]);
+  work(&parts[3]);
+  for (int k = 0; k < 3; ++k) pthread_join(t[k], 0);
+}
+)",
+                                ke::Language::c, {}};
+  ke::Evaluation e = evaluator.evaluate(threads, 1);
+  CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
+  const ke::Candidate cpp{R"(
+#include <cstdint>
+#include <vector>
+template <class T> static T doubled(T v) { return v + v; }
+extern "C" void twice(const float* x, float* y, std::int64_t n) {
+  std::vector<float> tmp(x, x + n);  // the C++ library's allocation, through the JIT's C++ platform
+  for (std::int64_t i = 0; i < n; ++i) y[i] = doubled(tmp[i]);
+}
+)",
+                          ke::Language::cpp, {}};
+  CHECK(evaluator.workers_started() == 1);
+  ke::WorkerEvaluator cpp_evaluator(twice_spec(ke::Language::cpp), "cpu", quick(ke::SandboxMode::strict));
+  e = cpp_evaluator.evaluate(cpp, 2);
+  CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
+  CHECK(cpp_evaluator.workers_started() == 1);
 }

@@ -39,6 +39,9 @@ struct SandboxAllowances {
   // turned into a read-only open (enough for flock). Create them before apply_sandbox.
   std::vector<std::string> lock_files;
   std::uint64_t address_space_bytes = 0;  // RLIMIT_AS; 0: unlimited (GPU drivers reserve huge ranges)
+  // RLIMIT_FSIZE 0: no byte written to any regular file, even one opened before. Off only where the
+  // process writes a log to a file it was handed (the worker under KE_WORKER_LOG).
+  bool limit_file_size = true;
   std::uint64_t open_files = 256;         // RLIMIT_NOFILE
   // RLIMIT_CPU over the process's life, a backstop to the host's wall-clock timeout (a worker whose
   // host died cannot spin for ever). 0: unlimited. A long-lived process should retire itself before

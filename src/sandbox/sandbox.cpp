@@ -621,7 +621,7 @@ SandboxReport apply_sandbox(SandboxMode mode, const SandboxAllowances& allow, Sa
   }
 
   std::vector<std::string> limits;
-  set_limit(RLIMIT_FSIZE, 0, 0, "file size 0", limits, r);
+  if (allow.limit_file_size) set_limit(RLIMIT_FSIZE, 0, 0, "file size 0", limits, r);
   set_limit(RLIMIT_CORE, 0, 0, "no core files", limits, r);
   if (allow.open_files > 0) {
     set_limit(RLIMIT_NOFILE, allow.open_files, allow.open_files, ("open files " + std::to_string(allow.open_files)).c_str(),

@@ -25,6 +25,8 @@ SandboxAllowances allowances(const std::string& device_id, const std::string& ti
   SandboxAllowances a;
   a.cpu_seconds = kWorkerCpuSeconds;
   if (!timing_lock.empty()) a.lock_files.push_back(timing_lock);
+  // Under KE_WORKER_LOG the worker's stderr is the host's, perhaps a file: writing it must not kill it.
+  if (const char* log = std::getenv("KE_WORKER_LOG"); log && *log) a.limit_file_size = false;
   if (is_cpu(device_id)) {
     // The machine's memory, at least 8 GiB: a kernel that reserves more fails its allocation instead of
     // pushing the host into swap. Sanitizers reserve terabytes of shadow: no limit under them.
