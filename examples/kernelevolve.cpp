@@ -32,7 +32,7 @@ const char* kUsage =
     "                        --llm-api-key-env VAR] [llm options] [--jobs N] [--timeout SEC] [--in-process]\n"
     "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
     "                        [--sandbox strict|basic|off] [--seed N] [--json]\n"
-    "  kernelevolve check SPEC [--device ...] [--json]   evaluate the reference and the seed only\n"
+    "  kernelevolve check SPEC [--device ...] [--sandbox MODE] [--json]   evaluate the reference and the seed only\n"
     "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes and the best one's lineage\n"
     "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines\n"
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
@@ -174,7 +174,8 @@ int cmd_devices(const std::vector<std::string>& args) {
              ", \"available\": " + (b.available ? "true" : "false") + ", \"devices\": " + std::to_string(b.devices) +
              ", \"reason\": " + ke::json_quote(b.reason) + "}";
     }
-    std::cout << out << "]}\n";
+    // The confinements a worker gets here (the same as devices --sandbox-info --json).
+    std::cout << out << "], \"sandbox\": " << ke::sandbox_support().to_json() << "}\n";
     return 0;
   }
   for (const auto& dv : devices) {
@@ -189,6 +190,8 @@ int cmd_devices(const std::vector<std::string>& args) {
     if (b.available) std::cout << "available, " << b.devices << (b.devices == 1 ? " device\n" : " devices\n");
     else std::cout << "unavailable: " << b.reason << "\n";
   }
+  // What a CPU worker gets here in the default mode (devices --sandbox-info: one per line).
+  std::cout << "sandbox:\n  " << ke::sandbox_support().summary() << "\n";
   return 0;
 }
 
@@ -197,16 +200,21 @@ int cmd_check(const std::vector<std::string>& args) {
   Common c;
   bool in_process = false;
   double timeout = 0;
+  std::string sandbox_name = "strict";
   add_common(d, c);
   d.add_options()("in-process", po::bool_switch(&in_process),
                   "evaluate in this process, without a worker: a crashing seed or reference ends the check")(
-      "timeout", po::value(&timeout)->default_value(0), "time limit per evaluation, seconds (0: 300 s)");
+      "timeout", po::value(&timeout)->default_value(0), "time limit per evaluation, seconds (0: 300 s)")(
+      "sandbox", po::value(&sandbox_name)->default_value("strict"),
+      "how the worker confines the seed and the reference: strict, basic or off");
   po::variables_map vm = parse(args, d, c);
   if (vm.count("help") || c.spec_path.empty()) {
     std::cerr << kUsage;
     return vm.count("help") ? 0 : 2;
   }
   if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
+  const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
+  if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
   ke::Spec spec = ke::load_spec(c.spec_path);
   // The seed and the reference are user code: like candidates, they run in a worker process, so a fault
   // in either is a reported result, never a crash of this one.
@@ -216,6 +224,7 @@ int cmd_check(const std::vector<std::string>& args) {
   } else {
     ke::WorkerOptions wopt;
     wopt.first_timeout_s = wopt.timeout_s = timeout > 0 ? timeout : 300;
+    wopt.sandbox = *sandbox;
     evaluator = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wopt);
   }
   ke::Candidate seed{spec.seed.source, spec.seed.language.value_or(spec.language), spec.seed_tunables()};
@@ -247,7 +256,8 @@ int cmd_check(const std::vector<std::string>& args) {
               << ", \"seed\": {\"status\": " << ke::json_quote(ke::to_string(seed_eval.status))
               << ", \"message\": " << ke::json_quote(seed_eval.message) << ", \"time_us\": " << times(seed_eval)
               << "}, \"reference\": {\"status\": " << ke::json_quote(ke::to_string(ref_eval.status))
-              << ", \"time_us\": " << times(ref_eval) << "}}\n";
+              << ", \"time_us\": " << times(ref_eval) << "}, \"sandbox\": "
+              << ke::json_quote(in_process ? "none" : sandbox_name) << "}\n";
   } else {
     std::cout << spec.name << " on " << info.id << " (" << info.name << ")\n";
     for (const ke::Param& p : spec.params) {
@@ -268,6 +278,11 @@ int cmd_check(const std::vector<std::string>& args) {
     if (ref_eval.status != ke::Status::ok && ref_eval.status != ke::Status::pending) {
       std::cout << "  reference against itself: " << ke::to_string(ref_eval.status) << ": " << ref_eval.message << "\n";
     }
+    std::cout << "  sandbox: "
+              << (in_process ? "none (--in-process)"
+                  : *sandbox == ke::SandboxMode::off ? "off (asked for): the seed and the reference ran with all of this user's rights"
+                                                     : sandbox_name)
+              << "\n";
   }
   const bool ok = seed_eval.status == ke::Status::ok &&
                   (ref_eval.status == ke::Status::ok || ref_eval.status == ke::Status::pending);
