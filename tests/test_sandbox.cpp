@@ -13,11 +13,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <kernelevolve/kernelevolve.hpp>
+#include <kernelevolve/store.hpp>
 #include <string>
 #include <thread>
 
@@ -83,6 +85,29 @@ std::string quoted(const std::string& s) { return "\"" + s + "\""; }
 
 std::string scratch(const std::string& name) {
   return (fs::temp_directory_path() / ("ke_sandbox_" + std::to_string(getpid()) + "_" + name)).string();
+}
+
+struct Outcome {
+  int code = -1;
+  std::string out, err;
+};
+
+// The command-line tool, its stdout and stderr.
+Outcome cli(const std::string& args) {
+  const std::string err_file = scratch("cli_err");
+  Outcome o;
+  FILE* p = ::popen((std::string(KE_CLI) + " " + args + " 2>" + err_file).c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::array<char, 4096> buf;
+  for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), p)) > 0;) o.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  if (FILE* f = std::fopen(err_file.c_str(), "r")) {
+    for (std::size_t n; (n = std::fread(buf.data(), 1, buf.size(), f)) > 0;) o.err.append(buf.data(), n);
+    std::fclose(f);
+  }
+  fs::remove(err_file);
+  return o;
 }
 
 std::atomic<int> g_sigterm{0};
@@ -301,4 +326,34 @@ extern "C" void twice(const float* x, float* y, std::int64_t n) {
   e = cpp_evaluator.evaluate(cpp, 2);
   CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
   CHECK(cpp_evaluator.workers_started() == 1);
+}
+
+TEST_CASE("the command line: --sandbox off must be asked for, is printed and stored with the run; devices says what is active") {
+  const std::string spec = std::string(KE_FIXTURES) + "/hostile/scale.json";
+  const std::string db = scratch("runs.db");
+  fs::remove(db);
+  Outcome o = cli("run " + spec + " --max-evals 1 --db " + db + " --json");
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  CHECK(o.out.find("\"sandbox\": \"strict\"") != std::string::npos);
+  o = cli("run " + spec + " --max-evals 1 --db " + db + " --no-reuse --sandbox off");
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  CHECK(o.out.find("sandbox: off (asked for)") != std::string::npos);
+  CHECK(o.err.find("the sandbox is off") != std::string::npos);
+  {
+    ke::Store store(db, ke::Store::Mode::read_only);
+    CHECK(store.run(1).settings.command_line.find("--sandbox strict") != std::string::npos);  // the default, named
+    CHECK(store.run(2).settings.command_line.find("--sandbox off") != std::string::npos);
+  }
+  fs::remove(db);
+  for (const char* suffix : {"-wal", "-shm"}) fs::remove(db + suffix);
+  o = cli("run " + spec + " --no-db --sandbox maybe");
+  CHECK(o.code == 2);
+  CHECK(o.err.find("--sandbox is strict, basic or off") != std::string::npos);
+  o = cli("check " + spec + " --sandbox basic");
+  CHECK_MESSAGE(o.code == 0, o.err);
+  CHECK(o.out.find("sandbox: basic") != std::string::npos);
+  o = cli("devices --sandbox-info --json");
+  CHECK(o.code == 0);
+  CHECK(o.out.find("seccomp") != std::string::npos);
+  CHECK(o.out.find("\"missing\"") != std::string::npos);
 }
