@@ -155,4 +155,15 @@ std::shared_ptr<Device> open_device(const std::string& id);
 // The devices present, described (ceilings are not measured here).
 std::vector<DeviceInfo> list_devices();
 
+// A backend (cpu, cuda, hip) and whether this process can use it: `devices` found, or the reason it cannot
+// ("no CUDA driver: cannot load libcuda.so.1 ...", "... finds no AMD GPU", "not in this build ...").
+struct BackendStatus {
+  std::string kind;        // "cpu", "cuda", "hip"
+  bool available = false;  // a device of this kind can be opened
+  int devices = 0;         // devices found, usable or not
+  std::string reason;      // why not available (one line); empty when available
+};
+// Every backend this library knows, cpu, cuda and hip in that order, each with its status.
+std::vector<BackendStatus> backend_status();
+
 }  // namespace kernelevolve

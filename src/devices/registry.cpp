@@ -13,9 +13,11 @@
 #include "devices/cpu/cpu_device.hpp"
 #endif
 #ifdef KE_WITH_CUDA
+#include "devices/cuda/cuda_api.hpp"
 #include "devices/cuda/cuda_device.hpp"
 #endif
 #ifdef KE_WITH_HIP
+#include "devices/hip/hip_api.hpp"
 #include "devices/hip/hip_device.hpp"
 #endif
 
@@ -50,7 +52,32 @@ struct Backend {
   bool takes_index;
   std::function<std::shared_ptr<Device>(const DeviceId&)> open;
   std::function<std::vector<DeviceInfo>()> list;  // cheap: nothing is measured
+  std::function<BackendStatus()> status;          // cheap too: loads the libraries, opens no device
 };
+
+// The loaders' messages end with the error of every library name tried, a line each: the first line
+// says what is missing, which is what a listing needs.
+[[maybe_unused]] std::string first_line(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  while (!line.empty() && (line.back() == ':' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+// A GPU backend's status from what its loader found: a driver or runtime (or not), its devices, and the
+// run-time compiler (or why not).
+[[maybe_unused]] BackendStatus gpu_status(const char* kind, bool runtime, bool compiler, int devices,
+                                          const std::string& error, const char* no_gpu) {
+  BackendStatus status{kind, false, runtime ? devices : 0, {}};
+  if (!runtime) status.reason = first_line(error);
+  else if (devices == 0) status.reason = no_gpu;
+  else if (!compiler) status.reason = first_line(error);
+  else status.available = true;
+  return status;
+}
+
+[[maybe_unused]] BackendStatus not_built(const char* kind, const char* option) {
+  return {kind, false, 0, std::string("not in this build (configure with ") + option + "=ON)"};
+}
 
 const std::vector<Backend>& backends() {
   static const std::vector<Backend> table = {
@@ -69,6 +96,13 @@ const std::vector<Backend>& backends() {
 #else
          return {};
 #endif
+       },
+       []() -> BackendStatus {
+#ifdef KE_WITH_CPU_JIT
+         return {"cpu", true, 1, {}};
+#else
+         return not_built("cpu", "KE_WITH_CPU_JIT");
+#endif
        }},
       {"cuda", true,
        [](const DeviceId& id) -> std::shared_ptr<Device> {
@@ -86,6 +120,15 @@ const std::vector<Backend>& backends() {
 #else
          return {};
 #endif
+       },
+       []() -> BackendStatus {
+#ifdef KE_WITH_CUDA
+         const cuda::LoadResult& loaded = cuda::load();
+         return gpu_status("cuda", loaded.driver, loaded.api, loaded.device_count, loaded.error,
+                           "the CUDA driver finds no GPU");
+#else
+         return not_built("cuda", "KE_WITH_CUDA");
+#endif
        }},
       {"hip", true,
        [](const DeviceId& id) -> std::shared_ptr<Device> {
@@ -102,6 +145,15 @@ const std::vector<Backend>& backends() {
          return list_hip_devices();
 #else
          return {};
+#endif
+       },
+       []() -> BackendStatus {
+#ifdef KE_WITH_HIP
+         const hip::LoadResult& loaded = hip::load();
+         return gpu_status("hip", loaded.runtime, loaded.api, loaded.device_count, loaded.error,
+                           "the HIP runtime finds no AMD GPU");
+#else
+         return not_built("hip", "KE_WITH_HIP");
 #endif
        }},
   };
@@ -130,6 +182,12 @@ std::vector<DeviceInfo> list_devices() {
     devices.insert(devices.end(), found.begin(), found.end());
   }
   return devices;
+}
+
+std::vector<BackendStatus> backend_status() {
+  std::vector<BackendStatus> statuses;
+  for (const auto& backend : backends()) statuses.push_back(backend.status());
+  return statuses;
 }
 
 }  // namespace kernelevolve
