@@ -80,6 +80,17 @@ class Buffer {
     source.download(host.data(), host.size());
     upload(host.data(), host.size());
   }
+  // Copies the first `bytes` bytes of `source` (a buffer of the same device) rotated by `shift` bytes:
+  // this[i] = source[(i + shift) % bytes]. The evaluator gives each timed call inputs no earlier call saw
+  // this way, at the cost of a copy instead of a fresh random draw. On the device where it can.
+  virtual void copy_rotated(const Buffer& source, std::size_t bytes, std::size_t shift) {
+    std::vector<unsigned char> host(bytes), rotated(bytes);
+    source.download(host.data(), bytes);
+    shift %= bytes ? bytes : 1;
+    std::copy(host.begin() + static_cast<std::ptrdiff_t>(shift), host.end(), rotated.begin());
+    std::copy(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(shift), rotated.end() - static_cast<std::ptrdiff_t>(shift));
+    upload(rotated.data(), bytes);
+  }
   // The memory itself where the host can address it (the CPU device), else null: the evaluator then
   // reads and writes it in place instead of copying it out and back.
   virtual void* host_address() const { return nullptr; }

@@ -17,6 +17,20 @@
 
 namespace kernelevolve {
 
+// The best node timed again at the end of a run, interleaved with the seed on fresh inputs (best, seed,
+// best, seed, ...) and verified again each time: the speedup a run reports is this one, not the search's.
+struct Confirmation {
+  NodeId node = -1;
+  bool confirmed = false;   // the search's figure lies within the confirmation's band
+  int rounds = 0;
+  std::vector<double> best_time_us, seed_time_us;      // per workload: the median over rounds
+  std::vector<double> best_spread_us, seed_spread_us;  // per workload: half the range over rounds
+  double speedup = 0;                        // geometric mean over workloads of seed time / best time
+  double speedup_low = 0, speedup_high = 0;  // the least and the greatest of the single rounds' speedups
+  double search_speedup = 0;                 // what the search measured for the node
+  std::string note;                          // why it was not confirmed
+};
+
 struct RunResult {
   NodeId seed = -1;
   std::optional<NodeId> best;  // the fastest ok node (the seed if nothing beat it); none if the seed failed
@@ -26,6 +40,10 @@ struct RunResult {
   // Over mixed devices (FitnessEvaluator::device_classes() lists several), the fastest ok node of each
   // class: speedups are only ever taken against the seed measured on the same class.
   std::map<std::string, NodeId> best_by_device;
+  // The confirmation of `best` (none when it is the seed, the run failed, or confirmation is off), and
+  // the nodes tried before it whose search figure confirmation did not bear out, best first.
+  std::optional<Confirmation> confirmation;
+  std::vector<Confirmation> unconfirmed;
 };
 
 // Receives progress. Called on the thread that runs the Evolver.
@@ -39,6 +57,8 @@ class Observer {
   // Every return of the mutator, before the child (if any) is evaluated or the failure reported: what it
   // was asked and answered, its tokens, and how many seconds the call took.
   virtual void on_mutator_call(const Mutation&, const std::vector<NodeId>& /*parents*/, double /*seconds*/) {}
+  // Each confirmation of a best node at the end of the run (DESIGN.md: the best is confirmed), before on_finish.
+  virtual void on_confirmation(const Confirmation&) {}
   virtual void on_finish(const RunResult&, const SearchGraph&) {}
 };
 
@@ -52,6 +72,12 @@ struct EvolverOptions {
   // Consecutive mutator errors (an unreachable model, garbage answers, a failing command) after which the
   // search stops: each may have cost minutes of retries, and the next is unlikely to differ.
   int max_consecutive_mutator_errors = 8;
+  // At the end, the best node and the seed are evaluated again, interleaved, this many times each (0: off).
+  int confirm_rounds = 3;
+  // Nodes tried, best first, until one's search figure is borne out by its confirmation.
+  int confirm_candidates = 3;
+  // The noise allowed beyond the rounds' own spread before a search figure counts as not borne out.
+  double confirm_noise = 0.05;
 };
 
 // Where an interrupted run stood, to go on from: its committed nodes and what it had spent. A Store

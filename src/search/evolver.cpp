@@ -1,5 +1,7 @@
 #include "kernelevolve/evolver.hpp"
 
+#include "search/confirm.hpp"
+
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -185,6 +187,39 @@ RunResult Evolver::run() {
     return node;
   };
 
+  // The best node against the seed, again, interleaved and verified (DESIGN.md): a node whose search
+  // figure is not borne out gives way to the next best of its class.
+  auto confirm_best = [&] {
+    if (!result.best || *result.best == 0 || s.options.confirm_rounds <= 0) return;
+    const Node& first = s.graph.node(*result.best);
+    const std::vector<std::string> classes = s.evaluator->device_classes();
+    const auto at = std::find(classes.begin(), classes.end(), first.evaluation.device);
+    const std::size_t class_index = at == classes.end() ? 0 : static_cast<std::size_t>(at - classes.begin());
+    std::vector<const Node*> ranked;
+    for (const Node& n : s.graph.nodes()) {
+      if (n.id != 0 && n.evaluation.status == Status::ok && n.evaluation.device == first.evaluation.device) {
+        ranked.push_back(&n);
+      }
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const Node* a, const Node* b) { return a->speedup > b->speedup; });
+    const Node& seed_node = s.graph.node(0);
+    for (std::size_t i = 0; i < ranked.size() && i < static_cast<std::size_t>(s.options.confirm_candidates); ++i) {
+      if (ranked[i]->speedup <= 1.0) break;  // nothing left that claims to beat the seed
+      Confirmation c = confirm_node(*s.evaluator, class_index, classes.size() > 1, *ranked[i], seed_node,
+                                    s.options.confirm_rounds, s.options.confirm_noise,
+                                    input_seed(s.options.seed, 1'000'000'000 + static_cast<NodeId>(100 * i)));
+      for (Observer* o : s.observers) o->on_confirmation(c);
+      if (c.confirmed) {
+        result.best = ranked[i]->id;
+        result.confirmation = std::move(c);
+        return;
+      }
+      result.unconfirmed.push_back(std::move(c));
+    }
+    // None borne out: the search's best stays, reported with its confirmation's (honest) figures.
+    if (!result.unconfirmed.empty()) result.confirmation = result.unconfirmed.front();
+  };
+
   // Every path out of run() drains and joins, so no evaluation is lost and no thread outlives the call.
   auto finish = [&](std::string reason) {
     while (in_flight > 0) collect();
@@ -196,6 +231,7 @@ RunResult Evolver::run() {
       auto [it, fresh] = result.best_by_device.emplace(n.evaluation.device, n.id);
       if (!fresh && n.speedup > s.graph.node(it->second).speedup) it->second = n.id;
     }
+    confirm_best();
     result.state.elapsed_s = elapsed();
     for (Observer* o : s.observers) o->on_finish(result, s.graph);
     return result;

@@ -50,6 +50,15 @@ std::vector<NodeId> fastest_per_workload(const Spec& spec, const SearchGraph& gr
   return out;
 }
 
+std::string confirmation_json(const Confirmation& c) {
+  auto list = [](const std::vector<double>& v) { return array(v.size(), [&](std::size_t i) { return number(v[i]); }); };
+  return "{\"node\": " + std::to_string(c.node) + ", \"confirmed\": " + (c.confirmed ? "true" : "false") +
+         ", \"rounds\": " + std::to_string(c.rounds) + ", \"speedup\": " + number(c.speedup) +
+         ", \"speedup_range\": [" + number(c.speedup_low) + ", " + number(c.speedup_high) + "]" +
+         ", \"search_speedup\": " + number(c.search_speedup) + ", \"best_time_us\": " + list(c.best_time_us) +
+         ", \"best_spread_us\": " + list(c.best_spread_us) + ", \"seed_time_us\": " + list(c.seed_time_us) +
+         ", \"seed_spread_us\": " + list(c.seed_spread_us) + ", \"note\": " + json_quote(c.note) + "}";
+}
 
 }  // namespace
 
@@ -80,7 +89,13 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
     const Node& best = graph.node(*result.best);
     const auto t = best.evaluation.median_us();
     const Bindings& tun = best.candidate.tunables;
-    out << ", \"best\": {\"node\": " << best.id << ", \"speedup\": " << number(best.speedup)
+    // The reported speedup is the confirmed one where the run confirmed its best (DESIGN.md).
+    const bool has_confirmation = result.confirmation && result.confirmation->node == best.id;
+    out << ", \"best\": {\"node\": " << best.id
+        << ", \"speedup\": " << number(has_confirmation ? result.confirmation->speedup : best.speedup)
+        << ", \"search_speedup\": " << number(best.speedup)
+        << ", \"confirmed\": " << (has_confirmation && result.confirmation->confirmed ? "true" : "false")
+        << ", \"confirmation\": " << (has_confirmation ? confirmation_json(*result.confirmation) : "null")
         << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); })
         << ", \"spread_us\": "
         << array(t.size(), [&](std::size_t i) { return number(best.evaluation.timings[i].mad_us); })
@@ -97,6 +112,9 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
              return std::to_string(graph.lineage(best.id)[i]);
            })
         << ", \"source\": " << json_quote(best.candidate.source) << "}";
+    out << ", \"unconfirmed\": " << array(result.unconfirmed.size(), [&](std::size_t i) {
+      return confirmation_json(result.unconfirmed[i]);
+    });
     const std::vector<NodeId> fastest = fastest_per_workload(spec, graph, best);
     out << ", \"fastest_per_workload\": " << array(fastest.size(), [&](std::size_t w) {
       const Node& n = graph.node(fastest[w]);
@@ -129,6 +147,8 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   }
   const Node& seed = graph.node(result.seed);
   const Node& best = graph.node(*result.best);
+  const bool has_confirmation = result.confirmation && result.confirmation->node == best.id &&
+                                result.confirmation->rounds > 0;
   char line[256];
   std::snprintf(line, sizeof line, "  %-28s %12s %12s %9s %10s %10s %9s\n", "workload", "seed us", "best us",
                 "speedup", "GB/s", "GFLOP/s", "roofline");
@@ -136,7 +156,10 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
     std::string name;
     for (const auto& [k, v] : spec.workloads[w]) name += (name.empty() ? "" : " ") + k + "=" + std::to_string(v);
-    const double s = seed.evaluation.timings[w].median_us, b = best.evaluation.timings[w].median_us;
+    // The confirmation's times where there is one: the seed and the best timed side by side.
+    const bool confirmed_times = has_confirmation && w < result.confirmation->best_time_us.size();
+    const double s = confirmed_times ? result.confirmation->seed_time_us[w] : seed.evaluation.timings[w].median_us;
+    const double b = confirmed_times ? result.confirmation->best_time_us[w] : best.evaluation.timings[w].median_us;
     const Bindings& tun = best.candidate.tunables;
     std::snprintf(line, sizeof line, "  %-28s %12.1f %12.1f %8.2fx %10.2f %10.2f %8.1f%%\n", name.c_str(), s, b,
                   s / b, achieved_bytes_per_s(spec, spec.workloads[w], tun, b) / 1e9,
@@ -144,11 +167,24 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
                   100 * roofline_share(spec, spec.workloads[w], tun, b, device));
     out << line;
   }
-  out << "  best: node " << best.id << ", " << number(best.speedup) << "x over the seed (geometric mean), tunables";
+  const double reported = has_confirmation ? result.confirmation->speedup : best.speedup;
+  out << "  best: node " << best.id << ", " << number(reported) << "x over the seed (geometric mean), tunables";
   for (const auto& [k, v] : best.candidate.tunables) out << " " << k << "=" << v;
   out << "\n  lineage:";
   for (NodeId id : graph.lineage(best.id)) out << " " << id;
   out << "\n";
+  for (const Confirmation& c : result.unconfirmed) {
+    out << "  node " << c.node << " not confirmed: " << c.note << "\n";
+  }
+  if (has_confirmation) {
+    const Confirmation& c = *result.confirmation;
+    out << "  " << (c.confirmed ? "confirmed" : "NOT confirmed") << ": " << c.rounds
+        << " rounds against the seed, interleaved, on fresh inputs: " << number(c.speedup) << "x (rounds "
+        << number(c.speedup_low) << "x to " << number(c.speedup_high) << "x); the search measured "
+        << number(c.search_speedup) << "x" << (c.note.empty() || c.confirmed ? "" : " (" + c.note + ")") << "\n";
+  } else if (best.id != seed.id) {
+    out << "  not confirmed (confirmation was off)\n";
+  }
   const std::vector<NodeId> fastest = fastest_per_workload(spec, graph, best);
   for (std::size_t w = 0; w < fastest.size(); ++w) {
     if (fastest[w] == best.id) continue;

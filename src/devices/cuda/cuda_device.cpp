@@ -313,6 +313,20 @@ class CudaBuffer final : public Buffer {
     ctx_->check("cuMemcpyDtoDAsync", ctx_->api->cuMemcpyDtoDAsync(ptr_, other->ptr_, n, ctx_->stream));
     ctx_->check("cuStreamSynchronize", ctx_->api->cuStreamSynchronize(ctx_->stream));
   }
+  void copy_rotated(const Buffer& source, std::size_t bytes, std::size_t shift) override {
+    const auto* other = dynamic_cast<const CudaBuffer*>(&source);
+    if (!other || other->ctx_ != ctx_ || bytes > bytes_ || bytes > other->bytes_) {
+      Buffer::copy_rotated(source, bytes, shift);
+      return;
+    }
+    shift %= bytes ? bytes : 1;
+    std::lock_guard lock(ctx_->mutex);
+    ctx_->make_current();
+    const Api& api = *ctx_->api;
+    if (bytes > shift) ctx_->check("cuMemcpyDtoDAsync", api.cuMemcpyDtoDAsync(ptr_, other->ptr_ + shift, bytes - shift, ctx_->stream));
+    if (shift) ctx_->check("cuMemcpyDtoDAsync", api.cuMemcpyDtoDAsync(ptr_ + (bytes - shift), other->ptr_, shift, ctx_->stream));
+    ctx_->check("cuStreamSynchronize", api.cuStreamSynchronize(ctx_->stream));
+  }
   CUdeviceptr ptr() const { return ptr_; }
 
  private:
