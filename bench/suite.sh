@@ -180,6 +180,7 @@ md=$out/$name.md
     {
       n++; lv[n] = $1; pr[n] = $2; ok[n] = $3; sp[n] = $4; rf[n] = $5; vt[n] = $6; ev[n] = $7
       su[n] = $8; bu[n] = $9; tu[n] = $10; tn[n] = $12; nt[n] = $13
+      if (!($1 in seen)) { seen[$1] = 1; levels = levels " " $1 }  # the levels present, in folder order
     }
     END {
       head = "| level | problem | correct | speedup over seed | roofline share | "
@@ -204,10 +205,9 @@ md=$out/$name.md
       head = "| fast_p | problems |"; rule = "| --- | --: |"
       for (j = 1; j <= 3; j++) { head = head " p = " ps[j] " |"; rule = rule " --: |" }
       print head; print rule
-      levels = "all level1 level2"
-      split(levels, L, " ")
+      nl = split("all" levels, L, " ")
       for (b = 1; b <= (torch ? 2 : 1); b++) {
-        for (l = 1; l <= 3; l++) {
+        for (l = 1; l <= nl; l++) {
           total = 0
           for (j = 1; j <= 3; j++) hit[j] = 0
           for (i = 1; i <= n; i++) {
@@ -238,7 +238,8 @@ if [ "$plot" = 1 ] && command -v gnuplot >/dev/null; then
   awk -F'\t' 'NR > 1 {
       sp = ($3 == 1 && $4 != "nan") ? $4 : "NaN"; rf = ($3 == 1 && $5 != "nan") ? 100 * $5 : "NaN"
       vt = ($3 == 1 && $6 != "nan") ? $6 : "NaN"
-      printf "%s/%s\t%s\t%s\t%s\n", ($1 == "level1" ? "L1" : ($1 == "level2" ? "L2" : $1)), $2, sp, rf, vt }' "$tsv" >"$data"
+      lv = $1; if (match(lv, /^level[0-9]+/)) lv = "L" substr(lv, 6, RLENGTH - 5)  # level3_recsys: L3
+      printf "%s/%s\t%s\t%s\t%s\n", lv, $2, sp, rf, vt }' "$tsv" >"$data"
   count=$(wc -l <"$data")
   width=$(( 300 + 34 * count ))
   [ $width -lt 900 ] && width=900

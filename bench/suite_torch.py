@@ -119,6 +119,33 @@ def torch_op(spec, w, torch):
             v = F.group_norm(x, w["G"], gamma, beta, eps)
             return v * torch.sigmoid(v)
         return run
+    # Level 3 (recommendation models): indices and offsets drawn as the evaluator draws them (uniform rows,
+    # sorted offsets in [0, NNZ]), with offsets[0] = 0 as PyTorch requires.
+    def offsets(B, NNZ, dtype):
+        o = torch.sort(torch.randint(0, NNZ + 1, (B,), device="cuda", generator=g)).values
+        o[0] = 0
+        return o.to(dtype)
+    if base in ("embedding_bag_sum", "embedding_bag_mean"):
+        dtype = torch.int64 if base.endswith("sum") else torch.int32
+        W = randn(w["V"], w["D"])
+        idx = torch.randint(0, w["V"], (w["NNZ"],), device="cuda", generator=g).to(dtype)
+        offs = offsets(w["B"], w["NNZ"], dtype)
+        if base.endswith("sum"):
+            psw = randn(w["NNZ"])
+            return lambda: F.embedding_bag(idx, W, offs, mode="sum", per_sample_weights=psw)
+        return lambda: F.embedding_bag(idx, W, offs, mode="mean")
+    if base == "jagged_segment_sum":
+        values = randn(w["NNZ"], w["D"])
+        offs = torch.cat([offsets(w["B"], w["NNZ"], torch.int64), torch.tensor([w["NNZ"]], device="cuda")])
+        return lambda: torch.segment_reduce(values, "sum", offsets=offs, axis=0, unsafe=True)
+    if base == "dot_interaction":
+        X = randn(w["B"], w["F"], w["D"])
+        li, lj = torch.tril_indices(w["F"], w["F"], offset=-1, device="cuda")
+        return lambda: torch.bmm(X, X.transpose(1, 2))[:, li, lj]  # DLRM's interact_features (dot)
+    if base == "gather_rows_max":
+        W = randn(w["V"], w["D"])
+        idx = torch.randint(0, w["V"], (w["B"], w["L"]), device="cuda", generator=g, dtype=torch.int32)
+        return lambda: F.embedding_bag(idx, W, mode="max")  # fixed-length bags: the 2-D input form
     return gpu_baselines.torch_op(spec, w, torch)  # it names the problem if it has no baseline either
 
 
