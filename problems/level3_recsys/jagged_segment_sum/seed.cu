@@ -1,12 +1,14 @@
 // Jagged segment sums: out[b, :] = sum of values[j, :] over j in offsets[b] .. offsets[b + 1] - 1 (the last
 // segment runs to NNZ; an empty one gives zeros). values is NNZ x D fp32, row-major.
 // One block per segment (a grid-stride loop over segments). The block's THREADS threads form RS row slices
-// of THREADS / RS column threads: slice r reads rows start + r, start + r + RS, ...; column thread t owns
-// VEC consecutive columns, t, t + THREADS / RS, ... counted in VEC-wide pieces (VEC-wide loads when D is a
-// multiple of VEC), with UNROLL rows loaded before any is added, into UNROLL partial sums. The slices'
-// sums are combined in shared memory.
-// The seed point (THREADS 64, RS 1, VEC 1, UNROLL 1) walks each column of a segment with one 4-byte load in
-// flight per thread: latency-bound.
+// of CT = THREADS / RS column threads: slice r reads rows start + r, start + r + RS, ... Each column thread
+// owns cdiv(D / VEC, CT) column pieces of VEC floats (VEC-wide loads when D is a multiple of VEC): with
+// BLOCKED = 1 a contiguous run of them (thread t: pieces t * n .. t * n + n - 1), so at each step the threads
+// of a warp read addresses n pieces apart (uncoalesced); with BLOCKED = 0 every CT-th piece (t, t + CT, ...),
+// so they read consecutive pieces. UNROLL rows are loaded before any is added, into UNROLL partial sums;
+// the slices' sums are combined in shared memory.
+// The seed point (THREADS 64, RS 1, VEC 1, UNROLL 1, BLOCKED 1) gives each thread a contiguous run of
+// columns, walks it with one 4-byte load in flight, and one block walks a whole segment.
 #ifndef THREADS
 #define THREADS 64
 #endif
@@ -18,6 +20,9 @@
 #endif
 #ifndef UNROLL
 #define UNROLL 1
+#endif
+#ifndef BLOCKED
+#define BLOCKED 1
 #endif
 
 #define CT (THREADS / RS)  // column threads per row slice
@@ -48,8 +53,9 @@ __device__ __forceinline__ void segment(const float* __restrict__ values, float*
   const long long DV = D / V;
   const T* vals = reinterpret_cast<const T*>(values);
   T* partv = reinterpret_cast<T*>(part);
-  for (long long c0 = 0; c0 < DV; c0 += CT) {  // the same trip count for every thread of the block
-    const long long c = c0 + t;
+  const long long per = (DV + CT - 1) / CT;  // pieces per column thread
+  for (long long k = 0; k < per; ++k) {       // the same trip count for every thread of the block
+    const long long c = BLOCKED ? t * per + k : k * CT + t;
     T acc[UNROLL];
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) acc[u] = Vec<V>::zero();
