@@ -323,6 +323,7 @@ struct ke_evolver {
   std::optional<std::string> timing_lock;
   int trials = 5;
   int max_consecutive_mutator_failures = 64;
+  int confirm_rounds = 3;
 
   MutatorRecipe mutator{"param", std::make_shared<ke::ParamMutator>(), {}};
   std::string policy = ke::default_policy_name();
@@ -1787,6 +1788,18 @@ KE_API ke_status ke_result_tokens(int64_t* out, const ke_result* result) {
   });
 }
 
+KE_API ke_status ke_result_confirmation(int* confirmed, double* speedup, double* speedup_low, double* speedup_high,
+                                        const ke_result* result) {
+  return guard(__func__, [&] {
+    const auto& c = need(result, "result")->run.confirmation;
+    if (!c) fail(KE_ERROR_NOT_FOUND, "the run confirmed nothing (its best is the seed, or confirmation was off)");
+    if (confirmed) *confirmed = c->confirmed ? 1 : 0;
+    if (speedup) *speedup = c->speedup;
+    if (speedup_low) *speedup_low = c->speedup_low;
+    if (speedup_high) *speedup_high = c->speedup_high;
+  });
+}
+
 KE_API ke_status ke_result_device(const ke_device_info** out, const ke_result* result) {
   return guard(__func__, [&] {
     need_out(out, "out");
@@ -1853,7 +1866,9 @@ KE_API ke_status ke_evolver_create(ke_evolver** out, const ke_spec* spec, const 
       if (options->timing_lock) ev->timing_lock = options->timing_lock;
       ev->trials = options->trials;
       ev->max_consecutive_mutator_failures = options->max_consecutive_mutator_failures;
+      if (options->version >= 2) ev->confirm_rounds = options->confirm_rounds;
     }
+    if (ev->confirm_rounds < 0) fail(KE_ERROR_INVALID_ARGUMENT, "'options->confirm_rounds' must not be negative");
     if (ev->jobs < 1) fail(KE_ERROR_INVALID_ARGUMENT, "'options->jobs' must be at least 1");
     if (ev->in_process && ev->jobs > 1) {
       fail(KE_ERROR_INVALID_ARGUMENT, "in-process evaluation runs one candidate at a time: 'options->jobs' must be 1");
@@ -2081,6 +2096,7 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
   options.jobs = ev.jobs;
   if (const auto multi = std::dynamic_pointer_cast<ke::MultiDeviceEvaluator>(evaluator)) options.jobs = multi->slots();
   options.max_consecutive_mutator_failures = ev.max_consecutive_mutator_failures;
+  options.confirm_rounds = ev.confirm_rounds;
   ke::Evolver evolver_cxx(ev.spec, evaluator, ev.mutator.for_run(device), ke::make_policy(ev.policy, ev.policy_options),
                           ev.stop, options);
   if (checkpoint) evolver_cxx.resume(std::move(*checkpoint));

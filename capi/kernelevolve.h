@@ -404,6 +404,12 @@ KE_API ke_status ke_result_status_count(int64_t* out, const ke_result* result, k
 KE_API ke_status ke_result_elapsed_s(double* out, const ke_result* result);
 KE_API ke_status ke_result_mutator_failures(int64_t* out, const ke_result* result);
 KE_API ke_status ke_result_tokens(int64_t* out, const ke_result* result);
+/* The end-of-run confirmation of the best node: whether the search's figure was borne out when the best
+ * and the seed were timed again, interleaved, on fresh inputs; the confirmed speedup (the one reported;
+ * geometric mean over workloads) and the lowest and highest of the single rounds' speedups. Any out-pointer
+ * may be NULL. KE_ERROR_NOT_FOUND when nothing was confirmed (the best is the seed, or confirmation is off). */
+KE_API ke_status ke_result_confirmation(int* confirmed, double* speedup, double* speedup_low, double* speedup_high,
+                                        const ke_result* result);
 /* The device the run used, with its measured ceilings. */
 KE_API ke_status ke_result_device(const ke_device_info** out, const ke_result* result);
 /* The JSON object of `kernelevolve run --json` (or `check --json` for a check). */
@@ -436,9 +442,13 @@ typedef struct ke_evolver_options {
   const char* timing_lock;
   int trials;              /* verification trials per workload, each with fresh inputs */
   int max_consecutive_mutator_failures;
+  /* Version 2. At the end of a run, the best node and the seed are evaluated again, interleaved, this many
+   * times each, and the result's speedup is the confirmed one (ke_result_confirmation); 0: off. A version-1
+   * struct gets the default, 3. */
+  int confirm_rounds;
 } ke_evolver_options;
-#define KE_EVOLVER_OPTIONS_VERSION 1
-#define KE_EVOLVER_OPTIONS_INIT {KE_EVOLVER_OPTIONS_VERSION, NULL, 1, 1, 0, 0.0, NULL, NULL, 5, 64}
+#define KE_EVOLVER_OPTIONS_VERSION 2
+#define KE_EVOLVER_OPTIONS_INIT {KE_EVOLVER_OPTIONS_VERSION, NULL, 1, 1, 0, 0.0, NULL, NULL, 5, 64, 3}
 KE_API ke_status ke_evolver_options_init(ke_evolver_options* options, unsigned int version);
 
 /* Copies and validates the spec (it may be destroyed after). `options` may be NULL for the defaults.

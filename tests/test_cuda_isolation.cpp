@@ -7,8 +7,13 @@
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <iterator>
+#include <kernelevolve/spec.hpp>
 #include <string>
+#include <vector>
 
 #include "support/gpu_under_test.hpp"
 
@@ -161,5 +166,40 @@ TEST_CASE("cuda sandbox: honest kernels pass in a confined GPU worker, in every 
       CHECK(e.message.find("sandbox") == std::string::npos);
     }
     CHECK(evaluator.workers_started() == 1);  // no call denied: no worker was replaced
+  }
+}
+
+// Trust (issue 15): a kernel that keeps row sums in __device__ globals, which outlive a launch, and
+// answers from them when a row's sample comes back. Every timed call sees inputs no earlier call saw,
+// so it gains nothing: it must time no faster than the honest kernel it copies.
+TEST_CASE("cuda memoizing kernel times no faster than the honest kernel it copies" * doctest::skip(kNoGpu)) {
+  const ke::Spec spec = ke::load_spec(std::string(KE_SOURCE_DIR) + "/problems/level1/row_sum/cuda.json");
+  auto read = [](const std::string& name) {
+    std::ifstream in(std::string(KE_FIXTURES) + "/memo/" + name);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const ke::Candidate honest{read("row_sum_honest.cu"), ke::Language::cuda, spec.seed_tunables()};
+  const ke::Candidate memo{read("row_sum_memo.cu"), ke::Language::cuda, spec.seed_tunables()};
+  REQUIRE(honest.source.size() > 100);
+  REQUIRE(memo.source.size() > 100);
+  ke::WorkerOptions options;
+  options.timeout_s = 120;
+  ke::WorkerEvaluator evaluator(spec, "cuda:0", options);
+  std::vector<double> honest_us(spec.workloads.size(), 1e300), memo_us(spec.workloads.size(), 1e300);
+  std::vector<double> spread(spec.workloads.size(), 0);
+  for (int round = 0; round < 2; ++round) {
+    const ke::Evaluation h = evaluator.evaluate(honest, 10 + round);
+    const ke::Evaluation m = evaluator.evaluate(memo, 20 + round);
+    REQUIRE_MESSAGE(h.status == ke::Status::ok, h.message);
+    REQUIRE_MESSAGE(m.status == ke::Status::ok, m.message);
+    for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
+      honest_us[w] = std::min(honest_us[w], h.timings[w].median_us);
+      memo_us[w] = std::min(memo_us[w], m.timings[w].median_us);
+      spread[w] = std::max(spread[w], h.timings[w].mad_us);
+    }
+  }
+  for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
+    MESSAGE("workload " << w << ": honest " << honest_us[w] << " us, memoizing " << memo_us[w] << " us");
+    CHECK(memo_us[w] >= honest_us[w] * 0.85 - 3 * spread[w]);
   }
 }

@@ -93,7 +93,7 @@ struct RunOutcome {
 // One search recorded in the store, the way the command-line tool records one.
 RunOutcome recorded_run(const std::shared_ptr<ke::Store>& store, const ke::Spec& spec,
                         std::shared_ptr<ke::FitnessEvaluator> evaluator, std::shared_ptr<ke::StopRule> stop,
-                        bool reuse = true, std::shared_ptr<ke::Mutator> mutator = nullptr) {
+                        bool reuse = true, std::shared_ptr<ke::Mutator> mutator = nullptr, int confirm_rounds = 0) {
   if (!mutator) mutator = std::make_shared<ke::ParamMutator>();
   const ke::RunId run = store->begin_run(spec, evaluator->device_info(), {"greedy", mutator->name(), 1, "test"});
   std::shared_ptr<ke::ReusingEvaluator> reusing;
@@ -101,7 +101,9 @@ RunOutcome recorded_run(const std::shared_ptr<ke::Store>& store, const ke::Spec&
     reusing = std::make_shared<ke::ReusingEvaluator>(evaluator, store, spec);
     evaluator = reusing;
   }
-  ke::Evolver evolver(spec, evaluator, mutator, ke::make_policy("greedy"), stop);
+  ke::EvolverOptions options;
+  options.confirm_rounds = confirm_rounds;  // the tests of reuse and resume count the search's own calls
+  ke::Evolver evolver(spec, evaluator, mutator, ke::make_policy("greedy"), stop, options);
   ke::StoreRecorder recorder(store, run, reusing.get());
   evolver.add_observer(&recorder);
   RunOutcome out{run, evolver.run(), {}};
@@ -226,6 +228,22 @@ TEST_CASE("the database is in WAL mode and carries its schema version and applic
   CHECK(query_int(path, "PRAGMA application_id") == 0x4b45766f);
   CHECK(ke::Store::file_schema_version(path) == ke::Store::kSchemaVersion);
   CHECK(ke::Store::file_schema_version(dir / "absent.db") == 0);
+}
+
+TEST_CASE("a version-1 database is migrated: its runs gain the confirmation column and still load") {
+  TempDir dir;
+  const std::string path = dir / "v1.db";
+  { ke::Store store(path); }
+  // What version 1 wrote: no confirmation column.
+  exec_sql(path, "ALTER TABLE runs DROP COLUMN confirmation");
+  exec_sql(path, "PRAGMA user_version = 1");
+  CHECK(ke::Store::file_schema_version(path) == 1);
+  {
+    ke::Store store(path);
+    CHECK(store.runs().empty());
+  }
+  CHECK(ke::Store::file_schema_version(path) == 2);
+  CHECK(query_int(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'confirmation'") == 1);
 }
 
 TEST_CASE("a database of another schema version, or not ours, is refused with the file and the versions") {
@@ -353,8 +371,10 @@ TEST_CASE("a run resumes where it stood: lost nodes leave no gap, totals carry o
   CHECK(cp.elapsed_s > 0);
 
   auto evaluator = std::make_shared<Surface>();
+  ke::EvolverOptions options;
+  options.confirm_rounds = 0;  // counts the search's own calls
   ke::Evolver evolver(spec, evaluator, std::make_shared<ke::ParamMutator>(), ke::make_policy("greedy"),
-                      ke::max_evaluations(12));
+                      ke::max_evaluations(12), options);
   ke::StoreRecorder recorder(store, first.run);
   evolver.add_observer(&recorder);
   evolver.resume(std::move(cp));
@@ -746,4 +766,21 @@ TEST_CASE("a run killed with SIGKILL mid-search reopens clean, resumes, and keep
   for (const auto& n : after.graph.nodes()) best_still_there |= n.candidate.key() == best_key && n.speedup == best_before;
   CHECK(best_still_there);
   CHECK_FALSE(store.run(1).finished_at.empty());
+}
+
+TEST_CASE("confirmation measures again even where every node is reused, and the run keeps it") {
+  TempDir dir;
+  auto store = std::make_shared<ke::Store>(dir / "confirm.db");
+  const ke::Spec spec = grid_spec();
+  recorded_run(store, spec, std::make_shared<Surface>(), ke::max_evaluations(1000));
+  auto again = std::make_shared<Surface>();
+  const RunOutcome second = recorded_run(store, spec, again, ke::max_evaluations(1000), true, nullptr, 3);
+  // Every search point came from the store; the best and the seed were each measured three times more.
+  CHECK(again->calls == 6);
+  REQUIRE(second.result.confirmation.has_value());
+  CHECK(second.result.confirmation->confirmed);
+  const ke::RunInfo info = store->run(second.run);
+  REQUIRE(info.confirmation.size() == 1);
+  CHECK(info.confirmation[0].find("confirmed: node " + std::to_string(second.result.confirmation->node)) == 0);
+  CHECK(ke::show_run_text(*store, second.run, 0).find("confirmed: node") != std::string::npos);
 }

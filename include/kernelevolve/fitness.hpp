@@ -83,6 +83,12 @@ class FitnessEvaluator {
     (void)device_class_index;
     return evaluate(candidate, input_seed);
   }
+  // Measures again, for real, on a device of the given class: what confirmation of a run's best uses. An
+  // evaluator that answers from earlier measurements (ReusingEvaluator) must not answer this one so.
+  virtual Evaluation measure_again(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) {
+    return device_classes().size() > 1 ? evaluate_on(device_class_index, candidate, input_seed)
+                                       : evaluate(candidate, input_seed);
+  }
   // "kind name": what makes two devices' times comparable.
   static std::string device_class(const DeviceInfo& info) { return info.kind + " " + info.name; }
 };

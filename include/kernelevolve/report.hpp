@@ -18,6 +18,10 @@ std::string json_quote(const std::string& text);
 // A JSON object of name -> integer (tunables, workload sizes, resources).
 std::string json_object(const Bindings& values);
 
+// A confirmation (evolver.hpp) as a JSON object, and as one line for people.
+std::string confirmation_json(const Confirmation& confirmation);
+std::string confirmation_text(const Confirmation& confirmation);
+
 // The contract of DESIGN.md: spec, device, run, evaluations, status_counts, seed, best (with source), stop_reason.
 std::string run_report_json(const Spec& spec, const DeviceInfo& device, const SearchGraph& graph,
                             const RunResult& result, std::int64_t run_id = 1);

@@ -64,6 +64,9 @@ struct RunInfo {
   std::int64_t tokens = 0;
   std::int64_t mutator_failures = 0;
   std::int64_t nodes = 0;
+  // The end-of-run confirmation of the best (report.hpp's confirmation_text lines: the confirmed node, then
+  // any not borne out); empty for a run that confirmed nothing or has not finished.
+  std::vector<std::string> confirmation;
 };
 
 // A mutator call that produced no child, as stored.
@@ -90,7 +93,7 @@ class Store {
  public:
   // The schema this build writes. Opening a database with another version migrates an older one
   // where a migration exists and refuses the rest with Error(BadUsage) naming the file and both versions.
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
   enum class Mode { read_write, read_only };
 
   // Opens (creating it in read_write mode) the database at `path`. Throws Error(BadUsage) for a file
@@ -201,6 +204,8 @@ class ReusingEvaluator final : public FitnessEvaluator {
   ReusingEvaluator(std::shared_ptr<FitnessEvaluator> inner, std::shared_ptr<Store> store, const Spec& spec);
   Evaluation evaluate(const Candidate& candidate, std::uint64_t input_seed) override;
   Evaluation evaluate_on(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) override;
+  // Never from the store: the inner evaluator's own measure_again.
+  Evaluation measure_again(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) override;
   DeviceInfo device_info() override;
   std::vector<std::string> device_classes() override;
   // The row whose measurement answered this candidate, if one did.

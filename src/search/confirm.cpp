@@ -30,8 +30,9 @@ Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, 
   const std::size_t workloads = node.evaluation.timings.size();
   std::vector<std::vector<double>> best_us(workloads), seed_us(workloads);
   std::vector<double> round_speedups;
+  (void)mixed;
   auto evaluate = [&](const Candidate& candidate, std::uint64_t input_seed) {
-    return mixed ? evaluator.evaluate_on(class_index, candidate, input_seed) : evaluator.evaluate(candidate, input_seed);
+    return evaluator.measure_again(class_index, candidate, input_seed);
   };
   for (int r = 0; r < rounds; ++r) {
     // Best first, then seed, every round: a drift of the machine falls on both alike.

@@ -50,6 +50,8 @@ std::vector<NodeId> fastest_per_workload(const Spec& spec, const SearchGraph& gr
   return out;
 }
 
+}  // namespace
+
 std::string confirmation_json(const Confirmation& c) {
   auto list = [](const std::vector<double>& v) { return array(v.size(), [&](std::size_t i) { return number(v[i]); }); };
   return "{\"node\": " + std::to_string(c.node) + ", \"confirmed\": " + (c.confirmed ? "true" : "false") +
@@ -60,7 +62,16 @@ std::string confirmation_json(const Confirmation& c) {
          ", \"seed_spread_us\": " + list(c.seed_spread_us) + ", \"note\": " + json_quote(c.note) + "}";
 }
 
-}  // namespace
+
+std::string confirmation_text(const Confirmation& c) {
+  std::ostringstream out;
+  out << (c.confirmed ? "confirmed" : "NOT confirmed") << ": node " << c.node << ", " << c.rounds
+      << " rounds against the seed, interleaved, on fresh inputs: " << number(c.speedup) << "x (rounds "
+      << number(c.speedup_low) << "x to " << number(c.speedup_high) << "x); the search measured "
+      << number(c.search_speedup) << "x";
+  if (!c.confirmed && !c.note.empty()) out << " (" << c.note << ")";
+  return out.str();
+}
 
 std::string run_report_json(const Spec& spec, const DeviceInfo& device, const SearchGraph& graph,
                             const RunResult& result, std::int64_t run_id) {
@@ -176,13 +187,7 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   for (const Confirmation& c : result.unconfirmed) {
     out << "  node " << c.node << " not confirmed: " << c.note << "\n";
   }
-  if (has_confirmation) {
-    const Confirmation& c = *result.confirmation;
-    out << "  " << (c.confirmed ? "confirmed" : "NOT confirmed") << ": " << c.rounds
-        << " rounds against the seed, interleaved, on fresh inputs: " << number(c.speedup) << "x (rounds "
-        << number(c.speedup_low) << "x to " << number(c.speedup_high) << "x); the search measured "
-        << number(c.search_speedup) << "x" << (c.note.empty() || c.confirmed ? "" : " (" + c.note + ")") << "\n";
-  } else if (best.id != seed.id) {
+  if (has_confirmation) out << "  " << confirmation_text(*result.confirmation) << "\n"; else if (best.id != seed.id) {
     out << "  not confirmed (confirmation was off)\n";
   }
   const std::vector<NodeId> fastest = fastest_per_workload(spec, graph, best);

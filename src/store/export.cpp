@@ -78,6 +78,7 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
       << info.device.name << "), policy " << (info.settings.policy.empty() ? "-" : info.settings.policy) << ", mutator "
       << (info.settings.mutator.empty() ? "-" : info.settings.mutator) << "\n";
   out << "  started " << info.started_at << ", " << run_state(info) << "\n";
+  for (const std::string& line : info.confirmation) out << "  " << line << "\n";
   out << "  " << g.size() << " nodes in " << number(info.elapsed_s, "%.1f") << " s";
   if (info.tokens > 0) out << ", " << info.tokens << " model tokens";
   if (info.mutator_failures > 0) out << ", " << info.mutator_failures << " mutator failures";

@@ -22,7 +22,8 @@ namespace {
 // 'KEvo': marks a database as ours, so that a stranger's SQLite file is refused, not written into.
 constexpr int kApplicationId = 0x4b45766f;
 
-// The schema of version 1. Every later version adds a migration below and bumps Store::kSchemaVersion.
+// The schema as of Store::kSchemaVersion, for a new database. Every later version adds a migration below
+// (taking an older file to it) and bumps Store::kSchemaVersion.
 const char* kSchema = R"sql(
 CREATE TABLE runs(
   id INTEGER PRIMARY KEY,
@@ -45,7 +46,8 @@ CREATE TABLE runs(
   stop_reason TEXT NOT NULL DEFAULT '',
   elapsed_s REAL NOT NULL DEFAULT 0,
   tokens INTEGER NOT NULL DEFAULT 0,
-  mutator_failures INTEGER NOT NULL DEFAULT 0
+  mutator_failures INTEGER NOT NULL DEFAULT 0,
+  confirmation TEXT NOT NULL DEFAULT ''  -- version 2
 );
 CREATE INDEX runs_by_spec ON runs(spec_hash);
 CREATE INDEX runs_by_measurement ON runs(measurement_hash, device_kind, device_name);
@@ -121,7 +123,10 @@ struct Migration {
   int from;
   const char* sql;
 };
-const std::vector<Migration> kMigrations = {};
+const std::vector<Migration> kMigrations = {
+    // 2: each run keeps the confirmation of its best (lines of text, one per node confirmed).
+    {1, "ALTER TABLE runs ADD COLUMN confirmation TEXT NOT NULL DEFAULT ''"},
+};
 
 const char* kNodeColumns =
     "uid, seq, key, source_id, language, tunables, mutator, note, status, message, compile_log, compile_ms, worst, "
@@ -486,7 +491,7 @@ namespace {
 const char* kRunColumns =
     "id, spec_name, spec_path, spec_hash, measurement_hash, spec_json, device_json, policy, mutator, seed, "
     "command_line, started_at, updated_at, finished_at, stop_reason, elapsed_s, tokens, mutator_failures, "
-    "(SELECT count(*) FROM nodes WHERE run_id = runs.id)";
+    "(SELECT count(*) FROM nodes WHERE run_id = runs.id), confirmation";
 
 RunInfo read_run(const Stmt& s) {
   RunInfo r;
@@ -512,6 +517,10 @@ RunInfo read_run(const Stmt& s) {
   r.tokens = s.i64(16);
   r.mutator_failures = s.i64(17);
   r.nodes = s.i64(18);
+  std::istringstream lines(s.text(19));
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty()) r.confirmation.push_back(line);
+  }
   return r;
 }
 
@@ -664,9 +673,15 @@ void Store::finish_run(RunId run, const RunResult& result) {
   std::lock_guard lock(mutex_);
   Stmt s(db_,
          "UPDATE runs SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
-         "'now'), stop_reason = ?2, elapsed_s = ?3, tokens = ?4, mutator_failures = max(mutator_failures, ?5) WHERE id = ?1");
+         "'now'), stop_reason = ?2, elapsed_s = ?3, tokens = ?4, mutator_failures = max(mutator_failures, ?5), "
+         "confirmation = ?6 WHERE id = ?1");
+  std::string confirmation;
+  if (result.confirmation) confirmation += confirmation_text(*result.confirmation) + "\n";
+  for (const Confirmation& c : result.unconfirmed) {
+    if (!result.confirmation || c.node != result.confirmation->node) confirmation += confirmation_text(c) + "\n";
+  }
   s.bind(1, run).bind(2, result.stop_reason).bind(3, result.state.elapsed_s).bind(4, result.state.tokens);
-  s.bind(5, result.mutator_failures).run();
+  s.bind(5, result.mutator_failures).bind(6, confirmation).run();
 }
 
 namespace {
@@ -912,6 +927,11 @@ ReusingEvaluator::ReusingEvaluator(std::shared_ptr<FitnessEvaluator> inner, std:
 DeviceInfo ReusingEvaluator::device_info() { return inner_->device_info(); }
 
 std::vector<std::string> ReusingEvaluator::device_classes() { return inner_->device_classes(); }
+
+Evaluation ReusingEvaluator::measure_again(std::size_t device_class_index, const Candidate& candidate,
+                                           std::uint64_t input_seed) {
+  return inner_->measure_again(device_class_index, candidate, input_seed);
+}
 
 std::optional<Evaluation> ReusingEvaluator::from_store(const std::string& device_class, const Candidate& candidate) {
   auto found = store_->find_measurement(measurement_hash_, device_class, candidate);
