@@ -205,6 +205,19 @@ TEST_CASE("run finds a kernel several times faster than the seed, and reports it
     CHECK(f["node"].get_int64().value() < evaluations);
     ++w;
   }
+  // The best was confirmed: timed again against the seed, interleaved, on fresh inputs; the reported
+  // speedup is the confirmation's, within the rounds' range.
+  CHECK(best["confirmed"].get_bool().value());
+  simdjson::dom::element confirmation = best["confirmation"];
+  CHECK(confirmation["node"].get_int64().value() == best["node"].get_int64().value());
+  CHECK(confirmation["rounds"].get_int64().value() == 3);
+  CHECK(confirmation["best_time_us"].get_array().value().size() == 2);
+  CHECK(confirmation["seed_time_us"].get_array().value().size() == 2);
+  CHECK(confirmation["speedup"].get_double().value() == doctest::Approx(speedup));
+  simdjson::dom::array range = confirmation["speedup_range"].get_array().value();
+  CHECK(range.at(0).get_double().value() <= speedup * 1.1);  // medians of rounds vs rounds: close, not exact
+  CHECK(range.at(1).get_double().value() >= speedup * 0.9);
+  CHECK(best["search_speedup"].get_double().value() > 1.0);
 }
 
 TEST_CASE("every shipped problem passes check on the CPU") {
