@@ -527,6 +527,10 @@ bool build_allow_list(scmp_filter_ctx ctx, const SandboxAllowances& allow, std::
     for (const char* name : {"sched_setscheduler", "sched_setparam"}) {
       if (!add(ctx, A, name, {SCMP_A0(SCMP_CMP_EQ, 0)}, error)) return false;
     }
+    // The CUDA driver sets its own limits after setup (seen on an H100: every kernel denied prlimit64).
+    // Its own process only; the limits set before the filter have soft = hard, so nothing can be raised.
+    if (!add(ctx, A, "prlimit64", {SCMP_A0(SCMP_CMP_EQ, 0)}, error)) return false;
+    if (!add(ctx, A, "setrlimit", {}, error)) return false;
   }
   return true;
 }
