@@ -90,6 +90,14 @@ class Progress final : public ke::Observer {
     }
   }
 
+  void on_confirmation(const ke::Confirmation& c) override {
+    if (quiet_) return;
+    if (tty_) std::fprintf(stderr, "\n");
+    tty_ = false;  // the bar is done: what follows is lines
+    std::fprintf(stderr, "%s node %lld against the seed (%d rounds): %.2fx; the search measured %.2fx\n",
+                 c.confirmed ? "confirmed" : "NOT confirmed:", (long long)c.node, c.rounds, c.speedup, c.search_speedup);
+  }
+
   void on_finish(const ke::RunResult&, const ke::SearchGraph&) override {
     if (tty_ && !quiet_) std::fprintf(stderr, "\n");
   }
