@@ -4,6 +4,8 @@
 // setup (its timing lock, opened with O_CREAT|O_RDWR) into a read-only open of that exact path.
 #include "kernelevolve/sandbox.hpp"
 
+#include "eval/threads.hpp"
+
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <sched.h>
@@ -26,7 +28,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dirent.h>
 #include <linux/seccomp.h>
 #include <sys/ioctl.h>
 
@@ -80,15 +81,6 @@ std::string joined(const std::vector<std::string>& items) {
 std::string errno_text(int err) {
   const char* name = strerrorname_np(err);
   return std::string(name ? name : "error") + ": " + std::strerror(err);
-}
-
-int thread_count() {
-  int n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* entry = readdir(d)) n += entry->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
 }
 
 }  // namespace
@@ -176,7 +168,7 @@ SandboxReport enter_sandbox_namespaces(SandboxMode mode, const std::vector<std::
   SandboxReport r;
   r.mode = mode;
   if (mode != SandboxMode::strict) return r;
-  if (const int threads = thread_count(); threads > 1) {
+  if (const int threads = eval::thread_count(); threads > 1) {
     r.missing.push_back("namespaces (the process already runs " + std::to_string(threads) +
                         " threads; they must be entered before any starts)");
     return r;
