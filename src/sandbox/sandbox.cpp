@@ -545,7 +545,7 @@ bool build_deny_list(scmp_filter_ctx ctx, const SandboxAllowances& allow, std::s
       // mounts, namespaces, identity, privileges
       "mount", "umount2", "mount_setattr", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
       "pivot_root", "chroot", "setns", "unshare", "setuid", "setgid", "setreuid", "setregid", "setresuid",
-      "setresgid", "setfsuid", "setfsgid", "setgroups", "capset", "setrlimit",
+      "setresgid", "setfsuid", "setfsgid", "setgroups", "capset",
       // the machine
       "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "userfaultfd", "perf_event_open",
       "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
@@ -570,7 +570,12 @@ bool build_deny_list(scmp_filter_ctx ctx, const SandboxAllowances& allow, std::s
     if (!add(ctx, D, name, {SCMP_A0(SCMP_CMP_NE, pid)}, error)) return false;
   }
   if (!add(ctx, D, "rt_sigaction", {SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffu, SIGSYS)}, error)) return false;
-  if (!add(ctx, D, "prlimit64", {SCMP_A2(SCMP_CMP_NE, 0)}, error)) return false;
+  // Limits: never another process's; a GPU driver sets its own (see the allow-list), a CPU worker none.
+  if (!add(ctx, D, "prlimit64", {SCMP_A0(SCMP_CMP_NE, 0)}, error)) return false;
+  if (!allow.gpu_driver) {
+    if (!add(ctx, D, "prlimit64", {SCMP_A0(SCMP_CMP_EQ, 0), SCMP_A2(SCMP_CMP_NE, 0)}, error)) return false;
+    if (!add(ctx, D, "setrlimit", {}, error)) return false;
+  }
   for (int cmd : {F_SETOWN, F_SETOWN_EX, F_SETSIG, F_SETLEASE, F_NOTIFY}) {
     if (!add(ctx, D, "fcntl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, static_cast<scmp_datum_t>(cmd))}, error))
       return false;
