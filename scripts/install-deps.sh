@@ -16,3 +16,5 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 $SUDO apt-get install -y -qq --no-install-recommends jq gnuplot-nox >/dev/null
 # Evaluation across hosts (KE_WITH_MPI) and its loopback test: Open MPI.
 $SUDO apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null
+# CI's fuzzing (scripts/ci-extra.sh fuzz): libFuzzer and the sanitizer runtimes that clang-16 links.
+$SUDO apt-get install -y -qq --no-install-recommends libclang-rt-16-dev >/dev/null

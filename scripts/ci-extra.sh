@@ -1,0 +1,100 @@
+#!/bin/sh
+# CI's second half, run by the README's test command after the plain build, ctest and the suite table:
+#
+#   fuzz      libFuzzer on the spec loader and on the expression parser (tests/fuzz), KE_FUZZ_SECONDS each
+#             (default 30), in build-fuzz (clang-16, ASan + UBSan, only ke_core). A crash, a sanitizer
+#             report, a hang (an input over 10 s), or an exception other than kernelevolve::Error fails CI;
+#             the input that did it is printed and kept in build-fuzz/.
+#   sanitize  the whole build again with KE_SANITIZE (AddressSanitizer + UndefinedBehaviorSanitizer) in
+#             build-asan, then every test there. A failed test fails CI, and so does any ASan report,
+#             in a test or in a process it started (the CLI, a worker, whose stderr nobody reads): reports
+#             go to files that the stage prints. A UBSan report ends its process (halt_on_error).
+#
+#   scripts/ci-extra.sh [fuzz] [sanitize]     (no argument: both, in that order)
+#
+# Each stage prints what it ran, how long it took, and PASSED or FAILED; the script stops at the first failure.
+set -eu
+cd "$(dirname "$0")/.."
+root=$(pwd)
+fuzz_seconds=${KE_FUZZ_SECONDS:-30}
+
+banner() { printf '\n==== %s ====\n' "$*"; }
+now() { date +%s; }
+
+stage_fuzz() {
+  start=$(now)
+  banner "fuzz: libFuzzer, fuzz_spec and fuzz_expr, ${fuzz_seconds} s each (build-fuzz, clang-16, ASan+UBSan)"
+  mkdir -p build-fuzz
+  cmake -S . -B build-fuzz -G Ninja -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16 -DKE_FUZZ=ON \
+    -DKE_BUILD_TESTS=OFF -DKE_WITH_CPU_JIT=OFF -DKE_WITH_CUDA=OFF -DKE_WITH_HIP=OFF -DKE_WITH_MPI=OFF \
+    >build-fuzz/configure.log 2>&1 || { cat build-fuzz/configure.log; echo "fuzz: FAILED to configure"; exit 1; }
+  cmake --build build-fuzz --target fuzz_spec fuzz_expr
+  for target in spec expr; do
+    work=build-fuzz/corpus/$target log=build-fuzz/fuzz_$target.log
+    mkdir -p "$work"
+    rm -f build-fuzz/finding-$target-*
+    # The seed corpus (tests/fuzz/corpus) is read, new inputs go to the build tree: the repository is
+    # never written. -timeout makes a hang a finding; the dictionary holds the spec's field names.
+    if ! ASAN_OPTIONS=detect_leaks=1 build-fuzz/tests/fuzz/fuzz_$target -max_total_time="$fuzz_seconds" \
+      -timeout=10 -rss_limit_mb=2048 -dict=tests/fuzz/$target.dict -artifact_prefix=build-fuzz/finding-$target- \
+      -print_final_stats=1 "$work" tests/fuzz/corpus/$target >"$log" 2>&1; then
+      grep -v '# Uses:' "$log" | tail -n 80
+      for finding in build-fuzz/finding-$target-*; do
+        [ -e "$finding" ] || continue
+        echo "---- the input ($finding, $(wc -c <"$finding") bytes; first 2000 shown) ----"
+        head -c 2000 "$finding"
+        echo
+        echo "---- reproduce: cmake --build build-fuzz --target fuzz_$target && build-fuzz/tests/fuzz/fuzz_$target $finding"
+      done
+      echo "fuzz: FAILED: fuzz_$target found an input that crashes, hangs, trips a sanitizer or throws a foreign exception"
+      exit 1
+    fi
+    runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+    added=$(sed -n 's/^stat::new_units_added: *//p' "$log")
+    echo "fuzz_$target: ${runs:-?} inputs in ${fuzz_seconds} s, ${added:-0} new in build-fuzz/corpus/$target, no finding"
+  done
+  echo "fuzz: PASSED in $(($(now) - start)) s (build and ${fuzz_seconds} s per target)"
+}
+
+stage_sanitize() {
+  start=$(now)
+  banner "sanitize: the build and ctest under AddressSanitizer and UndefinedBehaviorSanitizer (build-asan, KE_SANITIZE=ON)"
+  mkdir -p build-asan
+  cmake -S . -B build-asan -G Ninja -DKE_SANITIZE=ON >build-asan/configure.log 2>&1 ||
+    { cat build-asan/configure.log; echo "sanitize: FAILED to configure"; exit 1; }
+  cmake --build build-asan
+  built=$(now)
+  echo "sanitize: built in $((built - start)) s"
+  # Every test runs; none is left out. (example_rust and example_go skip themselves: an uninstrumented
+  # cargo or go program cannot load a library built with ASan.)
+  # ASan writes its reports to files, so that a report from a process whose stderr nobody reads (a worker:
+  # its stderr is /dev/null) is still seen; they are printed below and fail the stage.
+  # handle_segv=0 and the like: a crashing candidate kernel (the hostile suite) must die by its signal, as
+  # without ASan, so that the worker's death is recorded as SIGSEGV; ASan's instrumentation, not its
+  # signal handler, is what finds the library's own memory errors.
+  # halt_on_error: a UBSan report ends the process, so the test fails instead of printing and going on.
+  logs=$root/build-asan/sanitizer-reports
+  rm -rf "$logs" && mkdir -p "$logs"
+  failed=0
+  ASAN_OPTIONS="handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:log_path=$logs/asan" \
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+    ctest --test-dir build-asan --output-on-failure || failed=1
+  for report in "$logs"/*; do
+    [ -s "$report" ] || continue
+    echo "---- sanitizer report $report ----"
+    head -n 80 "$report"
+    failed=1
+  done
+  [ "$failed" -eq 0 ] || { echo "sanitize: FAILED (a test failed, or a sanitizer reported an error: see above)"; exit 1; }
+  echo "sanitize: PASSED in $(($(now) - start)) s (build $((built - start)) s, ctest $(($(now) - built)) s)"
+}
+
+[ $# -gt 0 ] || set -- fuzz sanitize
+for stage in "$@"; do
+  case $stage in
+    fuzz) stage_fuzz ;;
+    sanitize) stage_sanitize ;;
+    *) echo "usage: scripts/ci-extra.sh [fuzz] [sanitize]" >&2; exit 2 ;;
+  esac
+done
+banner "ci-extra: $* PASSED"
