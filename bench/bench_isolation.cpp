@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <memory>
+
 #include <kernelevolve/kernelevolve.hpp>
 
 namespace ke = kernelevolve;
@@ -151,5 +153,92 @@ BENCHMARK(BM_WorkerNewSource)->Unit(benchmark::kMillisecond)->Iterations(20)->Us
 BENCHMARK(BM_WorkerCrashAndRestart)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 BENCHMARK(BM_WorkerStart)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 BENCHMARK(BM_SandboxSteps)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime()->DenseRange(0, 3);
+
+namespace {
+
+// The same on a GPU worker (cuda:0), where the sandbox's filter carries the driver's allowances: a
+// worker's start (device opened, verification kernels compiled lazily) and a cached candidate. Skipped
+// without a CUDA device.
+ke::Spec tiny_cuda_spec() {
+  ke::Spec s = tiny_spec();
+  s.name = "tiny_cuda";
+  s.language = ke::Language::cuda;
+  s.reference.source =
+      "extern \"C\" __global__ void axpy(const float* x, float* y, long long n) { long long i = (long long)blockIdx.x * "
+      "blockDim.x + threadIdx.x; if (i < n) y[i] = 3.0f * x[i] + 1.0f; }\n";
+  s.seed.source = s.reference.source;
+  ke::LaunchRule rule;
+  rule.grid[0] = ke::Expr::parse("cdiv(n, 256)");
+  rule.block[0] = ke::Expr::parse("256");
+  s.launch = rule;
+  s.validate();
+  return s;
+}
+
+bool have_cuda() {
+  static const bool present = [] {
+    try {
+      ke::open_device("cuda:0");
+      return true;
+    } catch (const std::exception&) {
+      return false;
+    }
+  }();
+  return present;
+}
+
+void BM_GpuWorkerStart(benchmark::State& state) {
+  if (!have_cuda()) return state.SkipWithError("no CUDA device");
+  const auto spec = tiny_cuda_spec();
+  ke::WorkerOptions options;
+  options.sandbox = mode_of(state);
+  state.SetLabel(ke::to_string(options.sandbox));
+  options.eval = quick();
+  // Start only: the worker's end (closing its channel, reaping it) is outside the timed region, and timed
+  // by BM_GpuWorkerEnd.
+  for (auto _ : state) {
+    auto evaluator = std::make_unique<ke::WorkerEvaluator>(spec, "cuda:0", options);
+    state.PauseTiming();
+    evaluator.reset();
+    state.ResumeTiming();
+  }
+}
+
+// A GPU worker's end: the host closes its channel and reaps it (it waits up to 200 ms for the exit
+// before it kills).
+void BM_GpuWorkerEnd(benchmark::State& state) {
+  if (!have_cuda()) return state.SkipWithError("no CUDA device");
+  const auto spec = tiny_cuda_spec();
+  ke::WorkerOptions options;
+  options.sandbox = mode_of(state);
+  state.SetLabel(ke::to_string(options.sandbox));
+  options.eval = quick();
+  for (auto _ : state) {
+    state.PauseTiming();
+    auto evaluator = std::make_unique<ke::WorkerEvaluator>(spec, "cuda:0", options);
+    state.ResumeTiming();
+    evaluator.reset();
+  }
+}
+
+void BM_GpuWorker(benchmark::State& state) {
+  if (!have_cuda()) return state.SkipWithError("no CUDA device");
+  const auto spec = tiny_cuda_spec();
+  ke::WorkerOptions options;
+  options.sandbox = mode_of(state);
+  state.SetLabel(ke::to_string(options.sandbox));
+  options.eval = quick();
+  ke::WorkerEvaluator evaluator(spec, "cuda:0", options);
+  const ke::Candidate c{spec.seed.source, ke::Language::cuda, {}};
+  std::uint64_t seed = 0;
+  evaluator.evaluate(c, seed++);  // compiles once; the rows time the cached candidate
+  for (auto _ : state) benchmark::DoNotOptimize(evaluator.evaluate(c, seed++));
+}
+
+BENCHMARK(BM_GpuWorkerStart)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_GpuWorkerEnd)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_GpuWorker)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
+
+}  // namespace
 
 BENCHMARK_MAIN();

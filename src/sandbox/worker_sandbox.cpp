@@ -61,8 +61,10 @@ SandboxReport prepare_worker(SandboxMode mode, const std::string& device_id, con
     if (fd >= 0) ::close(fd);
   }
   if (!is_cpu(device_id)) {
-    // The driver's JIT cache would be written under $HOME after setup; kernels are compiled to cubins
-    // anyway, so the cache buys nothing here.
+    // The driver's compute cache would be written after setup (tried on an H200: with it on, honest
+    // kernels failed confined), and a kernel could poison it through the driver's open descriptors. Off,
+    // it costs each GPU worker's start about 190 ms on an H200 (bench_isolation's BM_GpuWorkerStart:
+    // 426 ms strict against 234 ms off), which the driver spends compiling what it would have read.
     ::setenv("CUDA_CACHE_DISABLE", "1", 1);
     // Namespaces are entered by CPU workers only: a GPU driver inside a user namespace has not been
     // checked on every driver version, and no model-written code runs on a GPU worker's CPU.
