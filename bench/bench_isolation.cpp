@@ -58,12 +58,18 @@ ke::SandboxMode mode_of(const benchmark::State& state) {
   return modes[state.range(0)];
 }
 
-void BM_Worker(benchmark::State& state) {
-  const auto spec = tiny_spec();
+// A worker benchmark's options: the sandbox mode of its argument (named in the row's label), quick trials.
+ke::WorkerOptions worker_options(benchmark::State& state) {
   ke::WorkerOptions options;
   options.sandbox = mode_of(state);
   state.SetLabel(ke::to_string(options.sandbox));
   options.eval = quick();
+  return options;
+}
+
+void BM_Worker(benchmark::State& state) {
+  const auto spec = tiny_spec();
+  const ke::WorkerOptions options = worker_options(state);
   ke::WorkerEvaluator evaluator(spec, "cpu", options);
   std::uint64_t seed = 0;
   evaluator.evaluate(candidate(spec), seed++);
@@ -84,10 +90,7 @@ void BM_InProcessNewSource(benchmark::State& state) {
 
 void BM_WorkerNewSource(benchmark::State& state) {
   const auto spec = tiny_spec();
-  ke::WorkerOptions options;
-  options.sandbox = mode_of(state);
-  state.SetLabel(ke::to_string(options.sandbox));
-  options.eval = quick();
+  const ke::WorkerOptions options = worker_options(state);
   ke::WorkerEvaluator evaluator(spec, "cpu", options);
   int k = 0;
   for (auto _ : state) {
@@ -100,10 +103,7 @@ void BM_WorkerNewSource(benchmark::State& state) {
 // A worker killed by its candidate and replaced: the cost of one crash.
 void BM_WorkerCrashAndRestart(benchmark::State& state) {
   const auto spec = tiny_spec();
-  ke::WorkerOptions options;
-  options.sandbox = mode_of(state);
-  state.SetLabel(ke::to_string(options.sandbox));
-  options.eval = quick();
+  const ke::WorkerOptions options = worker_options(state);
   ke::WorkerEvaluator evaluator(spec, "cpu", options);
   const ke::Candidate crash{"#include <stdint.h>\n#include <stdlib.h>\nvoid axpy(const float* x, float* y, int64_t n) { abort(); }\n",
                             ke::Language::c, {}};
@@ -115,10 +115,7 @@ void BM_WorkerCrashAndRestart(benchmark::State& state) {
 // told to go: the cost of a worker's start.
 void BM_WorkerStart(benchmark::State& state) {
   const auto spec = tiny_spec();
-  ke::WorkerOptions options;
-  options.sandbox = mode_of(state);
-  state.SetLabel(ke::to_string(options.sandbox));
-  options.eval = quick();
+  const ke::WorkerOptions options = worker_options(state);
   for (auto _ : state) ke::WorkerEvaluator evaluator(spec, "cpu", options);
 }
 
@@ -190,10 +187,7 @@ bool have_cuda() {
 void BM_GpuWorkerStart(benchmark::State& state) {
   if (!have_cuda()) return state.SkipWithError("no CUDA device");
   const auto spec = tiny_cuda_spec();
-  ke::WorkerOptions options;
-  options.sandbox = mode_of(state);
-  state.SetLabel(ke::to_string(options.sandbox));
-  options.eval = quick();
+  const ke::WorkerOptions options = worker_options(state);
   // Start only: the worker's end (closing its channel, reaping it) is outside the timed region, and timed
   // by BM_GpuWorkerEnd.
   for (auto _ : state) {
@@ -209,10 +203,7 @@ void BM_GpuWorkerStart(benchmark::State& state) {
 void BM_GpuWorkerEnd(benchmark::State& state) {
   if (!have_cuda()) return state.SkipWithError("no CUDA device");
   const auto spec = tiny_cuda_spec();
-  ke::WorkerOptions options;
-  options.sandbox = mode_of(state);
-  state.SetLabel(ke::to_string(options.sandbox));
-  options.eval = quick();
+  const ke::WorkerOptions options = worker_options(state);
   for (auto _ : state) {
     state.PauseTiming();
     auto evaluator = std::make_unique<ke::WorkerEvaluator>(spec, "cuda:0", options);
@@ -224,10 +215,7 @@ void BM_GpuWorkerEnd(benchmark::State& state) {
 void BM_GpuWorker(benchmark::State& state) {
   if (!have_cuda()) return state.SkipWithError("no CUDA device");
   const auto spec = tiny_cuda_spec();
-  ke::WorkerOptions options;
-  options.sandbox = mode_of(state);
-  state.SetLabel(ke::to_string(options.sandbox));
-  options.eval = quick();
+  const ke::WorkerOptions options = worker_options(state);
   ke::WorkerEvaluator evaluator(spec, "cuda:0", options);
   const ke::Candidate c{spec.seed.source, ke::Language::cuda, {}};
   std::uint64_t seed = 0;
