@@ -469,6 +469,13 @@ extern "C" {
     pub fn ke_result_elapsed_s(out: *mut f64, result: *const ke_result) -> ke_status;
     pub fn ke_result_mutator_failures(out: *mut i64, result: *const ke_result) -> ke_status;
     pub fn ke_result_tokens(out: *mut i64, result: *const ke_result) -> ke_status;
+    pub fn ke_result_confirmation(
+        confirmed: *mut c_int,
+        speedup: *mut f64,
+        speedup_low: *mut f64,
+        speedup_high: *mut f64,
+        result: *const ke_result,
+    ) -> ke_status;
     pub fn ke_result_device(out: *mut *const ke_device_info, result: *const ke_result)
         -> ke_status;
     pub fn ke_result_report_json(out: *mut *const c_char, result: *const ke_result) -> ke_status;
