@@ -66,7 +66,10 @@ stage_sanitize() {
   built=$(now)
   echo "sanitize: built in $((built - start)) s"
   # Every test runs; none is left out. (example_rust and example_go skip themselves: an uninstrumented
-  # cargo or go program cannot load a library built with ASan.)
+  # cargo or go program cannot load a library built with ASan.) test_mpi runs on its own, with leak
+  # detection off: Open MPI never frees what MPI_Init allocates, in its libraries and in plugins it has
+  # unloaded by exit, so LeakSanitizer reports 34 leaks per rank whose frames no suppression can name
+  # ("<unknown module>"). Memory errors are still caught there.
   # ASan writes its reports to files, so that a report from a process whose stderr nobody reads (a worker:
   # its stderr is /dev/null) is still seen; they are printed below and fail the stage.
   # handle_segv=0 and the like: a crashing candidate kernel (the hostile suite) must die by its signal, as
@@ -76,9 +79,10 @@ stage_sanitize() {
   logs=$root/build-asan/sanitizer-reports
   rm -rf "$logs" && mkdir -p "$logs"
   failed=0
-  ASAN_OPTIONS="handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:log_path=$logs/asan" \
-  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
-    ctest --test-dir build-asan --output-on-failure || failed=1
+  asan="handle_segv=0:handle_sigbus=0:handle_sigfpe=0:handle_sigill=0:log_path=$logs/asan"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+  ASAN_OPTIONS=$asan ctest --test-dir build-asan --output-on-failure -E '^test_mpi$' || failed=1
+  ASAN_OPTIONS=$asan:detect_leaks=0 ctest --test-dir build-asan --output-on-failure -R '^test_mpi$' || failed=1
   for report in "$logs"/*; do
     [ -s "$report" ] || continue
     echo "---- sanitizer report $report ----"
