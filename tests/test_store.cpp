@@ -757,7 +757,7 @@ TEST_CASE("a run killed with SIGKILL mid-search reopens clean, resumes, and keep
   CHECK(doc["evaluations"].get_int64().value() == nodes_before + 3);
   // The search's figure keeps its best; the reported one is the confirmation's (the best and the seed
   // timed again side by side), which may differ from a seed timed long ago.
-  CHECK(doc["best"]["search_speedup"].get_double().value() >= best_before);
+  CHECK(doc["best"]["search_speedup"].get_double().value() >= best_before * (1 - 1e-5));  // JSON keeps 6 digits
   CHECK(doc["best"]["speedup"].get_double().value() > 1.0);
 
   ke::Store store(db);
