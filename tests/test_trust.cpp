@@ -181,3 +181,15 @@ TEST_CASE("a reference that faults is reported as the reference's fault; the hos
     CHECK_MESSAGE(what.find("SIGSEGV") != std::string::npos, what);
   }
 }
+
+TEST_CASE("a source file that is not a regular file is refused, not read for ever") {
+  try {
+    ke::parse_spec(R"({"name": "z", "language": "c", "entry": "f", "params": [{"name": "n", "dtype": "i64", "role": "size"}],
+      "workloads": [{"n": 1}], "reference": {"file": "/dev/zero"}, "seed": {"source": "void f(void) {}"}})",
+                   "zero.json");
+    FAIL("accepted /dev/zero");
+  } catch (const ke::Error& e) {
+    CHECK(e.code() == ke::ErrorCode::BadSpec);
+    CHECK(std::string(e.what()).find("not a regular file") != std::string::npos);
+  }
+}
