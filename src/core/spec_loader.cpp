@@ -466,7 +466,7 @@ class Loader {
       std::error_code ec;
       // A device or a FIFO (/dev/zero) would be read for ever: only regular files hold sources.
       if (fs::exists(resolved, ec) && !fs::is_regular_file(resolved, ec))
-        fail(field + ".file", "\"" + resolved.string() + "\" is not a regular file");
+        fail(field + ".file", "cannot read \"" + resolved.string() + "\": not a regular file");
       if (!read_text(resolved, ref.source, problem))
         fail(field + ".file", "cannot read \"" + resolved.string() + "\": " + problem);
       if (ref.source.empty()) fail(field + ".file", "\"" + resolved.string() + "\" is empty");
