@@ -22,7 +22,7 @@ double geomean_ratio(const std::vector<double>& num, const std::vector<double>& 
 
 }  // namespace
 
-Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, bool mixed, const Node& node,
+Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, const Node& node,
                           const Node& seed, int rounds, double noise, std::uint64_t input_seed_base) {
   Confirmation c;
   c.node = node.id;
@@ -30,7 +30,6 @@ Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, 
   const std::size_t workloads = node.evaluation.timings.size();
   std::vector<std::vector<double>> best_us(workloads), seed_us(workloads);
   std::vector<double> round_speedups;
-  (void)mixed;
   auto evaluate = [&](const Candidate& candidate, std::uint64_t input_seed) {
     return evaluator.measure_again(class_index, candidate, input_seed);
   };

@@ -9,8 +9,8 @@
 namespace kernelevolve {
 
 // Evaluates `node` and `seed` alternately, `rounds` times each, on the device class `class_index` of
-// `evaluator` (its plain evaluate() when `mixed` is false), with input seeds drawn from `input_seed_base`.
-Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, bool mixed, const Node& node,
+// `evaluator` (FitnessEvaluator::measure_again), with input seeds drawn from `input_seed_base`.
+Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, const Node& node,
                           const Node& seed, int rounds, double noise, std::uint64_t input_seed_base);
 
 }  // namespace kernelevolve

@@ -205,7 +205,7 @@ RunResult Evolver::run() {
     const Node& seed_node = s.graph.node(0);
     for (std::size_t i = 0; i < ranked.size() && i < static_cast<std::size_t>(s.options.confirm_candidates); ++i) {
       if (ranked[i]->speedup <= 1.0) break;  // nothing left that claims to beat the seed
-      Confirmation c = confirm_node(*s.evaluator, class_index, classes.size() > 1, *ranked[i], seed_node,
+      Confirmation c = confirm_node(*s.evaluator, class_index, *ranked[i], seed_node,
                                     s.options.confirm_rounds, s.options.confirm_noise,
                                     input_seed(s.options.seed, 1'000'000'000 + static_cast<NodeId>(100 * i)));
       for (Observer* o : s.observers) o->on_confirmation(c);
