@@ -214,6 +214,7 @@ TEST_CASE("a run is committed node by node and loads back whole") {
     }
   }
   CHECK(cp.graph.best() == out.result.best);
+  CHECK(info.best == out.result.best);
   // One source row for nineteen nodes: a parameter search shares its text.
   CHECK(query_int(path, "SELECT count(*) FROM sources") == 1);
   CHECK(store->integrity_check() == "ok");
@@ -230,20 +231,57 @@ TEST_CASE("the database is in WAL mode and carries its schema version and applic
   CHECK(ke::Store::file_schema_version(dir / "absent.db") == 0);
 }
 
-TEST_CASE("a version-1 database is migrated: its runs gain the confirmation column and still load") {
+TEST_CASE("a version-1 database is migrated: its runs gain the confirmation and best columns and still load") {
   TempDir dir;
   const std::string path = dir / "v1.db";
   { ke::Store store(path); }
-  // What version 1 wrote: no confirmation column.
+  // What version 1 wrote: no confirmation column, no best column.
   exec_sql(path, "ALTER TABLE runs DROP COLUMN confirmation");
+  exec_sql(path, "ALTER TABLE runs DROP COLUMN best_node");
   exec_sql(path, "PRAGMA user_version = 1");
   CHECK(ke::Store::file_schema_version(path) == 1);
   {
     ke::Store store(path);
     CHECK(store.runs().empty());
   }
-  CHECK(ke::Store::file_schema_version(path) == 2);
+  CHECK(ke::Store::file_schema_version(path) == ke::Store::kSchemaVersion);
   CHECK(query_int(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'confirmation'") == 1);
+  CHECK(query_int(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'best_node'") == 1);
+}
+
+TEST_CASE("show, best and export name the best the run chose, not the graph's fastest, once confirmation moved it") {
+  TempDir dir;
+  const std::string path = dir / "moved.db";
+  auto store = std::make_shared<ke::Store>(path);
+  const RunOutcome out = recorded_run(store, grid_spec(), std::make_shared<Surface>(), ke::max_evaluations(1000));
+  REQUIRE(out.result.best.has_value());
+  const ke::NodeId fastest = *out.result.best;
+  ke::NodeId other = -1;  // an ok node that is neither the fastest nor the seed
+  for (const ke::Node& n : out.nodes) {
+    if (n.id != 0 && n.id != fastest && n.evaluation.status == ke::Status::ok) other = n.id;
+  }
+  REQUIRE(other > 0);
+  const std::string fastest_text = ke::show_run_text(*store, out.run);
+  CHECK(fastest_text.find("best: node " + std::to_string(fastest) + ",") != std::string::npos);
+
+  // As the evolver's end does when the fastest is not borne out and the next one is.
+  ke::RunResult moved = out.result;
+  moved.best = other;
+  store->finish_run(out.run, moved);
+  CHECK(store->run(out.run).best == std::optional<ke::NodeId>(other));
+  CHECK(ke::show_run_text(*store, out.run).find("best: node " + std::to_string(other) + ",") != std::string::npos);
+  const auto source = ke::best_kernel_source(*store, out.run);
+  REQUIRE(source.has_value());
+  CHECK(source->find("node " + std::to_string(other) + ",") != std::string::npos);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  REQUIRE(parser.parse(ke::export_json(*store, out.run)).get(doc) == simdjson::SUCCESS);
+  CHECK(doc["best"].get_int64().value() == other);
+  CHECK(ke::export_dot(*store, out.run).find("n" + std::to_string(other) + " [label=") != std::string::npos);
+
+  // A stored best that names no ok node (a hand-edited file) falls back to the graph's fastest.
+  exec_sql(path, "UPDATE runs SET best_node = 9999");
+  CHECK(ke::show_run_text(*store, out.run).find("best: node " + std::to_string(fastest) + ",") != std::string::npos);
 }
 
 TEST_CASE("a database of another schema version, or not ours, is refused with the file and the versions") {

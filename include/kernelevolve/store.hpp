@@ -67,6 +67,9 @@ struct RunInfo {
   // The end-of-run confirmation of the best (report.hpp's confirmation_text lines: the confirmed node, then
   // any not borne out); empty for a run that confirmed nothing or has not finished.
   std::vector<std::string> confirmation;
+  // The node the run's end chose as best: the search's fastest, or the next one that confirmation bore out.
+  // None before the end (and for runs stored before schema version 3): then the graph's fastest stands.
+  std::optional<NodeId> best;
 };
 
 // A mutator call that produced no child, as stored.
@@ -93,7 +96,7 @@ class Store {
  public:
   // The schema this build writes. Opening a database with another version migrates an older one
   // where a migration exists and refuses the rest with Error(BadUsage) naming the file and both versions.
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
   enum class Mode { read_write, read_only };
 
   // Opens (creating it in read_write mode) the database at `path`. Throws Error(BadUsage) for a file

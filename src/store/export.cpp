@@ -59,6 +59,16 @@ std::vector<std::string> workload_names(const RunInfo& info, std::size_t count) 
   return names;
 }
 
+// The run's own choice when it made one (confirmation may have passed over the search's fastest), else the
+// graph's fastest: what `run` reported is what `show`, `best` and `export` name.
+std::optional<NodeId> run_best(const RunInfo& info, const SearchGraph& g) {
+  if (info.best && *info.best >= 0 && static_cast<std::size_t>(*info.best) < g.size() &&
+      g.node(*info.best).evaluation.status == Status::ok) {
+    return info.best;
+  }
+  return g.best();
+}
+
 std::string run_state(const RunInfo& info) {
   if (!info.finished_at.empty()) return "finished " + info.finished_at + ": " + info.stop_reason;
   return "not finished (interrupted, or still running); last commit " + info.updated_at;
@@ -100,7 +110,7 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
   }
   std::snprintf(cell, sizeof cell, " %8s  %s", "speedup", "note");
   out << "\n" << header << cell << "\n";
-  const auto best = g.best();
+  const auto best = run_best(info, g);
   std::size_t shown = 0;
   for (const Node& n : g.nodes()) {
     if (limit > 0 && shown++ >= limit) {
@@ -151,7 +161,7 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
 std::optional<std::string> best_kernel_source(const Store& store, RunId run) {
   const RunInfo info = store.run(run);
   const Checkpoint cp = store.load(run);
-  const auto best = cp.graph.best();
+  const auto best = run_best(info, cp.graph);
   if (!best) return std::nullopt;
   const Node& b = cp.graph.node(*best);
   std::ostringstream out;
@@ -237,7 +247,7 @@ std::string export_json(const Store& store, RunId run) {
   out << "], \"sources\": [";
   for (std::size_t i = 0; i < sources.size(); ++i) out << (i ? ", " : "") << json_quote(*sources[i]);
   out << "], \"best\": ";
-  if (const auto best = g.best()) {
+  if (const auto best = run_best(info, g)) {
     out << *best << ", \"lineage\": [";
     const auto chain = g.lineage(*best);
     for (std::size_t i = 0; i < chain.size(); ++i) out << (i ? ", " : "") << chain[i];
@@ -282,7 +292,7 @@ std::string export_dot(const Store& store, RunId run) {
   const RunInfo info = store.run(run);
   const Checkpoint cp = store.load(run);
   const SearchGraph& g = cp.graph;
-  const auto best = g.best();
+  const auto best = run_best(info, g);
   std::ostringstream out;
   out << "digraph \"" << dot_escape(info.spec_name + " run " + std::to_string(info.id)) << "\" {\n"
       << "  graph [rankdir=LR, label=\"" << dot_escape(info.spec_name + " on " + info.device.id + " (" + info.device.name +

@@ -47,7 +47,8 @@ CREATE TABLE runs(
   elapsed_s REAL NOT NULL DEFAULT 0,
   tokens INTEGER NOT NULL DEFAULT 0,
   mutator_failures INTEGER NOT NULL DEFAULT 0,
-  confirmation TEXT NOT NULL DEFAULT ''  -- version 2
+  confirmation TEXT NOT NULL DEFAULT '',  -- version 2
+  best_node INTEGER  -- version 3: the best as the run's end chose it (confirmed); NULL before the end
 );
 CREATE INDEX runs_by_spec ON runs(spec_hash);
 CREATE INDEX runs_by_measurement ON runs(measurement_hash, device_kind, device_name);
@@ -118,7 +119,6 @@ CREATE INDEX mutator_calls_by_node ON mutator_calls(node);
 )sql";
 
 // Migrations, in order: each takes a database from `from` to `from + 1` in the transaction that opens it.
-// Version 1 is the first schema, so there are none yet; a version 2 adds {1, "ALTER TABLE ..."} here.
 struct Migration {
   int from;
   const char* sql;
@@ -126,6 +126,8 @@ struct Migration {
 const std::vector<Migration> kMigrations = {
     // 2: each run keeps the confirmation of its best (lines of text, one per node confirmed).
     {1, "ALTER TABLE runs ADD COLUMN confirmation TEXT NOT NULL DEFAULT ''"},
+    // 3: each run keeps the node its end chose as best, which confirmation may move off the search's fastest.
+    {2, "ALTER TABLE runs ADD COLUMN best_node INTEGER"},
 };
 
 const char* kNodeColumns =
@@ -491,7 +493,7 @@ namespace {
 const char* kRunColumns =
     "id, spec_name, spec_path, spec_hash, measurement_hash, spec_json, device_json, policy, mutator, seed, "
     "command_line, started_at, updated_at, finished_at, stop_reason, elapsed_s, tokens, mutator_failures, "
-    "(SELECT count(*) FROM nodes WHERE run_id = runs.id), confirmation";
+    "(SELECT count(*) FROM nodes WHERE run_id = runs.id), confirmation, best_node";
 
 RunInfo read_run(const Stmt& s) {
   RunInfo r;
@@ -521,6 +523,7 @@ RunInfo read_run(const Stmt& s) {
   for (std::string line; std::getline(lines, line);) {
     if (!line.empty()) r.confirmation.push_back(line);
   }
+  if (!s.null(20)) r.best = static_cast<NodeId>(s.i64(20));
   return r;
 }
 
@@ -674,14 +677,14 @@ void Store::finish_run(RunId run, const RunResult& result) {
   Stmt s(db_,
          "UPDATE runs SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
          "'now'), stop_reason = ?2, elapsed_s = ?3, tokens = ?4, mutator_failures = max(mutator_failures, ?5), "
-         "confirmation = ?6 WHERE id = ?1");
+         "confirmation = ?6, best_node = ?7 WHERE id = ?1");
   std::string confirmation;
   if (result.confirmation) confirmation += confirmation_text(*result.confirmation) + "\n";
   for (const Confirmation& c : result.unconfirmed) {
     if (!result.confirmation || c.node != result.confirmation->node) confirmation += confirmation_text(c) + "\n";
   }
   s.bind(1, run).bind(2, result.stop_reason).bind(3, result.state.elapsed_s).bind(4, result.state.tokens);
-  s.bind(5, result.mutator_failures).bind(6, confirmation).run();
+  s.bind(5, result.mutator_failures).bind(6, confirmation).bind(7, result.best).run();
 }
 
 namespace {
