@@ -1,0 +1,76 @@
+// The argument checks and conversions that capi/internal.hpp declares, shared by every family of entry points.
+#include "internal.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace capi {
+
+std::string need_string(const char* text, const char* name) {
+  if (!text) fail(KE_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' is NULL");
+  return text;
+}
+
+std::string need_nonempty(const char* text, const char* name) {
+  std::string s = need_string(text, name);
+  if (s.empty()) fail(KE_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' is empty");
+  return s;
+}
+
+void need_finite(double x, const char* name) {
+  if (!std::isfinite(x)) fail(KE_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' is not a finite number");
+}
+
+void need_version(unsigned int version, unsigned int newest, const char* what) {
+  if (version < 1 || version > newest) {
+    fail(KE_ERROR_INVALID_ARGUMENT, std::string(what) + " version " + std::to_string(version) +
+                                        " is not known to this library (it knows 1 to " + std::to_string(newest) +
+                                        "); initialise it with its _INIT macro or _init function");
+  }
+}
+
+ke_eval_status to_c(ke::Status s) {
+  switch (s) {
+    case ke::Status::pending: return KE_EVAL_PENDING;
+    case ke::Status::ok: return KE_EVAL_OK;
+    case ke::Status::compile_error: return KE_EVAL_COMPILE_ERROR;
+    case ke::Status::incorrect: return KE_EVAL_INCORRECT;
+    case ke::Status::crashed: return KE_EVAL_CRASHED;
+    case ke::Status::timeout: return KE_EVAL_TIMEOUT;
+    case ke::Status::invalid: return KE_EVAL_INVALID;
+  }
+  return KE_EVAL_PENDING;
+}
+
+std::optional<ke::Status> from_c(ke_eval_status s) {
+  switch (s) {
+    case KE_EVAL_PENDING: return ke::Status::pending;
+    case KE_EVAL_OK: return ke::Status::ok;
+    case KE_EVAL_COMPILE_ERROR: return ke::Status::compile_error;
+    case KE_EVAL_INCORRECT: return ke::Status::incorrect;
+    case KE_EVAL_CRASHED: return ke::Status::crashed;
+    case KE_EVAL_TIMEOUT: return ke::Status::timeout;
+    case KE_EVAL_INVALID: return ke::Status::invalid;
+    case KE_EVAL_MAX_ENUM: break;
+  }
+  return std::nullopt;
+}
+
+ke::Status need_status(ke_eval_status s, const char* name) {
+  const auto status = from_c(s);
+  if (!status) fail(KE_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' is not a ke_eval_status (" +
+                                                   std::to_string(static_cast<long long>(s)) + ")");
+  return *status;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(KE_ERROR_BAD_SPEC, "cannot read '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace capi

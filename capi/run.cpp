@@ -1,0 +1,251 @@
+// The C API: runs of an evolver (a search, a resumed search, a check) and what the last one found. The
+// progress callback is an observer of the C++ Evolver; a callback's non-zero return aborts the run.
+#include "internal.hpp"
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+using namespace capi;
+
+namespace {
+
+// A node view for the length of a callback; its tag is cleared when the callback returns, so a pointer
+// kept past it is refused rather than read.
+struct ScopedNode {
+  ke_node view;
+  explicit ScopedNode(const ke::Node& node) { view.node = &node; }
+  ~ScopedNode() { view.tag = Tag::dead; }
+};
+
+class CallbackObserver final : public ke::Observer {
+ public:
+  CallbackObserver(ke_progress_fn fn, void* user_data) : fn_(fn), user_data_(user_data) {}
+
+  void on_start(const ke::Spec&, const ke::DeviceInfo&) override {
+    ke_progress p = base(KE_PROGRESS_START, ke::SearchState{});
+    call(p);
+  }
+  void on_node(const ke::Node& node, const ke::SearchState& state) override {
+    state_ = state;
+    ScopedNode view(node);
+    ke_progress p = base(KE_PROGRESS_NODE, state);
+    p.node = &view.view;
+    call(p);
+  }
+  void on_mutator_failure(const ke::Mutation& m, const std::vector<ke::NodeId>&) override {
+    ke_progress p = base(KE_PROGRESS_MUTATOR_FAILURE, state_);
+    p.message = m.error.c_str();
+    call(p);
+  }
+  void on_finish(const ke::RunResult& result, const ke::SearchGraph&) override {
+    ke_progress p = base(KE_PROGRESS_FINISH, result.state);
+    p.message = result.stop_reason.c_str();
+    call(p);
+  }
+
+ private:
+  static ke_progress base(ke_progress_event event, const ke::SearchState& s) {
+    ke_progress p;
+    p.version = KE_PROGRESS_VERSION;
+    p.event = event;
+    p.node = nullptr;
+    p.evaluations = s.evaluations;
+    p.elapsed_s = s.elapsed_s;
+    p.best_speedup = s.best_speedup;
+    p.evaluations_since_improvement = s.evaluations_since_improvement;
+    p.tokens = s.tokens;
+    p.message = "";
+    return p;
+  }
+  void call(const ke_progress& p) {
+    const int rc = fn_(&p, user_data_);
+    if (rc != 0) throw Aborted{"the progress callback returned " + std::to_string(rc) + ": the run is aborted"};
+  }
+
+  ke_progress_fn fn_;
+  void* user_data_;
+  ke::SearchState state_;
+};
+
+std::shared_ptr<ke::FitnessEvaluator> make_evaluator(const ke_evolver& ev) {
+  if (ev.evaluate) {
+    return make_callback_evaluator(ev.spec.workloads.size(), ev.evaluate_device, ev.evaluate, ev.evaluate_data);
+  }
+  ke::EvalOptions eval;
+  eval.trials = ev.trials;
+  // One lock file per device, shared by every run on this host (as the command-line tool does).
+  eval.timing_lock = ev.timing_lock ? *ev.timing_lock : ke::default_timing_lock(ev.device);
+  const bool list = ke::is_device_list(ev.device);
+  if (ev.in_process && list) fail(KE_ERROR_INVALID_ARGUMENT, "in_process evaluates on one device, not on '" + ev.device + "'");
+  if (ev.in_process) return std::make_shared<ke::LocalEvaluator>(ev.spec, ke::open_device(ev.device), eval);
+  ke::WorkerOptions wo;
+  wo.jobs = ev.jobs;
+  wo.timeout_s = ev.timeout_s;
+  wo.worker_path = ev.worker_path;
+  wo.eval = eval;
+  if (list) {
+    // A worker (jobs of them) per device, each device with its own timing lock.
+    return std::make_shared<ke::MultiDeviceEvaluator>(ev.spec, ke::expand_device_list(ev.device), wo, ev.jobs);
+  }
+  return std::make_shared<ke::WorkerEvaluator>(ev.spec, ev.device, wo);
+}
+
+}  // namespace
+
+namespace {
+
+// A run of the evolver: a new search, or (with `resume`) the continuation of a stored one (0: the
+// latest of the spec on this device). Records into the evolver's store as it goes, if it has one.
+void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> resume) {
+  RunningFlag busy(ev);
+  ev.last.reset();
+  if (resume && !ev.store) fail(KE_ERROR_INVALID_ARGUMENT, "the evolver has no store to resume a run from");
+  const auto start = std::chrono::steady_clock::now();
+  std::shared_ptr<ke::FitnessEvaluator> evaluator = make_evaluator(ev);
+  const ke::DeviceInfo device = evaluator->device_info();
+  std::int64_t run_id = 0;
+  std::optional<ke::Checkpoint> checkpoint;
+  std::shared_ptr<ke::ReusingEvaluator> reusing;
+  if (ev.store) {
+    if (resume) {
+      std::optional<ke::RunId> found = *resume > 0 ? std::optional<ke::RunId>(*resume) : ev.store->latest_run(ev.spec, &device);
+      if (!found) {
+        fail(KE_ERROR_NOT_FOUND, ev.store->path() + " holds no run of " + ev.spec.name + " on " + device.id + " (" +
+                                     device.name + ") to resume");
+      }
+      const ke::RunInfo stored = ev.store->run(*found);
+      if (stored.spec_hash != ke::spec_hash(ev.spec)) {
+        fail(KE_ERROR_INVALID_ARGUMENT, "run " + std::to_string(stored.id) + " of " + ev.store->path() +
+                                            " was of another spec (" + stored.spec_name +
+                                            ", or this one since edited): it cannot be resumed with this one");
+      }
+      if (stored.device.kind != device.kind || stored.device.name != device.name) {
+        fail(KE_ERROR_INVALID_ARGUMENT, "run " + std::to_string(stored.id) + " of " + ev.store->path() + " ran on " +
+                                            stored.device.id + " (" + stored.device.name + "), not on " + device.id +
+                                            " (" + device.name + ")");
+      }
+      run_id = stored.id;
+      checkpoint = ev.store->resume(run_id);
+    } else {
+      run_id = ev.store->begin_run(ev.spec, device, {ev.policy, ev.mutator.name, ev.seed, "C API"});
+    }
+    if (ev.reuse) {
+      reusing = std::make_shared<ke::ReusingEvaluator>(evaluator, ev.store, ev.spec);
+      evaluator = reusing;
+    }
+    ev.runs = run_id;
+  } else {
+    run_id = ++ev.runs;
+  }
+  ke::EvolverOptions options;
+  options.seed = ev.seed;
+  options.jobs = ev.jobs;
+  if (const auto multi = std::dynamic_pointer_cast<ke::MultiDeviceEvaluator>(evaluator)) options.jobs = multi->slots();
+  options.max_consecutive_mutator_failures = ev.max_consecutive_mutator_failures;
+  options.confirm_rounds = ev.confirm_rounds;
+  ke::Evolver evolver_cxx(ev.spec, evaluator, ev.mutator.for_run(device), ke::make_policy(ev.policy, ev.policy_options),
+                          ev.stop, options);
+  if (checkpoint) evolver_cxx.resume(std::move(*checkpoint));
+  // The store records a node before the host's callback sees it, so a callback that aborts loses nothing.
+  std::optional<ke::StoreRecorder> recorder;
+  if (ev.store) {
+    recorder.emplace(ev.store, run_id, reusing.get());
+    evolver_cxx.add_observer(&*recorder);
+  }
+  std::optional<CallbackObserver> observer;
+  if (ev.progress) {
+    observer.emplace(ev.progress, ev.progress_data);
+    evolver_cxx.add_observer(&*observer);
+  }
+  // Keeps what the run found before it was stopped, for ke_evolver_result.
+  auto keep_partial = [&](const std::string& reason) {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ev.last = make_result(ev.spec, evolver_cxx.graph(), rebuild_run(evolver_cxx.graph(), elapsed, reason), device,
+                          run_id, false);
+  };
+  try {
+    const ke::RunResult run = evolver_cxx.run();
+    ev.last = make_result(ev.spec, evolver_cxx.graph(), run, evaluator->device_info(), run_id, false);
+  } catch (const Aborted& e) {
+    keep_partial(e.message);
+    throw;
+  } catch (const std::exception& e) {
+    keep_partial(std::string("the run failed: ") + e.what());
+    throw;
+  }
+  give(out, make_result(ev.last->spec, ev.last->graph, ev.last->run, ev.last->device.info, run_id, false));
+}
+
+}  // namespace
+
+KE_API ke_status ke_evolver_run(ke_result** out, ke_evolver* evolver) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    run_search(out, *need(evolver, "evolver"), std::nullopt);
+  });
+}
+
+KE_API ke_status ke_evolver_resume(ke_result** out, ke_evolver* evolver, int64_t run) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    need(evolver, "evolver");
+    if (run < 0) fail(KE_ERROR_INVALID_ARGUMENT, "'run' must not be negative (0: the latest run of the spec)");
+    run_search(out, *evolver, run);
+  });
+}
+
+KE_API ke_status ke_evolver_check(ke_result** out, ke_evolver* evolver) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    need(evolver, "evolver");
+    RunningFlag busy(*evolver);
+    ke_evolver& ev = *evolver;
+    ev.last.reset();
+    const std::int64_t run_id = 0;  // a check is not a run: it is neither numbered nor stored
+    const auto start = std::chrono::steady_clock::now();
+    std::shared_ptr<ke::FitnessEvaluator> evaluator = make_evaluator(ev);
+    const ke::DeviceInfo info = evaluator->device_info();
+    ke::SearchGraph graph;
+    ke::Node seed;
+    seed.mutator = "seed";
+    seed.note = "the spec's seed kernel at the first value of each tunable";
+    seed.candidate = ke::Candidate{ev.spec.seed.source, ev.spec.seed.language.value_or(ev.spec.language),
+                                   ev.spec.seed_tunables()};
+    seed.evaluation = evaluator->evaluate(seed.candidate, 1);
+    seed.speedup = seed.evaluation.status == ke::Status::ok ? 1.0 : 0.0;
+    const ke::Evaluation seed_evaluation = seed.evaluation;
+    graph.add(std::move(seed));
+    // The reference against itself: it must be deterministic, and it gives the time to beat.
+    if (!ev.spec.reference.device || *ev.spec.reference.device == info.kind) {
+      ke::Node reference;
+      reference.mutator = "reference";
+      reference.note = "the spec's reference kernel, checked against itself";
+      reference.candidate = ke::Candidate{ev.spec.reference.source,
+                                          ev.spec.reference.language.value_or(ev.spec.language), ev.spec.seed_tunables()};
+      reference.evaluation = evaluator->evaluate(reference.candidate, 2);
+      reference.speedup = ke::speedup(seed_evaluation, reference.evaluation);
+      graph.add(std::move(reference));
+    }
+    ke::RunResult run;
+    run.seed = 0;
+    if (seed_evaluation.status == ke::Status::ok) run.best = 0;
+    run.stop_reason = "checked the seed and the reference";
+    run.state.evaluations = static_cast<std::int64_t>(graph.size());
+    run.state.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    run.state.best_speedup = run.best ? 1.0 : 0.0;
+    ev.last = make_result(ev.spec, graph, run, evaluator->device_info(), run_id, true);
+    give(out, make_result(ev.spec, graph, run, ev.last->device.info, run_id, true));
+  });
+}
+
+KE_API ke_status ke_evolver_result(ke_result** out, const ke_evolver* evolver) {
+  return guard(__func__, [&] {
+    need_out(out, "out");
+    need(evolver, "evolver");
+    if (evolver->running) fail(KE_ERROR_INVALID_ARGUMENT, "a run of this evolver is in progress");
+    if (!evolver->last) fail(KE_ERROR_NOT_FOUND, "the evolver has not run yet (or its last run failed to start)");
+    const ke_result& last = *evolver->last;
+    give(out, make_result(last.spec, last.graph, last.run, last.device.info, last.run_id, last.is_check));
+  });
+}
