@@ -198,6 +198,25 @@ void BM_GpuWorkerStart(benchmark::State& state) {
   }
 }
 
+// A GPU worker's start and its first evaluation (the verification kernels and the candidate compiled,
+// loaded, run): what a restart after a crash costs, and where the driver's compute cache (off in confined
+// GPU workers) would show.
+void BM_GpuWorkerFirstEvaluation(benchmark::State& state) {
+  if (!have_cuda()) return state.SkipWithError("no CUDA device");
+  const auto spec = tiny_cuda_spec();
+  const ke::WorkerOptions options = worker_options(state);
+  const ke::Candidate c{spec.seed.source, ke::Language::cuda, {}};
+  std::uint64_t seed = 0;
+  for (auto _ : state) {
+    auto evaluator = std::make_unique<ke::WorkerEvaluator>(spec, "cuda:0", options);
+    const ke::Evaluation e = evaluator->evaluate(c, seed++);
+    if (e.status != ke::Status::ok) return state.SkipWithError(("the candidate is " + e.message).c_str());
+    state.PauseTiming();
+    evaluator.reset();
+    state.ResumeTiming();
+  }
+}
+
 // A GPU worker's end: the host closes its channel and reaps it (it waits up to 200 ms for the exit
 // before it kills).
 void BM_GpuWorkerEnd(benchmark::State& state) {
@@ -224,6 +243,7 @@ void BM_GpuWorker(benchmark::State& state) {
 }
 
 BENCHMARK(BM_GpuWorkerStart)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_GpuWorkerFirstEvaluation)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 BENCHMARK(BM_GpuWorkerEnd)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 BENCHMARK(BM_GpuWorker)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 

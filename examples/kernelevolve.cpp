@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <kernelevolve/distributed.hpp>
@@ -33,6 +34,10 @@ const char* kUsage =
     "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
     "                        [--sandbox strict|basic|off] [--seed N] [--json]\n"
     "  kernelevolve check SPEC [--device ...] [--sandbox MODE] [--json]   evaluate the reference and the seed only\n"
+    "  kernelevolve import PROBLEM.py -o DIR [--device cpu|cuda] [--language c|cpp|cuda]\n"
+    "                        write the spec derived from a PyTorch module (KernelBench format), to read and edit\n"
+    "  SPEC is a spec file (.json) or a PyTorch problem (.py, KernelBench format: run and check take\n"
+    "  --language for its candidates, and --seed-kernel FILE for a seed)\n"
     "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes and the best one's lineage\n"
     "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines\n"
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
@@ -117,12 +122,51 @@ struct Common {
   std::string spec_path;
   std::string device = "cpu";
   bool json = false;
+  std::string language;     // a PyTorch problem's candidate language
+  std::string seed_kernel;  // a seed for a problem that has none, or another one
 };
 
 void add_common(po::options_description& d, Common& c) {
   d.add_options()("device", po::value(&c.device)->default_value("cpu"),
                   "cpu, cuda[:N] or hip[:N]; for run also a list (cuda:0,cuda:1) or cuda:all, and cuda:local under MPI")(
-      "json", po::bool_switch(&c.json), "print one JSON object on stdout at the end");
+      "json", po::bool_switch(&c.json), "print one JSON object on stdout at the end")(
+      "language", po::value(&c.language), "a PyTorch problem's kernel language: c or cpp (CPU), cuda (default by --device)")(
+      "seed-kernel", po::value(&c.seed_kernel), "a seed kernel file, for a problem without one (or instead of its own)");
+}
+
+// The language a PyTorch problem's candidates are written in: --language, else the device's own.
+ke::Language problem_language(const Common& c) {
+  if (!c.language.empty()) {
+    const auto l = ke::parse_language(c.language);
+    if (!l) throw ke::Error(ke::ErrorCode::BadUsage, "--language is c, cpp, cuda or hip, not '" + c.language + "'");
+    return *l;
+  }
+  if (c.device.rfind("cuda", 0) == 0) return ke::Language::cuda;
+  if (c.device.rfind("hip", 0) == 0) return ke::Language::hip;
+  return ke::Language::c;
+}
+
+// A spec file, or a PyTorch problem derived on the spot; with --seed-kernel's source as its seed.
+ke::Spec load_cli_problem(const Common& c) {
+  const bool pytorch = ke::is_pytorch_problem(c.spec_path);
+  if (!pytorch && !c.language.empty()) {
+    throw ke::Error(ke::ErrorCode::BadUsage, "--language is for a PyTorch problem (.py); a spec file names its own");
+  }
+  ke::PytorchProblemOptions options;
+  options.language = problem_language(c);
+  options.device = c.device;
+  ke::Spec spec = ke::load_problem(c.spec_path, options);
+  if (!c.seed_kernel.empty()) {
+    std::ifstream in(c.seed_kernel, std::ios::binary);
+    if (!in) throw ke::Error(ke::ErrorCode::BadUsage, "--seed-kernel: cannot read " + c.seed_kernel);
+    std::ostringstream text;
+    text << in.rdbuf();
+    spec.seed.source = text.str();
+    spec.seed.file = c.seed_kernel;
+    spec.seed.language.reset();
+    spec.validate();
+  }
+  return spec;
 }
 
 po::variables_map parse(const std::vector<std::string>& args, po::options_description& d, Common& c) {
@@ -223,7 +267,7 @@ int cmd_check(const std::vector<std::string>& args) {
   if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
   const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
   if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
-  ke::Spec spec = ke::load_spec(c.spec_path);
+  ke::Spec spec = load_cli_problem(c);
   // The seed and the reference are user code: like candidates, they run in a worker process, so a fault
   // in either is a reported result, never a crash of this one.
   std::shared_ptr<ke::FitnessEvaluator> evaluator;
@@ -240,9 +284,12 @@ int cmd_check(const std::vector<std::string>& args) {
   const ke::DeviceInfo info = evaluator->device_info();
   ke::Evaluation seed_eval, ref_eval;
   try {
-    seed_eval = evaluator->evaluate(seed, 1);
-    // The reference checked against itself: it must be deterministic, and it gives the time to beat.
-    if (!spec.reference.device || *spec.reference.device == info.kind) ref_eval = evaluator->evaluate(reference, 2);
+    if (!spec.seed.source.empty()) seed_eval = evaluator->evaluate(seed, 1);
+    // The reference checked against itself: it must be deterministic, and it gives the time to beat. (A
+    // PyTorch module is no kernel of the spec's language: it is checked as the seed's reference only.)
+    if (!spec.reference.pytorch && (!spec.reference.device || *spec.reference.device == info.kind)) {
+      ref_eval = evaluator->evaluate(reference, 2);
+    }
   } catch (const ke::Error& e) {
     if (e.code() != ke::ErrorCode::Internal) throw;
     // The reference itself crashed or hung (the worker said it was running the reference).
@@ -280,8 +327,12 @@ int cmd_check(const std::vector<std::string>& args) {
                   seed_eval.status == ke::Status::ok ? seed_eval.timings[w].median_us : NAN,
                   ref_eval.status == ke::Status::ok ? ref_eval.timings[w].median_us : NAN);
     }
-    std::cout << "  seed: " << ke::to_string(seed_eval.status) << (seed_eval.message.empty() ? "" : ": ")
-              << seed_eval.message << "\n";
+    if (spec.seed.source.empty()) {
+      std::cout << "  seed: none (a model or command mutator writes the first kernel; or give --seed-kernel FILE)\n";
+    } else {
+      std::cout << "  seed: " << ke::to_string(seed_eval.status) << (seed_eval.message.empty() ? "" : ": ")
+                << seed_eval.message << "\n";
+    }
     if (seed_eval.status == ke::Status::compile_error) std::cout << seed_eval.compile_log << "\n";
     if (ref_eval.status != ke::Status::ok && ref_eval.status != ke::Status::pending) {
       std::cout << "  reference against itself: " << ke::to_string(ref_eval.status) << ": " << ref_eval.message << "\n";
@@ -292,7 +343,7 @@ int cmd_check(const std::vector<std::string>& args) {
                                                      : sandbox_name)
               << "\n";
   }
-  const bool ok = seed_eval.status == ke::Status::ok &&
+  const bool ok = (spec.seed.source.empty() || seed_eval.status == ke::Status::ok) &&
                   (ref_eval.status == ke::Status::ok || ref_eval.status == ke::Status::pending);
   return ok ? 0 : 1;
 }
@@ -419,7 +470,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (no_db && (vm.count("db") || resume)) throw ke::Error(ke::ErrorCode::BadUsage, "--no-db cannot go with --db or --resume");
   if (vm.count("run") && !resume) throw ke::Error(ke::ErrorCode::BadUsage, "--run ID goes with --resume");
   popt.features = split_list(features);
-  ke::Spec spec = ke::load_spec(c.spec_path);
+  ke::Spec spec = load_cli_problem(c);
   ke::WorkerOptions wo;
   wo.jobs = jobs;
   wo.timeout_s = timeout;
@@ -700,6 +751,90 @@ int cmd_export(const std::vector<std::string>& args) {
   return 0;
 }
 
+// JSON one line long, indented for a person to edit: objects and arrays of objects or arrays open a
+// line per member; arrays of scalars (shapes, tunable lists) stay on one line.
+std::string pretty_json(const std::string& text) {
+  std::string out;
+  int depth = 0;
+  bool in_string = false;
+  std::vector<bool> broken;  // per open bracket: whether its members go on lines of their own
+  auto newline = [&] { out += "\n" + std::string(static_cast<std::size_t>(2 * depth), ' '); };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char ch = text[i];
+    if (in_string) {
+      out += ch;
+      if (ch == '\\' && i + 1 < text.size()) out += text[++i];
+      else if (ch == '"') in_string = false;
+      continue;
+    }
+    if (ch == '"') in_string = true;
+    if (ch == '{' || ch == '[') {
+      std::size_t j = i + 1;
+      while (j < text.size() && text[j] == ' ') ++j;
+      const bool breaks = ch == '{' || (j < text.size() && (text[j] == '{' || text[j] == '['));
+      broken.push_back(breaks);
+      out += ch;
+      if (breaks) ++depth, newline();
+      continue;
+    }
+    if (ch == '}' || ch == ']') {
+      if (!broken.empty() && broken.back()) --depth, newline();
+      if (!broken.empty()) broken.pop_back();
+      out += ch;
+      continue;
+    }
+    if (ch == ',' && !broken.empty() && broken.back()) {
+      out += ',';
+      newline();
+      while (i + 1 < text.size() && text[i + 1] == ' ') ++i;
+      continue;
+    }
+    out += ch;
+  }
+  return out + "\n";
+}
+
+int cmd_import(const std::vector<std::string>& args) {
+  po::options_description d("import");
+  Common c;
+  std::string dir;
+  add_common(d, c);
+  d.add_options()("output,o", po::value(&dir), "the folder to write the spec into (made if absent)");
+  po::variables_map vm = parse(args, d, c);
+  if (vm.count("help") || c.spec_path.empty() || dir.empty()) {
+    (vm.count("help") ? std::cout : std::cerr) << kUsage << d;
+    return vm.count("help") ? 0 : 2;
+  }
+  if (!ke::is_pytorch_problem(c.spec_path)) {
+    throw ke::Error(ke::ErrorCode::BadUsage, c.spec_path + " is not a PyTorch problem (a .py file in KernelBench's format)");
+  }
+  ke::Spec spec = load_cli_problem(c);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw ke::Error(ke::ErrorCode::BadUsage, "-o " + dir + ": " + ec.message());
+  const char* kind = spec.language == ke::Language::cuda ? "cuda" : spec.language == ke::Language::hip ? "hip" : "cpu";
+  const fs::path out = fs::path(dir) / (std::string(kind) + ".json");
+  // The module by a path relative to the spec, and not inline: the spec is for a person to edit.
+  ke::Spec written = spec;
+  written.reference.file = fs::relative(fs::absolute(spec.reference.file), fs::absolute(dir), ec).string();
+  if (ec || written.reference.file.empty()) written.reference.file = fs::absolute(spec.reference.file).string();
+  written.reference.source.clear();
+  std::ofstream file(out);
+  file << pretty_json(ke::to_json(written));
+  if (!file.flush()) throw ke::Error(ke::ErrorCode::BadUsage, "cannot write " + out.string());
+  std::cout << "wrote " << out.string() << ": " << spec.name << ", " << ke::to_string(spec.language) << " kernel\n  ";
+  for (const ke::Param& p : spec.params) {
+    std::string type = p.is_buffer() ? std::string(ke::c_type(p.dtype)) + "*" : ke::c_type(p.dtype);
+    if (p.role == ke::Role::in) type = "const " + type;
+    std::cout << (&p == &spec.params.front() ? "void " + spec.entry + "(" : ", ") << type << " " << p.name;
+  }
+  std::cout << ")\n  workload:";
+  for (const auto& [k, v] : spec.workloads.front()) std::cout << " " << k << "=" << v;
+  std::cout << "\nnext: add workloads, tunables and a seed to it, then: kernelevolve check " << out.string() << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -716,6 +851,7 @@ int main(int argc, char** argv) {
       return rc;
     }
     if (command == "check") return cmd_check(args);
+    if (command == "import") return cmd_import(args);
     if (command == "show") return cmd_show(args);
     if (command == "best") return cmd_best(args);
     if (command == "export") return cmd_export(args);

@@ -2,6 +2,7 @@
 // that fails each land in a failure status, never in the host, and an honest kernel evaluated after each
 // in the same evaluator is still ok. Skipped (and says so) without a CUDA device.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <kernelevolve/device.hpp>
 #include <kernelevolve/error.hpp>
@@ -159,8 +160,11 @@ TEST_CASE("cuda sandbox: honest kernels pass in a confined GPU worker, in every 
     ke::WorkerEvaluator evaluator(twice_spec(), "cuda:0", options);
     std::uint64_t seed = 1;
     for (int i = 0; i < 3; ++i) {
-      // A new source each time: NVRTC compiles and the driver loads a module after the filter is on.
-      const std::string source = std::string(kHonest) + "// variant " + std::to_string(i) + "\n";
+      // A source new to this process and to NVRTC's cache: NVRTC compiles it after the filter is on, and
+      // its cache writes are denied; the driver loads the module. None of that is the candidate's doing.
+      const std::string source = std::string(kHonest) + "__device__ long long ke_variant = " + std::to_string(i) +
+                                 std::to_string(::getpid()) +
+                                 std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000) + "LL;\n";
       const ke::Evaluation e = evaluator.evaluate(candidate(source, i == 1 ? 128 : 256), seed++);
       CHECK_MESSAGE(e.status == ke::Status::ok, ke::to_string(e.status) << ": " << e.message);
       CHECK(e.message.find("sandbox") == std::string::npos);

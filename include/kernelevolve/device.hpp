@@ -148,6 +148,8 @@ class Device {
     (void)got, (void)expected, (void)dtype, (void)count, (void)tol, (void)result;
     return false;
   }
+  // Compiles and loads what fill_random, compare and digest use, now rather than at first use.
+  virtual void prepare() {}
   // buffer_digest() of the first `bytes` bytes: equal contents give equal digests on every device.
   virtual bool digest(const Buffer& buffer, std::size_t bytes, std::uint64_t& result) {
     (void)buffer, (void)bytes, (void)result;

@@ -7,6 +7,7 @@
 #include "kernelevolve/expr.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/mutator.hpp"
+#include "kernelevolve/pytorch.hpp"
 #include "kernelevolve/report.hpp"
 #include "kernelevolve/sandbox.hpp"
 #include "kernelevolve/search_graph.hpp"

@@ -54,6 +54,9 @@ struct InputDist {
   double a = -1.0;  // uniform: low;  normal/laplace: mean; integer kinds: low (inclusive)
   double b = 1.0;   // uniform: high; normal/laplace: std (scale); integer kinds: high (inclusive)
   bool sorted = false;
+  // A PyTorch problem's input that every trial takes from the problem's own get_inputs() ("dist":
+  // "problem"), never from the adversarial distributions that float inputs otherwise get after trial 0.
+  bool problem = false;
   // The declared range of an integer buffer, unresolved (bound per workload by Spec::input_distribution).
   std::optional<Expr> low, high;
 };
@@ -72,6 +75,9 @@ struct SourceRef {
   std::string file;                     // where it came from, for messages; empty when inline
   std::optional<Language> language;     // defaults to the spec's language
   std::optional<std::string> device;    // e.g. "cpu" for a CPU reference of a GPU problem
+  // A reference only: `source` is a PyTorch module in KernelBench's format (class Model, get_inputs,
+  // get_init_inputs) read from `file`, run by PyTorch beside the worker (include/kernelevolve/pytorch.hpp).
+  bool pytorch = false;
 };
 
 struct LaunchRule {

@@ -154,7 +154,8 @@ class Validator {
     check_inputs();
     check_tolerance();
     check_source(spec_.reference, "reference");
-    check_source(spec_.seed, "seed");
+    // A PyTorch problem may come without a seed: a mutator writes the first kernel from the module.
+    if (!(spec_.reference.pytorch && spec_.seed.source.empty() && spec_.seed.file.empty())) check_source(spec_.seed, "seed");
     check_tunables();
     check_expressions();
     check_seed_point();
@@ -242,6 +243,10 @@ class Validator {
       if (!param) fail(field, "\"" + name + "\" is not a param");
       if (param->role != Role::in && param->role != Role::inout)
         fail(field, "\"" + name + "\" is not an input buffer (role " + to_string(param->role) + ")");
+      if (dist.problem) {
+        if (!spec_.reference.pytorch) fail(field + ".dist", "\"problem\" draws from a PyTorch problem's get_inputs(): the reference is not one");
+        continue;
+      }
       if (!is_float(param->dtype)) {
         check_integer_range(*param, dist, field);
         continue;
@@ -477,6 +482,10 @@ InputDist Spec::input_distribution(const Param& buffer, const Bindings& workload
 std::string describe_input(const Spec& spec, const Param& buffer) {
   const auto it = spec.inputs.find(buffer.name);
   const InputDist dist = it != spec.inputs.end() ? it->second : InputDist{};
+  if (spec.reference.pytorch) {
+    if (dist.problem || !is_float(buffer.dtype)) return "the problem's get_inputs() (or the module's weights), every trial";
+    return "the problem's get_inputs() (or the module's weights); later trials signed, heavy-tailed, skewed";
+  }
   auto number = [](double x) {
     std::string text = std::to_string(x);
     text.erase(text.find_last_not_of('0') + 1);

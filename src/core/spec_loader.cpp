@@ -177,6 +177,15 @@ class JsonSyntaxLocator {
 
 using Fields = std::map<std::string, element, std::less<>>;
 
+// KernelBench's tolerance by dtype: fp32 (and wider) 1e-4 both ways; any fp16/bf16 output 1e-2.
+Tolerance pytorch_tolerance(const Spec& spec) {
+  Tolerance t{1e-4, 1e-4};
+  for (const Param& p : spec.params) {
+    if ((p.role == Role::out || p.role == Role::inout) && (p.dtype == DType::f16 || p.dtype == DType::bf16)) t = {1e-2, 1e-2};
+  }
+  return t;
+}
+
 class Loader {
  public:
   Loader(const std::string& path) : origin_(path.empty() ? std::string("<spec>") : path) {
@@ -209,8 +218,10 @@ class Loader {
       if (auto* atol = optional(t, "atol")) spec.tolerance.atol = number(*atol, "tolerance.atol");
       if (auto* rtol = optional(t, "rtol")) spec.tolerance.rtol = number(*rtol, "tolerance.rtol");
     }
-    spec.reference = source(required(top, "", "reference"), "reference");
-    spec.seed = source(required(top, "", "seed"), "seed");
+    spec.reference = source(required(top, "", "reference"), "reference", /*pytorch_allowed=*/true);
+    // KernelBench's tolerances by dtype, where a PyTorch problem's spec gives none.
+    if (spec.reference.pytorch && !optional(top, "tolerance")) spec.tolerance = pytorch_tolerance(spec);
+    if (auto* seed = optional(top, "seed"); seed || !spec.reference.pytorch) spec.seed = source(required(top, "", "seed"), "seed");
     if (auto* launch = optional(top, "launch")) spec.launch = read_launch(*launch);
     if (auto* tunables = optional(top, "tunables")) {
       for (const auto& [name, values] : fields(*tunables, "tunables", {})) {
@@ -387,6 +398,13 @@ class Loader {
       const std::string field = "inputs." + name;
       Fields f = fields(entry, field, {"dist", "mean", "std", "low", "high", "index_of", "sorted"});
       const Param* param = spec.find_param(name);
+      if (const element* d = optional(f, "dist"); d && d->is_string() && std::string_view(d->get_string().value()) == "problem") {
+        if (f.size() > 1) fail(field, "\"dist\": \"problem\" takes no other field");
+        InputDist input;
+        input.problem = true;
+        spec.inputs[name] = input;
+        continue;
+      }
       if (param && param->is_buffer() && !is_float(param->dtype)) {
         spec.inputs[name] = integer_input(f, field);
         continue;
@@ -448,29 +466,38 @@ class Loader {
     return input;
   }
 
-  SourceRef source(const element& value, const std::string& field) const {
-    Fields f = fields(value, field, {"file", "source", "language", "device"});
+  SourceRef source(const element& value, const std::string& field, bool pytorch_allowed = false) const {
+    Fields f = fields(value, field, {"file", "source", "language", "device", "pytorch"});
     SourceRef ref;
-    const element* file = optional(f, "file");
+    const element* pytorch = optional(f, "pytorch");
+    if (pytorch && !pytorch_allowed) fail(field + ".pytorch", "only the reference may be a PyTorch module");
+    const element* file = pytorch ? pytorch : optional(f, "file");
     const element* text = optional(f, "source");
+    if (pytorch && optional(f, "file")) fail(field, "give \"pytorch\" or \"file\", not both");
+    if (pytorch && optional(f, "language")) fail(field + ".language", "a PyTorch reference has no kernel language");
+    ref.pytorch = pytorch != nullptr;
+    const std::string file_key = pytorch ? "pytorch" : "file";
+    // A PyTorch module is imported from its file; its text, written beside it by to_json, is for reading.
+    if (pytorch) text = nullptr;
     if (file && text) fail(field, "give \"file\" or \"source\", not both");
     if (!file && !text) fail(field + ".file", "missing (give \"file\" or inline \"source\")");
     if (text) {
       ref.source = string(*text, field + ".source");
       if (ref.source.empty()) fail(field + ".source", "empty");
     } else {
-      const std::string name = string(*file, field + ".file");
-      if (name.empty()) fail(field + ".file", "empty file name");
+      const std::string name = string(*file, field + "." + file_key);
+      if (name.empty()) fail(field + "." + file_key, "empty file name");
       const fs::path resolved = fs::path(name).is_absolute() ? fs::path(name) : (base_dir_ / name).lexically_normal();
       std::string problem;
       std::error_code ec;
       // A device or a FIFO (/dev/zero) would be read for ever: only regular files hold sources.
       if (fs::exists(resolved, ec) && !fs::is_regular_file(resolved, ec))
-        fail(field + ".file", "cannot read \"" + resolved.string() + "\": not a regular file");
+        fail(field + "." + file_key, "cannot read \"" + resolved.string() + "\": not a regular file");
       if (!read_text(resolved, ref.source, problem))
-        fail(field + ".file", "cannot read \"" + resolved.string() + "\": " + problem);
-      if (ref.source.empty()) fail(field + ".file", "\"" + resolved.string() + "\" is empty");
-      ref.file = resolved.string();
+        fail(field + "." + file_key, "cannot read \"" + resolved.string() + "\": " + problem);
+      if (ref.source.empty()) fail(field + "." + file_key, "\"" + resolved.string() + "\" is empty");
+      // A PyTorch module is imported by path, perhaps by another process in another directory.
+      ref.file = pytorch ? fs::absolute(resolved).lexically_normal().string() : resolved.string();
     }
     if (auto* language_value = optional(f, "language")) ref.language = language(*language_value, field + ".language");
     if (auto* device = optional(f, "device")) ref.device = string(*device, field + ".device");

@@ -24,6 +24,7 @@
 #include "eval/threads.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
+#include "pytorch/torch_reference.hpp"
 
 namespace kernelevolve {
 
@@ -317,6 +318,8 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   const LaunchDims ref_dims = reference_dims(workload);
   Kernel& ref = reference_kernel();
   const bool same_device = reference_device == device;
+  // A PyTorch problem's inputs are its own get_inputs(), drawn by the reference's process.
+  auto* problem = dynamic_cast<pytorch::TorchReference*>(reference_device.get());
 
   auto t = Profile::Clock::now();
   ArgBlock cand_args(*device, spec, workload);
@@ -334,8 +337,27 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       e.worst = Mismatch{p.name, w, trial, c.worst_index, c.got, c.expected, c.excess};
     }
   };
-  // Draws every input of `block` from its family for `trial` and poisons every output.
+  // Draws every input of `block` from its family for `trial` and poisons every output. A PyTorch problem
+  // draws from get_inputs() under the trial's seed (into the reference's buffers, then copied), and after
+  // trial 0 its float inputs take the adversarial families too, unless the spec pins them ("problem").
   auto draw_inputs = [&](ArgBlock& block, int trial, std::uint64_t seed) {
+    if (problem) {
+      problem->draw(ref_args.args.data(), seed);
+      for (std::size_t i = 0; i < n; ++i) {
+        const Param& p = spec.params[i];
+        if (is_input(p)) {
+          const InputDist dist = spec.input_distribution(p, workload);
+          if (trial > 0 && is_float(p.dtype) && !dist.problem) {
+            eval::fill_random(*device, *block.buffers[i], p.dtype, count(i), eval::trial_distribution(dist, trial), mix(seed, i));
+          } else {
+            block.buffers[i]->copy_from(*ref_args.buffers[i]);
+          }
+        } else if (p.role == Role::out) {
+          block.poison(i, p.dtype);
+        }
+      }
+      return;
+    }
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
       if (is_input(p)) {
@@ -444,7 +466,14 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       if (!is_input(p)) continue;
       const InputDist dist = spec.input_distribution(p, workload);
       const std::size_t c = count(i);
-      if (bytes(i) <= kDrawnAfresh || c < 2) {
+      // A PyTorch problem's integer inputs (indices, offsets) keep the problem's own values; its floats
+      // are rotated whatever their size, since a fresh draw would not be the problem's.
+      if (problem && (!is_float(p.dtype) || c < 2)) {
+        cand_args.buffers[i]->copy_from(*base.buffers[i]);
+      } else if (problem) {
+        const std::size_t shift = 1 + (first_shift[i] + static_cast<std::size_t>(call)) % (c - 1);
+        cand_args.buffers[i]->copy_rotated(*base.buffers[i], bytes(i), shift * dtype_size(p.dtype));
+      } else if (bytes(i) <= kDrawnAfresh || c < 2) {
         eval::fill_random(*device, *cand_args.buffers[i], p.dtype, c, eval::trial_distribution(dist, 0),
                           mix(fresh_seed(call), i));
       } else if (dist.sorted) {
@@ -529,7 +558,9 @@ LocalEvaluator::LocalEvaluator(Spec spec, std::shared_ptr<Device> device, EvalOp
                                std::shared_ptr<Device> reference_device)
     : impl_(std::make_unique<Impl>()) {
   if (!device) throw Error(ErrorCode::BadUsage, "LocalEvaluator: no device");
-  if (!reference_device) {
+  if (!reference_device && spec.reference.pytorch) {
+    reference_device = std::make_shared<pytorch::TorchReference>(spec, device);
+  } else if (!reference_device) {
     const std::string& wanted = spec.reference.device.value_or("");
     reference_device = wanted.empty() || wanted == device->info().id || wanted == device->info().kind
                            ? device
@@ -549,6 +580,16 @@ Evaluation LocalEvaluator::evaluate(const Candidate& candidate, std::uint64_t in
 }
 
 DeviceInfo LocalEvaluator::device_info() { return impl_->device->info(); }
+
+void LocalEvaluator::prepare() {
+  impl_->device->prepare();
+  if (impl_->reference_device != impl_->device) impl_->reference_device->prepare();
+  try {
+    impl_->reference_kernel();
+  } catch (const Error&) {
+    // evaluate() compiles it again and reports the error where a caller expects it.
+  }
+}
 
 void LocalEvaluator::on_reference(std::function<void(bool running)> hook) {
   std::lock_guard lock(impl_->mutex);

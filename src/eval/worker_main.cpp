@@ -78,6 +78,7 @@ int main() {
       wire::write_frame(wire::kWorkerFd, running ? "{\"type\": \"reference\", \"running\": true}"
                                                  : "{\"type\": \"reference\", \"running\": false}");
     });
+    evaluator->prepare();  // compiles now, while NVRTC may still write its cache
     const std::string device_json = wire::to_json(evaluator->device_info());
     sandbox = ke::sandbox::confine_worker(sandbox_mode, device_id, options.timing_lock, std::move(sandbox));
     wire::write_frame(wire::kWorkerFd, "{\"type\": \"ready\", \"device\": " + device_json +

@@ -19,6 +19,31 @@ constexpr SandboxMode kGpuMode = SandboxMode::strict;
 // A worker's whole life in CPU seconds before SIGXCPU; it retires itself at half of it.
 constexpr std::uint64_t kWorkerCpuSeconds = 3600;
 
+// A GPU worker's NVRTC keeps a compile cache (CUDA_CACHE_PATH, else ~/.nv/ComputeCache): read after
+// confinement, written only before it. Its denied writes, for a source not yet cached, are NVRTC's (it
+// compiles on without caching), not the candidate's: no candidate code runs on a GPU worker's CPU.
+std::string g_toolchain_cache;
+
+std::string toolchain_cache_dir() {
+  if (const char* p = std::getenv("CUDA_CACHE_PATH"); p && *p) return p;
+  if (const char* home = std::getenv("HOME"); home && *home) return std::string(home) + "/.nv/ComputeCache";
+  return {};
+}
+
+// True for a denial (sandbox.cpp's text: `name("path"...)`) of a path inside the toolchain's cache, or of
+// a mkdir of one of its ancestors (NVRTC makes the whole path, as mkdir -p does, before each entry).
+bool in_toolchain_cache(const std::string& denial) {
+  if (g_toolchain_cache.empty()) return false;
+  const auto open = denial.find("(\"");
+  if (open == std::string::npos) return false;
+  const auto close = denial.find('"', open + 2);
+  if (close == std::string::npos) return false;
+  const std::string name = denial.substr(0, open);
+  const std::string path = denial.substr(open + 2, close - open - 2);
+  if (path == g_toolchain_cache || path.rfind(g_toolchain_cache + "/", 0) == 0) return true;
+  return (name == "mkdir" || name == "mkdirat") && !path.empty() && g_toolchain_cache.rfind(path + "/", 0) == 0;
+}
+
 bool is_cpu(const std::string& device_id) { return device_id == "cpu" || device_id.rfind("cpu:", 0) == 0; }
 
 SandboxAllowances allowances(const std::string& device_id, const std::string& timing_lock) {
@@ -61,11 +86,10 @@ SandboxReport prepare_worker(SandboxMode mode, const std::string& device_id, con
     if (fd >= 0) ::close(fd);
   }
   if (!is_cpu(device_id)) {
-    // The driver's compute cache would be written after setup (tried on an H200: with it on, honest
-    // kernels failed confined), and a kernel could poison it through the driver's open descriptors. Off,
-    // it costs each GPU worker's start about 190 ms on an H200 (bench_isolation's BM_GpuWorkerStart:
-    // 426 ms strict against 234 ms off), which the driver spends compiling what it would have read.
-    ::setenv("CUDA_CACHE_DISABLE", "1", 1);
+    // NVRTC's cache stays on: with it off (CUDA_CACHE_DISABLE=1, tried on an H200), every GPU worker
+    // compiled the verification kernels, the reference and the seed anew, and its start plus first
+    // evaluation took 1079 ms against 259 ms (bench_isolation's BM_GpuWorkerFirstEvaluation).
+    g_toolchain_cache = toolchain_cache_dir();
     // Namespaces are entered by CPU workers only: a GPU driver inside a user namespace has not been
     // checked on every driver version, and no model-written code runs on a GPU worker's CPU.
     return r;
@@ -82,7 +106,14 @@ void begin_candidate() { (void)take_sandbox_denials(); }
 
 bool judge_candidate(SandboxMode mode, Evaluation& e) {
   if (mode == SandboxMode::off) return false;
-  const std::vector<std::string> denied = take_sandbox_denials();
+  std::vector<std::string> denied = take_sandbox_denials();
+  if (!g_toolchain_cache.empty()) {
+    const bool all_cache = std::all_of(denied.begin(), denied.end(), [](const std::string& d) {
+      return in_toolchain_cache(d) || d.rfind("and ", 0) == 0;
+    });
+    // Beyond the named slots, the rest of a burst of cache writes is not named: drop it with them.
+    if (all_cache) denied.clear();
+  }
   if (!denied.empty()) {
     std::string calls;
     for (const auto& d : denied) calls += (calls.empty() ? "" : "; ") + d;

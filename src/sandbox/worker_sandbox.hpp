@@ -25,7 +25,9 @@ SandboxReport confine_worker(SandboxMode mode, const std::string& device_id, con
 void begin_candidate();
 
 // After a candidate's evaluation: a candidate that made a denied call is `invalid`, with the calls
-// named, whatever its outputs were (the calls had no effect, but the kernel is not one to keep).
+// named, whatever its outputs were (the calls had no effect, but the kernel is not one to keep). On a GPU
+// worker, denied writes into NVRTC's cache are the compiler's, not the candidate's, and are not held
+// against it.
 // Returns true when the worker should be replaced: after a denial (the kernel may have changed the
 // process's signal state), or when it has used half of its CPU-time limit.
 bool judge_candidate(SandboxMode mode, Evaluation& evaluation);

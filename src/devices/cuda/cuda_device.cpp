@@ -518,6 +518,7 @@ class CudaDevice final : public Device {
   std::unique_ptr<Buffer> allocate(std::size_t bytes) override { return std::make_unique<CudaBuffer>(ctx_, bytes); }
   LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed, bool flush_cache) override;
   bool healthy() const override { return ctx_->healthy.load(); }
+  void prepare() override { verify_kernels(); }
   bool fill_random(Buffer& buffer, DType dtype, std::size_t count, const InputDist& dist, std::uint64_t seed) override;
   bool compare(const Buffer& got, const Buffer& expected, DType dtype, std::size_t count, const Tolerance& tol,
                Comparison& result) override;

@@ -1,0 +1,123 @@
+// A PyTorch problem as a Spec: the bridge describes one call of the module (its inputs, weights, outputs
+// and their shapes, with each dimension named after the module's int global of that value), and this turns
+// the description into the signature, workloads and launch a spec file would give.
+#include <simdjson.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/pytorch.hpp"
+#include "pytorch/python.hpp"
+
+namespace fs = std::filesystem;
+
+namespace kernelevolve {
+
+namespace {
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::BadSpec, path.string() + ": cannot read the PyTorch problem");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The problem's name: its folder's for a file named model.py (problems/pytorch/<name>/model.py), else the
+// file's stem; as a C identifier, it is the entry point too.
+std::string problem_name(const fs::path& path) {
+  std::string stem = path.stem().string();
+  if (stem == "model" && path.has_parent_path()) stem = fs::absolute(path).parent_path().filename().string();
+  std::string out;
+  for (char c : stem) out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '_';
+  if (out.empty() || std::isdigit(static_cast<unsigned char>(out[0]))) out = "k_" + out;
+  return out;
+}
+
+}  // namespace
+
+bool is_pytorch_problem(const std::string& path) { return fs::path(path).extension() == ".py"; }
+
+Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& options) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw Error(ErrorCode::BadSpec, path + ": no such PyTorch problem file");
+  const std::string absolute = fs::absolute(path).lexically_normal().string();
+  const std::string device = options.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
+  const std::string text = pytorch::run_bridge({"describe", "--module", absolute, "--device", device}, options.timeout_s);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(text).get(doc) != simdjson::SUCCESS) {
+    throw Error(ErrorCode::Internal, path + ": the PyTorch bridge answered something that is not JSON: " + text.substr(0, 300));
+  }
+  if (std::string_view why; doc["error"].get(why) == simdjson::SUCCESS) {
+    std::string message = path + ": cannot be a kernel problem: " + std::string(why);
+    if (std::string_view trace; doc["trace"].get(trace) == simdjson::SUCCESS) message += "\n" + std::string(trace);
+    throw Error(ErrorCode::BadSpec, message);
+  }
+
+  Spec spec;
+  spec.path = absolute;
+  spec.name = problem_name(path);
+  spec.entry = spec.name;
+  spec.language = options.language;
+  Bindings workload;
+  for (simdjson::dom::element p : doc["params"].get_array()) {
+    Param param;
+    param.name = std::string(p["name"].get_string().value());
+    param.dtype = parse_dtype(std::string(p["dtype"].get_string().value())).value();
+    param.role = parse_role(std::string(p["role"].get_string().value())).value();
+    if (param.role == Role::scalar) {
+      double v = 0;
+      if (p["value"].get_double().get(v) != simdjson::SUCCESS) v = static_cast<double>(p["value"].get_int64().value());
+      param.value = v;
+    }
+    if (param.is_buffer()) {
+      for (simdjson::dom::element d : p["shape"].get_array()) {
+        std::int64_t literal = 0;
+        param.shape.push_back(d.get_int64().get(literal) == simdjson::SUCCESS ? std::to_string(literal)
+                                                                              : std::string(d.get_string().value()));
+      }
+    }
+    spec.params.push_back(std::move(param));
+  }
+  for (auto [name, value] : doc["workload"].get_object()) workload[std::string(name)] = value.get_int64().value();
+  spec.workloads.push_back(workload);
+  spec.reference.pytorch = true;
+  spec.reference.file = absolute;
+  spec.reference.source = read_file(absolute);
+  // KernelBench's tolerance by dtype.
+  spec.tolerance = {1e-4, 1e-4};
+  for (const Param& p : spec.params) {
+    if (p.role == Role::out && (p.dtype == DType::f16 || p.dtype == DType::bf16)) spec.tolerance = {1e-2, 1e-2};
+  }
+  if (!is_cpu_language(spec.language)) {
+    // One thread per element of the first output, BLOCK threads a block: a start that `import` writes
+    // out for the user to change.
+    const Param* out = nullptr;
+    for (const Param& p : spec.params)
+      if (!out && p.role == Role::out) out = &p;
+    std::string elements;
+    for (const std::string& d : out ? out->shape : std::vector<std::string>{})
+      elements += (elements.empty() ? "" : " * ") + d;
+    if (elements.empty()) elements = "1";
+    LaunchRule rule;
+    rule.grid[0] = Expr::parse("cdiv(" + elements + ", BLOCK)");
+    rule.block[0] = Expr::parse("BLOCK");
+    spec.launch = rule;
+    spec.tunables["BLOCK"] = {256, 128, 512, 1024};
+  }
+  spec.notes = "Derived from the PyTorch module " + fs::path(path).filename().string() +
+               " (KernelBench format): the kernel computes what Model.forward computes, with the module's weights "
+               "passed as input buffers named after their state-dict keys.";
+  spec.validate();
+  return spec;
+}
+
+Spec load_problem(const std::string& path, const PytorchProblemOptions& options) {
+  return is_pytorch_problem(path) ? load_pytorch_problem(path, options) : load_spec(path);
+}
+
+}  // namespace kernelevolve

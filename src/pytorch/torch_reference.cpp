@@ -1,0 +1,203 @@
+#include "pytorch/torch_reference.hpp"
+
+#include <simdjson.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <sstream>
+
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/report.hpp"
+
+namespace kernelevolve::pytorch {
+
+namespace {
+
+constexpr std::size_t kAlign = 64;
+std::size_t aligned(std::size_t bytes) { return (std::max<std::size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
+
+// The module "compiled": nothing to hold, the bridge has it.
+class TorchKernel final : public Kernel {};
+
+}  // namespace
+
+// A piece of the arena: host memory that the bridge maps too.
+class ArenaBuffer final : public Buffer {
+ public:
+  ArenaBuffer(TorchReference* owner, unsigned char* data, std::size_t bytes, std::size_t reserved)
+      : owner_(owner), data_(data), bytes_(bytes), reserved_(reserved) {}
+  ~ArenaBuffer() override { owner_->release(reserved_); }
+  std::size_t bytes() const override { return bytes_; }
+  void* data() override { return data_; }
+  void upload(const void* host, std::size_t bytes) override { std::memcpy(data_, host, std::min(bytes, bytes_)); }
+  void download(void* host, std::size_t bytes) const override { std::memcpy(host, data_, std::min(bytes, bytes_)); }
+  void* host_address() const override { return data_; }
+  void copy_from(const Buffer& source) override { source.download(data_, std::min(bytes_, source.bytes())); }
+
+ private:
+  TorchReference* owner_;
+  unsigned char* data_;
+  std::size_t bytes_, reserved_;
+};
+
+TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candidate_device)
+    : spec_(spec), candidate_device_(std::move(candidate_device)) {
+  const DeviceInfo& cand = candidate_device_->info();
+  if (cand.kind != "cpu") {
+    throw Error(ErrorCode::DeviceUnavailable, spec.path + ": a PyTorch reference runs beside a CPU device so far; " +
+                                                  cand.id + " is " + cand.kind);
+  }
+  info_ = cand;
+  info_.id = "pytorch:" + cand.id;
+  info_.kind = "pytorch";
+  // One evaluation's reference buffers at a time (the evaluator's reference argument block).
+  for (const Bindings& w : spec_.workloads) {
+    std::size_t total = 0;
+    for (const Param& p : spec_.params) {
+      if (p.is_buffer()) total += aligned(static_cast<std::size_t>(spec_.element_count(p, w)) * dtype_size(p.dtype));
+    }
+    arena_bytes_ = std::max(arena_bytes_, total);
+  }
+  arena_fd_ = ::memfd_create("kernelevolve-pytorch-arena", MFD_CLOEXEC);
+  if (arena_fd_ < 0 || ::ftruncate(arena_fd_, static_cast<off_t>(std::max<std::size_t>(arena_bytes_, kAlign))) != 0) {
+    throw Error(ErrorCode::Internal, std::string("the PyTorch reference's shared memory: ") + std::strerror(errno));
+  }
+  void* map = ::mmap(nullptr, std::max<std::size_t>(arena_bytes_, kAlign), PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd_, 0);
+  if (map == MAP_FAILED) throw Error(ErrorCode::Internal, std::string("mmap: ") + std::strerror(errno));
+  arena_ = static_cast<unsigned char*>(map);
+  bridge_ = std::make_unique<BridgeProcess>(
+      std::vector<std::string>{"serve", "--module", spec_.reference.file, "--device", "cpu", "--arena-fd", "3",
+                               "--arena-bytes", std::to_string(std::max<std::size_t>(arena_bytes_, kAlign))},
+      arena_fd_);
+  const std::string hello = bridge_->greeting();
+  if (hello.find("\"ok\": true") == std::string::npos) {
+    throw Error(ErrorCode::BadSpec, spec_.path + ": reference: the PyTorch module does not load: " + hello + "\n" +
+                                        bridge_->error_tail());
+  }
+}
+
+TorchReference::~TorchReference() {
+  bridge_.reset();
+  if (arena_) ::munmap(arena_, std::max<std::size_t>(arena_bytes_, kAlign));
+  if (arena_fd_ >= 0) ::close(arena_fd_);
+}
+
+const DeviceInfo& TorchReference::info() { return info_; }
+
+CompileResult TorchReference::compile(const KernelSource&) {
+  CompileResult r;
+  r.kernel = std::make_shared<TorchKernel>();
+  r.log = "PyTorch module " + spec_.reference.file + "\n";
+  return r;
+}
+
+std::unique_ptr<Buffer> TorchReference::allocate(std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  const std::size_t reserved = aligned(bytes);
+  if (arena_used_ + reserved > arena_bytes_) {
+    throw Error(ErrorCode::Internal, "the PyTorch reference's shared memory (" + std::to_string(arena_bytes_) +
+                                         " bytes) is full: one evaluation's buffers were expected to fit");
+  }
+  unsigned char* at = arena_ + arena_used_;
+  arena_used_ += reserved;
+  live_buffers_ += 1;
+  return std::make_unique<ArenaBuffer>(this, at, bytes, reserved);
+}
+
+void TorchReference::release(std::size_t) {
+  std::lock_guard lock(mutex_);
+  if (--live_buffers_ == 0) arena_used_ = 0;  // one block at a time: all of it is free again
+}
+
+std::string TorchReference::views_request(void** args, bool outputs) const {
+  Bindings sizes;
+  for (std::size_t i = 0; i < spec_.params.size(); ++i) {
+    const Param& p = spec_.params[i];
+    if (p.role != Role::size) continue;
+    std::int64_t v = 0;
+    switch (p.dtype) {
+      case DType::i32: { std::int32_t x; std::memcpy(&x, args[i], 4); v = x; break; }
+      case DType::i8: { std::int8_t x; std::memcpy(&x, args[i], 1); v = x; break; }
+      case DType::u8: { std::uint8_t x; std::memcpy(&x, args[i], 1); v = x; break; }
+      default: std::memcpy(&v, args[i], 8);
+    }
+    sizes[p.name] = v;
+  }
+  std::ostringstream out;
+  out << "\"sizes\": {";
+  bool first = true;
+  for (const auto& [name, v] : sizes) out << (first ? "" : ", ") << json_quote(name) << ": " << v, first = false;
+  out << "}, \"views\": {";
+  first = true;
+  for (std::size_t i = 0; i < spec_.params.size(); ++i) {
+    const Param& p = spec_.params[i];
+    if (!p.is_buffer()) continue;
+    const auto* data = static_cast<const unsigned char*>(*static_cast<void* const*>(args[i]));
+    out << (first ? "" : ", ") << json_quote(p.name) << ": [" << (data - arena_) << ", " << json_quote(to_string(p.dtype)) << ", [";
+    first = false;
+    for (std::size_t d = 0; d < p.shape.size(); ++d) {
+      const std::string& dim = p.shape[d];
+      out << (d ? ", " : "") << (sizes.count(dim) ? sizes.at(dim) : Expr::parse(dim).eval(sizes));
+    }
+    out << "]]";
+  }
+  out << "}, \"scalars\": {";
+  first = true;
+  for (const Param& p : spec_.params) {
+    if (p.role != Role::scalar) continue;
+    out << (first ? "" : ", ") << json_quote(p.name) << ": ";
+    if (is_float(p.dtype)) {
+      out << p.value;
+    } else {
+      out << static_cast<std::int64_t>(p.value);
+    }
+    first = false;
+  }
+  out << "}";
+  if (outputs) {
+    out << ", \"outputs\": [";
+    first = true;
+    for (const Param& p : spec_.params) {
+      if (p.role == Role::out || p.role == Role::inout) out << (first ? "" : ", ") << json_quote(p.name), first = false;
+    }
+    out << "]";
+  }
+  return out.str();
+}
+
+std::string TorchReference::ask(const std::string& request) {
+  const std::string reply = bridge_->request(request);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(reply).get(doc) != simdjson::SUCCESS) return "the PyTorch bridge answered: " + reply.substr(0, 300);
+  bool ok = false;
+  if (doc["ok"].get(ok) == simdjson::SUCCESS && ok) return {};
+  std::string_view why = "no reason given";
+  if (doc["error"].get(why) != simdjson::SUCCESS) why = "no reason given";
+  std::string message(why);
+  if (std::string_view trace; doc["trace"].get(trace) == simdjson::SUCCESS) message += "\n" + std::string(trace);
+  return message;
+}
+
+LaunchResult TorchReference::launch(Kernel&, void** args, const LaunchDims&, bool, bool) {
+  LaunchResult r;
+  try {
+    const std::string why = ask("{\"op\": \"run\", " + views_request(args, true) + "}");
+    if (!why.empty()) r.ok = false, r.error = "the PyTorch module failed: " + why;
+  } catch (const Error& e) {
+    r.ok = false;
+    r.error = e.what();
+  }
+  return r;
+}
+
+void TorchReference::draw(void** args, std::uint64_t seed) {
+  // Python's random seeds are at most 2^63 - 1 in torch.manual_seed.
+  const std::string why =
+      ask("{\"op\": \"draw\", \"seed\": " + std::to_string(seed >> 1) + ", " + views_request(args, false) + "}");
+  if (!why.empty()) throw Error(ErrorCode::BadSpec, spec_.path + ": reference: the problem's get_inputs() failed: " + why);
+}
+
+}  // namespace kernelevolve::pytorch
