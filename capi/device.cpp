@@ -29,21 +29,13 @@ KE_API ke_status ke_device_list_destroy(ke_device_list* list) {
 }
 
 KE_API ke_status ke_device_list_count(size_t* out, const ke_device_list* list) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(list, "list")->devices.size();
-  });
+  return get_field(__func__, out, list, "list", [](const ke_device_list& l) { return l.devices.size(); });
 }
 
 KE_API ke_status ke_device_list_get(const ke_device_info** out, const ke_device_list* list, size_t index) {
   return guard(__func__, [&] {
     need_out(out, "out");
-    need(list, "list");
-    if (index >= list->devices.size()) {
-      fail(KE_ERROR_NOT_FOUND, "device index " + std::to_string(index) + " is out of range (there are " +
-                                   std::to_string(list->devices.size()) + ")");
-    }
-    *out = list->devices[index].get();
+    *out = nth(need(list, "list")->devices, index, "device")->get();
   });
 }
 
@@ -51,10 +43,7 @@ namespace {
 
 template <class T, class F>
 ke_status device_field(const char* function, T* out, const ke_device_info* info, F field) {
-  return guard(function, [&] {
-    need_out(out, "out");
-    *out = field(need(info, "info")->info);
-  });
+  return get_field(function, out, info, "info", [&](const ke_device_info& d) { return field(d.info); });
 }
 
 }  // namespace

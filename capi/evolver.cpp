@@ -10,13 +10,8 @@ using namespace capi;
 // Evolver
 
 KE_API ke_status ke_evolver_options_init(ke_evolver_options* options, unsigned int version) {
-  return guard(__func__, [&] {
-    need_out(options, "options");
-    need_version(version, KE_EVOLVER_OPTIONS_VERSION, "ke_evolver_options");
-    const ke_evolver_options defaults = KE_EVOLVER_OPTIONS_INIT;
-    *options = defaults;
-    options->version = version;
-  });
+  return init_options(__func__, options, version, KE_EVOLVER_OPTIONS_VERSION,
+                      ke_evolver_options KE_EVOLVER_OPTIONS_INIT, "ke_evolver_options");
 }
 
 KE_API ke_status ke_evolver_create(ke_evolver** out, const ke_spec* spec, const ke_evolver_options* options) {

@@ -69,10 +69,8 @@ std::shared_ptr<ke::FitnessEvaluator> capi::make_callback_evaluator(std::size_t 
 // Custom fitness
 
 KE_API ke_status ke_candidate_source(const char** out, const ke_candidate* candidate) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(candidate, "candidate")->candidate->source.c_str();
-  });
+  return get_field(__func__, out, candidate, "candidate",
+                   [](const ke_candidate& c) { return c.candidate->source.c_str(); });
 }
 
 KE_API ke_status ke_candidate_language(const char** out, const ke_candidate* candidate) {
@@ -83,10 +81,8 @@ KE_API ke_status ke_candidate_language(const char** out, const ke_candidate* can
 }
 
 KE_API ke_status ke_candidate_tunable_count(size_t* out, const ke_candidate* candidate) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(candidate, "candidate")->candidate->tunables.size();
-  });
+  return get_field(__func__, out, candidate, "candidate",
+                   [](const ke_candidate& c) { return c.candidate->tunables.size(); });
 }
 
 KE_API ke_status ke_candidate_tunable(const char** name, int64_t* value, const ke_candidate* candidate, size_t index) {
@@ -111,17 +107,11 @@ KE_API ke_status ke_candidate_tunable_value(int64_t* out, const ke_candidate* ca
 }
 
 KE_API ke_status ke_candidate_workload_count(size_t* out, const ke_candidate* candidate) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(candidate, "candidate")->workloads;
-  });
+  return get_field(__func__, out, candidate, "candidate", [](const ke_candidate& c) { return c.workloads; });
 }
 
 KE_API ke_status ke_candidate_input_seed(uint64_t* out, const ke_candidate* candidate) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(candidate, "candidate")->input_seed;
-  });
+  return get_field(__func__, out, candidate, "candidate", [](const ke_candidate& c) { return c.input_seed; });
 }
 
 KE_API ke_status ke_evaluation_set_status(ke_evaluation* evaluation, ke_eval_status status) {

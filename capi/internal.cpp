@@ -1,10 +1,14 @@
 // The argument checks and conversions that capi/internal.hpp declares, shared by every family of entry points.
 #include "internal.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <sys/stat.h>
+#include <system_error>
+#include <unistd.h>
 
 namespace capi {
 
@@ -65,9 +69,20 @@ ke::Status need_status(ke_eval_status s, const char* name) {
   return *status;
 }
 
+// Checked without opening the file, so that a FIFO is not waited on here (the reader opens it after).
+void need_readable_file(const std::string& path, const char* what) {
+  const std::string where = std::string("cannot read ") + what + " '" + path + "': ";
+  struct stat info;
+  if (::stat(path.c_str(), &info) != 0 || ::access(path.c_str(), R_OK) != 0) {
+    fail(KE_ERROR_INTERNAL, where + std::generic_category().message(errno));
+  }
+  if (S_ISDIR(info.st_mode)) fail(KE_ERROR_INTERNAL, where + "it is a directory");
+}
+
 std::string read_file(const std::string& path) {
+  need_readable_file(path, "the source file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail(KE_ERROR_BAD_SPEC, "cannot read '" + path + "'");
+  if (!in) fail(KE_ERROR_INTERNAL, "cannot read the source file '" + path + "'");
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();

@@ -116,7 +116,28 @@ typename Map::const_iterator nth(const Map& map, std::size_t index, const char* 
   return std::next(map.begin(), static_cast<std::ptrdiff_t>(index));
 }
 
+// Copies the search state into a C struct that has its fields (ke_search_state, ke_progress).
+template <class C>
+void copy_state(C& out, const ke::SearchState& s) {
+  out.evaluations = s.evaluations;
+  out.elapsed_s = s.elapsed_s;
+  out.best_speedup = s.best_speedup;
+  out.evaluations_since_improvement = s.evaluations_since_improvement;
+  out.tokens = s.tokens;
+}
+
+// A file the caller names (not one a spec names): a path that does not exist or cannot be read is an
+// I/O failure, KE_ERROR_INTERNAL, whose message names `what` and the path.
+void need_readable_file(const std::string& path, const char* what);
+// The whole of a source file the caller names, checked as need_readable_file does.
 std::string read_file(const std::string& path);
+
+// What every handle opens with: its tag, checked on every call (need()) and cleared when it is destroyed.
+template <Tag kind>
+struct Handle {
+  static constexpr Tag kTag = kind;
+  Tag tag = kind;
+};
 
 // How a mutator handle makes the mutator of a run: one instance shared by every run, or, for a mutator
 // that keeps per-run state or wants the run's device, a fresh one for each run.
@@ -130,66 +151,50 @@ struct MutatorRecipe {
 }  // namespace capi
 
 // ---------------------------------------------------------------------------------------------------
-// Handles. Each opens with its tag; kTag and kName serve need().
+// Handles. Each opens with its tag (capi::Handle); kTag and kName serve need().
 
-struct ke_spec {
-  static constexpr capi::Tag kTag = capi::Tag::spec;
+struct ke_spec : capi::Handle<capi::Tag::spec> {
   static constexpr const char* kName = "ke_spec";
-  capi::Tag tag = kTag;
   ke::Spec spec;
   mutable std::mutex mutex;  // guards the cache for concurrent const calls
   mutable std::optional<std::string> json;
   void changed() { json.reset(); }
 };
 
-struct ke_device_info {
-  static constexpr capi::Tag kTag = capi::Tag::device_info;
+struct ke_device_info : capi::Handle<capi::Tag::device_info> {
   static constexpr const char* kName = "ke_device_info";
-  capi::Tag tag = kTag;
   ke::DeviceInfo info;
 };
 
-struct ke_device_list {
-  static constexpr capi::Tag kTag = capi::Tag::device_list;
+struct ke_device_list : capi::Handle<capi::Tag::device_list> {
   static constexpr const char* kName = "ke_device_list";
-  capi::Tag tag = kTag;
   std::vector<std::unique_ptr<ke_device_info>> devices;
 };
 
-struct ke_node {
-  static constexpr capi::Tag kTag = capi::Tag::node;
+struct ke_node : capi::Handle<capi::Tag::node> {
   static constexpr const char* kName = "ke_node";
-  capi::Tag tag = kTag;
   const ke::Node* node = nullptr;
 };
 
-struct ke_stop_rule {
-  static constexpr capi::Tag kTag = capi::Tag::stop_rule;
+struct ke_stop_rule : capi::Handle<capi::Tag::stop_rule> {
   static constexpr const char* kName = "ke_stop_rule";
-  capi::Tag tag = kTag;
   std::shared_ptr<ke::StopRule> rule;
 };
 
-struct ke_mutator {
-  static constexpr capi::Tag kTag = capi::Tag::mutator;
+struct ke_mutator : capi::Handle<capi::Tag::mutator> {
   static constexpr const char* kName = "ke_mutator";
-  capi::Tag tag = kTag;
   capi::MutatorRecipe recipe;
 };
 
-struct ke_store {
-  static constexpr capi::Tag kTag = capi::Tag::store;
+struct ke_store : capi::Handle<capi::Tag::store> {
   static constexpr const char* kName = "ke_store";
-  capi::Tag tag = kTag;
   std::shared_ptr<ke::Store> store;
   mutable std::mutex mutex;                        // guards the texts for concurrent const calls
   mutable std::map<std::string, std::string> texts;  // what show, best and export returned, kept till destroy
 };
 
-struct ke_mutation {
-  static constexpr capi::Tag kTag = capi::Tag::mutation;
+struct ke_mutation : capi::Handle<capi::Tag::mutation> {
   static constexpr const char* kName = "ke_mutation";
-  capi::Tag tag = kTag;
   const ke::MutationContext* context = nullptr;
   std::vector<ke_node> parents;
   std::map<ke::NodeId, std::unique_ptr<ke_node>> nodes;  // views handed out by ke_mutation_node
@@ -200,28 +205,22 @@ struct ke_mutation {
   std::int64_t tokens = 0;
 };
 
-struct ke_candidate {
-  static constexpr capi::Tag kTag = capi::Tag::candidate;
+struct ke_candidate : capi::Handle<capi::Tag::candidate> {
   static constexpr const char* kName = "ke_candidate";
-  capi::Tag tag = kTag;
   const ke::Candidate* candidate = nullptr;
   std::size_t workloads = 0;
   std::uint64_t input_seed = 0;
 };
 
-struct ke_evaluation {
-  static constexpr capi::Tag kTag = capi::Tag::evaluation;
+struct ke_evaluation : capi::Handle<capi::Tag::evaluation> {
   static constexpr const char* kName = "ke_evaluation";
-  capi::Tag tag = kTag;
   ke::Evaluation evaluation;
   std::vector<bool> timed;
   bool status_set = false;
 };
 
-struct ke_result {
-  static constexpr capi::Tag kTag = capi::Tag::result;
+struct ke_result : capi::Handle<capi::Tag::result> {
   static constexpr const char* kName = "ke_result";
-  capi::Tag tag = kTag;
   bool is_check = false;
   ke::Spec spec;
   ke::SearchGraph graph;
@@ -234,10 +233,8 @@ struct ke_result {
   mutable std::optional<std::string> json, text;
 };
 
-struct ke_evolver {
-  static constexpr capi::Tag kTag = capi::Tag::evolver;
+struct ke_evolver : capi::Handle<capi::Tag::evolver> {
   static constexpr const char* kName = "ke_evolver";
-  capi::Tag tag = kTag;
   ke::Spec spec;
   std::string device = "cpu";
   std::uint64_t seed = 1;
@@ -278,6 +275,27 @@ T* need(T* handle, const char* name) {
                                         " (destroyed, or a handle of another kind)");
   }
   return handle;
+}
+
+// The body of a plain getter: checks the out-parameter, then the handle, and writes what `field` reads.
+template <class T, class H, class F>
+ke_status get_field(const char* function, T* out, const H* handle, const char* name, F field) {
+  return guard(function, [&] {
+    need_out(out, "out");
+    *out = field(*need(handle, name));
+  });
+}
+
+// The body of an options struct's *_init function: the defaults of its _INIT macro, at `version`.
+template <class Options>
+ke_status init_options(const char* function, Options* options, unsigned int version, unsigned int newest,
+                       const Options& defaults, const char* what) {
+  return guard(function, [&] {
+    need_out(options, "options");
+    need_version(version, newest, what);
+    *options = defaults;
+    options->version = version;
+  });
 }
 
 template <class T>

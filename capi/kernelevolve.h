@@ -21,9 +21,27 @@
  *   program built against an older header keeps working.
  * - Callbacks take `void* user_data` last. A callback that returns non-zero aborts the run:
  *   ke_evolver_run() then returns KE_ERROR_ABORTED, and ke_evolver_result() still gives what was found.
+ *   The one exception is a stop rule's callback (ke_stop_rule_callback): its non-zero is a normal stop.
+ *   The library passes `user_data` back as it was given and never frees it, except where a function
+ *   takes a `ke_free_fn` for it; each setter says how long it must stay valid.
  * - No C++ exception crosses this API.
  * - Thread safety: different handles may be used from different threads at once. Functions that take a
- *   `const` handle may be called concurrently on the same handle; others may not.
+ *   `const` handle may be called concurrently on the same handle; others may not. No handle is tied to
+ *   the thread that made it: any may be handed to another thread between calls (ke_last_error() alone
+ *   is per thread). Handle by handle:
+ *   - ke_spec: one thread at a time while it is being built; its const functions (ke_spec_to_json's
+ *     cache is locked) from any number of threads at once.
+ *   - ke_device_list, ke_device_info, ke_result and the ke_node it lends: immutable once returned (a
+ *     result's lazily made lineages and reports are locked): any number of threads at once.
+ *   - ke_stop_rule, ke_mutator: immutable once made; one may be set on several evolvers, and those may run
+ *     at once on different threads. The built-in rules and the param, command and model mutators are
+ *     safe so; a mix gives each run a fresh state; calls to one ke_stop_rule_callback rule never
+ *     overlap; a custom mutator's callback is called from each such run's thread, so may overlap.
+ *   - ke_store: locked inside; any number of threads, and evolvers running at once, may use one.
+ *   - ke_evolver: one call at a time, from any thread. While a run is in progress, calls on that evolver
+ *     from its own callbacks are refused with KE_ERROR_INVALID_ARGUMENT; none may come from another thread.
+ *   - ke_mutation, ke_candidate, ke_evaluation, and a ke_node passed to a callback: only during the
+ *     callback, on the thread it was called on.
  * - ABI: within a major version, functions are added, never changed or removed; enumerations and
  *   library-filled structs only grow at the end.
  */
@@ -80,13 +98,32 @@ KE_API ke_status ke_status_name(const char** out, ke_status status);
 KE_API ke_status ke_version(int* major, int* minor, int* patch);
 
 /* ---------------------------------------------------------------------------------------------------
- * Spec: the problem. Loaded from a spec file (the JSON format of the README) or built field by field.
- * Names of dtypes, roles, languages and distributions are those of the spec file: "f32", "in", "c", ...
+ * Spec: the problem. Loaded from a spec file or built field by field. The spec file's JSON format, every
+ * field, is described in spec-format.md, installed with the library in <prefix>/share/doc/kernelevolve/
+ * (docs/spec-format.md in the source tree), beside the README. Names of dtypes, roles, languages and
+ * distributions are those of the spec file: "f32", "in", "c", ...
+ *
+ * The kernel. Its function is the spec's `entry`, with the params in order; in CUDA and HIP an
+ * `extern "C" __global__` function, launched by the spec's launch rule. Each dtype is a C type:
+ *   dtype  f16       bf16    f32    f64     i8      u8       i32      i64
+ *   C      _Float16  __bf16  float  double  int8_t  uint8_t  int32_t  int64_t
+ * A buffer is a pointer to its dtype (`const float*` for "in", `float*` for "out" and "inout"); a size
+ * and a scalar are passed by value as their dtype (a size's is an integer one). A tunable is a
+ * macro the kernel is compiled with, -DNAME=value (the candidate's value).
+ *
+ * The reference. It is compiled with the same `entry` name and params as the seed (a spec has one
+ * `entry`), from its own source, on its own device when it names one (e.g. "cpu"). A GPU reference
+ * (language "cuda" or "hip") is compiled with the seed's tunables as -D macros (the first value of
+ * each) and launched with the launch rule at that point; a CPU reference ("c" or "cpp") gets no tunable
+ * macros, so it must not read any. A spec file may instead name a PyTorch module as its reference
+ * (spec-format.md): PyTorch runs it, nothing is compiled.
  */
 
 typedef struct ke_spec ke_spec;
 
-/* Loads and validates a spec file; paths inside it are relative to the file. */
+/* Loads and validates a spec file; paths inside it are relative to the file. KE_ERROR_INTERNAL (I/O) when
+ * `path` does not exist or cannot be read, naming it; KE_ERROR_BAD_SPEC when its content is wrong, a
+ * source file it names that cannot be read included. */
 KE_API ke_status ke_spec_load(ke_spec** out, const char* path);
 /* Parses spec JSON text. `path` (may be NULL) names it in messages and resolves relative source files. */
 KE_API ke_status ke_spec_parse(ke_spec** out, const char* json, const char* path);
@@ -118,7 +155,8 @@ typedef enum ke_source_kind {
 } ke_source_kind;
 
 /* The reference or seed kernel, from text or read from a file now. `language` (NULL: the spec's) and
- * `device` (NULL: the run's device; e.g. "cpu" for a CPU reference of a GPU problem) are optional. */
+ * `device` (NULL: the run's device; e.g. "cpu" for a CPU reference of a GPU problem) are optional.
+ * ke_spec_set_source_file: KE_ERROR_INTERNAL (I/O) when `path` does not exist or cannot be read. */
 KE_API ke_status ke_spec_set_source(ke_spec* spec, ke_source_kind kind, const char* source,
                                     const char* language, const char* device);
 KE_API ke_status ke_spec_set_source_file(ke_spec* spec, ke_source_kind kind, const char* path,
@@ -242,8 +280,11 @@ KE_API ke_status ke_node_answer(const char** out, const ke_node* node);
 KE_API ke_status ke_node_tokens(int64_t* out, const ke_node* node);
 
 /* ---------------------------------------------------------------------------------------------------
- * Stop rules: when the search stops. Compose with any/all. A composite keeps what it needs: the rules
- * passed to it may be destroyed after.
+ * Stop rules: when the search stops. Compose with any/all. A rule is shared, never copied: a composite or
+ * an evolver (ke_evolver_set_stop_rule) keeps a reference to it, so its handle may be destroyed right
+ * after, and the rule lives until the last of them lets go. Rules are asked at every step of the search
+ * once the seed is evaluated, often more than once per evaluation: a rule judges the state it is given
+ * (a resumed run's counts its earlier evaluations, time and tokens), it does not count its calls.
  */
 
 typedef struct ke_stop_rule ke_stop_rule;
@@ -255,6 +296,38 @@ KE_API ke_status ke_stop_rule_target_speedup(ke_stop_rule** out, double speedup)
 KE_API ke_status ke_stop_rule_plateau(ke_stop_rule** out, int64_t evaluations);
 /* Stops once mutators have spent this many model tokens. */
 KE_API ke_status ke_stop_rule_max_tokens(ke_stop_rule** out, int64_t tokens);
+
+/* What a stop rule sees: the search so far. Filled by the library; fields are only appended (check
+ * `version`). */
+typedef struct ke_search_state {
+  unsigned int version;
+  int64_t evaluations; /* the seed included */
+  double elapsed_s;
+  double best_speedup;
+  int64_t evaluations_since_improvement;
+  int64_t tokens; /* model tokens the mutators spent */
+} ke_search_state;
+#define KE_SEARCH_STATE_VERSION 1
+
+/* Non-zero: stop the search. Unlike every other callback's, a non-zero return is not an abort. */
+typedef int (*ke_stop_fn)(const ke_search_state* state, void* user_data);
+/* Frees a callback's user data, once, when the library no longer needs it. */
+typedef void (*ke_free_fn)(void* user_data);
+
+/* The host's own rule, `name`d in the stop reason: the way to stop a run deliberately (a deadline of its
+ * own, a user's "stop"), where a progress callback's non-zero would abort it. When `should_stop` returns
+ * non-zero the run ends as under any stop rule: ke_evolver_run returns KE_OK and its result, whose stop
+ * reason names the rule ("the stop rule 'NAME' said stop at N evaluations"); candidates in flight are
+ * finished, the best is confirmed, a store records the run as finished.
+ * It is called on the thread that runs ke_evolver_run or ke_evolver_resume. With jobs > 1 it is also
+ * asked before each further candidate starts, with `evaluations` counting those in flight: a non-zero
+ * answer then holds new candidates back until those are in, and it is asked again. Calls to one rule
+ * never overlap, even when it is set on evolvers that run at once on different threads.
+ * `user_data` must stay valid while the rule lives (see above: until its handle, every composite and
+ * every evolver holding it are destroyed or given another rule). `free_user_data` (may be NULL) is then
+ * called with it, once, on the thread that let go last. A failed call does not call it. */
+KE_API ke_status ke_stop_rule_callback(ke_stop_rule** out, const char* name, ke_stop_fn should_stop,
+                                       void* user_data, ke_free_fn free_user_data);
 KE_API ke_status ke_stop_rule_any(ke_stop_rule** out, const ke_stop_rule* const* rules, size_t count);
 KE_API ke_status ke_stop_rule_all(ke_stop_rule** out, const ke_stop_rule* const* rules, size_t count);
 KE_API ke_status ke_stop_rule_destroy(ke_stop_rule* rule);
@@ -459,6 +532,8 @@ KE_API ke_status ke_evolver_destroy(ke_evolver* evolver);
 
 /* The mutator to use (the evolver keeps a reference: the handle may be destroyed after). */
 KE_API ke_status ke_evolver_set_mutator(ke_evolver* evolver, const ke_mutator* mutator);
+/* The stop rule to use (default: 64 evaluations). The evolver keeps a reference to the rule, not a copy,
+ * until it is destroyed or given another: the handle may be destroyed right after. */
 KE_API ke_status ke_evolver_set_stop_rule(ke_evolver* evolver, const ke_stop_rule* rule);
 /* The selection policy, by name ("greedy", "epsilon-greedy", "tournament", "ucb", "islands", "random"),
  * with options as name/value pairs (`count` may be 0): "epsilon" (epsilon-greedy), "tournament_size"
@@ -492,12 +567,17 @@ typedef struct ke_progress {
 } ke_progress;
 #define KE_PROGRESS_VERSION 1
 
-/* Called on the thread that runs ke_evolver_run. Non-zero aborts the run. NULL removes it. */
+/* Called on the thread that runs ke_evolver_run (or ke_evolver_resume). Non-zero aborts the run (to end
+ * it normally instead, see ke_stop_rule_callback). NULL removes it. The evolver keeps `user_data` as is
+ * and passes it only during its runs: it must stay valid through every later ke_evolver_run and
+ * ke_evolver_resume of the evolver, until the callback is replaced or removed or the evolver destroyed.
+ * The library never frees it. */
 typedef int (*ke_progress_fn)(const ke_progress* progress, void* user_data);
 KE_API ke_status ke_evolver_set_progress(ke_evolver* evolver, ke_progress_fn progress, void* user_data);
 
 /* Replaces device evaluation with the host's own; `device_name` names it in reports. NULL `evaluate`
- * goes back to the device. */
+ * goes back to the device. `user_data` must stay valid through every later run and check of the evolver,
+ * until it is replaced or the evolver destroyed; the library never frees it. */
 KE_API ke_status ke_evolver_set_evaluator(ke_evolver* evolver, const char* device_name, ke_evaluate_fn evaluate,
                                           void* user_data);
 

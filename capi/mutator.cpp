@@ -54,13 +54,8 @@ class CallbackMutator final : public ke::Mutator {
 // Mutators
 
 KE_API ke_status ke_param_mutator_options_init(ke_param_mutator_options* options, unsigned int version) {
-  return guard(__func__, [&] {
-    need_out(options, "options");
-    need_version(version, KE_PARAM_MUTATOR_OPTIONS_VERSION, "ke_param_mutator_options");
-    const ke_param_mutator_options defaults = KE_PARAM_MUTATOR_OPTIONS_INIT;
-    *options = defaults;
-    options->version = version;
-  });
+  return init_options(__func__, options, version, KE_PARAM_MUTATOR_OPTIONS_VERSION,
+                      ke_param_mutator_options KE_PARAM_MUTATOR_OPTIONS_INIT, "ke_param_mutator_options");
 }
 
 KE_API ke_status ke_mutator_param_create(ke_mutator** out, const ke_param_mutator_options* options) {
@@ -81,13 +76,8 @@ KE_API ke_status ke_mutator_param_create(ke_mutator** out, const ke_param_mutato
 }
 
 KE_API ke_status ke_command_mutator_options_init(ke_command_mutator_options* options, unsigned int version) {
-  return guard(__func__, [&] {
-    need_out(options, "options");
-    need_version(version, KE_COMMAND_MUTATOR_OPTIONS_VERSION, "ke_command_mutator_options");
-    const ke_command_mutator_options defaults = KE_COMMAND_MUTATOR_OPTIONS_INIT;
-    *options = defaults;
-    options->version = version;
-  });
+  return init_options(__func__, options, version, KE_COMMAND_MUTATOR_OPTIONS_VERSION,
+                      ke_command_mutator_options KE_COMMAND_MUTATOR_OPTIONS_INIT, "ke_command_mutator_options");
 }
 
 KE_API ke_status ke_mutator_command_create(ke_mutator** out, const ke_command_mutator_options* options) {
@@ -120,13 +110,8 @@ KE_API ke_status ke_mutator_custom_create(ke_mutator** out, const char* name, ke
 KE_API ke_status ke_mutator_destroy(ke_mutator* mutator) { return destroy(__func__, mutator); }
 
 KE_API ke_status ke_llm_mutator_options_init(ke_llm_mutator_options* options, unsigned int version) {
-  return guard(__func__, [&] {
-    need_out(options, "options");
-    need_version(version, KE_LLM_MUTATOR_OPTIONS_VERSION, "ke_llm_mutator_options");
-    const ke_llm_mutator_options defaults = KE_LLM_MUTATOR_OPTIONS_INIT;
-    *options = defaults;
-    options->version = version;
-  });
+  return init_options(__func__, options, version, KE_LLM_MUTATOR_OPTIONS_VERSION,
+                      ke_llm_mutator_options KE_LLM_MUTATOR_OPTIONS_INIT, "ke_llm_mutator_options");
 }
 
 #if KE_CAPI_WITH_LLM
@@ -220,29 +205,18 @@ KE_API ke_status ke_mutator_mix_create(ke_mutator** out, const ke_mutator* model
 }
 
 KE_API ke_status ke_mutation_parent_count(size_t* out, const ke_mutation* mutation) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(mutation, "mutation")->parents.size();
-  });
+  return get_field(__func__, out, mutation, "mutation", [](const ke_mutation& m) { return m.parents.size(); });
 }
 
 KE_API ke_status ke_mutation_parent(const ke_node** out, const ke_mutation* mutation, size_t index) {
   return guard(__func__, [&] {
     need_out(out, "out");
-    need(mutation, "mutation");
-    if (index >= mutation->parents.size()) {
-      fail(KE_ERROR_NOT_FOUND, "parent index " + std::to_string(index) + " is out of range (there are " +
-                                   std::to_string(mutation->parents.size()) + ")");
-    }
-    *out = &mutation->parents[index];
+    *out = &*nth(need(mutation, "mutation")->parents, index, "parent");
   });
 }
 
 KE_API ke_status ke_mutation_node_count(size_t* out, const ke_mutation* mutation) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(mutation, "mutation")->context->graph.size();
-  });
+  return get_field(__func__, out, mutation, "mutation", [](const ke_mutation& m) { return m.context->graph.size(); });
 }
 
 KE_API ke_status ke_mutation_node(const ke_node** out, const ke_mutation* mutation, int64_t id) {

@@ -25,10 +25,7 @@ namespace {
 
 template <class T, class F>
 ke_status node_field(const char* function, T* out, const ke_node* node, F field) {
-  return guard(function, [&] {
-    need_out(out, "out");
-    *out = field(node_of(node));
-  });
+  return get_field(function, out, node, "node", [&](const ke_node& n) { return field(*n.node); });
 }
 
 }  // namespace

@@ -102,10 +102,7 @@ KE_API ke_status ke_result_destroy(ke_result* result) {
 }
 
 KE_API ke_status ke_result_node_count(size_t* out, const ke_result* result) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(result, "result")->nodes.size();
-  });
+  return get_field(__func__, out, result, "result", [](const ke_result& r) { return r.nodes.size(); });
 }
 
 namespace {
@@ -145,50 +142,49 @@ KE_API ke_status ke_result_best(const ke_node** out, const ke_result* result) {
   });
 }
 
-KE_API ke_status ke_result_lineage(const int64_t** ids, size_t* count, const ke_result* result, int64_t id) {
-  return guard(__func__, [&] {
+namespace {
+
+// A list of node ids about node `id` (its lineage, its children), made once and kept in the result, so
+// that the pointer handed out lives as long as the result.
+template <class CacheOf, class Make>
+ke_status node_ids(const char* function, const int64_t** ids, size_t* count, const ke_result* result, std::int64_t id,
+                   CacheOf cache_of, Make make) {
+  return guard(function, [&] {
     need_out(ids, "ids");
     need_out(count, "count");
     node_in(need(result, "result"), id);
     std::lock_guard lock(result->mutex);
-    auto it = result->lineages.find(id);
-    if (it == result->lineages.end()) {
-      const auto chain = result->graph.lineage(id);
-      it = result->lineages.emplace(id, std::vector<std::int64_t>(chain.begin(), chain.end())).first;
+    auto& cache = cache_of(*result);
+    auto it = cache.find(id);
+    if (it == cache.end()) {
+      const auto list = make(result->graph, id);
+      it = cache.emplace(id, std::vector<std::int64_t>(list.begin(), list.end())).first;
     }
     *ids = it->second.data();
     *count = it->second.size();
   });
+}
+
+}  // namespace
+
+KE_API ke_status ke_result_lineage(const int64_t** ids, size_t* count, const ke_result* result, int64_t id) {
+  return node_ids(
+      __func__, ids, count, result, id, [](const ke_result& r) -> auto& { return r.lineages; },
+      [](const ke::SearchGraph& graph, ke::NodeId node) { return graph.lineage(node); });
 }
 
 KE_API ke_status ke_result_children(const int64_t** ids, size_t* count, const ke_result* result, int64_t id) {
-  return guard(__func__, [&] {
-    need_out(ids, "ids");
-    need_out(count, "count");
-    node_in(need(result, "result"), id);
-    std::lock_guard lock(result->mutex);
-    auto it = result->children.find(id);
-    if (it == result->children.end()) {
-      const auto kids = result->graph.children(id);
-      it = result->children.emplace(id, std::vector<std::int64_t>(kids.begin(), kids.end())).first;
-    }
-    *ids = it->second.data();
-    *count = it->second.size();
-  });
+  return node_ids(
+      __func__, ids, count, result, id, [](const ke_result& r) -> auto& { return r.children; },
+      [](const ke::SearchGraph& graph, ke::NodeId node) { return graph.children(node); });
 }
 
 KE_API ke_status ke_result_stop_reason(const char** out, const ke_result* result) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(result, "result")->run.stop_reason.c_str();
-  });
+  return get_field(__func__, out, result, "result", [](const ke_result& r) { return r.run.stop_reason.c_str(); });
 }
 
 KE_API ke_status ke_result_evaluations(int64_t* out, const ke_result* result) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(result, "result")->run.state.evaluations;
-  });
+  return get_field(__func__, out, result, "result", [](const ke_result& r) { return r.run.state.evaluations; });
 }
 
 KE_API ke_status ke_result_status_count(int64_t* out, const ke_result* result, ke_eval_status status) {
@@ -202,24 +198,15 @@ KE_API ke_status ke_result_status_count(int64_t* out, const ke_result* result, k
 }
 
 KE_API ke_status ke_result_elapsed_s(double* out, const ke_result* result) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(result, "result")->run.state.elapsed_s;
-  });
+  return get_field(__func__, out, result, "result", [](const ke_result& r) { return r.run.state.elapsed_s; });
 }
 
 KE_API ke_status ke_result_mutator_failures(int64_t* out, const ke_result* result) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(result, "result")->run.mutator_failures;
-  });
+  return get_field(__func__, out, result, "result", [](const ke_result& r) { return r.run.mutator_failures; });
 }
 
 KE_API ke_status ke_result_tokens(int64_t* out, const ke_result* result) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(result, "result")->run.state.tokens;
-  });
+  return get_field(__func__, out, result, "result", [](const ke_result& r) { return r.run.state.tokens; });
 }
 
 KE_API ke_status ke_result_confirmation(int* confirmed, double* speedup, double* speedup_low, double* speedup_high,
@@ -235,43 +222,38 @@ KE_API ke_status ke_result_confirmation(int* confirmed, double* speedup, double*
 }
 
 KE_API ke_status ke_result_device(const ke_device_info** out, const ke_result* result) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = &need(result, "result")->device;
-  });
+  return get_field(__func__, out, result, "result", [](const ke_result& r) { return &r.device; });
 }
 
-KE_API ke_status ke_result_report_json(const char** out, const ke_result* result) {
-  return guard(__func__, [&] {
+namespace {
+
+// A report of the result, made once and kept in it, so that the pointer handed out lives as long as the result.
+template <class TextOf, class Make>
+ke_status report(const char* function, const char** out, const ke_result* result, TextOf text_of, Make make) {
+  return guard(function, [&] {
     need_out(out, "out");
     need(result, "result");
     std::lock_guard lock(result->mutex);
-    if (!result->json) {
-      result->json = result->is_check ? check_report_json(*result)
-                                      : ke::run_report_json(result->spec, result->device.info, result->graph,
-                                                            result->run, result->run_id);
-    }
-    *out = result->json->c_str();
+    auto& text = text_of(*result);
+    if (!text) text = make(*result);
+    *out = text->c_str();
+  });
+}
+
+}  // namespace
+
+KE_API ke_status ke_result_report_json(const char** out, const ke_result* result) {
+  return report(__func__, out, result, [](const ke_result& r) -> auto& { return r.json; }, [](const ke_result& r) {
+    return r.is_check ? check_report_json(r) : ke::run_report_json(r.spec, r.device.info, r.graph, r.run, r.run_id);
   });
 }
 
 KE_API ke_status ke_result_report_text(const char** out, const ke_result* result) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    need(result, "result");
-    std::lock_guard lock(result->mutex);
-    if (!result->text) {
-      result->text = result->is_check
-                         ? check_report_text(*result)
-                         : ke::run_report_text(result->spec, result->device.info, result->graph, result->run);
-    }
-    *out = result->text->c_str();
+  return report(__func__, out, result, [](const ke_result& r) -> auto& { return r.text; }, [](const ke_result& r) {
+    return r.is_check ? check_report_text(r) : ke::run_report_text(r.spec, r.device.info, r.graph, r.run);
   });
 }
 
 KE_API ke_status ke_result_run_id(int64_t* out, const ke_result* result) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(result, "result")->run_id;
-  });
+  return get_field(__func__, out, result, "result", [](const ke_result& r) { return r.run_id; });
 }

@@ -50,11 +50,7 @@ class CallbackObserver final : public ke::Observer {
     p.version = KE_PROGRESS_VERSION;
     p.event = event;
     p.node = nullptr;
-    p.evaluations = s.evaluations;
-    p.elapsed_s = s.elapsed_s;
-    p.best_speedup = s.best_speedup;
-    p.evaluations_since_improvement = s.evaluations_since_improvement;
-    p.tokens = s.tokens;
+    copy_state(p, s);
     p.message = "";
     return p;
   }
@@ -70,7 +66,8 @@ class CallbackObserver final : public ke::Observer {
 
 std::shared_ptr<ke::FitnessEvaluator> make_evaluator(const ke_evolver& ev) {
   if (ev.evaluate) {
-    return make_callback_evaluator(ev.spec.workloads.size(), ev.evaluate_device, ev.evaluate, ev.evaluate_data);
+    return make_callback_evaluator(ev.spec.workloads.size(), ev.evaluate_device, ev.evaluate,
+                                   ev.evaluate_data);
   }
   ke::EvalOptions eval;
   eval.trials = ev.trials;

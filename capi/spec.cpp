@@ -12,8 +12,11 @@ using namespace capi;
 KE_API ke_status ke_spec_load(ke_spec** out, const char* path) {
   return guard(__func__, [&] {
     need_out(out, "out");
+    const std::string file = need_nonempty(path, "path");
+    // A file that is absent or unreadable is I/O (KE_ERROR_INTERNAL), not a bad spec as the loader says.
+    need_readable_file(file, "the spec file");
     auto s = std::make_unique<ke_spec>();
-    s->spec = ke::load_spec(need_nonempty(path, "path"));
+    s->spec = ke::load_spec(file);
     give(out, std::move(s));
   });
 }
@@ -52,6 +55,15 @@ ke::DType need_dtype(const char* dtype) {
   return *parsed;
 }
 
+// A param with its name and dtype checked, in the order a caller's mistakes are reported.
+ke::Param named_param(const char* name, const char* dtype, ke::Role role) {
+  ke::Param p;
+  p.name = need_nonempty(name, "name");
+  p.dtype = need_dtype(dtype);
+  p.role = role;
+  return p;
+}
+
 void add_param(ke_spec* spec, ke::Param param) {
   for (const ke::Param& p : spec->spec.params) {
     if (p.name == param.name) fail(KE_ERROR_BAD_SPEC, "params: '" + param.name + "' is already a param");
@@ -66,9 +78,7 @@ KE_API ke_status ke_spec_add_buffer(ke_spec* spec, const char* name, const char*
                                     const char* const* shape, size_t rank) {
   return guard(__func__, [&] {
     need(spec, "spec");
-    ke::Param p;
-    p.name = need_nonempty(name, "name");
-    p.dtype = need_dtype(dtype);
+    ke::Param p = named_param(name, dtype, ke::Role::in);
     const std::string role_text = need_string(role, "role");
     const auto parsed = ke::parse_role(role_text);
     if (!parsed || !(*parsed == ke::Role::in || *parsed == ke::Role::out || *parsed == ke::Role::inout)) {
@@ -85,21 +95,14 @@ KE_API ke_status ke_spec_add_buffer(ke_spec* spec, const char* name, const char*
 KE_API ke_status ke_spec_add_size(ke_spec* spec, const char* name, const char* dtype) {
   return guard(__func__, [&] {
     need(spec, "spec");
-    ke::Param p;
-    p.name = need_nonempty(name, "name");
-    p.dtype = need_dtype(dtype);
-    p.role = ke::Role::size;
-    add_param(spec, std::move(p));
+    add_param(spec, named_param(name, dtype, ke::Role::size));
   });
 }
 
 KE_API ke_status ke_spec_add_scalar(ke_spec* spec, const char* name, const char* dtype, double value) {
   return guard(__func__, [&] {
     need(spec, "spec");
-    ke::Param p;
-    p.name = need_nonempty(name, "name");
-    p.dtype = need_dtype(dtype);
-    p.role = ke::Role::scalar;
+    ke::Param p = named_param(name, dtype, ke::Role::scalar);
     need_finite(value, "value");
     p.value = value;
     add_param(spec, std::move(p));
@@ -270,17 +273,11 @@ KE_API ke_status ke_spec_validate(const ke_spec* spec) {
 }
 
 KE_API ke_status ke_spec_name(const char** out, const ke_spec* spec) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(spec, "spec")->spec.name.c_str();
-  });
+  return get_field(__func__, out, spec, "spec", [](const ke_spec& s) { return s.spec.name.c_str(); });
 }
 
 KE_API ke_status ke_spec_workload_count(size_t* out, const ke_spec* spec) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(spec, "spec")->spec.workloads.size();
-  });
+  return get_field(__func__, out, spec, "spec", [](const ke_spec& s) { return s.spec.workloads.size(); });
 }
 
 KE_API ke_status ke_spec_to_json(const char** out, const ke_spec* spec) {

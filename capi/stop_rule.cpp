@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,36 @@ class TokenBudget final : public ke::StopRule {
 
  private:
   std::int64_t tokens_;
+};
+
+// The host's own rule: a normal end of the search when its callback says so. One rule may be set on
+// evolvers that run at once, so its calls are serialized; the user data is finalized with the rule, when
+// the last of its holders (the handle, composites, evolvers) lets go.
+class CallbackStopRule final : public ke::StopRule {
+ public:
+  CallbackStopRule(std::string name, ke_stop_fn fn, void* user_data, ke_free_fn free_user_data)
+      : name_(std::move(name)), fn_(fn), user_data_(user_data), free_user_data_(free_user_data) {}
+  CallbackStopRule(const CallbackStopRule&) = delete;
+  CallbackStopRule& operator=(const CallbackStopRule&) = delete;
+  ~CallbackStopRule() override {
+    if (free_user_data_) free_user_data_(user_data_);
+  }
+
+  std::optional<std::string> should_stop(const ke::SearchState& s) override {
+    ke_search_state state;
+    state.version = KE_SEARCH_STATE_VERSION;
+    copy_state(state, s);
+    std::lock_guard lock(mutex_);
+    if (fn_(&state, user_data_) == 0) return std::nullopt;
+    return "the stop rule '" + name_ + "' said stop at " + std::to_string(s.evaluations) + " evaluations";
+  }
+
+ private:
+  std::string name_;
+  ke_stop_fn fn_;
+  void* user_data_;
+  ke_free_fn free_user_data_;
+  std::mutex mutex_;
 };
 
 }  // namespace
@@ -80,6 +111,16 @@ KE_API ke_status ke_stop_rule_max_tokens(ke_stop_rule** out, int64_t tokens) {
   return make_rule(__func__, out, [&]() -> std::shared_ptr<ke::StopRule> {
     if (tokens < 1) fail(KE_ERROR_INVALID_ARGUMENT, "'tokens' must be at least 1");
     return std::make_shared<TokenBudget>(tokens);
+  });
+}
+
+KE_API ke_status ke_stop_rule_callback(ke_stop_rule** out, const char* name, ke_stop_fn should_stop, void* user_data,
+                                       ke_free_fn free_user_data) {
+  return make_rule(__func__, out, [&]() -> std::shared_ptr<ke::StopRule> {
+    std::string rule_name = need_nonempty(name, "name");
+    if (!should_stop) fail(KE_ERROR_INVALID_ARGUMENT, "'should_stop' is NULL");
+    // Made last: once it exists nothing fails, so a failed call never finalizes the caller's user data.
+    return std::make_shared<CallbackStopRule>(std::move(rule_name), should_stop, user_data, free_user_data);
   });
 }
 

@@ -22,17 +22,11 @@ KE_API ke_status ke_store_open(ke_store** out, const char* path, int read_only) 
 KE_API ke_status ke_store_destroy(ke_store* store) { return destroy(__func__, store); }
 
 KE_API ke_status ke_store_path(const char** out, const ke_store* store) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(store, "store")->store->path().c_str();
-  });
+  return get_field(__func__, out, store, "store", [](const ke_store& s) { return s.store->path().c_str(); });
 }
 
 KE_API ke_status ke_store_run_count(size_t* out, const ke_store* store) {
-  return guard(__func__, [&] {
-    need_out(out, "out");
-    *out = need(store, "store")->store->runs().size();
-  });
+  return get_field(__func__, out, store, "store", [](const ke_store& s) { return s.store->runs().size(); });
 }
 
 KE_API ke_status ke_store_run_id(int64_t* out, const ke_store* store, size_t index) {

@@ -79,6 +79,24 @@ ke_eval_status status(const ke_node* n) {
   return s;
 }
 
+std::int64_t evaluations(const ke_result* r) {
+  std::int64_t n = -1;
+  REQUIRE(ke_result_evaluations(&n, r) == KE_OK);
+  return n;
+}
+
+std::size_t node_count(const ke_result* r) {
+  std::size_t n = 0;
+  REQUIRE(ke_result_node_count(&n, r) == KE_OK);
+  return n;
+}
+
+std::string stop_reason(const ke_result* r) {
+  const char* reason = nullptr;
+  REQUIRE(ke_result_stop_reason(&reason, r) == KE_OK);
+  return reason;
+}
+
 std::string text(ke_status (*get)(const char**, const ke_node*), const ke_node* n) {
   const char* out = nullptr;
   REQUIRE(get(&out, n) == KE_OK);
@@ -286,14 +304,14 @@ TEST_CASE("capi: NULL, wrong and destroyed handles are refused; out-parameters s
 
 TEST_CASE("capi: the last error is per thread") {
   ke_spec* out = nullptr;
-  CHECK(ke_spec_load(&out, "/nonexistent/one.json") == KE_ERROR_BAD_SPEC);
+  CHECK(ke_spec_load(&out, "/nonexistent/one.json") == KE_ERROR_INTERNAL);
   const std::string mine = ke_last_error();
   CHECK(contains(mine.c_str(), "one.json"));
   std::string theirs;
   std::thread([&] {
     theirs = ke_last_error();  // nothing failed on this thread yet
     ke_spec* other = nullptr;
-    CHECK(ke_spec_load(&other, "/nonexistent/two.json") == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_load(&other, "/nonexistent/two.json") == KE_ERROR_INTERNAL);
   }).join();
   CHECK(theirs.empty());
   CHECK(std::string(ke_last_error()) == mine);
@@ -326,6 +344,43 @@ TEST_CASE("capi: specs from files and JSON; field errors are bad_spec and name t
   CHECK(ke_spec_parse(&bad, "{not json", "inline.json") == KE_ERROR_BAD_SPEC);
   CHECK(ke_spec_parse(&bad, nullptr, nullptr) == KE_ERROR_INVALID_ARGUMENT);
   CHECK(bad == nullptr);
+}
+
+TEST_CASE("capi: a spec file that is absent or unreadable is I/O (internal); one that is wrong is bad_spec") {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("ke_capi_files_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  ke_spec* untouched = reinterpret_cast<ke_spec*>(0x5);
+
+  const std::string absent = (dir / "absent.json").string();
+  CHECK(ke_spec_load(&untouched, absent.c_str()) == KE_ERROR_INTERNAL);
+  CHECK(contains(ke_last_error(), "ke_spec_load: cannot read the spec file '" + absent + "'"));
+  CHECK(contains(ke_last_error(), "No such file"));
+  CHECK(ke_spec_load(&untouched, dir.string().c_str()) == KE_ERROR_INTERNAL);
+  CHECK(contains(ke_last_error(), "directory"));
+
+  // Readable, but naming a source file that is not there: the spec is at fault.
+  std::string text = read(fixture("e2e/colsum.json"));
+  auto replace = [&](const std::string& from, const std::string& to) {
+    REQUIRE(text.find(from) != std::string::npos);
+    text.replace(text.find(from), from.size(), to);
+  };
+  replace("\"colsum_ref.c\"", "\"" + fixture("e2e/colsum_ref.c") + "\"");
+  replace("\"colsum_seed.c\"", "\"no_such_seed.c\"");
+  const std::string broken = (dir / "broken.json").string();
+  std::ofstream(broken) << text;
+  CHECK(ke_spec_load(&untouched, broken.c_str()) == KE_ERROR_BAD_SPEC);
+  CHECK(contains(ke_last_error(), "no_such_seed.c"));
+
+  if (::geteuid() != 0) {  // root reads every file
+    const std::string locked = (dir / "locked.json").string();
+    std::filesystem::copy_file(fixture("e2e/colsum.json"), locked);
+    std::filesystem::permissions(locked, std::filesystem::perms::none);
+    CHECK(ke_spec_load(&untouched, locked.c_str()) == KE_ERROR_INTERNAL);
+    CHECK(contains(ke_last_error(), "Permission denied"));
+  }
+  CHECK(untouched == reinterpret_cast<ke_spec*>(0x5));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("capi: a spec built field by field") {
@@ -368,7 +423,8 @@ TEST_CASE("capi: a spec built field by field") {
     CHECK(ke_spec_set_input(spec, "x", "cauchy", 0, 1) == KE_ERROR_BAD_SPEC);
     CHECK(ke_spec_set_input(spec, "x", "normal", NAN, 1) == KE_ERROR_INVALID_ARGUMENT);
     CHECK(ke_spec_set_tolerance(spec, -1, 0) == KE_ERROR_BAD_SPEC);
-    CHECK(ke_spec_set_source_file(spec, KE_SOURCE_SEED, "/nonexistent/seed.c", nullptr, nullptr) == KE_ERROR_BAD_SPEC);
+    CHECK(ke_spec_set_source_file(spec, KE_SOURCE_SEED, "/nonexistent/seed.c", nullptr, nullptr) == KE_ERROR_INTERNAL);
+    CHECK(contains(ke_last_error(), "cannot read the source file '/nonexistent/seed.c'"));
     CHECK(ke_spec_set_source(spec, KE_SOURCE_SEED, "x", "fortran", nullptr) == KE_ERROR_BAD_SPEC);
     CHECK(ke_spec_set_cost(spec, "M *", nullptr) == KE_ERROR_BAD_SPEC);
     const char* dup_names[] = {"M", "M"};
@@ -730,6 +786,128 @@ TEST_CASE("capi: a token budget stops the run; transcripts and tokens stay on th
   CHECK(node_tokens == 10);
   CHECK(text(ke_node_prompt, node) == "double it");
   CHECK(text(ke_node_answer, node) == "doubled");
+}
+
+namespace {
+
+// A host's stop rule: stops once `after` evaluations are in; counts its calls and its finalization.
+struct StopAfter {
+  std::int64_t after = 0;
+  int calls = 0;
+  int freed = 0;
+  bool states_ok = true;
+};
+
+int stop_after(const ke_search_state* state, void* user_data) {
+  auto* s = static_cast<StopAfter*>(user_data);
+  s->calls += 1;
+  s->states_ok = s->states_ok && state->version == KE_SEARCH_STATE_VERSION && state->evaluations >= 1 &&
+                 state->elapsed_s >= 0 && state->best_speedup >= 1.0 && state->tokens == 0;
+  return state->evaluations >= s->after ? 1 : 0;
+}
+
+void free_stop_after(void* user_data) { static_cast<StopAfter*>(user_data)->freed += 1; }
+
+}  // namespace
+
+TEST_CASE("capi: a stop rule callback ends the run normally: success, its reason, the result and the store intact") {
+  SUBCASE("refused without a name or a function; a failed call does not free the user data") {
+    StopAfter stop;
+    ke_stop_rule* rule = reinterpret_cast<ke_stop_rule*>(0x7);
+    CHECK(ke_stop_rule_callback(&rule, "", stop_after, &stop, free_stop_after) == KE_ERROR_INVALID_ARGUMENT);
+    CHECK(ke_stop_rule_callback(&rule, "host", nullptr, &stop, free_stop_after) == KE_ERROR_INVALID_ARGUMENT);
+    CHECK(contains(ke_last_error(), "'should_stop' is NULL"));
+    CHECK(ke_stop_rule_callback(nullptr, "host", stop_after, &stop, free_stop_after) == KE_ERROR_INVALID_ARGUMENT);
+    CHECK(rule == reinterpret_cast<ke_stop_rule*>(0x7));
+    CHECK(stop.freed == 0);
+  }
+
+  SUBCASE("after N evaluations, with a store; the rule outlives its handle, freed with the evolver") {
+    const std::string db =
+        (std::filesystem::temp_directory_path() / ("ke_capi_stop_" + std::to_string(::getpid()) + ".db")).string();
+    std::remove(db.c_str());
+    Owned<ke_store, ke_store_destroy> store;
+    REQUIRE(ke_store_open(store.out(), db.c_str(), 0) == KE_OK);
+    StopAfter stop;
+    stop.after = 4;
+    {
+      FakeRun fake;
+      fake.start();
+      REQUIRE(ke_evolver_set_store(fake.ev, store, 0) == KE_OK);
+      ke_stop_rule* rule = nullptr;
+      REQUIRE(ke_stop_rule_callback(&rule, "host", stop_after, &stop, free_stop_after) == KE_OK);
+      REQUIRE(ke_evolver_set_stop_rule(fake.ev, rule) == KE_OK);
+      REQUIRE(ke_stop_rule_destroy(rule) == KE_OK);
+      CHECK(stop.freed == 0);  // the evolver still holds it
+
+      Result r;
+      REQUIRE(ke_evolver_run(r.out(), fake.ev) == KE_OK);
+      CHECK(stop.states_ok);
+      CHECK(stop.calls >= 4);  // at every step: after the seed, and more than once per child
+      CHECK(evaluations(r) == 4);
+      CHECK(node_count(r) == 4);
+      CHECK(stop_reason(r) == "the stop rule 'host' said stop at 4 evaluations");
+      const ke_node* best = nullptr;
+      REQUIRE(ke_result_best(&best, r) == KE_OK);
+      CHECK(tunable(best, "BLOCK") == 8);
+
+      // The store holds the whole run, finished with that reason.
+      std::int64_t run = 0;
+      REQUIRE(ke_result_run_id(&run, r) == KE_OK);
+      Result loaded;
+      REQUIRE(ke_store_load(loaded.out(), store, run) == KE_OK);
+      CHECK(node_count(loaded) == 4);
+      CHECK(stop_reason(loaded) == "the stop rule 'host' said stop at 4 evaluations");
+      CHECK(stop.freed == 0);
+    }
+    CHECK(stop.freed == 1);  // the evolver was its last holder
+    std::remove(db.c_str());
+    std::remove((db + "-wal").c_str());
+    std::remove((db + "-shm").c_str());
+  }
+
+  SUBCASE("freed when the evolver that held it last is given another rule") {
+    StopAfter stop;
+    FakeRun fake;
+    fake.start();
+    ke_stop_rule* rule = nullptr;
+    REQUIRE(ke_stop_rule_callback(&rule, "host", stop_after, &stop, free_stop_after) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(fake.ev, rule) == KE_OK);
+    REQUIRE(ke_stop_rule_destroy(rule) == KE_OK);
+    CHECK(stop.freed == 0);
+    Rule other;
+    REQUIRE(ke_stop_rule_max_evaluations(other.out(), 2) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(fake.ev, other) == KE_OK);
+    CHECK(stop.freed == 1);
+    CHECK(stop.calls == 0);
+  }
+
+  SUBCASE("inside a composite, with candidates in flight") {
+    StopAfter stop;
+    stop.after = 5;
+    ke_stop_rule* rule = nullptr;
+    REQUIRE(ke_stop_rule_callback(&rule, "host", stop_after, &stop, free_stop_after) == KE_OK);
+    Rule far, any;
+    REQUIRE(ke_stop_rule_max_evaluations(far.out(), 100) == KE_OK);
+    const ke_stop_rule* parts[] = {far, rule};
+    REQUIRE(ke_stop_rule_any(any.out(), parts, 2) == KE_OK);
+    REQUIRE(ke_stop_rule_destroy(rule) == KE_OK);
+    CHECK(stop.freed == 0);  // the composite holds it
+    {
+      FakeRun fake;
+      fake.start(3);
+      REQUIRE(ke_evolver_set_stop_rule(fake.ev, any) == KE_OK);
+      Result r;
+      REQUIRE(ke_evolver_run(r.out(), fake.ev) == KE_OK);
+      CHECK(evaluations(r) >= 5);
+      CHECK(evaluations(r) < 5 + 3);  // what was in flight is finished, nothing more is started
+      CHECK(contains(stop_reason(r).c_str(), "the stop rule 'host' said stop"));
+    }
+    CHECK(stop.freed == 0);
+    REQUIRE(ke_stop_rule_destroy(any.p) == KE_OK);
+    any.p = nullptr;
+    CHECK(stop.freed == 1);
+  }
 }
 
 TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the command mutator") {

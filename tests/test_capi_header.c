@@ -1,12 +1,22 @@
 /* The C API header on its own: compiled as C99 with -Wall -Wextra -pedantic -Werror (test_capi_header)
  * and, through test_capi_header_cxx.cpp, as C++. At run time, a plain-C tour of the calls that need no
- * device: version, errors, statuses, a spec built field by field and read back. Exits 0 when all pass. */
+ * device: version, errors, statuses, a spec built field by field and read back, a host stop rule freeing
+ * its user data. Exits 0 when all pass. */
 #include <kernelevolve.h>
 #include <kernelevolve.h> /* twice: the include guard holds */
 #include <stdio.h>
 #include <string.h>
 
 static int failures = 0;
+static int stop_rule_freed = 0;
+
+static int stop_never(const ke_search_state* state, void* user_data) {
+  (void)state;
+  (void)user_data;
+  return 0;
+}
+
+static void count_free(void* user_data) { *(int*)user_data += 1; }
 
 #define EXPECT(cond)                                                         \
   do {                                                                       \
@@ -58,7 +68,7 @@ int main(void) {
   EXPECT(ke_eval_status_name(&name, KE_EVAL_COMPILE_ERROR) == KE_OK && strcmp(name, "compile_error") == 0);
 
   /* A failed call names itself and its argument, and leaves the out-parameter alone. */
-  EXPECT(ke_spec_load(&sentinel, "/nonexistent/spec.json") == KE_ERROR_BAD_SPEC);
+  EXPECT(ke_spec_load(&sentinel, "/nonexistent/spec.json") == KE_ERROR_INTERNAL);
   EXPECT(sentinel == (ke_spec*)&failures);
   EXPECT(strstr(ke_last_error(), "ke_spec_load") != NULL);
   EXPECT(ke_spec_load(&sentinel, NULL) == KE_ERROR_INVALID_ARGUMENT);
@@ -114,6 +124,15 @@ int main(void) {
     EXPECT(ke_spec_validate((const ke_spec*)(const void*)rule) == KE_ERROR_INVALID_ARGUMENT);
     EXPECT(strstr(ke_last_error(), "not a live ke_spec") != NULL);
     EXPECT(ke_stop_rule_destroy(rule) == KE_OK);
+  }
+
+  /* A stop rule of the host's: its user data is finalized when the rule goes. */
+  {
+    ke_stop_rule* rule = NULL;
+    EXPECT(ke_stop_rule_callback(&rule, "never", stop_never, &stop_rule_freed, count_free) == KE_OK);
+    EXPECT(stop_rule_freed == 0);
+    EXPECT(ke_stop_rule_destroy(rule) == KE_OK);
+    EXPECT(stop_rule_freed == 1);
   }
 
   EXPECT(ke_spec_destroy(again) == KE_OK);

@@ -3,7 +3,7 @@
 //! Handles are owned values that free themselves on drop; borrowed views ([`Node`]) cannot outlive the
 //! result or the callback they come from; every fallible call returns [`Result`], whose [`Error`]
 //! carries the C status and the library's message. Callbacks are closures; a panic in one aborts the
-//! run instead of unwinding into C.
+//! run (in a stop rule's, stops it) instead of unwinding into C.
 pub mod sys;
 
 use std::ffi::{CStr, CString};
@@ -108,7 +108,42 @@ impl Drop for Spec {
     }
 }
 
-/// When a search stops. Composites keep what they need: the parts may be dropped after.
+/// What a stop rule sees: the search so far.
+#[derive(Debug, Clone, Copy)]
+pub struct SearchState {
+    pub evaluations: i64,
+    pub elapsed_s: f64,
+    pub best_speedup: f64,
+    pub evaluations_since_improvement: i64,
+    pub tokens: i64,
+}
+
+type StopCallback = Box<dyn FnMut(&SearchState) -> bool + Send>;
+
+unsafe extern "C" fn stop_trampoline(
+    state: *const sys::ke_search_state,
+    user_data: *mut c_void,
+) -> c_int {
+    let callback = &mut *(user_data as *mut StopCallback);
+    let s = &*state;
+    let state = SearchState {
+        evaluations: s.evaluations,
+        elapsed_s: s.elapsed_s,
+        best_speedup: s.best_speedup,
+        evaluations_since_improvement: s.evaluations_since_improvement,
+        tokens: s.tokens,
+    };
+    match catch_unwind(AssertUnwindSafe(|| callback(&state))) {
+        Ok(false) => 0,
+        _ => 1, // stop; a panic stops the run too, rather than unwinding into C
+    }
+}
+
+unsafe extern "C" fn stop_free(user_data: *mut c_void) {
+    drop(Box::from_raw(user_data as *mut StopCallback));
+}
+
+/// When a search stops. Composites and evolvers keep what they need: the parts may be dropped after.
 pub struct StopRule {
     raw: *mut sys::ke_stop_rule,
 }
@@ -133,6 +168,31 @@ impl StopRule {
     }
     pub fn max_tokens(tokens: i64) -> Result<StopRule> {
         Self::make(|out| unsafe { sys::ke_stop_rule_max_tokens(out, tokens) })
+    }
+    /// The host's own rule: once `should_stop` returns true the run ends normally (not aborted), with a
+    /// stop reason that names the rule. The library owns the closure from here on and drops it with the
+    /// rule, once this value and every evolver or composite holding the rule are gone. Its calls never
+    /// overlap, but come from whichever thread runs an evolver: hence `Send`.
+    pub fn callback(
+        name: &str,
+        should_stop: impl FnMut(&SearchState) -> bool + Send + 'static,
+    ) -> Result<StopRule> {
+        let name = cstring(name)?;
+        let boxed: Box<StopCallback> = Box::new(Box::new(should_stop));
+        let user_data = Box::into_raw(boxed) as *mut c_void;
+        let made = Self::make(|out| unsafe {
+            sys::ke_stop_rule_callback(
+                out,
+                name.as_ptr(),
+                Some(stop_trampoline),
+                user_data,
+                Some(stop_free),
+            )
+        });
+        if made.is_err() {
+            unsafe { stop_free(user_data) }; // a failed call leaves the closure to the caller
+        }
+        made
     }
     pub fn any(rules: &[&StopRule]) -> Result<StopRule> {
         let raw: Vec<*const sys::ke_stop_rule> = rules.iter().map(|r| r.raw as *const _).collect();

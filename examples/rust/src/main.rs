@@ -1,9 +1,11 @@
-//! Evolves a kernel from a spec file through the C API, from Rust: the parameter search, a stop rule,
-//! a progress closure; then the best kernel, its lineage and the JSON report.
+//! Evolves a kernel from a spec file through the C API, from Rust: the parameter search, stop rules (one
+//! of them a closure of the host's), a progress closure; then the best kernel, its lineage and the JSON
+//! report.
 //!
 //!     evolve_rust SPEC [MAX_EVALS]        e.g. evolve_rust problems/level1/row_sum/cpu.json 24
 use kernelevolve::{sys, version, Evolver, EvolverOptions, Mutator, Spec, StopRule};
 use std::process::exit;
+use std::time::{Duration, Instant};
 
 fn evolve(path: &str, max_evals: i64) -> kernelevolve::Result<f64> {
     let (major, minor, patch) = version()?;
@@ -19,9 +21,12 @@ fn evolve(path: &str, max_evals: i64) -> kernelevolve::Result<f64> {
     )?;
     let mutator = Mutator::param(None)?;
     evolver.set_mutator(&mutator)?;
+    // The host's own rule, a deadline: when it fires the run ends normally, not as an abort.
+    let deadline = Instant::now() + Duration::from_secs(600);
     let stop = StopRule::any(&[
         &StopRule::max_evaluations(max_evals)?,
         &StopRule::plateau(40)?,
+        &StopRule::callback("deadline", move |_| Instant::now() >= deadline)?,
     ])?;
     evolver.set_stop_rule(&stop)?;
     let mut best_so_far = 0.0;

@@ -152,6 +152,22 @@ pub struct ke_progress {
     pub message: *const c_char,
 }
 
+pub const KE_SEARCH_STATE_VERSION: c_uint = 1;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ke_search_state {
+    pub version: c_uint,
+    pub evaluations: i64,
+    pub elapsed_s: f64,
+    pub best_speedup: f64,
+    pub evaluations_since_improvement: i64,
+    pub tokens: i64,
+}
+
+pub type ke_stop_fn = Option<
+    unsafe extern "C" fn(state: *const ke_search_state, user_data: *mut c_void) -> c_int,
+>;
+pub type ke_free_fn = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 pub type ke_mutate_fn =
     Option<unsafe extern "C" fn(mutation: *mut ke_mutation, user_data: *mut c_void) -> c_int>;
 pub type ke_evaluate_fn = Option<
@@ -322,6 +338,13 @@ extern "C" {
     pub fn ke_stop_rule_target_speedup(out: *mut *mut ke_stop_rule, speedup: f64) -> ke_status;
     pub fn ke_stop_rule_plateau(out: *mut *mut ke_stop_rule, evaluations: i64) -> ke_status;
     pub fn ke_stop_rule_max_tokens(out: *mut *mut ke_stop_rule, tokens: i64) -> ke_status;
+    pub fn ke_stop_rule_callback(
+        out: *mut *mut ke_stop_rule,
+        name: *const c_char,
+        should_stop: ke_stop_fn,
+        user_data: *mut c_void,
+        free_user_data: ke_free_fn,
+    ) -> ke_status;
     pub fn ke_stop_rule_any(
         out: *mut *mut ke_stop_rule,
         rules: *const *const ke_stop_rule,
