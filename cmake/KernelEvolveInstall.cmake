@@ -5,6 +5,7 @@
 #   libexec/kernelevolve/kernelevolve-worker                  where the library looks for its worker
 #   bin/kernelevolve                                          the command-line tool
 #   share/kernelevolve/knowledge/                             the model mutator's knowledge base
+#   share/doc/kernelevolve/spec-format.md, README.md          the spec format and the README
 #   lib/cmake/KernelEvolve/                                   find_package(KernelEvolve)
 #   lib/pkgconfig/kernelevolve.pc, kernelevolve_cxx.pc       pkg-config
 include(CMakePackageConfigHelpers)
@@ -43,6 +44,11 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/knowledge)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/knowledge/ DESTINATION ${CMAKE_INSTALL_DATADIR}/kernelevolve/knowledge
     FILES_MATCHING PATTERN "*.md")
 endif()
+
+# The spec format, which kernelevolve.h points to, and the README: a host that has only the installed
+# package (a Rust or Go binding, say) still has the reference for the files it must write.
+install(FILES ${PROJECT_SOURCE_DIR}/docs/spec-format.md ${PROJECT_SOURCE_DIR}/README.md
+  DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/kernelevolve)
 
 set(KE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/KernelEvolve)
 install(EXPORT KernelEvolveTargets NAMESPACE KernelEvolve:: DESTINATION ${KE_CMAKE_DIR})

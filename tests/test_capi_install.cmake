@@ -15,7 +15,8 @@ function(run what)
 endfunction()
 
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
-set(expected include/kernelevolve.h include/kernelevolve/kernelevolve.hpp bin/kernelevolve)
+set(expected include/kernelevolve.h include/kernelevolve/kernelevolve.hpp bin/kernelevolve
+  share/doc/kernelevolve/spec-format.md share/doc/kernelevolve/README.md)
 if(EXISTS ${CONSUMER_DIR}/../../knowledge)
   list(APPEND expected share/kernelevolve/knowledge/README.md)
 endif()
