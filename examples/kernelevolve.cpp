@@ -471,6 +471,11 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("run") && !resume) throw ke::Error(ke::ErrorCode::BadUsage, "--run ID goes with --resume");
   popt.features = split_list(features);
   ke::Spec spec = load_cli_problem(c);
+  if (spec.seed.source.empty()) {
+    throw ke::Error(ke::ErrorCode::BadUsage,
+                    c.spec_path + " has no seed kernel: give one with --seed-kernel FILE (or \"seed\" in the spec). "
+                    "The parameter mutator only varies a kernel's tunables, so it cannot write the first one.");
+  }
   ke::WorkerOptions wo;
   wo.jobs = jobs;
   wo.timeout_s = timeout;

@@ -136,8 +136,15 @@ TEST_CASE("cuda: the target architecture follows the device and the kernel's req
   CHECK(ke::cuda_detail::target_arch(ks, 90, error).empty());
 }
 
+// A program NVRTC's compile cache has not seen (it keys what survives preprocessing, so not a comment): a
+// cached compile returns no ptxas report.
+std::string uncached(const std::string& source) {
+  return source + "\n__device__ long long ke_unique = 1" + std::to_string(::getpid()) +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000) + "LL;\n";
+}
+
 TEST_CASE("cuda: NVRTC compiles, reports errors as results, and takes tunables as macros" * doctest::skip(kNoNvrtc)) {
-  ke::KernelSource ks = cuda_source(kScale, "scale");
+  ke::KernelSource ks = cuda_source(uncached(kScale), "scale");
   ks.defines = {{"FACTOR", 3}};
   ks.flags = {"-O3"};
   auto out = ke::cuda_detail::nvrtc_compile(ks, "sm_90");
@@ -157,11 +164,7 @@ TEST_CASE("cuda: NVRTC compiles, reports errors as results, and takes tunables a
 }
 
 TEST_CASE("cuda: the verification kernels compile" * doctest::skip(kNoNvrtc)) {
-  // A program NVRTC's cache has not seen (the cache keys what survives preprocessing, so not a comment):
-  // a cached compile returns no ptxas report, and the spills with it.
-  const std::string fresh = std::string(ke::cuda_detail::kVerifySource) + "\n__device__ long long ke_unique = " +
-                            std::to_string(::getpid()) + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000) + "LL;\n";
-  const auto out = ke::cuda_detail::nvrtc_compile(cuda_source(fresh, "ke_fill"), "sm_90");
+  const auto out = ke::cuda_detail::nvrtc_compile(cuda_source(uncached(ke::cuda_detail::kVerifySource), "ke_fill"), "sm_90");
   CHECK_MESSAGE(out.ok, out.log);
   CHECK(out.log.find("spill") != std::string::npos);
 }

@@ -162,7 +162,7 @@ TEST_CASE("cuda sandbox: honest kernels pass in a confined GPU worker, in every 
     for (int i = 0; i < 3; ++i) {
       // A source new to this process and to NVRTC's cache: NVRTC compiles it after the filter is on, and
       // its cache writes are denied; the driver loads the module. None of that is the candidate's doing.
-      const std::string source = std::string(kHonest) + "__device__ long long ke_variant = " + std::to_string(i) +
+      const std::string source = std::string(kHonest) + "__device__ long long ke_variant = " + std::to_string(i + 1) +
                                  std::to_string(::getpid()) +
                                  std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000) + "LL;\n";
       const ke::Evaluation e = evaluator.evaluate(candidate(source, i == 1 ? 128 : 256), seed++);

@@ -143,6 +143,13 @@ TEST_CASE("pytorch: import writes a spec that loads back and checks; a right see
   const Cli seedless = cli("check " + fixture("linear_relu_scale.py"));
   CHECK(seedless.code == 0);
   CHECK(seedless.out.find("seed: none") != std::string::npos);
+  const Cli no_seed_run = cli("run " + fixture("linear_relu_scale.py") + " --no-db --max-evals 2");
+  CHECK(no_seed_run.code == 2);
+  CHECK_MESSAGE(no_seed_run.err.find("no seed kernel") != std::string::npos, no_seed_run.err);
+  const Cli seeded_run = cli("run " + fixture("linear_relu_scale.py") + " --seed-kernel " +
+                             fixture("linear_relu_scale_seed.c") + " --no-db --max-evals 4 --json");
+  REQUIRE_MESSAGE(seeded_run.code == 0, seeded_run.err);
+  CHECK(seeded_run.out.find("\"seed\": {\"node\": 0, \"status\": \"ok\"") != std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -182,4 +189,19 @@ TEST_CASE("pytorch: a reference that kills its own process: the host survives, t
   const Cli fine = cli("check " + fixture("crashing.py") + " --seed-kernel " + fixture("crashing_seed.c") + " --json");
   CHECK_MESSAGE(fine.code == 0, fine.err);
   CHECK(fine.out.find("\"status\": \"ok\"") != std::string::npos);
+}
+
+TEST_CASE("pytorch: every problem of problems/pytorch passes check on the CPU against PyTorch" *
+          doctest::skip(!have_torch())) {
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(KE_SOURCE_DIR) + "/problems/pytorch")) {
+    const fs::path spec = entry.path() / "cpu.json";
+    if (!fs::exists(spec)) continue;
+    CAPTURE(spec.string());
+    const Cli r = cli("check " + spec.string() + " --json");
+    CHECK_MESSAGE(r.code == 0, r.err);
+    CHECK_MESSAGE(r.out.find("\"seed\": {\"status\": \"ok\"") != std::string::npos, r.out);
+    ++checked;
+  }
+  CHECK(checked >= 12);
 }
