@@ -121,7 +121,9 @@ KE_API ke_status ke_version(int* major, int* minor, int* patch);
 
 typedef struct ke_spec ke_spec;
 
-/* Loads and validates a spec file; paths inside it are relative to the file. KE_ERROR_INTERNAL (I/O) when
+/* Loads and validates a spec file; paths inside it are relative to the file. A path ending in .py is a
+ * PyTorch problem in KernelBench's format, its spec derived for C kernels on the CPU (README, "Bring your
+ * PyTorch module"); KE_ERROR_DEVICE_UNAVAILABLE when no Python imports torch. KE_ERROR_INTERNAL (I/O) when
  * `path` does not exist or cannot be read, naming it; KE_ERROR_BAD_SPEC when its content is wrong, a
  * source file it names that cannot be read included. */
 KE_API ke_status ke_spec_load(ke_spec** out, const char* path);

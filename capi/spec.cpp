@@ -16,7 +16,7 @@ KE_API ke_status ke_spec_load(ke_spec** out, const char* path) {
     // A file that is absent or unreadable is I/O (KE_ERROR_INTERNAL), not a bad spec as the loader says.
     need_readable_file(file, "the spec file");
     auto s = std::make_unique<ke_spec>();
-    s->spec = ke::load_spec(file);
+    s->spec = ke::load_problem(file);  // a spec file, or a PyTorch problem (.py) derived for the CPU and C
     give(out, std::move(s));
   });
 }
