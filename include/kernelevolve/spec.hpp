@@ -126,6 +126,10 @@ struct Spec {
 // "integers in [0, V - 1], every trial (uniform, edge-heavy, repeated, sorted)".
 std::string describe_input(const Spec& spec, const Param& buffer);
 
+// KernelBench's tolerance by the outputs' dtype, a PyTorch problem's default: 1e-4 both ways for fp32 and
+// wider; 1e-2 when an output is fp16 or bf16.
+Tolerance pytorch_tolerance(const Spec& spec);
+
 // Loads and validates a spec file. Paths inside are relative to the file. Throws Error(BadSpec).
 Spec load_spec(const std::string& path);
 // Parses spec JSON text; `path` is used for messages and to resolve relative source files.

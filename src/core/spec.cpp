@@ -479,6 +479,14 @@ InputDist Spec::input_distribution(const Param& buffer, const Bindings& workload
   return dist;
 }
 
+Tolerance pytorch_tolerance(const Spec& spec) {
+  Tolerance t{1e-4, 1e-4};
+  for (const Param& p : spec.params) {
+    if ((p.role == Role::out || p.role == Role::inout) && (p.dtype == DType::f16 || p.dtype == DType::bf16)) t = {1e-2, 1e-2};
+  }
+  return t;
+}
+
 std::string describe_input(const Spec& spec, const Param& buffer) {
   const auto it = spec.inputs.find(buffer.name);
   const InputDist dist = it != spec.inputs.end() ? it->second : InputDist{};

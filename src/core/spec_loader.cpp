@@ -177,15 +177,6 @@ class JsonSyntaxLocator {
 
 using Fields = std::map<std::string, element, std::less<>>;
 
-// KernelBench's tolerance by dtype: fp32 (and wider) 1e-4 both ways; any fp16/bf16 output 1e-2.
-Tolerance pytorch_tolerance(const Spec& spec) {
-  Tolerance t{1e-4, 1e-4};
-  for (const Param& p : spec.params) {
-    if ((p.role == Role::out || p.role == Role::inout) && (p.dtype == DType::f16 || p.dtype == DType::bf16)) t = {1e-2, 1e-2};
-  }
-  return t;
-}
-
 class Loader {
  public:
   Loader(const std::string& path) : origin_(path.empty() ? std::string("<spec>") : path) {

@@ -341,28 +341,16 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
   // draws from get_inputs() under the trial's seed (into the reference's buffers, then copied), and after
   // trial 0 its float inputs take the adversarial families too, unless the spec pins them ("problem").
   auto draw_inputs = [&](ArgBlock& block, int trial, std::uint64_t seed) {
-    if (problem) {
-      problem->draw(ref_args.args.data(), seed);
-      for (std::size_t i = 0; i < n; ++i) {
-        const Param& p = spec.params[i];
-        if (is_input(p)) {
-          const InputDist dist = spec.input_distribution(p, workload);
-          if (trial > 0 && is_float(p.dtype) && !dist.problem) {
-            eval::fill_random(*device, *block.buffers[i], p.dtype, count(i), eval::trial_distribution(dist, trial), mix(seed, i));
-          } else {
-            block.buffers[i]->copy_from(*ref_args.buffers[i]);
-          }
-        } else if (p.role == Role::out) {
-          block.poison(i, p.dtype);
-        }
-      }
-      return;
-    }
+    if (problem) problem->draw(ref_args.args.data(), seed);
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
       if (is_input(p)) {
-        const InputDist dist = eval::trial_distribution(spec.input_distribution(p, workload), trial);
-        eval::fill_random(*device, *block.buffers[i], p.dtype, count(i), dist, mix(seed, i));
+        const InputDist dist = spec.input_distribution(p, workload);
+        if (problem && (trial == 0 || !is_float(p.dtype) || dist.problem)) {
+          block.buffers[i]->copy_from(*ref_args.buffers[i]);
+        } else {
+          eval::fill_random(*device, *block.buffers[i], p.dtype, count(i), eval::trial_distribution(dist, trial), mix(seed, i));
+        }
       } else if (p.role == Role::out) {
         block.poison(i, p.dtype);
       }
@@ -466,17 +454,12 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Kernel& kernel, const Can
       if (!is_input(p)) continue;
       const InputDist dist = spec.input_distribution(p, workload);
       const std::size_t c = count(i);
-      // A PyTorch problem's integer inputs (indices, offsets) keep the problem's own values; its floats
-      // are rotated whatever their size, since a fresh draw would not be the problem's.
-      if (problem && (!is_float(p.dtype) || c < 2)) {
-        cand_args.buffers[i]->copy_from(*base.buffers[i]);
-      } else if (problem) {
-        const std::size_t shift = 1 + (first_shift[i] + static_cast<std::size_t>(call)) % (c - 1);
-        cand_args.buffers[i]->copy_rotated(*base.buffers[i], bytes(i), shift * dtype_size(p.dtype));
-      } else if (bytes(i) <= kDrawnAfresh || c < 2) {
+      // A PyTorch problem's inputs are never drawn afresh here (a draw would not be the problem's): its
+      // integer inputs (indices, offsets) keep the problem's own values, its floats are rotated.
+      if (!problem && (bytes(i) <= kDrawnAfresh || c < 2)) {
         eval::fill_random(*device, *cand_args.buffers[i], p.dtype, c, eval::trial_distribution(dist, 0),
                           mix(fresh_seed(call), i));
-      } else if (dist.sorted) {
+      } else if (c < 2 || dist.sorted || (problem && !is_float(p.dtype))) {
         cand_args.buffers[i]->copy_from(*base.buffers[i]);
       } else {
         // Consecutive calls, consecutive shifts in 1 .. c-1: distinct for fewer than c calls.

@@ -88,11 +88,7 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
   spec.reference.pytorch = true;
   spec.reference.file = absolute;
   spec.reference.source = read_file(absolute);
-  // KernelBench's tolerance by dtype.
-  spec.tolerance = {1e-4, 1e-4};
-  for (const Param& p : spec.params) {
-    if (p.role == Role::out && (p.dtype == DType::f16 || p.dtype == DType::bf16)) spec.tolerance = {1e-2, 1e-2};
-  }
+  spec.tolerance = pytorch_tolerance(spec);
   if (!is_cpu_language(spec.language)) {
     // One thread per element of the first output, BLOCK threads a block: a start that `import` writes
     // out for the user to change.

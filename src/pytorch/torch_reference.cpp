@@ -139,7 +139,7 @@ std::string TorchReference::views_request(void** args, bool outputs) const {
     first = false;
     for (std::size_t d = 0; d < p.shape.size(); ++d) {
       const std::string& dim = p.shape[d];
-      out << (d ? ", " : "") << (sizes.count(dim) ? sizes.at(dim) : Expr::parse(dim).eval(sizes));
+      out << (d ? ", " : "") << Expr::parse(dim).eval(sizes);
     }
     out << "]]";
   }
