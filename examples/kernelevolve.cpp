@@ -166,7 +166,7 @@ void add_common(po::options_description& d, Common& c) {
 ke::Language problem_language(const Common& c) {
   if (!c.language.empty()) {
     const auto l = ke::parse_language(c.language);
-    if (!l) throw ke::Error(ke::ErrorCode::BadUsage, "--language is c, cpp, cuda or hip, not '" + c.language + "'");
+    if (!l) throw ke::Error(ke::ErrorCode::BadUsage, "--language is c, cpp, cuda, hip or triton, not '" + c.language + "'");
     return *l;
   }
   if (c.device.rfind("cuda", 0) == 0) return ke::Language::cuda;
@@ -186,7 +186,8 @@ ke::Spec load_cli_problem(Common& c) {
   options.device = c.device;
   ke::Spec spec = ke::load_problem(c.spec_path, options);
   if (!c.device_given && !pytorch) {
-    if (spec.language == ke::Language::cuda) c.device = "cuda";
+    // A Triton kernel runs on the CUDA device (Triton's AMD target is the HIP device's, once named).
+    if (spec.language == ke::Language::cuda || spec.language == ke::Language::triton) c.device = "cuda";
     if (spec.language == ke::Language::hip) c.device = "hip";
   }
   if (!c.seed_kernel.empty()) {
@@ -856,7 +857,10 @@ int cmd_import(const std::vector<std::string>& args) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw ke::Error(ke::ErrorCode::BadUsage, "-o " + dir + ": " + ec.message());
-  const char* kind = spec.language == ke::Language::cuda ? "cuda" : spec.language == ke::Language::hip ? "hip" : "cpu";
+  const char* kind = spec.language == ke::Language::cuda     ? "cuda"
+                     : spec.language == ke::Language::hip    ? "hip"
+                     : spec.language == ke::Language::triton ? "triton"
+                                                             : "cpu";
   const fs::path out = fs::path(dir) / (std::string(kind) + ".json");
   // The module by a path relative to the spec, and not inline: the spec is for a person to edit.
   ke::Spec written = spec;

@@ -151,6 +151,11 @@ class Device {
   }
   // Compiles and loads what fill_random, compare and digest use, now rather than at first use.
   virtual void prepare() {}
+  // Starts what compiling `language` needs beyond the device itself (Triton's compile helper, and a first
+  // compile through it), now: a worker calls it before it confines itself, since a confined process starts
+  // no other. Throws Error(DeviceUnavailable) when the language cannot be had here (Triton missing or too
+  // old), naming why; does nothing for a language that needs nothing.
+  virtual void prepare_language(Language language) { (void)language; }
   // Memory that another process maps too (a PyTorch reference's process): an allocation of `bytes`, and in
   // `handle` what that process opens it by (on CUDA, the IPC handle's 64 bytes in hex). Null where the
   // device cannot share memory.

@@ -16,8 +16,9 @@ namespace kernelevolve {
 enum class DType { f16, bf16, f32, f64, i8, u8, i32, i64 };
 enum class Role { in, out, inout, size, scalar };
 // The kernel languages; `pytorch` names no kernel language: it marks a baseline candidate (PyTorch eager
-// or torch.compile running a PyTorch problem's module), which parse_language never returns.
-enum class Language { c, cpp, cuda, hip, pytorch };
+// or torch.compile running a PyTorch problem's module), which parse_language never returns. A `triton`
+// kernel is a Python source with one @triton.jit entry, compiled by Triton and run by a CUDA (or HIP) device.
+enum class Language { c, cpp, cuda, hip, pytorch, triton };
 
 const char* to_string(DType);
 const char* to_string(Role);
@@ -31,7 +32,7 @@ bool is_float(DType);
 bool is_identifier(const std::string&);
 // The C type a C kernel declares for it ("float", "int64_t", "_Float16", ...).
 const char* c_type(DType);
-// A CPU language (c, cpp) runs on the host; cuda and hip on a GPU.
+// A CPU language (c, cpp) runs on the host; cuda, hip and triton on a GPU.
 bool is_cpu_language(Language);
 
 struct Param {
@@ -130,10 +131,14 @@ std::string describe_input(const Spec& spec, const Param& buffer);
 
 // The declaration every kernel of the spec defines, as its language writes it: for c and cpp
 // `void entry(const float* x, float* y, int64_t N)` (an `in` buffer is const), for cuda and hip the same
-// after `extern "C" __global__`. What a model or a command is told to write.
+// after `extern "C" __global__`; for triton `@triton.jit def entry(x, y, N, BLOCK: tl.constexpr)`, the
+// spec's params in order and then the tunables (num_warps and num_stages are options, not parameters).
+// What a model or a command is told to write.
 std::string kernel_signature(const Spec& spec);
 // The C type of a param's argument in that declaration: "const float*", "float*", "int64_t", ...
 std::string argument_type(const Param& param);
+// The Triton type of a param's argument ("*fp32" for an fp32 buffer, "i64" for a size, "fp32" for a scalar).
+std::string triton_type(const Param& param);
 
 // KernelBench's tolerance by the outputs' dtype, a PyTorch problem's default: 1e-4 both ways for fp32 and
 // wider; 1e-2 when an output is fp16 or bf16.

@@ -46,6 +46,7 @@ const char* to_string(Language language) {
     case Language::cuda: return "cuda";
     case Language::hip: return "hip";
     case Language::pytorch: return "pytorch";
+    case Language::triton: return "triton";
   }
   return "?";
 }
@@ -64,7 +65,7 @@ std::optional<Role> parse_role(const std::string& text) {
 }
 
 std::optional<Language> parse_language(const std::string& text) {
-  for (Language language : {Language::c, Language::cpp, Language::cuda, Language::hip})
+  for (Language language : {Language::c, Language::cpp, Language::cuda, Language::hip, Language::triton})
     if (text == to_string(language)) return language;
   return std::nullopt;
 }
@@ -312,6 +313,14 @@ class Validator {
       std::set<std::int64_t> seen;
       for (std::int64_t value : values)
         if (!seen.insert(value).second) fail(field, "value " + std::to_string(value) + " is listed twice");
+      if (spec_.language != Language::triton) continue;
+      // Triton's launch options, not parameters: what its compiler accepts.
+      for (std::int64_t value : values) {
+        if (name == "num_warps" && (value < 1 || value > 32 || (value & (value - 1))))
+          fail(field, std::to_string(value) + " is not a power of two from 1 to 32 (Triton's num_warps)");
+        if (name == "num_stages" && (value < 1 || value > 8))
+          fail(field, std::to_string(value) + " is outside 1 to 8 (Triton's num_stages)");
+      }
     }
   }
 
@@ -485,7 +494,30 @@ std::string argument_type(const Param& param) {
   return std::string(param.role == Role::in ? "const " : "") + c_type(param.dtype) + "*";
 }
 
+std::string triton_type(const Param& param) {
+  const char* name = "fp32";
+  switch (param.dtype) {
+    case DType::f16: name = "fp16"; break;
+    case DType::bf16: name = "bf16"; break;
+    case DType::f32: name = "fp32"; break;
+    case DType::f64: name = "fp64"; break;
+    case DType::i8: name = "i8"; break;
+    case DType::u8: name = "u8"; break;
+    case DType::i32: name = "i32"; break;
+    case DType::i64: name = "i64"; break;
+  }
+  return (param.is_buffer() ? "*" : "") + std::string(name);
+}
+
 std::string kernel_signature(const Spec& spec) {
+  if (spec.language == Language::triton) {
+    std::string out = "@triton.jit\ndef " + spec.entry + "(";
+    for (std::size_t i = 0; i < spec.params.size(); ++i) out += (i ? ", " : "") + spec.params[i].name;
+    for (const auto& [name, values] : spec.tunables) {
+      if (name != "num_warps" && name != "num_stages") out += ", " + name + ": tl.constexpr";
+    }
+    return out + ")";
+  }
   std::string out = is_cpu_language(spec.language) ? "void " : "extern \"C\" __global__ void ";
   out += spec.entry + "(";
   for (std::size_t i = 0; i < spec.params.size(); ++i) {

@@ -213,7 +213,7 @@ class Loader {
     // KernelBench's tolerances by dtype, where a PyTorch problem's spec gives none.
     if (spec.reference.pytorch && !optional(top, "tolerance")) spec.tolerance = pytorch_tolerance(spec);
     if (auto* seed = optional(top, "seed"); seed || !spec.reference.pytorch) spec.seed = source(required(top, "", "seed"), "seed");
-    if (auto* launch = optional(top, "launch")) spec.launch = read_launch(*launch);
+    if (auto* launch = optional(top, "launch")) spec.launch = read_launch(*launch, spec.language == Language::triton);
     if (auto* tunables = optional(top, "tunables")) {
       for (const auto& [name, values] : fields(*tunables, "tunables", {})) {
         const std::string field = "tunables." + name;
@@ -332,7 +332,7 @@ class Loader {
   Language language(const element& value, const std::string& field) const {
     const std::string text = string(value, field);
     auto parsed = parse_language(text);
-    if (!parsed) fail(field, "unknown language \"" + text + "\" (expected one of c cpp cuda hip)");
+    if (!parsed) fail(field, "unknown language \"" + text + "\" (expected one of c cpp cuda hip triton)");
     return *parsed;
   }
 
@@ -495,11 +495,13 @@ class Loader {
     return ref;
   }
 
-  LaunchRule read_launch(const element& value) const {
+  LaunchRule read_launch(const element& value, bool triton) const {
     Fields f = fields(value, "launch", {"grid", "block", "shared_bytes"});
     LaunchRule rule;
     for (const char* key : {"grid", "block"}) {
       const std::string field = std::string("launch.") + key;
+      // A Triton kernel's block is 32 x num_warps threads; a block given is the one a CUDA reference gets.
+      if (triton && std::string_view(key) == "block" && !optional(f, "block")) continue;
       Expr* dims = std::string_view(key) == "grid" ? rule.grid : rule.block;
       std::size_t count = 0;
       for (const element& dim : array(required(f, "launch", key), field)) {

@@ -587,6 +587,8 @@ DeviceInfo LocalEvaluator::device_info() { return impl_->device->info(); }
 
 void LocalEvaluator::prepare() {
   impl_->device->prepare();
+  // What the candidates' language needs beyond the device (Triton's compile helper); its absence is the run's end.
+  impl_->device->prepare_language(impl_->spec.language);
   if (impl_->reference_device != impl_->device) impl_->reference_device->prepare();
   try {
     impl_->reference_kernel();

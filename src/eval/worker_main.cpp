@@ -16,6 +16,7 @@
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/report.hpp"
 #include "sandbox/worker_sandbox.hpp"
+#include "triton/triton_compiler.hpp"
 
 namespace ke = kernelevolve;
 namespace wire = kernelevolve::wire;
@@ -78,7 +79,9 @@ int main() {
       wire::write_frame(wire::kWorkerFd, running ? "{\"type\": \"reference\", \"running\": true}"
                                                  : "{\"type\": \"reference\", \"running\": false}");
     });
-    evaluator->prepare();  // compiles now, while NVRTC may still write its cache
+    // Triton's compile helper confines its forks the way this worker confines itself.
+    ke::triton::set_sandbox_mode(sandbox_mode);
+    evaluator->prepare();  // compiles now, while NVRTC may still write its cache, and starts Triton's helper
     const std::string device_json = wire::to_json(evaluator->device_info());
     sandbox = ke::sandbox::confine_worker(sandbox_mode, device_id, options.timing_lock, std::move(sandbox));
     wire::write_frame(wire::kWorkerFd, "{\"type\": \"ready\", \"device\": " + device_json +

@@ -105,9 +105,15 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
     if (elements.empty()) elements = "1";
     LaunchRule rule;
     rule.grid[0] = Expr::parse("cdiv(" + elements + ", BLOCK)");
-    rule.block[0] = Expr::parse("BLOCK");
+    if (spec.language == Language::triton) {
+      // A program per BLOCK elements; its threads are Triton's (32 x num_warps).
+      spec.tunables["BLOCK"] = {1024, 256, 512, 2048, 4096};
+      spec.tunables["num_warps"] = {4, 2, 8};
+    } else {
+      rule.block[0] = Expr::parse("BLOCK");
+      spec.tunables["BLOCK"] = {256, 128, 512, 1024};
+    }
     spec.launch = rule;
-    spec.tunables["BLOCK"] = {256, 128, 512, 1024};
   }
   spec.notes = "Derived from the PyTorch module " + fs::path(path).filename().string() +
                " (KernelBench format): the kernel computes what Model.forward computes, with the module's weights "

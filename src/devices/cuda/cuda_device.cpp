@@ -15,6 +15,7 @@
 #include "devices/gpu/common.hpp"
 #include "devices/gpu/gpu_device.hpp"
 #include "kernelevolve/error.hpp"
+#include "triton/triton_compiler.hpp"
 
 namespace kernelevolve {
 
@@ -387,6 +388,22 @@ class CudaDevice final : public gpu::GpuDevice {
     setup.driver_version = property("driver_api");
     setup.nominal_flops = std::atof(property("fp32_tflops_nominal").c_str()) * 1e12;
     start(setup);
+    more_languages_.push_back(Language::triton);
+  }
+
+  void prepare_language(Language language) override {
+    if (language != Language::triton) return;
+    triton::Compiler::shared();  // throws when Triton cannot be had
+    // A first compile and load, so that the driver's PTX compiler is loaded before the process confines itself.
+    KernelSource ks;
+    ks.language = Language::triton;
+    ks.entry = "ke_warm_up";
+    ks.source = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef ke_warm_up(x, n):\n"
+                "    offs = tl.arange(0, 32)\n    tl.store(x + offs, offs.to(tl.float32), mask=offs < n)\n";
+    ks.params = {Param{"x", DType::f32, Role::out, {"n"}}, Param{"n", DType::i64, Role::size, {}}};
+    const CompileResult r = compile(ks);
+    if (!r.ok())
+      throw Error(ErrorCode::DeviceUnavailable, context().id() + ": Triton cannot compile a first kernel:\n" + r.log);
   }
 
   // cuMemAlloc memory is what cuIpcGetMemHandle exports (pool and managed memory are not).
@@ -409,8 +426,16 @@ class CudaDevice final : public gpu::GpuDevice {
   }
 
  protected:
-  std::string target(const KernelSource& ks, std::string& log) override { return target_arch(ks, cc_, log); }
+  std::string target(const KernelSource& ks, std::string& log) override {
+    if (ks.language != Language::triton) return target_arch(ks, cc_, log);
+    if (!ks.flags.empty()) {
+      log += "error: a Triton kernel takes no compiler flags (its options are the tunables num_warps and num_stages)\n";
+      return {};
+    }
+    return "sm_" + std::to_string(cc_) + "+triton";
+  }
   Build build(const KernelSource& ks, const std::string& arch, std::string& log) override {
+    if (ks.language == Language::triton) return build_triton(ks, log);
     NvrtcOutput built = nvrtc_compile(ks, arch);
     log += built.log;
     Build out;
@@ -421,6 +446,27 @@ class CudaDevice final : public gpu::GpuDevice {
   }
 
  private:
+  // Triton's compiler makes PTX (its own last stage runs ptxas as a program, which a confined process may not
+  // start); the driver compiles that when the module is loaded.
+  Build build_triton(const KernelSource& ks, std::string& log) {
+    triton::Target target;
+    target.arch = std::to_string(cc_);
+    const triton::Compiled c = triton::Compiler::shared()->compile(ks, target, log);
+    Build out;
+    if (!c.ok) {
+      out.refused = c.refused;
+      return out;
+    }
+    out.image = c.image;  // NUL-terminated text, as cuModuleLoadData wants PTX
+    out.symbol = c.symbol;
+    out.launch.block_threads = static_cast<unsigned>(32 * c.num_warps);
+    out.launch.shared_bytes = static_cast<unsigned>(c.shared_bytes);
+    out.launch.params = ks.params.size();
+    out.launch.scratch = {{c.global_scratch_bytes, c.global_scratch_align}, {c.profile_scratch_bytes, c.profile_scratch_align}};
+    out.resources["triton_compile_ms"] = static_cast<std::int64_t>(c.compile_ms);
+    return out;
+  }
+
   const Api& api_;
   int cc_ = 0;  // compute capability as 90
 };

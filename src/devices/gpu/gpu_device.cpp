@@ -135,8 +135,9 @@ struct Module {
 
 class GpuKernel final : public Kernel {
  public:
-  GpuKernel(std::shared_ptr<Module> module, FunctionHandle fn, std::map<std::string, std::int64_t> resources)
-      : module_(std::move(module)), fn_(fn), resources_(std::move(resources)) {}
+  GpuKernel(std::shared_ptr<Module> module, FunctionHandle fn, std::map<std::string, std::int64_t> resources,
+            KernelLaunch launch)
+      : launch(std::move(launch)), module_(std::move(module)), fn_(fn), resources_(std::move(resources)) {}
   std::map<std::string, std::int64_t> resources() const override { return resources_; }
   FunctionHandle function() const { return fn_; }
   const Context* context() const { return module_->ctx.get(); }
@@ -146,6 +147,8 @@ class GpuKernel final : public Kernel {
   }
   // The dynamic shared memory limit set on the function so far (CUDA's default is 48 KB less the static).
   std::int64_t dynamic_limit = -1;
+  const KernelLaunch launch;
+  std::vector<std::unique_ptr<Buffer>> scratch;  // per KernelLaunch::scratch, grown as grids grow
 
  private:
   std::shared_ptr<Module> module_;
@@ -250,7 +253,8 @@ CompileResult GpuDevice::compile(const KernelSource& ks) {
     result.compile_ms = ms_since(start);
     return result;
   };
-  result.log = refusal(ks, language_, ctx_->id(), healthy(), ctx_->poison());
+  const bool more = std::find(more_languages_.begin(), more_languages_.end(), ks.language) != more_languages_.end();
+  result.log = refusal(ks, more ? ks.language : language_, ctx_->id(), healthy(), ctx_->poison());
   if (!result.log.empty()) return done();
   const std::string to = target(ks, result.log);
   if (to.empty()) return done();
@@ -267,8 +271,11 @@ CompileResult GpuDevice::compile(const KernelSource& ks) {
     return done();
   }
   Build built = build(ks, to, result.log);
-  if (built.image.empty()) return done();
-  if (std::shared_ptr<Kernel> kernel = load(built, ks.entry, result.log))
+  if (built.image.empty()) {
+    result.refused = built.refused;
+    return done();
+  }
+  if (std::shared_ptr<Kernel> kernel = load(built, built.symbol.empty() ? ks.entry : built.symbol, result.log))
     result.kernel = cache_.insert(key, std::move(kernel));
   return done();
 }
@@ -294,7 +301,7 @@ std::shared_ptr<Kernel> GpuDevice::load(Build& built, const std::string& entry, 
     resources = driver.resources(fn);
   }
   for (auto& [name, value] : built.resources) resources[name] = value;
-  return std::make_shared<GpuKernel>(std::move(module), fn, std::move(resources));
+  return std::make_shared<GpuKernel>(std::move(module), fn, std::move(resources), built.launch);
 }
 
 Status GpuDevice::flush_l2() {
@@ -309,7 +316,7 @@ Status GpuDevice::flush_l2() {
   return driver.launch(flush_fn_, grid, block, 0, args);
 }
 
-LaunchResult GpuDevice::launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed, bool flush_cache) {
+LaunchResult GpuDevice::launch(Kernel& kernel, void** args, const LaunchDims& rule, bool timed, bool flush_cache) {
   LaunchResult result;
   auto fail = [&](std::string message) {
     result.ok = false;
@@ -319,7 +326,33 @@ LaunchResult GpuDevice::launch(Kernel& kernel, void** args, const LaunchDims& di
   auto* k = dynamic_cast<GpuKernel*>(&kernel);
   if (!k || k->context() != ctx_.get()) return fail(ctx_->id() + ": the kernel was not compiled by this device");
   if (!healthy()) return fail(unusable(ctx_->id(), ctx_->poison()));
+  // What the kernel's compiler fixed (Triton's block, shared memory and scratch pointers) overrides the rule.
+  LaunchDims dims = rule;
+  const KernelLaunch& fixed = k->launch;
+  if (fixed.block_threads) dims.block[0] = fixed.block_threads, dims.block[1] = dims.block[2] = 1;
+  dims.shared_bytes = std::max<std::int64_t>(dims.shared_bytes, fixed.shared_bytes);
   if (std::string why = invalid_launch(dims); !why.empty()) return fail(why);
+  std::vector<void*> extended;
+  std::vector<DevicePtr> scratch_ptrs(fixed.scratch.size(), 0);
+  if (!fixed.scratch.empty()) {
+    const auto programs = static_cast<std::size_t>(dims.grid[0] * dims.grid[1] * dims.grid[2]);
+    k->scratch.resize(fixed.scratch.size());
+    for (std::size_t i = 0; i < fixed.scratch.size(); ++i) {
+      const auto& need = fixed.scratch[i];
+      if (!need.bytes) continue;
+      const std::size_t bytes = programs * need.bytes + need.align;
+      try {
+        if (!k->scratch[i] || k->scratch[i]->bytes() < bytes) k->scratch[i] = allocate(bytes);
+      } catch (const std::exception& e) {
+        return fail(std::string("the kernel's scratch memory: ") + e.what());
+      }
+      const DevicePtr base = device_ptr(k->scratch[i]->data());
+      scratch_ptrs[i] = (base + need.align - 1) / need.align * need.align;
+    }
+    extended.assign(args, args + fixed.params);
+    for (DevicePtr& p : scratch_ptrs) extended.push_back(&p);
+    args = extended.data();
+  }
   Driver& driver = ctx_->driver();
   auto lock = ctx_->acquire();
   // Above the default 48 KB (less the static part) a CUDA kernel must opt in to more dynamic shared memory.

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "devices/gpu/ceiling_cache.hpp"
 #include "devices/kernel_cache.hpp"
@@ -22,6 +23,19 @@ namespace kernelevolve::gpu {
 using DevicePtr = std::uint64_t;  // a device address, as a kernel receives it
 using ModuleHandle = void*;       // the API's loaded module (CUmodule, hipModule_t)
 using FunctionHandle = void*;     // the API's kernel in a module (CUfunction, hipFunction_t)
+
+// What a kernel's compiler fixed of its launch. Zeros leave the launch rule's values.
+struct KernelLaunch {
+  unsigned block_threads = 0;  // the block (x) whatever the rule says: Triton's 32 x num_warps
+  unsigned shared_bytes = 0;   // dynamic shared memory at least this
+  // Scratch pointers the kernel takes after the spec's `params` arguments (Triton's global and profile
+  // scratch): each gets `bytes` per program of the grid (a null pointer when 0), aligned to `align`.
+  struct Scratch {
+    std::size_t bytes = 0, align = 1;
+  };
+  std::vector<Scratch> scratch;
+  std::size_t params = 0;  // the spec's arguments, before the scratch pointers
+};
 
 // A driver call's outcome: the API's error code (0 is success) and the call's name, for messages.
 struct Status {
@@ -121,9 +135,14 @@ class GpuDevice : public Device {
  protected:
   // What a backend's compiler made of a source: the image the driver loads (a cubin, PTX, a code object;
   // empty when compilation failed) and the resources the compiler reports (spills), added to the driver's.
+  // A compiler that decides the launch itself (Triton) says so in `launch`; the kernel keeps it, and every
+  // launch of it follows it: nothing after compilation asks which language a kernel came from.
   struct Build {
     std::string image;
     std::map<std::string, std::int64_t> resources;
+    std::string symbol;    // the kernel's name in the image, when it is not the entry's
+    bool refused = false;  // the source broke the rules (CompileResult::refused)
+    KernelLaunch launch;
   };
   // What start() needs to know of the GPU beyond info_.
   struct Setup {
@@ -151,6 +170,8 @@ class GpuDevice : public Device {
   virtual Build build(const KernelSource& ks, const std::string& target, std::string& log) = 0;
 
   Context& context() { return *ctx_; }
+  // Languages this device compiles besides its own (a backend that has Triton adds it).
+  std::vector<Language> more_languages_;
 
   DeviceInfo info_;
 
