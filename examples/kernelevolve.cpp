@@ -34,13 +34,13 @@ const char* kUsage =
     "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
     "                        [--sandbox strict|basic|off] [--seed N] [--json]\n"
     "  kernelevolve check SPEC [--device ...] [--sandbox MODE] [--json]   evaluate the reference and the seed only\n"
-    "  kernelevolve import PROBLEM.py -o DIR [--device cpu|cuda] [--language c|cpp|cuda]\n"
+    "  kernelevolve import PROBLEM.py -o DIR [--device cpu|cuda] [--language c|cpp|cuda|triton]\n"
     "                        write the spec derived from a PyTorch module (KernelBench format), to read and edit\n"
     "  SPEC is a spec file (.json) or a PyTorch problem (.py, KernelBench format: run and check take\n"
     "  --language for its candidates, and --seed-kernel FILE for a seed, unless a --mutator command, llm or\n"
     "  mix writes the first kernel from the module)\n"
     "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes and the best one's lineage\n"
-    "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines\n"
+    "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines (a comment for Triton)\n"
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
     "  kernelevolve devices [--json] [--sandbox-info]    the devices found, with their properties; the sandbox\n"
     "run 'kernelevolve COMMAND --help' for a command's options\n";
@@ -322,7 +322,9 @@ int cmd_check(const std::vector<std::string>& args) {
     if (!spec.seed.source.empty()) seed_eval = evaluator->evaluate(seed, 1);
     // The reference checked against itself: it must be deterministic, and it gives the time to beat. (A
     // PyTorch module is no kernel of the spec's language: it is checked as the seed's reference only.)
-    if (!spec.reference.pytorch && (!spec.reference.device || *spec.reference.device == info.kind)) {
+    // Nor is a reference in another language than the candidates' (a CUDA reference of a Triton problem).
+    const bool own_language = spec.reference.language.value_or(spec.language) == spec.language;
+    if (!spec.reference.pytorch && own_language && (!spec.reference.device || *spec.reference.device == info.kind)) {
       ref_eval = evaluator->evaluate(reference, 2);
     }
   } catch (const ke::Error& e) {

@@ -305,9 +305,10 @@ TEST_CASE("triton: hostile kernels fail in the worker, and an honest one still p
   // A kernel that never ends: the worker's time limit.
   const ke::Evaluation hang = evaluator.evaluate(
       candidate(replace(kTwice, "    mask = offs < n\n",
-                        "    mask = offs < n\n    i = 0\n    while tl.load(x) == tl.load(x):\n        i += 1\n")),
+                        "    mask = offs < n\n    while tl.load(x, volatile=True) == tl.load(x, volatile=True):\n"
+                        "        tl.store(y, 0.0)\n")),
       seed++);
-  CHECK(hang.status == ke::Status::timeout);
+  CHECK_MESSAGE(hang.status == ke::Status::timeout, hang.message);
   honest_ok("hang");
 
   // A wrong answer.
@@ -321,8 +322,17 @@ TEST_CASE("triton: hostile kernels fail in the worker, and an honest one still p
   const ke::Evaluation system = evaluator.evaluate(
       candidate("import os\nos.system('touch " + marker.string() + "')\nopen('" + marker.string() + "', 'w')\n" + kTwice),
       seed++);
+  CAPTURE(system.message);
+  CAPTURE(system.compile_log);
   CHECK(system.status == ke::Status::invalid);
   CHECK(system.message.find("denies") != std::string::npos);
   CHECK_FALSE(fs::exists(marker));
   honest_ok("system");
+  // A file opened for writing at import: denied, and the call named.
+  const ke::Evaluation write = evaluator.evaluate(candidate("open('" + marker.string() + "', 'w')\n" + kTwice), seed++);
+  CAPTURE(write.message);
+  CHECK(write.status == ke::Status::invalid);
+  CHECK(write.message.find("openat") != std::string::npos);
+  CHECK_FALSE(fs::exists(marker));
+  honest_ok("write");
 }

@@ -94,7 +94,8 @@ ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_s
   if (has_edits) {
     r = apply_edits(lines, parent_source);
   } else {
-    static const std::vector<std::string> kTags = {"", "c", "cpp", "c++", "cxx", "cuda", "cu", "hip", "cc", "h"};
+    static const std::vector<std::string> kTags = {"",   "c",  "cpp", "c++",    "cxx",    "cuda", "cu",
+                                                   "hip", "cc", "h",   "python", "triton", "py"};
     std::string best;
     bool found = false;
     for (std::size_t i = 0; i < lines.size(); ++i) {
@@ -135,7 +136,9 @@ std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::st
   std::map<std::string, std::vector<std::int64_t>> out;
   for (const std::string& raw : split_lines(source)) {
     const std::string line = trim(raw);
-    const std::string marker = "// ke:tunable ";
+    // `// ke:tunable` in C, CUDA and HIP; `# ke:tunable` in a Triton (Python) source.
+    std::string marker = "// ke:tunable ";
+    if (!starts_with(line, marker)) marker = "# ke:tunable ";
     if (!starts_with(line, marker)) continue;
     std::istringstream in(line.substr(marker.size()));
     std::string name;

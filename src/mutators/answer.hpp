@@ -22,11 +22,11 @@ struct ParsedAnswer {
 //   their replacement
 //   >>>>>>> REPLACE
 // Each SEARCH text must occur in the parent. Without edits, the longest fenced block tagged c, cpp,
-// c++, cuda, hip (or untagged) is the new source. An answer that changes nothing is an error.
+// c++, cuda, hip, python, triton (or untagged) is the new source. An answer that changes nothing is an error.
 ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_source);
 
-// Tunables a kernel declares for itself, one per line: `// ke:tunable NAME v1 v2 ...` (the first value
-// is its default). Malformed lines are ignored.
+// Tunables a kernel declares for itself, one per line: `// ke:tunable NAME v1 v2 ...` (`# ke:tunable` in
+// a Triton source; the first value is its default). Malformed lines are ignored.
 std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::string& source);
 
 // The last `max` characters of a log, behind `marker` when cut: what a prompt or an error line keeps.

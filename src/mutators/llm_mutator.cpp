@@ -72,15 +72,28 @@ struct LlmMutator::Impl {
   std::mt19937_64 jitter{std::random_device{}()};
 
   std::string system_prompt(const Spec& spec, bool first) const {
-    const std::string lang = to_string(spec.language);
-    const std::string rules =
+    const bool triton = spec.language == Language::triton;
+    const std::string lang = triton ? "triton" : to_string(spec.language);
+    std::string rules =
         "Rules: keep the entry point's name and signature; write every output element; never read or "
         "write outside the buffers; do not special-case particular inputs, pointers or repeated calls; "
         "start no threads, do no I/O, never exit; do all the work inside the call.\n";
-    const std::string tunables =
+    std::string tunables =
         "You may declare tunables the parameter search will explore, one per line: "
         "`// ke:tunable NAME v1 v2 v3` (the first value is the default), used as a macro guarded by "
         "#ifndef NAME.";
+    if (triton) {
+      // Triton's own terms: a Python module, constexpr tunables, the launch is not the kernel's to write.
+      rules += "A Triton kernel is a Python module with one @triton.jit entry (helpers may be @triton.jit too): "
+               "import triton and triton.language as tl, nothing else, and no launch code (the grid is the "
+               "spec's, each program runs 32 x num_warps threads). Its parameters are the spec's params in "
+               "order, then each tunable it uses as `NAME: tl.constexpr`. Mask every load and store at the edges.\n";
+      tunables =
+          "You may declare tunables the parameter search will explore, one per line: "
+          "`# ke:tunable NAME v1 v2 v3` (the first value is the default), each a `NAME: tl.constexpr` "
+          "parameter of the entry. num_warps and num_stages are tunables too, Triton's compile options, "
+          "never parameters.";
+    }
     if (first) {
       return "You are an expert performance engineer. You write " + lang +
              " kernels for the device described that compute exactly what a reference computes (within the "
@@ -104,14 +117,19 @@ struct LlmMutator::Impl {
     out << "Workloads:";
     for (const auto& w : spec.workloads) out << " {" << bindings_text(w) << "}";
     out << "\nTolerance: |out - ref| <= " << spec.tolerance.atol << " + " << spec.tolerance.rtol << " * |ref|\n";
-    if (spec.launch) {
+    const bool triton = spec.language == Language::triton;
+    if (spec.launch && triton) {
+      out << "Launch: grid (" << spec.launch->grid[0].text() << ", " << spec.launch->grid[1].text() << ", "
+          << spec.launch->grid[2].text() << ") programs (tl.program_id(0..2)), each of 32 x num_warps threads\n";
+    } else if (spec.launch) {
       out << "Launch: grid (" << spec.launch->grid[0].text() << ", " << spec.launch->grid[1].text() << ", "
           << spec.launch->grid[2].text() << "), block (" << spec.launch->block[0].text() << ", "
           << spec.launch->block[1].text() << ", " << spec.launch->block[2].text() << "), shared bytes "
           << spec.launch->shared_bytes.text() << "\n";
     }
     if (!spec.tunables.empty()) {
-      out << "Tunables (macros):";
+      out << (triton ? "Tunables (tl.constexpr parameters; num_warps and num_stages are Triton's options):"
+                     : "Tunables (macros):");
       for (const auto& [name, values] : spec.tunables) {
         out << " " << name << " in {";
         for (std::size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
@@ -144,7 +162,11 @@ struct LlmMutator::Impl {
     problem_section(out, spec);
     out << "\n## Parameters, in order\n";
     for (const Param& p : spec.params) {
-      out << "- `" << argument_type(p) << " " << p.name << "`: " << to_string(p.role);
+      if (spec.language == Language::triton) {
+        out << "- `" << p.name << "` (" << triton_type(p) << "): " << to_string(p.role);
+      } else {
+        out << "- `" << argument_type(p) << " " << p.name << "`: " << to_string(p.role);
+      }
       if (p.is_buffer()) {
         out << " buffer of " << to_string(p.dtype) << ", shape [";
         for (std::size_t d = 0; d < p.shape.size(); ++d) out << (d ? ", " : "") << p.shape[d];

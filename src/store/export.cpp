@@ -165,20 +165,26 @@ std::optional<std::string> best_kernel_source(const Store& store, RunId run) {
   if (!best) return std::nullopt;
   const Node& b = cp.graph.node(*best);
   std::ostringstream out;
-  out << "// kernelevolve: the best kernel of run " << info.id << " in " << one_line(store.path(), 200) << "\n"
-      << "// spec " << one_line(info.spec_name, 100) << ", device " << one_line(info.device.id + " (" + info.device.name + ")", 120)
+  // A Triton kernel is Python: its tunables are constexpr arguments and launch options, not macros.
+  const bool triton = b.candidate.language == Language::triton;
+  const char* comment = triton ? "# " : "// ";
+  out << comment << "kernelevolve: the best kernel of run " << info.id << " in " << one_line(store.path(), 200) << "\n"
+      << comment << "spec " << one_line(info.spec_name, 100) << ", device " << one_line(info.device.id + " (" + info.device.name + ")", 120)
       << ", node " << b.id << ", " << number(b.speedup, "%.3f") << "x over the seed (geometric mean)\n";
   const auto t = b.evaluation.median_us();
   if (!t.empty()) {
-    out << "// time per workload (us):";
+    out << comment << "time per workload (us):";
     for (double x : t) out << " " << number(x, "%.2f");
     out << "\n";
   }
-  if (!b.candidate.tunables.empty()) {
+  if (!b.candidate.tunables.empty() && triton) {
+    out << "# launch with the constexprs and options " << tunables_text(b.candidate.tunables)
+        << " (num_warps and num_stages are options of the launch or of triton.compile)\n";
+  } else if (!b.candidate.tunables.empty()) {
     out << "// tunables: " << tunables_text(b.candidate.tunables) << " (defined here unless given with -D)\n";
   }
   for (const auto& [name, value] : b.candidate.tunables) {
-    out << "#ifndef " << name << "\n#define " << name << " " << value << "\n#endif\n";
+    if (!triton) out << "#ifndef " << name << "\n#define " << name << " " << value << "\n#endif\n";
   }
   out << "\n" << b.candidate.source;
   if (!b.candidate.source.empty() && b.candidate.source.back() != '\n') out << "\n";

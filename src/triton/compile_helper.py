@@ -269,6 +269,13 @@ def serve_one(compiler, sandbox, request, protocol_fds):
             return answer
     except ValueError:
         pass
+    if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGSYS:
+        # A denied call made while signals are blocked (as posix_spawn, behind os.system, blocks them) cannot
+        # be reported by the sandbox's handler: the kernel ends the process with SIGSYS instead.
+        return {"ok": False, "refused": True,
+                "error": "the candidate made a system call the sandbox denies (the confined compile was ended by "
+                         "SIGSYS: a call such as starting a program, made with signals blocked)",
+                "log": "the confined compile was killed by SIGSYS"}
     how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
            else f"exited with status {os.WEXITSTATUS(status)}")
     return {"ok": False, "refused": False, "error": f"the compile {how} without an answer",

@@ -57,7 +57,8 @@ std::string find_confine_library() {
   std::vector<fs::path> places;
   auto look_beside = [&](const fs::path& file) {
     const fs::path here = file.parent_path();
-    for (const fs::path& p : {here / "libkernelevolve_confine.so", here.parent_path() / "lib" / "libkernelevolve_confine.so",
+    for (const fs::path& p : {here / "libkernelevolve_confine.so", here.parent_path() / "libkernelevolve_confine.so",
+                              here.parent_path() / "lib" / "libkernelevolve_confine.so",
                               here.parent_path() / "libexec" / "kernelevolve" / "libkernelevolve_confine.so"}) {
       if (std::find(places.begin(), places.end(), p) == places.end()) places.push_back(p);
     }

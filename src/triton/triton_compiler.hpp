@@ -68,7 +68,7 @@ class Compiler {
   std::string version_, sandbox_;
 };
 
-// The path of libkernelevolve_confine (beside the worker or the library), or empty.
+// The path of libkernelevolve_confine (beside the worker, the library or the program, or one folder up), or empty.
 std::string find_confine_library();
 
 }  // namespace kernelevolve::triton
