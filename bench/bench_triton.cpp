@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include <kernelevolve/distributed.hpp>
 #include <kernelevolve/kernelevolve.hpp>
 
 namespace ke = kernelevolve;
@@ -67,6 +68,7 @@ ke::WorkerOptions options(int jobs) {
   ke::WorkerOptions o;
   o.jobs = jobs;
   o.timeout_s = 120;
+  o.eval.timing_lock = ke::default_timing_lock("cuda:0");  // as the command-line tool runs: timings never overlap
   return o;
 }
 

@@ -355,3 +355,39 @@ TEST_CASE("the first kernel of a mix is its model's, even when the parameter sea
   CHECK(server.requests().size() == 2);
   CHECK(server.requests().at(1).body.find("Write the first c kernel") != std::string::npos);
 }
+
+TEST_CASE("a Triton problem: the model is asked for Triton, its tunables are constexprs, and a ```triton answer "
+          "with `# ke:tunable` lines becomes the child") {
+  const std::string answer =
+      "One program per BLOCK columns, reading each row's slice contiguously.\n```triton\nimport triton\n"
+      "import triton.language as tl\n# ke:tunable BLOCK 256 128 512\n\n@triton.jit\n"
+      "def colsum(x, y, M, N, BLOCK: tl.constexpr):\n    cols = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+      "    acc = tl.zeros((BLOCK,), dtype=tl.float32)\n    for i in range(0, M):\n"
+      "        acc += tl.load(x + i * N + cols, mask=cols < N, other=0.0)\n    tl.store(y + cols, acc, mask=cols < N)\n```\n";
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(answer, 300)});
+  ke::Spec spec = colsum();
+  spec.language = ke::Language::triton;
+  spec.reference.language = ke::Language::c;
+  spec.reference.device = "cpu";
+  ke::LaunchRule rule;
+  rule.grid[0] = ke::Expr::parse("cdiv(N, 256)");
+  spec.launch = rule;
+  spec.tunables = {{"num_warps", {4, 8}}};
+  spec.constraints.clear();
+  spec.seed = ke::SourceRef{};
+  ke::SearchGraph graph;
+  std::mt19937_64 rng{7};
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation m = mutator.mutate({spec, graph, {}, rng});
+  REQUIRE_MESSAGE(m.child.has_value(), m.error);
+  CHECK(m.child->language == ke::Language::triton);
+  CHECK(m.child->source.find("@triton.jit") != std::string::npos);
+  CHECK(m.child->tunables.at("BLOCK") == 256);  // declared by the answer, its first value
+  CHECK(m.prompt.find("You write triton kernels") != std::string::npos);
+  CHECK(m.prompt.find("tl.constexpr") != std::string::npos);
+  CHECK(m.prompt.find("each of 32 x num_warps threads") != std::string::npos);
+  CHECK(m.prompt.find("`x` (*fp32): in buffer of f32") != std::string::npos);
+  CHECK(m.prompt.find("def colsum(x, y, M, N)") != std::string::npos);
+  CHECK(m.prompt.find("# ke:tunable") != std::string::npos);
+}

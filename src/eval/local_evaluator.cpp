@@ -103,7 +103,8 @@ LaunchDims launch_dims(const Spec& spec, const Bindings& workload, const Binding
 }
 
 // Holds a flock on a file for its lifetime; a no-op for an empty path. Timing takes it exclusive;
-// verification takes it shared, so verifications overlap one another but never a timing loop.
+// verification takes it shared on a CPU, so verifications overlap one another but never a timing loop (on a
+// GPU, exclusive: see run_workload).
 class TimingLock {
  public:
   explicit TimingLock(const std::string& path, bool exclusive = true) {
@@ -401,7 +402,11 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   };
 
   // Step 2: verify, each trial on fresh inputs, the candidate first and on its own copies.
-  std::optional<TimingLock> verifying(std::in_place, options.timing_lock, /*exclusive=*/false);
+  // On a GPU, exclusive too: processes sharing one GPU are time-sliced by its driver, and verifications that
+  // overlap wait on one another's slices at every synchronization (eight workers on an H200 verified slower
+  // together than one alone). On a CPU they overlap, each on its own core.
+  const bool gpu = device.info().kind != "cpu";
+  std::optional<TimingLock> verifying(std::in_place, options.timing_lock, /*exclusive=*/gpu);
   t = profile.add("wait: verify lock", t);
   for (int trial = 0; trial < options.trials; ++trial) {
     const std::uint64_t trial_seed = mix(mix(input_seed, w), static_cast<std::uint64_t>(trial));
