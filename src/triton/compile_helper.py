@@ -195,7 +195,8 @@ class Sandbox:
         with open("/proc/self/statm") as f:
             mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         report = ctypes.create_string_buffer(4096)
-        self.lib.ke_confine(self.mode.encode(), mapped + (8 << 30), report, len(report))
+        if self.lib.ke_confine(self.mode.encode(), mapped + (8 << 30), report, len(report)) != 0:
+            raise RuntimeError("the compile cannot be confined: " + report.value.decode(errors="replace"))
         return report.value.decode(errors="replace")
 
     def denials(self):
@@ -223,8 +224,8 @@ def serve_one(compiler, sandbox, request, protocol_fds):
                 os.close(fd)
             null = os.open("/dev/null", os.O_RDONLY)
             os.dup2(null, 0)
-            sandbox.confine()
             try:
+                sandbox.confine()  # a fork that cannot confine itself compiles nothing
                 answer = compiler.compile(request)
             except BaseException as e:  # noqa: BLE001 - a candidate's SystemExit at import is its error too
                 answer = error_answer(e)
