@@ -174,6 +174,18 @@ std::shared_ptr<FakeGpu> make_fake_gpu() {
     return 0;
   };
   g->kernels["fault"] = [](const unsigned*, const unsigned*, void**) { return kIllegalAddress; };
+  // A Triton kernel's launch as the core must make it: 128 threads (num_warps 4), its three arguments, then a
+  // 256-aligned global scratch pointer with 64 bytes for each of the grid's programs, then a null one.
+  g->kernels["twice_0d1d2"] = [](const unsigned* grid, const unsigned* block, void** args) {
+    if (block[0] != 128 || block[1] != 1 || block[2] != 1) return kInvalidValue;
+    const auto scratch = arg<gpu::DevicePtr>(args, 3);
+    if (!scratch || scratch % 256 || arg<gpu::DevicePtr>(args, 4) != 0) return kInvalidValue;
+    std::memset(reinterpret_cast<void*>(static_cast<std::uintptr_t>(scratch)), 0, 64ull * grid[0]);  // must fit
+    auto* y = static_cast<float*>(arg<void*>(args, 1));
+    const auto* x = static_cast<const float*>(arg<void*>(args, 0));
+    for (long long i = 0; i < arg<long long>(args, 2); ++i) y[i] = 2.0f * x[i];
+    return 0;
+  };
   return g;
 }
 
@@ -193,6 +205,7 @@ class FakeDevice final : public gpu::GpuDevice {
     setup.ceilings_key = "fake-gpu-test";
     setup.driver_version = "1";
     start(setup);
+    more_languages_.push_back(ke::Language::triton);  // as the CUDA backend, whose Triton is a second compiler
   }
   int builds = 0;
 
@@ -214,6 +227,15 @@ class FakeDevice final : public gpu::GpuDevice {
     log += "fakecc: built\n";
     out.image = ks.source;
     out.resources["spill_store_bytes"] = 0;
+    if (ks.language == ke::Language::triton) {
+      // What Triton's compiler decides: the block from num_warps, the shared memory, two scratch pointers after
+      // the arguments (the first asks for 64 bytes a program, 256-aligned), and the kernel's own symbol.
+      out.symbol = ks.entry + "_0d1d2";
+      out.launch.block_threads = static_cast<unsigned>(32 * ks.defines.at("num_warps"));
+      out.launch.shared_bytes = 70000;
+      out.launch.params = ks.params.size();
+      out.launch.scratch = {{64, 256}, {0, 1}};
+    }
     return out;
   }
 };
@@ -576,4 +598,40 @@ TEST_CASE("gpu core: the evaluator verifies and times a kernel on it, inputs rot
   CHECK(too_wide.message.find("2048") != std::string::npos);
   ::unsetenv("KE_CACHE_DIR");
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("gpu core: a kernel whose compiler fixed its launch (Triton's) gets that block, shared memory and scratch") {
+  auto g = make_fake_gpu();
+  FakeDevice device(g);
+  ke::KernelSource ks = source("def twice_0d1d2(x, y, n): pass  # the image names its symbol", "twice");
+  ks.language = ke::Language::triton;
+  ks.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+               {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+  ks.defines = {{"BLOCK", 256}, {"num_warps", 4}};
+  const ke::CompileResult c = device.compile(ks);
+  REQUIRE_MESSAGE(c.ok(), c.log);
+  const long long n = 1000;
+  std::vector<float> x(n, 1.5f), y(n, 0.f);
+  auto bx = device.allocate(n * 4), by = device.allocate(n * 4);
+  bx->upload(x.data(), n * 4);
+  void* px = bx->data();
+  void* py = by->data();
+  void* args[] = {&px, &py, const_cast<long long*>(&n)};  // the spec's three: the core appends the scratch
+  ke::LaunchDims dims;
+  dims.grid[0] = 4;
+  dims.block[0] = 256;  // the rule's (a CUDA reference's): not this kernel's
+  const int opt_ins = g->opt_ins;
+  const int allocations = g->live_allocations;
+  ke::LaunchResult r = device.launch(*c.kernel, args, dims);
+  REQUIRE_MESSAGE(r.ok, r.error);
+  by->download(y.data(), n * 4);
+  CHECK(y[n - 1] == 3.0f);
+  CHECK(g->opt_ins == opt_ins + 1);                 // 70000 bytes of shared memory: above the default
+  CHECK(g->live_allocations == allocations + 1);    // the scratch, kept with the kernel
+  dims.grid[0] = 8;                                 // a larger grid: more scratch
+  REQUIRE(device.launch(*c.kernel, args, dims).ok);
+  CHECK(g->live_allocations == allocations + 1);
+  // The same source in the device's own language is compiled as that: another kernel, no fixed launch.
+  ks.language = ke::Language::hip;
+  CHECK_FALSE(device.compile(ks).ok());
 }
