@@ -403,8 +403,9 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
 
   // Step 2: verify, each trial on fresh inputs, the candidate first and on its own copies.
   // On a GPU, exclusive too: processes sharing one GPU are time-sliced by its driver, and verifications that
-  // overlap wait on one another's slices at every synchronization (eight workers on an H200 verified slower
-  // together than one alone). On a CPU they overlap, each on its own core.
+  // overlap wait on one another's slices at every synchronization (eight workers on an H200, bench_triton:
+  // 13.0 candidates a second with exclusive verification, 11.3 with shared, ABBA). On a CPU they overlap,
+  // each on its own core.
   const bool gpu = device.info().kind != "cpu";
   std::optional<TimingLock> verifying(std::in_place, options.timing_lock, /*exclusive=*/gpu);
   t = profile.add("wait: verify lock", t);
