@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <kernelevolve/kernelevolve.hpp>
 
 #include "mutators/knowledge.hpp"
@@ -256,6 +257,57 @@ TEST_CASE("the knowledge base: shipped passages and a user's own folder, within 
   const ke::Mutation m = f.mutate(mutator);
   CHECK(m.prompt.find("Use the zebrafish layout") != std::string::npos);
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("the knowledge base: passages apply by device and language (front matter), a user's folder too") {
+  ke::mutators::KnowledgeBase shipped({ke::mutators::shipped_knowledge_dir()});
+  // A query that matches every target's notes: shared memory, warps, vectors, registers, tiles.
+  const std::string query = "matrix product tiles registers shared memory warps vector loads blocking occupancy";
+  auto files = [&](const ke::mutators::Applies& to) {
+    std::set<std::string> out;
+    for (const auto& p : shipped.retrieve(query, 100000, to)) out.insert(p.file);
+    return out;
+  };
+  const auto everything = files({});
+  CHECK(everything.count("cuda_hopper.md") == 1);
+  CHECK(everything.count("x86_simd.md") == 1);
+  const auto cpu = files({"cpu", "c"});
+  CHECK(cpu.count("x86_simd.md") == 1);
+  CHECK(cpu.count("cuda_hopper.md") == 0);
+  CHECK(cpu.count("amd_cdna.md") == 0);
+  CHECK(cpu.count("triton.md") == 0);
+  const auto cuda = files({"cuda", "cuda"});
+  CHECK(cuda.count("cuda_hopper.md") == 1);
+  CHECK(cuda.count("x86_simd.md") == 0);
+  CHECK(cuda.count("triton.md") == 0);
+  const auto triton = files({"cuda", "triton"});
+  CHECK(triton.count("triton.md") == 1);
+  CHECK(triton.count("x86_simd.md") == 0);
+  CHECK(triton.count("amd_cdna.md") == 0);
+  // A user's file with front matter; one without applies everywhere.
+  const auto dir = std::filesystem::temp_directory_path() / ("ke_kb_front_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "sub");
+  std::ofstream(dir / "sub" / "gpu_only.md") << "---\ndevices: cuda\nlanguages: cuda, triton\n---\n# Okapi\nOkapi tiles.\n";
+  std::ofstream(dir / "all.md") << "# Okapi everywhere\nOkapi for all.\n";
+  ke::mutators::KnowledgeBase mine({dir.string()});
+  auto okapi = [&](const ke::mutators::Applies& to) {
+    std::set<std::string> out;
+    for (const auto& p : mine.retrieve("okapi tiles", 10000, to)) out.insert(p.file);
+    return out;
+  };
+  CHECK(okapi({"cuda", "triton"}) == std::set<std::string>{"all.md", "gpu_only.md"});
+  CHECK(okapi({"cpu", "c"}) == std::set<std::string>{"all.md"});
+  std::filesystem::remove_all(dir);
+  // The model mutator asks for its spec's: the colsum prompt (C on the CPU) holds no CUDA notes.
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  f.spec.notes += " shared memory warps tiles registers";
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation m = f.mutate(mutator);
+  CHECK(m.prompt.find("(cuda_hopper.md)") == std::string::npos);
+  CHECK(m.prompt.find("(amd_cdna.md)") == std::string::npos);
+  CHECK(m.prompt.find("(x86_simd.md)") != std::string::npos);
 }
 
 TEST_CASE("a recorded run: the model's kernel becomes the best, and the parameter search improves it") {

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -18,10 +20,38 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The front matter's `key: values` lines (between `---` lines at the top), and the text after it.
+std::map<std::string, std::string> front_matter(std::string& text) {
+  std::map<std::string, std::string> out;
+  if (text.rfind("---\n", 0) != 0) return out;
+  const std::size_t end = text.find("\n---", 3);
+  if (end == std::string::npos) return out;
+  std::istringstream in(text.substr(4, end - 4));
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon), value = line.substr(colon + 1);
+    key.erase(0, key.find_first_not_of(" \t"));
+    key.erase(key.find_last_not_of(" \t") + 1);
+    std::replace(value.begin(), value.end(), ',', ' ');
+    out[key] = " " + value + " ";  // padded, so that a kind is found as " cpu "
+  }
+  const std::size_t after = text.find('\n', end + 1);
+  text = after == std::string::npos ? std::string() : text.substr(after + 1);
+  return out;
+}
+
+bool applies(const std::string& list, const std::string& wanted) {
+  if (wanted.empty() || list.find_first_not_of(' ') == std::string::npos) return true;
+  return list.find(" " + wanted + " ") != std::string::npos || list.find(" any ") != std::string::npos;
+}
+
 // Splits markdown at headings; long sections are cut at paragraph breaks so one passage stays small.
-std::vector<Passage> split_passages(const std::string& file, const std::string& text) {
+std::vector<Passage> split_passages(const std::string& file, std::string text) {
   std::vector<Passage> out;
-  Passage current{file, "", ""};
+  const auto meta = front_matter(text);
+  Passage current{file, "", "", meta.count("devices") ? meta.at("devices") : "",
+                  meta.count("languages") ? meta.at("languages") : ""};
   auto flush = [&] {
     if (current.text.find_first_not_of(" \n\t") != std::string::npos) out.push_back(current);
     current.text.clear();
@@ -75,14 +105,14 @@ struct KnowledgeBase::Impl {
 KnowledgeBase::KnowledgeBase(const std::vector<std::string>& folders) : impl_(std::make_unique<Impl>()) {
   if (sqlite3_open(":memory:", &impl_->db) != SQLITE_OK) throw Error(ErrorCode::Internal, "knowledge base: cannot open SQLite");
   char* err = nullptr;
-  if (sqlite3_exec(impl_->db, "CREATE VIRTUAL TABLE passages USING fts5(file UNINDEXED, heading, text)", nullptr,
+  if (sqlite3_exec(impl_->db, "CREATE VIRTUAL TABLE passages USING fts5(file UNINDEXED, heading, text, devices UNINDEXED, languages UNINDEXED)", nullptr,
                    nullptr, &err) != SQLITE_OK) {
     const std::string message = err ? err : "unknown";
     sqlite3_free(err);
     throw Error(ErrorCode::Internal, "knowledge base: SQLite without FTS5? " + message);
   }
   sqlite3_stmt* insert = nullptr;
-  sqlite3_prepare_v2(impl_->db, "INSERT INTO passages(file, heading, text) VALUES (?, ?, ?)", -1, &insert, nullptr);
+  sqlite3_prepare_v2(impl_->db, "INSERT INTO passages(file, heading, text, devices, languages) VALUES (?, ?, ?, ?, ?)", -1, &insert, nullptr);
   for (const auto& folder : folders) {
     std::error_code ec;
     if (folder.empty() || !fs::is_directory(folder, ec)) continue;
@@ -95,6 +125,8 @@ KnowledgeBase::KnowledgeBase(const std::vector<std::string>& folders) : impl_(st
         sqlite3_bind_text(insert, 1, p.file.c_str(), -1, SQLITE_TRANSIENT);
         sqlite3_bind_text(insert, 2, p.heading.c_str(), -1, SQLITE_TRANSIENT);
         sqlite3_bind_text(insert, 3, p.text.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(insert, 4, p.devices.c_str(), -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(insert, 5, p.languages.c_str(), -1, SQLITE_TRANSIENT);
         if (sqlite3_step(insert) == SQLITE_DONE) impl_->count += 1;
         sqlite3_reset(insert);
       }
@@ -107,14 +139,15 @@ KnowledgeBase::~KnowledgeBase() { sqlite3_close(impl_->db); }
 
 std::size_t KnowledgeBase::passages() const { return impl_->count; }
 
-std::vector<Passage> KnowledgeBase::retrieve(const std::string& query, std::size_t budget_chars) const {
+std::vector<Passage> KnowledgeBase::retrieve(const std::string& query, std::size_t budget_chars, const Applies& to) const {
   std::vector<Passage> out;
   const std::string match = fts_query(query);
   if (match.empty() || impl_->count == 0) return out;
   std::lock_guard lock(impl_->mutex);
   sqlite3_stmt* select = nullptr;
   if (sqlite3_prepare_v2(impl_->db,
-                         "SELECT file, heading, text FROM passages WHERE passages MATCH ? ORDER BY bm25(passages, 0.0, 4.0, 1.0) LIMIT 40",
+                         "SELECT file, heading, text, devices, languages FROM passages WHERE passages MATCH ? "
+                         "ORDER BY bm25(passages, 0.0, 4.0, 1.0, 0.0, 0.0) LIMIT 400",
                          -1, &select, nullptr) != SQLITE_OK) {
     return out;
   }
@@ -125,6 +158,9 @@ std::vector<Passage> KnowledgeBase::retrieve(const std::string& query, std::size
     p.file = reinterpret_cast<const char*>(sqlite3_column_text(select, 0));
     p.heading = reinterpret_cast<const char*>(sqlite3_column_text(select, 1));
     p.text = reinterpret_cast<const char*>(sqlite3_column_text(select, 2));
+    p.devices = reinterpret_cast<const char*>(sqlite3_column_text(select, 3));
+    p.languages = reinterpret_cast<const char*>(sqlite3_column_text(select, 4));
+    if (!applies(p.devices, to.device) || !applies(p.languages, to.language)) continue;
     const std::size_t size = p.heading.size() + p.text.size();
     if (used + size > budget_chars) continue;  // a smaller passage further down may still fit
     used += size;

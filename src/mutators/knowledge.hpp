@@ -1,5 +1,10 @@
 // The knowledge base the model mutator retrieves from: markdown files split into passages at their
-// headings, indexed with SQLite FTS5 (in memory), ranked by bm25 against a query.
+// headings, indexed with SQLite FTS5 (in memory), ranked by bm25 against a query. A file says what it
+// applies to in front matter, so that a CPU run's prompt carries no passage about warps:
+//   ---
+//   devices: cpu            (device kinds: cpu, cuda, hip; absent: every device)
+//   languages: c cpp        (kernel languages: c, cpp, cuda, hip, triton; absent: every language)
+//   ---
 #pragma once
 #include <memory>
 #include <string>
@@ -11,6 +16,14 @@ struct Passage {
   std::string file;
   std::string heading;
   std::string text;
+  std::string devices;    // from the file's front matter, space-separated; empty: any
+  std::string languages;  // likewise
+};
+
+// What a run's prompt may use: the device kind ("cpu", "cuda", "hip") and the kernel language ("c", "triton").
+struct Applies {
+  std::string device;
+  std::string language;
 };
 
 class KnowledgeBase {
@@ -20,8 +33,9 @@ class KnowledgeBase {
   ~KnowledgeBase();
   KnowledgeBase(const KnowledgeBase&) = delete;
   KnowledgeBase& operator=(const KnowledgeBase&) = delete;
-  // The best passages for `query`, best first, whose texts together fit in `budget_chars`.
-  std::vector<Passage> retrieve(const std::string& query, std::size_t budget_chars) const;
+  // The best passages for `query` among those that apply to `to` (an empty field there takes any), best
+  // first, whose texts together fit in `budget_chars`.
+  std::vector<Passage> retrieve(const std::string& query, std::size_t budget_chars, const Applies& to = {}) const;
   std::size_t passages() const;
 
  private:

@@ -145,9 +145,13 @@ struct LlmMutator::Impl {
     if (!spec.notes.empty()) out << "Notes: " << spec.notes << "\n";
   }
 
-  void knowledge_section(std::ostringstream& out, std::string query) const {
+  // Passages that apply to the run's device and language only (a CPU kernel's prompt gets no warps).
+  void knowledge_section(std::ostringstream& out, std::string query, const Spec& spec) const {
     if (!knowledge || options.knowledge_budget_chars == 0) return;
-    const auto passages = knowledge->retrieve(query, options.knowledge_budget_chars);
+    mutators::Applies to;
+    to.language = to_string(spec.language);
+    to.device = is_cpu_language(spec.language) ? "cpu" : spec.language == Language::hip ? "hip" : "cuda";
+    const auto passages = knowledge->retrieve(query, options.knowledge_budget_chars, to);
     if (passages.empty()) return;
     out << "\n## Notes from the knowledge base\n";
     for (const auto& p : passages) out << "### " << p.heading << " (" << p.file << ")\n" << p.text << "\n";
@@ -191,7 +195,7 @@ struct LlmMutator::Impl {
     }
     std::string query = spec.name + " " + spec.notes + " " + to_string(spec.language) + " " + options.device_description;
     for (const Node& n : ctx.failed_attempts) query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
-    knowledge_section(out, query);
+    knowledge_section(out, query, spec);
     out << "\n## Task\nWrite the first " << to_string(spec.language) << " kernel for this problem: a complete source "
         << "that defines `" << kernel_signature(spec) << "` and computes what the reference computes.\n";
     return out.str();
@@ -254,7 +258,7 @@ struct LlmMutator::Impl {
       const Node& n = g.node(id);
       if (n.evaluation.status != Status::ok) query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
     }
-    knowledge_section(out, query);
+    knowledge_section(out, query, spec);
     out << "\n## Task\nWrite a faster correct version of the parent kernel.\n";
     return out.str();
   }
