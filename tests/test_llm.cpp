@@ -200,6 +200,11 @@ TEST_CASE("the prompt carries the compiler log and the worst mismatch of recent 
   ke::Mutation m = f.mutate(mutator);
   CHECK(m.prompt.find("call to undeclared function 'frobnicate'") != std::string::npos);
   CHECK(m.prompt.find("y[17] = 0.5, expected 2.25") != std::string::npos);
+  // Every time is labelled with its workload, and the prompt says how the figures are made.
+  CHECK(m.prompt.find("Workloads: w0 {") != std::string::npos);
+  CHECK(m.prompt.find("median times w0 1000 us, w1 1000 us") != std::string::npos);
+  CHECK(m.prompt.find("geometric mean over the workloads") != std::string::npos);
+  CHECK(m.prompt.find("caches are not flushed") != std::string::npos);  // a CPU kernel's timing
   CHECK(server.requests().at(0).body.find("frobnicate") != std::string::npos);
   // In "fresh" memory the parent stands alone.
   auto o = options_for(server);
@@ -439,6 +444,7 @@ TEST_CASE("a Triton problem: the model is asked for Triton, its tunables are con
   CHECK(m.prompt.find("You write triton kernels") != std::string::npos);
   CHECK(m.prompt.find("tl.constexpr") != std::string::npos);
   CHECK(m.prompt.find("each of 32 x num_warps threads") != std::string::npos);
+  CHECK(m.prompt.find("the L2 flushed before each") != std::string::npos);  // a GPU kernel's timing
   CHECK(m.prompt.find("`x` (*fp32): in buffer of f32") != std::string::npos);
   CHECK(m.prompt.find("def colsum(x, y, M, N)") != std::string::npos);
   CHECK(m.prompt.find("# ke:tunable") != std::string::npos);

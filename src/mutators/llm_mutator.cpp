@@ -33,14 +33,14 @@ std::string bindings_text(const Bindings& b) {
 std::string times_text(const Node& n) {
   std::ostringstream out;
   const auto t = n.evaluation.median_us();
-  for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i] << " us";
+  for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << "w" << i << " " << t[i] << " us";
   return t.empty() ? "-" : out.str();
 }
 
 std::string outcome(const Node& n) {
   std::ostringstream out;
   out << to_string(n.evaluation.status);
-  if (n.evaluation.status == Status::ok) out << ", " << n.speedup << "x over the seed, times " << times_text(n);
+  if (n.evaluation.status == Status::ok) out << ", " << n.speedup << "x over the seed, median times " << times_text(n);
   if (!n.evaluation.message.empty()) out << ": " << n.evaluation.message;
   return out.str();
 }
@@ -115,7 +115,11 @@ struct LlmMutator::Impl {
   static void problem_section(std::ostringstream& out, const Spec& spec) {
     out << "## Problem: " << spec.name << "\nSignature: `" << kernel_signature(spec) << "`\n";
     out << "Workloads:";
-    for (const auto& w : spec.workloads) out << " {" << bindings_text(w) << "}";
+    for (std::size_t i = 0; i < spec.workloads.size(); ++i) out << " w" << i << " {" << bindings_text(spec.workloads[i]) << "}";
+    // How the figures below are made, so that a model reads them right.
+    out << "\nTiming: the median of many launches per workload, each on inputs no earlier launch saw (rotated "
+        << (is_cpu_language(spec.language) ? "among copies; caches are not flushed" : "among copies, the L2 flushed before each")
+        << "); \"Nx over the seed\" is the geometric mean over the workloads of the seed's time over the kernel's.";
     out << "\nTolerance: |out - ref| <= " << spec.tolerance.atol << " + " << spec.tolerance.rtol << " * |ref|\n";
     const bool triton = spec.language == Language::triton;
     if (spec.launch && triton) {
