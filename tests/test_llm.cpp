@@ -8,6 +8,7 @@
 #include <set>
 #include <kernelevolve/kernelevolve.hpp>
 
+#include "mutators/answer.hpp"
 #include "mutators/knowledge.hpp"
 #include "support/fake_model_server.hpp"
 
@@ -334,10 +335,13 @@ TEST_CASE("a recorded run: the model's kernel becomes the best, and the paramete
   auto evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device("cpu"));
   auto llm = std::make_shared<ke::LlmMutator>(options_for(server));
   auto mix = std::make_shared<ke::MixMutator>(llm, std::make_shared<ke::ParamMutator>(0.0), /*param_steps=*/6);
-  ke::Evolver evolver(spec, evaluator, mix, std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(7));
+  ke::Evolver evolver(spec, evaluator, mix, std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(5));
   const ke::RunResult r = evolver.run();
   const auto& g = evolver.graph();
-  REQUIRE(g.size() == 7);
+  // The seed, the model's kernel, and its three other CHUNK values: the seed's BLOCK is dead in the model's
+  // kernel, so no step varies it (each would be the same kernel measured again), and the space is spent.
+  REQUIRE(g.size() == 5);
+  for (std::size_t id = 1; id < g.size(); ++id) CHECK(g.node(id).candidate.tunables.count("BLOCK") == 0);
   const ke::Node& model_node = g.node(1);
   CHECK(model_node.mutator == "llm");
   CHECK(model_node.tokens == 900);
@@ -378,7 +382,7 @@ TEST_CASE("the first kernel: with no parent, the prompt carries the reference an
   const ke::Mutation m = mutator.mutate({spec, graph, {}, rng, {failed}});
   REQUIRE_MESSAGE(m.child.has_value(), m.error);
   CHECK(m.child->source.find("float s = 0") != std::string::npos);
-  CHECK(m.child->tunables == spec.seed_tunables());
+  CHECK(m.child->tunables.empty());  // the model's kernel does not read the seed's BLOCK: dropped
   CHECK(m.tokens == 500);
   CHECK(m.prompt.find("You write c kernels") != std::string::npos);
   CHECK(m.prompt.find("## Reference") != std::string::npos);
@@ -448,4 +452,71 @@ TEST_CASE("a Triton problem: the model is asked for Triton, its tunables are con
   CHECK(m.prompt.find("`x` (*fp32): in buffer of f32") != std::string::npos);
   CHECK(m.prompt.find("def colsum(x, y, M, N)") != std::string::npos);
   CHECK(m.prompt.find("# ke:tunable") != std::string::npos);
+}
+
+TEST_CASE("live tunables: a tunable belongs to a candidate while its source, or the spec's rules, read it") {
+  using ke::mutators::tunable_is_live;
+  ke::Spec spec = colsum();
+  const std::string guard = "#ifndef BLOCK\n#define BLOCK 1\n#endif\n";
+  CHECK_FALSE(tunable_is_live(spec, guard + "void colsum() {}\n", ke::Language::c, "BLOCK"));
+  CHECK_FALSE(tunable_is_live(spec, guard + "// BLOCK is no longer used\nvoid colsum() { /* BLOCK */ }\n",
+                              ke::Language::c, "BLOCK"));
+  CHECK_FALSE(tunable_is_live(spec, "void colsum() { int BLOCKS = 2; }\n", ke::Language::c, "BLOCK"));
+  CHECK(tunable_is_live(spec, guard + "void colsum() { float acc[BLOCK]; }\n", ke::Language::c, "BLOCK"));
+  CHECK(tunable_is_live(spec, spec.seed.source, ke::Language::c, "BLOCK"));
+  // Read by the launch rule (or cost, or a constraint): live whatever the source does.
+  ke::LaunchRule rule;
+  rule.block[0] = ke::Expr::parse("THREADS");
+  spec.launch = rule;
+  CHECK(tunable_is_live(spec, "void colsum() {}\n", ke::Language::cuda, "THREADS"));
+  // Triton: a constexpr is read where it is named; its options are always live.
+  const std::string triton = "import triton\n# BLOCK was here\n@triton.jit\ndef k(x, y, BLOCK: tl.constexpr):\n    pass\n";
+  CHECK(tunable_is_live(spec, triton, ke::Language::triton, "BLOCK"));
+  CHECK_FALSE(tunable_is_live(spec, "import triton\n# BLOCK was here\n", ke::Language::triton, "BLOCK"));
+  CHECK(tunable_is_live(spec, "", ke::Language::triton, "num_warps"));
+  // A rewrite keeps what it reads and what it declares, and drops the rest.
+  const ke::Bindings kept = ke::mutators::live_tunables(
+      spec, "// ke:tunable CHUNK 8 16\nvoid colsum() { int c = CHUNK; }\n", ke::Language::c, {{"BLOCK", 4}, {"THREADS", 64}});
+  CHECK(kept == ke::Bindings{{"CHUNK", 8}, {"THREADS", 64}});
+}
+
+TEST_CASE("live tunables: the parameter search never varies a tunable its parent does not read") {
+  ke::Spec spec = colsum();
+  spec.tunables["UNROLL"] = {1, 2, 4, 8};  // the seed reads BLOCK, not UNROLL
+  spec.validate();
+  ke::SearchGraph graph;
+  ke::Node seed;
+  seed.mutator = "seed";
+  // As the evolver makes node 0: the seed's live tunables only (BLOCK; UNROLL is dead).
+  seed.candidate = {spec.seed.source, ke::Language::c,
+                    ke::mutators::live_tunables(spec, spec.seed.source, ke::Language::c, spec.seed_tunables())};
+  CHECK(seed.candidate.tunables == ke::Bindings{{"BLOCK", 1}});
+  seed.evaluation.status = ke::Status::ok;
+  graph.add(seed);
+  std::mt19937_64 rng{11};
+  ke::ParamMutator mutator;
+  for (int i = 0; i < 30; ++i) {
+    const ke::Mutation m = mutator.mutate({spec, graph, {0}, rng});
+    if (!m.child) break;
+    CAPTURE(m.note);
+    CHECK(m.child->tunables.count("UNROLL") == 0);
+    CHECK(m.note.find("UNROLL") == std::string::npos);
+    ke::Node n;
+    n.mutator = "param";
+    n.parents = {0};
+    n.candidate = *m.child;
+    n.evaluation.status = ke::Status::ok;
+    graph.add(n);
+  }
+  // Ten values of BLOCK, the seed's included: nine children, then the space is spent (no duplicates in UNROLL).
+  CHECK(graph.size() == 10);
+  // A parent that reads none of them: nothing to vary.
+  ke::SearchGraph bare;
+  ke::Node stub;
+  stub.candidate = {"void colsum(const float* x, float* y, long M, long N) {}", ke::Language::c, spec.seed_tunables()};
+  stub.evaluation.status = ke::Status::ok;
+  bare.add(stub);
+  const ke::Mutation none = mutator.mutate({spec, bare, {0}, rng});
+  CHECK_FALSE(none.child.has_value());
+  CHECK(none.error.find("reads none") != std::string::npos);
 }

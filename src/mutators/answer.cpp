@@ -154,4 +154,72 @@ std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::st
   return out;
 }
 
+namespace {
+
+// The source without its comments (C's // and /* */, or Python's #), string contents left in place.
+std::string without_comments(const std::string& source, bool python) {
+  std::string out;
+  out.reserve(source.size());
+  for (std::size_t i = 0; i < source.size(); ++i) {
+    if (python && source[i] == '#') {
+      while (i < source.size() && source[i] != '\n') ++i;
+    } else if (!python && source.compare(i, 2, "//") == 0) {
+      while (i < source.size() && source[i] != '\n') ++i;
+    } else if (!python && source.compare(i, 2, "/*") == 0) {
+      const std::size_t end = source.find("*/", i + 2);
+      i = end == std::string::npos ? source.size() : end + 1;
+      continue;
+    }
+    if (i < source.size()) out += source[i];
+  }
+  return out;
+}
+
+bool word_at(const std::string& text, std::size_t at, std::size_t length) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  return (at == 0 || !ident(text[at - 1])) && (at + length >= text.size() || !ident(text[at + length]));
+}
+
+}  // namespace
+
+bool tunable_is_live(const Spec& spec, const std::string& source, Language language, const std::string& name) {
+  if (language == Language::triton && (name == "num_warps" || name == "num_stages")) return true;
+  auto reads = [&](const Expr& e) {
+    const auto names = e.names();
+    return std::find(names.begin(), names.end(), name) != names.end();
+  };
+  if (spec.launch) {
+    for (int d = 0; d < 3; ++d)
+      if (reads(spec.launch->grid[d]) || reads(spec.launch->block[d])) return true;
+    if (reads(spec.launch->shared_bytes)) return true;
+  }
+  for (const Expr& c : spec.constraints)
+    if (reads(c)) return true;
+  if ((spec.cost_flops && reads(*spec.cost_flops)) || (spec.cost_bytes && reads(*spec.cost_bytes))) return true;
+  const bool python = language == Language::triton;
+  for (const std::string& raw : split_lines(without_comments(source, python))) {
+    const std::string line = trim(raw);
+    if (!python && starts_with(line, "#")) {
+      // The default's guard, `#ifndef NAME` / `#define NAME value`, defines it: it does not read it.
+      std::istringstream in(line.substr(1));
+      std::string directive, first;
+      in >> directive >> first;
+      if ((directive == "ifndef" || directive == "define") && first == name) continue;
+    }
+    for (std::size_t at = line.find(name); at != std::string::npos; at = line.find(name, at + 1)) {
+      if (word_at(line, at, name.size())) return true;
+    }
+  }
+  return false;
+}
+
+Bindings live_tunables(const Spec& spec, const std::string& source, Language language, const Bindings& from) {
+  Bindings out;
+  for (const auto& [name, value] : from) {
+    if (tunable_is_live(spec, source, language, name)) out[name] = value;
+  }
+  for (const auto& [name, values] : declared_tunables(source)) out.emplace(name, values.front());
+  return out;
+}
+
 }  // namespace kernelevolve::mutators

@@ -129,6 +129,7 @@ Mutation CommandMutator::mutate(const MutationContext& ctx) {
   }
   Candidate child = base;
   child.source = parsed.source;
+  child.tunables = mutators::live_tunables(ctx.spec, child.source, child.language, base.tunables);
   m.child = std::move(child);
   m.note = "command (" + parsed.form + ")";
   return m;

@@ -414,7 +414,8 @@ Mutation LlmMutator::mutate(const MutationContext& ctx) {
   }
   Candidate child = base;
   child.source = parsed.source;
-  for (const auto& [name, values] : mutators::declared_tunables(child.source)) child.tunables.emplace(name, values.front());
+  // The tunables it still reads, and those it declares: a dead one would only be searched in vain.
+  child.tunables = mutators::live_tunables(ctx.spec, child.source, child.language, base.tunables);
   m.child = std::move(child);
   // The model's one-sentence account, before its code.
   std::string first = answer.substr(0, answer.find("```"));

@@ -51,12 +51,23 @@ Mutation ParamMutator::mutate(const MutationContext& ctx) {
     m.error = "the spec has no tunables";
     return m;
   }
+  // Only live ones: a point that differs in a tunable the parent does not read is the parent again.
+  for (auto it = tunables.begin(); it != tunables.end();) {
+    const Candidate& p = parent.candidate;
+    it = mutators::tunable_is_live(ctx.spec, p.source, p.language, it->first) ? std::next(it) : tunables.erase(it);
+  }
+  if (tunables.empty()) {
+    m.exhausted = true;
+    m.error = "the parent reads none of its tunables";
+    return m;
+  }
   std::vector<std::string> names;
   for (const auto& [name, values] : tunables) names.push_back(name);
 
-  Bindings base = parent.candidate.tunables;
+  Bindings base;
   for (const auto& [name, values] : tunables) {
-    if (!base.count(name)) base[name] = values.front();
+    const auto it = parent.candidate.tunables.find(name);
+    base[name] = it != parent.candidate.tunables.end() ? it->second : values.front();
   }
 
   auto acceptable = [&](const Bindings& point, std::string& why) {

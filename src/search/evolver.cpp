@@ -1,4 +1,5 @@
 #include "kernelevolve/evolver.hpp"
+#include "mutators/answer.hpp"
 
 #include "search/confirm.hpp"
 
@@ -314,7 +315,10 @@ RunResult Evolver::run() {
     seed.note = "the spec's seed kernel at the first value of each tunable";
     seed.candidate.source = s.spec.seed.source;
     seed.candidate.language = s.spec.seed.language.value_or(s.spec.language);
-    seed.candidate.tunables = s.spec.seed_tunables();
+    // Its live tunables only, as every mutator's child has: a step in a tunable the seed does not read would
+    // measure the seed again.
+    seed.candidate.tunables = mutators::live_tunables(s.spec, seed.candidate.source, seed.candidate.language,
+                                                      s.spec.seed_tunables());
     launch(std::move(seed));
     collect();
   } else {

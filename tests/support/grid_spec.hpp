@@ -15,7 +15,8 @@ inline Spec grid_spec() {
               {"n", DType::i64, Role::size, {}, 0}};
   s.workloads = {{{"n", 100}}, {{"n", 300}}};
   s.reference.source = "void k(const float* x, float* y, long n) {}";
-  s.seed.source = s.reference.source;
+  // The seed reads both tunables (a tunable nothing reads is dead, and never searched).
+  s.seed.source = "void k(const float* x, float* y, long n) { (void)(A + B); }";
   s.tunables = {{"A", {1, 2, 4, 8, 16}}, {"B", {1, 2, 4, 8}}};
   s.constraints = {Expr::parse("A * B <= 64")};
   s.validate();
