@@ -297,7 +297,8 @@ ke::Spec grid_spec() {
               {"n", ke::DType::i64, ke::Role::size, {}, 0}};
   s.workloads = {{{"n", 100}}};
   s.reference.source = "void k(const float* x, float* y, long n) {}";
-  s.seed.source = s.reference.source;
+  // The seed reads both tunables (a tunable nothing reads is dead, and never searched).
+  s.seed.source = "void k(const float* x, float* y, long n) { (void)(A + B); }";
   s.tunables = {{"A", {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}}, {"B", {1, 2, 3, 4, 5, 6, 7, 8}}};
   s.validate();
   return s;
