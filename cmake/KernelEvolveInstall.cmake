@@ -3,6 +3,7 @@
 #   lib/libkernelevolve.so.0                                  the C API (KernelEvolve::kernelevolve)
 #   lib/libkernelevolve_cxx.so.0.1                            the C++ API (KernelEvolve::kernelevolve_cxx)
 #   libexec/kernelevolve/kernelevolve-worker                  where the library looks for its worker
+#   libexec/kernelevolve/libkernelevolve_confine.so           the sandbox for Triton's compile helper, beside it
 #   bin/kernelevolve                                          the command-line tool
 #   share/kernelevolve/knowledge/                             the model mutator's knowledge base
 #   share/doc/kernelevolve/spec-format.md, README.md          the spec format and the README
@@ -35,6 +36,9 @@ install(TARGETS kernelevolve kernelevolve_cxx EXPORT KernelEvolveTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS kernelevolve-worker RUNTIME DESTINATION ${KE_INSTALL_WORKERDIR})
+# The worker's Triton compile helper confines its forks with this library, found beside the worker.
+set_target_properties(kernelevolve_confine PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+install(TARGETS kernelevolve_confine LIBRARY DESTINATION ${KE_INSTALL_WORKERDIR})
 install(TARGETS kernelevolve-cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/capi/kernelevolve.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/kernelevolve DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
