@@ -186,9 +186,7 @@ ke::Spec load_cli_problem(Common& c) {
   options.device = c.device;
   ke::Spec spec = ke::load_problem(c.spec_path, options);
   if (!c.device_given && !pytorch) {
-    // A Triton kernel runs on the CUDA device (Triton's AMD target is the HIP device's, once named).
-    if (spec.language == ke::Language::cuda || spec.language == ke::Language::triton) c.device = "cuda";
-    if (spec.language == ke::Language::hip) c.device = "hip";
+    if (!ke::is_cpu_language(spec.language)) c.device = ke::device_kind(spec.language);  // Triton's: cuda
   }
   if (!c.seed_kernel.empty()) {
     std::ifstream in(c.seed_kernel, std::ios::binary);

@@ -28,13 +28,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Whether Triton can be had here, and why not; asked once (it starts the helper, about a second).
 struct TritonHere {
   bool ok = false;

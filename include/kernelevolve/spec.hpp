@@ -34,6 +34,8 @@ bool is_identifier(const std::string&);
 const char* c_type(DType);
 // A CPU language (c, cpp) runs on the host; cuda, hip and triton on a GPU.
 bool is_cpu_language(Language);
+// The kind of device a language's kernels run on: "cpu", "cuda" (cuda and triton) or "hip".
+const char* device_kind(Language);
 
 struct Param {
   std::string name;

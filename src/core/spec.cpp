@@ -104,6 +104,10 @@ bool is_float(DType dtype) {
 
 bool is_cpu_language(Language language) { return language == Language::c || language == Language::cpp; }
 
+const char* device_kind(Language language) {
+  return is_cpu_language(language) ? "cpu" : language == Language::hip ? "hip" : "cuda";
+}
+
 bool is_identifier(const std::string& text) {
   if (text.empty() || !(std::isalpha(static_cast<unsigned char>(text[0])) || text[0] == '_')) return false;
   for (char c : text)

@@ -1,7 +1,6 @@
 // The host side of worker isolation: starts kernelevolve-worker processes with posix_spawn, hands each
 // a candidate over a Unix socket, and turns a crash, an exit or a hang into a status on the node.
 #include <algorithm>
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -14,7 +13,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <mutex>
 #include <set>
 #include <simdjson.h>
@@ -22,6 +20,7 @@
 #include <thread>
 
 #include "eval/wire.hpp"
+#include "core/shipped_file.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/report.hpp"
@@ -30,35 +29,16 @@ extern char** environ;
 
 namespace kernelevolve {
 
-namespace fs = std::filesystem;
-
 namespace {
 
 std::string find_worker(const std::string& configured) {
   if (!configured.empty()) return configured;
   if (const char* env = std::getenv("KE_WORKER"); env && *env) return env;
-  std::vector<fs::path> places;
-  auto look_beside = [&](const fs::path& file) {
-    const fs::path here = file.parent_path();
-    for (const fs::path& p : {here / "kernelevolve-worker", here.parent_path() / "kernelevolve-worker",
-                              here.parent_path() / "libexec" / "kernelevolve" / "kernelevolve-worker",
-                              here.parent_path() / "bin" / "kernelevolve-worker"}) {
-      if (std::find(places.begin(), places.end(), p) == places.end()) places.push_back(p);
-    }
-  };
-  // Beside the library that holds this code; and beside the program, since where this code is linked
-  // into the executable itself dladdr may name it only as it was started (argv[0]), or not at all.
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&find_worker), &info) && info.dli_fname && *info.dli_fname) {
-    look_beside(fs::absolute(info.dli_fname));
-  }
-  std::error_code ec;
-  if (const fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec) look_beside(exe);
+  const ShippedFile found =
+      find_shipped_file("kernelevolve-worker", {".", "..", "../libexec/kernelevolve", "../bin"}, X_OK);
+  if (!found.path.empty()) return found.path;
   std::string looked;
-  for (const auto& p : places) {
-    if (::access(p.c_str(), X_OK) == 0) return p.string();
-    looked += "\n  " + p.string();
-  }
+  for (const auto& p : found.looked) looked += "\n  " + p;
   throw Error(ErrorCode::Internal, "cannot find the kernelevolve-worker executable; set KE_WORKER to its path. Looked in:" + looked);
 }
 

@@ -34,11 +34,6 @@ std::string node_json(const Node& n, bool with_source) {
   return out.str();
 }
 
-// The device a kernel of the spec's language runs on, by kind: what a writer of the first kernel targets.
-const char* device_kind(Language language) {
-  return is_cpu_language(language) ? "cpu" : language == Language::hip ? "hip" : "cuda";
-}
-
 // The kernel's declaration and its params one by one, with their C types: what a kernel must define.
 std::string signature_json(const Spec& spec) {
   std::ostringstream out;

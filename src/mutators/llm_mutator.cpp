@@ -154,7 +154,7 @@ struct LlmMutator::Impl {
     if (!knowledge || options.knowledge_budget_chars == 0) return;
     mutators::Applies to;
     to.language = to_string(spec.language);
-    to.device = is_cpu_language(spec.language) ? "cpu" : spec.language == Language::hip ? "hip" : "cuda";
+    to.device = device_kind(spec.language);
     const auto passages = knowledge->retrieve(query, options.knowledge_budget_chars, to);
     if (passages.empty()) return;
     out << "\n## Notes from the knowledge base\n";

@@ -183,8 +183,9 @@ std::optional<std::string> best_kernel_source(const Store& store, RunId run) {
   } else if (!b.candidate.tunables.empty()) {
     out << "// tunables: " << tunables_text(b.candidate.tunables) << " (defined here unless given with -D)\n";
   }
-  for (const auto& [name, value] : b.candidate.tunables) {
-    if (!triton) out << "#ifndef " << name << "\n#define " << name << " " << value << "\n#endif\n";
+  if (!triton) {
+    for (const auto& [name, value] : b.candidate.tunables)
+      out << "#ifndef " << name << "\n#define " << name << " " << value << "\n#endif\n";
   }
   out << "\n" << b.candidate.source;
   if (!b.candidate.source.empty() && b.candidate.source.back() != '\n') out << "\n";

@@ -1,19 +1,16 @@
 #include "triton/triton_compiler.hpp"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <vector>
 
 #include <simdjson.h>
 
+#include "core/shipped_file.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/report.hpp"
 
 namespace kernelevolve::triton {
-
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -54,24 +51,7 @@ void set_sandbox_mode(SandboxMode mode) {
 }
 
 std::string find_confine_library() {
-  std::vector<fs::path> places;
-  auto look_beside = [&](const fs::path& file) {
-    const fs::path here = file.parent_path();
-    for (const fs::path& p : {here / "libkernelevolve_confine.so", here.parent_path() / "libkernelevolve_confine.so",
-                              here.parent_path() / "lib" / "libkernelevolve_confine.so",
-                              here.parent_path() / "libexec" / "kernelevolve" / "libkernelevolve_confine.so"}) {
-      if (std::find(places.begin(), places.end(), p) == places.end()) places.push_back(p);
-    }
-  };
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&find_confine_library), &info) && info.dli_fname && *info.dli_fname)
-    look_beside(fs::absolute(info.dli_fname));
-  std::error_code ec;
-  if (const fs::path exe = fs::read_symlink("/proc/self/exe", ec); !ec) look_beside(exe);
-  for (const auto& p : places) {
-    if (::access(p.c_str(), R_OK) == 0) return p.string();
-  }
-  return {};
+  return find_shipped_file("libkernelevolve_confine.so", {".", "..", "../lib", "../libexec/kernelevolve"}, R_OK).path;
 }
 
 std::shared_ptr<Compiler> Compiler::shared() {
