@@ -144,8 +144,11 @@ struct Handle {
 struct MutatorRecipe {
   std::string name;
   std::shared_ptr<ke::Mutator> instance;
-  std::function<std::shared_ptr<ke::Mutator>(const ke::DeviceInfo&)> make;
-  std::shared_ptr<ke::Mutator> for_run(const ke::DeviceInfo& device) const { return make ? make(device) : instance; }
+  // Made per run when the mutator needs the run's device and language (the model's device facts).
+  std::function<std::shared_ptr<ke::Mutator>(const ke::DeviceInfo&, ke::Language)> make;
+  std::shared_ptr<ke::Mutator> for_run(const ke::DeviceInfo& device, ke::Language language) const {
+    return make ? make(device, language) : instance;
+  }
 };
 
 }  // namespace capi

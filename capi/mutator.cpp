@@ -114,22 +114,6 @@ KE_API ke_status ke_llm_mutator_options_init(ke_llm_mutator_options* options, un
                       ke_llm_mutator_options KE_LLM_MUTATOR_OPTIONS_INIT, "ke_llm_mutator_options");
 }
 
-#if KE_CAPI_WITH_LLM
-namespace {
-
-// The device as a model should see it: what it is and the ceilings its kernels are measured against.
-std::string describe_device(const ke::DeviceInfo& d) {
-  std::ostringstream out;
-  out << d.name << " (" << d.id << "): " << d.compute_units << " compute units, " << d.vector_bits << "-bit vectors";
-  if (d.peak_bytes_per_s > 0) out << "; measured copy bandwidth " << d.peak_bytes_per_s / 1e9 << " GB/s";
-  if (d.peak_flops_per_s > 0) out << "; peak " << d.peak_flops_per_s / 1e9 << " GFLOP/s";
-  for (const auto& [k, v] : d.properties) out << "; " << k << ": " << v;
-  return out.str();
-}
-
-}  // namespace
-#endif
-
 KE_API ke_status ke_mutator_llm_create(ke_mutator** out, const ke_llm_mutator_options* options) {
   return guard(__func__, [&] {
     need_out(out, "out");
@@ -163,9 +147,9 @@ KE_API ke_status ke_mutator_llm_create(ke_mutator** out, const ke_llm_mutator_op
       m->recipe = {"llm", std::make_shared<ke::LlmMutator>(o), {}};
     } else {
       ke::LlmMutator check(o);  // the options are checked now, not at the first run
-      m->recipe = {"llm", nullptr, [o](const ke::DeviceInfo& device) {
+      m->recipe = {"llm", nullptr, [o](const ke::DeviceInfo& device, ke::Language language) {
                      ke::LlmOptions with_device = o;
-                     with_device.device_description = describe_device(device);
+                     with_device.device_description = ke::describe_device_for_model(device, language);
                      return std::make_shared<ke::LlmMutator>(with_device);
                    }};
     }
@@ -189,8 +173,8 @@ KE_API ke_status ke_mutator_mix_create(ke_mutator** out, const ke_mutator* model
     }
     auto m = std::make_unique<ke_mutator>();
     // The mix keeps the state of its alternation, so every run gets a fresh one.
-    m->recipe = {"mix", nullptr, [model_recipe, params_recipe, param_steps, model_every](const ke::DeviceInfo& device) {
-                   return std::make_shared<ke::MixMutator>(model_recipe.for_run(device), params_recipe.for_run(device),
+    m->recipe = {"mix", nullptr, [model_recipe, params_recipe, param_steps, model_every](const ke::DeviceInfo& device, ke::Language language) {
+                   return std::make_shared<ke::MixMutator>(model_recipe.for_run(device, language), params_recipe.for_run(device, language),
                                                            param_steps, model_every);
                  }};
     give(out, std::move(m));

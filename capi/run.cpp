@@ -141,7 +141,7 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
   if (const auto multi = std::dynamic_pointer_cast<ke::MultiDeviceEvaluator>(evaluator)) options.jobs = multi->slots();
   options.max_consecutive_mutator_failures = ev.max_consecutive_mutator_failures;
   options.confirm_rounds = ev.confirm_rounds;
-  ke::Evolver evolver_cxx(ev.spec, evaluator, ev.mutator.for_run(device), ke::make_policy(ev.policy, ev.policy_options),
+  ke::Evolver evolver_cxx(ev.spec, evaluator, ev.mutator.for_run(device, ev.spec.language), ke::make_policy(ev.policy, ev.policy_options),
                           ev.stop, options);
   if (checkpoint) evolver_cxx.resume(std::move(*checkpoint));
   // The store records a node before the host's callback sees it, so a callback that aborts loses nothing.

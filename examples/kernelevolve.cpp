@@ -577,13 +577,8 @@ int cmd_run(const std::vector<std::string>& args) {
     evaluator = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wo);
   }
   const ke::DeviceInfo info = evaluator->device_info();
-  {  // what the model is told of the device and its roofline
-    std::ostringstream d;
-    d << info.id << " " << info.name << ": " << info.compute_units << " compute units, " << info.vector_bits
-      << "-bit vectors; measured copy bandwidth " << info.peak_bytes_per_s / 1e9 << " GB/s, peak "
-      << info.peak_flops_per_s / 1e12 << " TFLOP/s fp32";
-    llm.device_description = d.str();
-  }
+  // What the model is told of the device: the ceilings a kernel can reach, the toolchain, the limits.
+  llm.device_description = ke::describe_device_for_model(info, spec.language, &wo);
   std::shared_ptr<ke::Mutator> mut;
   std::shared_ptr<ke::Mutator> writer;  // what writes new structures, for llm and mix
   if (mutator == "llm" || (mutator == "mix" && !llm.model.empty())) {

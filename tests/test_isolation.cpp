@@ -83,6 +83,11 @@ TEST_CASE("hostile kernels land in the right status; the honest fast one is best
     }
     if (node.evaluation.status == ke::Status::timeout) {
       CHECK(node.evaluation.message.find("time limit of 3 s") != std::string::npos);
+      // The limit hit the kernel's run (its first call, in verification), not its compile: the message says so.
+      CHECK_MESSAGE(node.evaluation.message.find("while verifying w0") != std::string::npos, node.evaluation.message);
+    }
+    if (node.candidate.source.find("*(volatile float*)0") != std::string::npos) {
+      CHECK_MESSAGE(node.evaluation.message.find("while verifying w0") != std::string::npos, node.evaluation.message);
     }
   }
   // Every crash and timeout replaced its worker.

@@ -520,3 +520,78 @@ TEST_CASE("live tunables: the parameter search never varies a tunable its parent
   CHECK_FALSE(none.child.has_value());
   CHECK(none.error.find("reads none") != std::string::npos);
 }
+
+TEST_CASE("device facts: a CPU kernel is told one core's ceilings, the compiler and its flags; a GPU its limits") {
+  ke::DeviceInfo cpu;
+  cpu.id = "cpu";
+  cpu.kind = "cpu";
+  cpu.name = "Test Xeon";
+  cpu.compute_units = 2;
+  cpu.vector_bits = 512;
+  cpu.peak_flops_per_s = 512e9;  // the machine's: two cores
+  cpu.peak_bytes_per_s = 12e9;
+  cpu.properties = {{"llvm_cpu", "sapphirerapids"}, {"max_ghz", "2.000000"}, {"compiler", "Clang 16.0.6 (in-process JIT)"},
+                    {"flags", "-O3 -ffp-contract=on -march=sapphirerapids (C -std=gnu11, C++ -std=c++17)"},
+                    {"isa", "avx2 fma avx512f"}, {"stack_bytes", std::to_string(8 << 20)}};
+  ke::WorkerOptions limits;
+  limits.timeout_s = 0;
+  const std::string c = ke::describe_device_for_model(cpu, ke::Language::c, &limits);
+  MESSAGE(c);
+  CHECK(c.find("ONE core") != std::string::npos);
+  CHECK(c.find("256 GFLOP/s") != std::string::npos);  // one of the two cores
+  CHECK(c.find("512 GFLOP/s") == std::string::npos);
+  CHECK(c.find("-march=sapphirerapids") != std::string::npos);
+  CHECK(c.find("avx512f") != std::string::npos);
+  CHECK(c.find("Stack: 8 MiB") != std::string::npos);
+  CHECK(c.find("10 x the seed's evaluation time, at least 10 s") != std::string::npos);
+
+  // The real host: its compiler, flags and extensions come from the CPU device itself.
+  const ke::DeviceInfo host = ke::open_device("cpu")->info();
+  const std::string h = ke::describe_device_for_model(host, ke::Language::cpp);
+  CHECK(h.find("Clang ") != std::string::npos);
+  CHECK(h.find("-std=c++17") != std::string::npos);
+  CHECK(h.find("<immintrin.h>") != std::string::npos);
+
+  ke::DeviceInfo gpu;
+  gpu.id = "cuda:0";
+  gpu.kind = "cuda";
+  gpu.name = "NVIDIA H200";
+  gpu.compute_units = 132;
+  gpu.peak_bytes_per_s = 4.1e12;
+  gpu.peak_flops_per_s = 60e12;
+  gpu.properties = {{"arch", "sm_90"}, {"warp_size", "32"}, {"registers_per_sm", "65536"}, {"shared_per_sm", "228 KiB"},
+                    {"max_threads_per_sm", "2048"}, {"max_blocks_per_sm", "32"}, {"max_threads_per_block", "1024"},
+                    {"registers_per_block", "65536"}, {"shared_per_block", "48 KiB"}, {"shared_per_block_optin", "227 KiB"},
+                    {"nvrtc", "12.8"}};
+  limits.timeout_s = 30;
+  const std::string g = ke::describe_device_for_model(gpu, ke::Language::cuda, &limits);
+  MESSAGE(g);
+  CHECK(g.find("132 SMs") != std::string::npos);
+  CHECK(g.find("65536 registers") != std::string::npos);
+  CHECK(g.find("227 KiB") != std::string::npos);
+  CHECK(g.find("NVRTC 12.8") != std::string::npos);
+  CHECK(g.find("ONE core") == std::string::npos);
+  CHECK(g.find("30 s") != std::string::npos);
+  CHECK(ke::describe_device_for_model(gpu, ke::Language::triton).find("Triton") != std::string::npos);
+}
+
+TEST_CASE("a model's answer that is its parent again, up to comments and spacing, is never measured") {
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter, 100)});
+  // The same kernel with a comment and other spacing: no new code, so nothing to measure.
+  std::string again = kBetter;
+  again.replace(again.find("void colsum"), 11, "// the same loop, said again\nvoid   colsum");
+  server.push({200, FakeModelServer::openai(again, 100)});
+  const ke::Spec spec = colsum();
+  auto evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device("cpu"));
+  auto llm = std::make_shared<ke::LlmMutator>(options_for(server));
+  ke::EvolverOptions eo;
+  eo.confirm_rounds = 0;
+  eo.max_consecutive_mutator_failures = 1;
+  ke::Evolver evolver(spec, evaluator, llm, std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(5), eo);
+  const ke::RunResult r = evolver.run();
+  MESSAGE(r.stop_reason);
+  CHECK(server.requests().size() >= 2);
+  REQUIRE(evolver.graph().size() == 2);  // the seed and the model's first kernel; the repeat was not added
+  CHECK(r.stop_reason.find("only known points") != std::string::npos);
+}

@@ -521,3 +521,71 @@ TEST_CASE("the command mutator's request for a first kernel carries the referenc
   CHECK(e.error.find("not usable") != std::string::npos);
   CHECK_FALSE(ke::ParamMutator().writes_first_kernel());
 }
+
+namespace {
+
+ke::Node timed(const std::string& source, double speedup, double mad_fraction) {
+  ke::Node n;
+  n.mutator = "test";
+  n.candidate = {source, ke::Language::c, {{"B", 1}}};
+  n.evaluation.status = ke::Status::ok;
+  n.evaluation.timings = {{100 / speedup, 90 / speedup, 110 / speedup, 100 / speedup * mad_fraction, 20}};
+  n.speedup = speedup;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("noise is not a signal: a lead within the measured spread is a tie, and a tie keeps the incumbent") {
+  ke::SearchGraph g;
+  g.add(timed("void f(void) {}\n", 1.0, 0.01));
+  const ke::NodeId a = g.add(timed("void f(void) { /* a */ }\nint a;\n", 2.0, 0.03));
+  CHECK(*g.best() == a);
+  // 2% faster than a, whose timings spread 3%: a tie.
+  ke::Node noise = timed("int b;\nvoid f(void) {}\n", 2.04, 0.03);
+  noise.parents = {a};
+  g.add(noise);
+  CHECK(*g.best() == a);
+  // 10% faster, beyond both spreads: a real lead.
+  const ke::NodeId c = g.add(timed("int c;\nvoid f(void) {}\n", 2.2, 0.02));
+  CHECK(*g.best() == c);
+  // Without a measured spread (replayed or synthetic timings), any lead counts, as before.
+  const ke::NodeId d = g.add(timed("int d;\nvoid f(void) {}\n", 2.21, 0.0));
+  CHECK(ke::relative_spread(g.node(d).evaluation) == 0);
+  CHECK(*g.best() == c);  // c's own spread still covers a 0.5% lead
+  const ke::NodeId e = g.add(timed("int e;\nvoid f(void) {}\n", 3.0, 0.0));
+  CHECK(*g.best() == e);
+}
+
+TEST_CASE("the graph knows a point by its code: comments, blank lines and spacing do not make a new kernel") {
+  ke::SearchGraph g;
+  ke::Node n;
+  n.candidate = {"#define N 4\nvoid f(float* x) {\n  for (int i = 0; i < N; ++i) x[i] = 0; // zero\n}\n", ke::Language::c,
+                 {{"B", 1}}};
+  g.add(n);
+  ke::Candidate same = n.candidate;
+  same.source = "// a model's note\n#define N 4\n\nvoid f(float* x)   {\n\tfor (int i = 0;  i < N; ++i) x[i] = 0; /* same */\n}";
+  CHECK(g.contains(same));
+  CHECK(same.key() != n.candidate.key());  // the store still keeps the text as written
+  ke::Candidate other_value = n.candidate;
+  other_value.tunables["B"] = 2;
+  CHECK_FALSE(g.contains(other_value));
+  ke::Candidate other_code = n.candidate;
+  other_code.source = "#define N 8\nvoid f(float* x) {\n  for (int i = 0; i < N; ++i) x[i] = 0;\n}\n";
+  CHECK_FALSE(g.contains(other_code));
+  // A preprocessor line stays a line: joining it with the next would be another program.
+  ke::Candidate joined = n.candidate;
+  joined.source = "#define N 4 void f(float* x) {\n  for (int i = 0; i < N; ++i) x[i] = 0;\n}\n";
+  CHECK_FALSE(g.contains(joined));
+  // Python's indentation is code: Triton keeps it, and its # comments go.
+  ke::SearchGraph t;
+  ke::Node tn;
+  tn.candidate = {"@triton.jit\ndef k(x):\n    if x:\n        pass\n    return\n", ke::Language::triton, {}};
+  t.add(tn);
+  ke::Candidate commented = tn.candidate;
+  commented.source = "# ke:tunable nothing\n@triton.jit\ndef k(x):  # entry\n    if x:\n        pass\n\n    return\n";
+  CHECK(t.contains(commented));
+  ke::Candidate dedented = tn.candidate;
+  dedented.source = "@triton.jit\ndef k(x):\n    if x:\n        pass\n        return\n";
+  CHECK_FALSE(t.contains(dedented));
+}

@@ -106,6 +106,9 @@ class LocalEvaluator final : public FitnessEvaluator {
   // Called with true just before each run of the reference and with false after it returns, so that a
   // process evaluating for another (the worker) can blame a crash in the reference on the reference.
   void on_reference(std::function<void(bool running)> hook);
+  // Called as an evaluation enters each phase ("compiling", "verifying ...", "timing ...", and waits for
+  // the device between them), so that a process evaluating for another can say where a time limit hit.
+  void on_phase(std::function<void(const std::string& phase)> hook);
   // Compiles the reference and the device's own checking kernels now rather than at first use. A worker
   // calls it before it is confined, while the toolchain's cache (NVRTC's) may still be written. A
   // reference that does not compile is reported by evaluate(), as without this call.

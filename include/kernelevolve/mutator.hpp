@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernelevolve/fitness.hpp"
 #include "kernelevolve/search_graph.hpp"
 #include "kernelevolve/spec.hpp"
 
@@ -103,6 +104,11 @@ struct LlmOptions {
   std::size_t knowledge_budget_chars = 6000;
   std::string device_description;           // the device and its roofline, for the prompt
 };
+
+// The device as a model's prompt states it (LlmOptions::device_description): the ceilings a kernel can reach
+// (one core's for a CPU kernel, which runs on the calling thread), how it is compiled and what it may include
+// or call, the GPU's limits per SM and per block, and, given the evaluator's options, the time limit.
+std::string describe_device_for_model(const DeviceInfo& device, Language language, const WorkerOptions* limits = nullptr);
 
 // Asks a language model for a rewrite of the parent: the prompt carries the device, the spec, the
 // parent's source with its measurements, the failures of recent children (compiler log, worst mismatch,

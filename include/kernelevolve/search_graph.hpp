@@ -30,6 +30,12 @@ struct Node {
   double mutation_s = 0;         // how long the mutator took to make this node
 };
 
+// The largest relative spread (median absolute deviation over median) of an evaluation's workloads.
+double relative_spread(const Evaluation& evaluation);
+// Whether `challenger` is faster than `incumbent` by more than the larger of their relative spreads:
+// closer than that, the two are a tie (noise is not a signal).
+bool beats(const Node& challenger, const Node& incumbent);
+
 class SearchGraph {
  public:
   // Adds a node; assigns and returns its id (ids are dense, from 0). A node added with a status other
@@ -44,7 +50,8 @@ class SearchGraph {
   std::size_t size() const { return nodes_.size(); }
   const std::vector<Node>& nodes() const { return nodes_; }
 
-  // The fastest ok node, if any (the first to reach that speed on a tie). Constant time.
+  // The fastest ok node, if any: a later node replaces it only by beating it beyond the measured spread
+  // (beats()), so on a tie the first to reach that speed stays. Constant time.
   std::optional<NodeId> best() const;
   std::vector<NodeId> by_status(Status status) const;
   std::vector<NodeId> children(NodeId id) const;
@@ -55,7 +62,7 @@ class SearchGraph {
   const std::vector<NodeId>& evaluation_order() const { return evaluated_; }
   // Nodes added but not yet evaluated.
   std::size_t pending() const { return nodes_.size() - evaluated_.size(); }
-  // Whether this point (source and tunables) is already in the graph.
+  // Whether this point (code and tunables, Candidate::code_key) is already in the graph.
   bool contains(const Candidate& candidate) const;
   std::optional<NodeId> find(const Candidate& candidate) const;
   // The chain of parents (first parent each step) from the seed to `id`, inclusive.

@@ -203,6 +203,10 @@ struct LocalEvaluator::Impl {
   EvalOptions options;
   std::shared_ptr<Kernel> reference;
   std::function<void(bool)> reference_hook;
+  std::function<void(const std::string&)> phase_hook;
+  void phase(const std::string& what) {
+    if (phase_hook) phase_hook(what);
+  }
 
   Kernel& reference_kernel() {
     if (reference) return *reference;
@@ -289,6 +293,7 @@ struct LocalEvaluator::Impl {
     ks.defines = cand.tunables;
     profile.count();
     auto t = Profile::Clock::now();
+    phase("compiling");
     CompileResult compiled = device->compile(ks);
     profile.add("compile", t);
     e.compile_log = compiled.log;
@@ -407,8 +412,10 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   // 13.0 candidates a second with exclusive verification, 11.3 with shared, ABBA). On a CPU they overlap,
   // each on its own core.
   const bool gpu = device.info().kind != "cpu";
+  phase("waiting for the device to verify w" + std::to_string(w));
   std::optional<TimingLock> verifying(std::in_place, options.timing_lock, /*exclusive=*/gpu);
   t = profile.add("wait: verify lock", t);
+  phase("verifying w" + std::to_string(w) + " (the kernel and the reference on checking inputs)");
   for (int trial = 0; trial < options.trials; ++trial) {
     const std::uint64_t trial_seed = mix(mix(input_seed, w), static_cast<std::uint64_t>(trial));
     draw_inputs(cand_args, trial, trial_seed);
@@ -498,8 +505,10 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   // producer's output would be.
   const bool flush = options.flush_cache && this->device->info().kind != "cpu";
   t = profile.add("time: setup", t);
+  phase("waiting for the device to time w" + std::to_string(w));
   TimingLock timing_lock(options.timing_lock);  // warm-up included: it loads the device too
   t = profile.add("wait: timing lock", t);
+  phase("timing w" + std::to_string(w) + " (warm-up and timed launches)");
   for (int i = 0; i < options.warmup; ++i) {
     fresh_inputs();
     double unused_us = 0;
@@ -606,6 +615,11 @@ void LocalEvaluator::prepare() {
 void LocalEvaluator::on_reference(std::function<void(bool running)> hook) {
   std::lock_guard lock(impl_->mutex);
   impl_->reference_hook = std::move(hook);
+}
+
+void LocalEvaluator::on_phase(std::function<void(const std::string& phase)> hook) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->phase_hook = std::move(hook);
 }
 
 }  // namespace kernelevolve

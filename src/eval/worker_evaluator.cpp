@@ -227,14 +227,25 @@ struct WorkerEvaluator::Impl {
     // The worker says when the reference runs: a crash or a hang inside it is the reference's, not the
     // candidate's, and no node may carry it.
     bool in_reference = false;
+    // The phase the worker last announced ("compiling", "timing w1 ..."): where a limit or a crash hit.
+    std::string phase;
     if (wire::write_frame(w.fd, request)) {
       for (;;) {
         const double left_ms = limit_s * 1000 - std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         rs = wire::read_frame(w.fd, reply, static_cast<int>(std::max(1.0, left_ms)));
-        if (rs != wire::ReadStatus::ok || reply.rfind("{\"type\": \"reference\"", 0) != 0) break;
-        in_reference = reply.find("\"running\": true") != std::string::npos;
+        if (rs != wire::ReadStatus::ok) break;
+        if (reply.rfind("{\"type\": \"reference\"", 0) == 0) {
+          in_reference = reply.find("\"running\": true") != std::string::npos;
+        } else if (reply.rfind("{\"type\": \"phase\"", 0) == 0) {
+          simdjson::dom::parser frame_parser;
+          std::string_view p;
+          if (frame_parser.parse(reply)["phase"].get_string().get(p) == simdjson::SUCCESS) phase = p;
+        } else {
+          break;
+        }
       }
     }
+    const std::string where = phase.empty() ? "" : " while " + phase;
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     Evaluation e;
     {
@@ -252,14 +263,14 @@ struct WorkerEvaluator::Impl {
       reap(w, true);
       e.status = Status::timeout;
       std::ostringstream msg;
-      msg << "exceeded the time limit of " << limit_s << " s; the worker was killed and replaced";
+      msg << "exceeded the time limit of " << limit_s << " s" << where << "; the worker was killed and replaced";
       e.message = msg.str();
       return e;
     }
     if (rs != wire::ReadStatus::ok) {
       const std::string how = reap(w, false);
       e.status = Status::crashed;
-      e.message = "the worker " + how + " while evaluating the candidate";
+      e.message = "the worker " + how + (where.empty() ? " while evaluating the candidate" : where);
       if (options.sandbox != SandboxMode::off && how.find("SIGSYS") != std::string::npos) {
         // The kernel blocked the sandbox's report of a denied call, and the kernel killed the worker.
         e.status = Status::invalid;

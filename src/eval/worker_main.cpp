@@ -79,6 +79,10 @@ int main() {
       wire::write_frame(wire::kWorkerFd, running ? "{\"type\": \"reference\", \"running\": true}"
                                                  : "{\"type\": \"reference\", \"running\": false}");
     });
+    // And where each evaluation is, so that a time limit or a crash can say whether it hit compile or run.
+    evaluator->on_phase([](const std::string& phase) {
+      wire::write_frame(wire::kWorkerFd, "{\"type\": \"phase\", \"phase\": " + ke::json_quote(phase) + "}");
+    });
     // Triton's compile helper confines its forks the way this worker confines itself.
     ke::triton::set_sandbox_mode(sandbox_mode);
     evaluator->prepare();  // compiles now, while NVRTC may still write its cache, and starts Triton's helper

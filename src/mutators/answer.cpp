@@ -5,6 +5,8 @@
 #include <sstream>
 #include <vector>
 
+#include "kernelevolve/candidate.hpp"
+
 namespace kernelevolve::mutators {
 
 namespace {
@@ -156,25 +158,6 @@ std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::st
 
 namespace {
 
-// The source without its comments (C's // and /* */, or Python's #), string contents left in place.
-std::string without_comments(const std::string& source, bool python) {
-  std::string out;
-  out.reserve(source.size());
-  for (std::size_t i = 0; i < source.size(); ++i) {
-    if (python && source[i] == '#') {
-      while (i < source.size() && source[i] != '\n') ++i;
-    } else if (!python && source.compare(i, 2, "//") == 0) {
-      while (i < source.size() && source[i] != '\n') ++i;
-    } else if (!python && source.compare(i, 2, "/*") == 0) {
-      const std::size_t end = source.find("*/", i + 2);
-      i = end == std::string::npos ? source.size() : end + 1;
-      continue;
-    }
-    if (i < source.size()) out += source[i];
-  }
-  return out;
-}
-
 bool word_at(const std::string& text, std::size_t at, std::size_t length) {
   auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   return (at == 0 || !ident(text[at - 1])) && (at + length >= text.size() || !ident(text[at + length]));
@@ -197,7 +180,7 @@ bool tunable_is_live(const Spec& spec, const std::string& source, Language langu
     if (reads(c)) return true;
   if ((spec.cost_flops && reads(*spec.cost_flops)) || (spec.cost_bytes && reads(*spec.cost_bytes))) return true;
   const bool python = language == Language::triton;
-  for (const std::string& raw : split_lines(without_comments(source, python))) {
+  for (const std::string& raw : split_lines(kernelevolve::without_comments(source, language))) {
     const std::string line = trim(raw);
     if (!python && starts_with(line, "#")) {
       // The default's guard, `#ifndef NAME` / `#define NAME value`, defines it: it does not read it.

@@ -12,7 +12,7 @@ NodeId SearchGraph::add(Node node) {
     if (p < 0 || p >= node.id) throw Error(ErrorCode::BadUsage, "SearchGraph::add: unknown parent " + std::to_string(p));
   }
   for (NodeId p : node.parents) children_[p].push_back(node.id);
-  by_key_.emplace(node.candidate.key(), node.id);
+  by_key_.emplace(node.candidate.code_key(), node.id);
   nodes_.push_back(std::move(node));
   is_evaluated_.push_back(false);
   const Node& added = nodes_.back();
@@ -38,9 +38,7 @@ void SearchGraph::record_evaluation(NodeId id, Evaluation evaluation, double spe
     ok_.erase(std::find(ok_.begin(), ok_.end(), id));
     best_.reset();
     for (NodeId k : ok_) {
-      if (!best_ || nodes_[static_cast<std::size_t>(k)].speedup > nodes_[static_cast<std::size_t>(*best_)].speedup) {
-        best_ = k;
-      }
+      if (!best_ || beats(nodes_[static_cast<std::size_t>(k)], nodes_[static_cast<std::size_t>(*best_)])) best_ = k;
     }
   }
   if (n.evaluation.status != Status::pending) index_evaluation(n);
@@ -54,7 +52,23 @@ void SearchGraph::index_evaluation(const Node& n) {
   }
   if (n.evaluation.status != Status::ok) return;
   ok_.push_back(n.id);  // record_evaluation took it out first if it was ok before
-  if (!best_ || n.speedup > nodes_[static_cast<std::size_t>(*best_)].speedup) best_ = n.id;
+  if (!best_ || beats(n, nodes_[static_cast<std::size_t>(*best_)])) best_ = n.id;
+}
+
+double relative_spread(const Evaluation& e) {
+  double spread = 0;
+  for (const WorkloadTiming& t : e.timings) {
+    if (t.median_us > 0) spread = std::max(spread, t.mad_us / t.median_us);
+  }
+  return spread;
+}
+
+bool beats(const Node& challenger, const Node& incumbent) {
+  // Identical code measures a few percent apart from one evaluation to the next: a lead inside the
+  // measured spread of either is a tie, and a tie keeps the incumbent, so that a duplicate or a noise-winner
+  // never displaces what it copied.
+  const double margin = std::max(relative_spread(challenger.evaluation), relative_spread(incumbent.evaluation));
+  return challenger.speedup > incumbent.speedup * (1 + margin);
 }
 
 std::optional<NodeId> SearchGraph::best() const { return best_; }
@@ -75,7 +89,7 @@ std::vector<NodeId> SearchGraph::children(NodeId id) const {
 bool SearchGraph::contains(const Candidate& candidate) const { return find(candidate).has_value(); }
 
 std::optional<NodeId> SearchGraph::find(const Candidate& candidate) const {
-  const auto it = by_key_.find(candidate.key());
+  const auto it = by_key_.find(candidate.code_key());
   if (it == by_key_.end()) return std::nullopt;
   return it->second;
 }

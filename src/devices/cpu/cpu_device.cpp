@@ -10,6 +10,7 @@
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <clang/Lex/PreprocessorOptions.h>
 #include <llvm/ADT/StringMap.h>
+#include <llvm/Config/llvm-config.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -24,6 +25,7 @@
 #include <llvm/TargetParser/Triple.h>
 
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +60,10 @@ void init_llvm_once() {
     llvm::InitializeNativeTargetAsmParser();
   });
 }
+
+// What every kernel is compiled with (besides the target): the facts the model's prompt states come from here.
+const std::vector<std::string> kOptimizationFlags = {"-O3", "-vectorize-loops", "-vectorize-slp", "-ffp-contract=on"};
+std::string language_standard(Language language) { return language == Language::cpp ? "-std=c++17" : "-std=gnu11"; }
 
 // The host's target description, computed once per process.
 struct HostTarget {
@@ -151,6 +157,21 @@ void add_allowlisted_symbols(llvm::orc::LLJIT& jit, llvm::orc::SymbolMap& map) {
   add("ldexp", static_cast<double (*)(double, int)>(&::ldexp));
   add("sincosf", static_cast<void (*)(float, float*, float*)>(&::sincosf));
   add("sincos", static_cast<void (*)(double, double*, double*)>(&::sincos));
+}
+
+// The vector and matrix extensions a kernel author asks about, as enabled on this host ("avx2 fma avx512f ...").
+std::string notable_features() {
+  static const char* const notable[] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw",
+                                        "avx512vl", "avx512cd", "avx512vnni", "avx512bf16", "avx512fp16", "avxvnni",
+                                        "amx-tile", "amx-bf16", "amx-int8", "neon", "sve", "sve2"};
+  const HostTarget& host = host_target();
+  std::string out;
+  for (const char* f : notable) {
+    if (std::binary_search(host.features.begin(), host.features.end(), std::string("+") + f)) {
+      out += (out.empty() ? "" : " ") + std::string(f);
+    }
+  }
+  return out.empty() ? "none beyond the base instruction set" : out;
 }
 
 // Process symbols a kernel must never reach even though the process exports them: ending or
@@ -314,18 +335,14 @@ FrontendResult run_frontend(const KernelSource& ks, const std::string& full_sour
     args.push_back("-target-feature");
     args.push_back(f);
   }
-  const std::vector<std::string> common = {
-      "-O3", "-vectorize-loops", "-vectorize-slp", "-mrelocation-model", "pic", "-pic-level", "2",
-      "-ffp-contract=on", "-fgnuc-version=4.2.1", "-discard-value-names", "-ferror-limit", "20",
-      "-fmessage-length=0", "-resource-dir", KE_CLANG_RESOURCE_DIR, "-Wall"};
+  std::vector<std::string> common = kOptimizationFlags;
+  common.insert(common.end(), {
+      "-mrelocation-model", "pic", "-pic-level", "2", "-fgnuc-version=4.2.1", "-discard-value-names", "-ferror-limit", "20",
+      "-fmessage-length=0", "-resource-dir", KE_CLANG_RESOURCE_DIR, "-Wall"});
   args.insert(args.end(), common.begin(), common.end());
   const auto& includes = cpp ? host.cxx_include_args : host.include_args;
   args.insert(args.end(), includes.begin(), includes.end());
-  if (cpp) {
-    args.insert(args.end(), {"-std=c++17", "-x", "c++"});
-  } else {
-    args.insert(args.end(), {"-std=gnu11", "-x", "c"});
-  }
+  args.insert(args.end(), {language_standard(ks.language), "-x", cpp ? "c++" : "c"});
   for (const auto& [name, value] : ks.defines) args.push_back("-D" + name + "=" + std::to_string(value));
   args.insert(args.end(), ks.flags.begin(), ks.flags.end());
   args.push_back(file);
@@ -450,7 +467,23 @@ CpuDevice::~CpuDevice() {
 }
 
 const DeviceInfo& CpuDevice::info() {
-  std::call_once(info_once_, [this] { info_ = describe_host_cpu(true); });
+  std::call_once(info_once_, [this] {
+    info_ = describe_host_cpu(true);
+    // How kernels are built and called here, for a model that must know what it may write.
+    auto& p = info_.properties;
+    p["compiler"] = "Clang " LLVM_VERSION_STRING " (in-process JIT)";
+    p["flags"] = "-O3 -ffp-contract=on -march=" + cpu_detail::host_target().cpu + " (C " +
+                 cpu_detail::language_standard(Language::c) + ", C++ " + cpu_detail::language_standard(Language::cpp) + ")";
+    p["isa"] = cpu_detail::notable_features();
+    p["callable"] = "the C and C++ standard headers and Clang's intrinsic headers (<immintrin.h>) may be included; of "
+                    "library functions only memset, memcpy, memmove, memcmp, the malloc family and the math "
+                    "functions of <math.h> resolve";
+    p["threads"] = "1";
+    struct rlimit stack {};
+    if (getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY) {
+      p["stack_bytes"] = std::to_string(stack.rlim_cur);
+    }
+  });
   return info_;
 }
 
