@@ -157,7 +157,8 @@ KE_API ke_status ke_mutator_llm_create(ke_mutator** out, const ke_llm_mutator_op
       need_finite(options->price_input_per_mtok, "options->price_input_per_mtok");
       need_finite(options->price_output_per_mtok, "options->price_output_per_mtok");
       if (options->price_input_per_mtok < 0 || options->price_output_per_mtok < 0) {
-        fail(KE_ERROR_INVALID_ARGUMENT, "'options->price_input_per_mtok' and 'options->price_output_per_mtok' must not be negative");
+        fail(KE_ERROR_INVALID_ARGUMENT,
+             "'options->price_input_per_mtok' and 'options->price_output_per_mtok' must not be negative");
       }
       o.price = {options->price_input_per_mtok, options->price_output_per_mtok};
     }

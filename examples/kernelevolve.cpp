@@ -511,7 +511,8 @@ int cmd_run(const std::vector<std::string>& args) {
       "the model's name; give it again for more models, among which a bandit picks by improvement per dollar")(
       "llm-api-key-env", po::value(&llm_key_envs)->composing(),
       "the environment variable that holds the API key (once, or once per model)")(
-      "llm-api", po::value(&llm_apis)->composing(), "openai (chat completions, the default) or anthropic (messages); once, or once per model")(
+      "llm-api", po::value(&llm_apis)->composing(),
+      "openai (chat completions, the default) or anthropic (messages); once, or once per model")(
       "llm-price", po::value(&llm_price_texts)->composing(),
       "IN,OUT: US dollars per million prompt and completion tokens (once, or once per model); a resumed run keeps its own")(
       "llm-memory", po::value(&llm.memory)->default_value("both"), "what the prompt remembers: inherit, siblings, both or fresh")(
@@ -557,7 +558,9 @@ int cmd_run(const std::vector<std::string>& args) {
   for (const std::string& text : per_model(llm_price_texts, llm_models.size(), "0,0", "llm-price")) {
     llm_prices.push_back(parse_llm_price(text));
   }
-  if (!llm_price_texts.empty() && llm_models.empty()) throw ke::Error(ke::ErrorCode::BadUsage, "--llm-price prices the calls of a --llm-model: give one");
+  if (!llm_price_texts.empty() && llm_models.empty()) {
+    throw ke::Error(ke::ErrorCode::BadUsage, "--llm-price prices the calls of a --llm-model: give one");
+  }
   llm_urls = per_model(llm_urls, llm_models.size(), "", "llm-url");
   llm_key_envs = per_model(llm_key_envs, llm_models.size(), "", "llm-api-key-env");
   llm_apis = per_model(llm_apis, llm_models.size(), "openai", "llm-api");

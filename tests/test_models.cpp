@@ -149,6 +149,21 @@ TEST_CASE("a call is priced by its prompt and completion tokens, as each API rep
   CHECK(m.cost_usd == doctest::Approx((40 * 3 + 60 * 15) / 1e6));
   CHECK(anthropic.prompt_tokens_used() == 40);
 
+  // No usage at all: estimated from the lengths of the request and the reply, 4 bytes a token.
+  FakeModelServer silent;
+  const std::string reply = "{\"choices\": [{\"message\": {\"content\": " + FakeModelServer::quote(fast_kernel(5)) + "}}]}";
+  silent.push({200, reply});
+  ke::LlmMutator estimated(options_for(silent, "silent", {1000, 2000}));
+  m = estimated.mutate({spec, graph, {0}, rng});
+  REQUIRE_MESSAGE(m.child.has_value(), m.error);
+  REQUIRE(silent.requests().size() == 1);
+  const auto request_tokens = static_cast<std::int64_t>(silent.requests()[0].body.size() / 4);
+  const auto reply_tokens = static_cast<std::int64_t>(reply.size() / 4);
+  CHECK(estimated.prompt_tokens_used() == request_tokens);
+  CHECK(estimated.completion_tokens_used() == reply_tokens);
+  CHECK(m.tokens == request_tokens + reply_tokens);
+  CHECK(m.cost_usd == doctest::Approx((request_tokens * 1000.0 + reply_tokens * 2000.0) / 1e6));
+
   // Unpriced: tokens only, no price to keep.
   FakeModelServer free_server;
   free_server.push({200, FakeModelServer::openai(fast_kernel(4), 100)});

@@ -287,6 +287,7 @@ struct LlmMutator::Impl {
   // What a call spent: the prompt's tokens and the answer's, as the server reported them.
   struct Usage {
     std::int64_t prompt = 0, completion = 0;
+    bool estimated = false;  // the server reported none: counted from the lengths, 4 bytes a token
     std::int64_t total() const { return prompt + completion; }
   };
 
@@ -321,7 +322,10 @@ struct LlmMutator::Impl {
     }
     used.prompt = std::max<std::int64_t>(used.prompt, 0);
     used.completion = std::max<std::int64_t>(used.completion, 0);
-    if (used.total() <= 0) used.completion = static_cast<std::int64_t>(body.size() / 4);  // no usage reported: an estimate
+    if (used.total() <= 0) {
+      used.completion = static_cast<std::int64_t>(body.size() / 4);
+      used.estimated = true;
+    }
     if (text.empty()) {
       error = "the model's reply holds no answer text: " + body.substr(0, 200);
       return false;
@@ -351,6 +355,7 @@ struct LlmMutator::Impl {
       const bool retryable = r.status == 0 || r.status == 429 || r.status >= 500;
       if (r.status == 200) {
         parse_reply(r.body, answer, used, error);
+        if (used.estimated) used.prompt = static_cast<std::int64_t>(body.size() / 4);
         return;
       }
       const std::string what = r.status == 0 ? "no answer (" + r.error + ")" : "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 300);
