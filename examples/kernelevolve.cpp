@@ -693,6 +693,9 @@ int cmd_run(const std::vector<std::string>& args) {
   } else {
     mut = writer;
   }
+  if (vm.count("max-cost") && !resume && mut->prices().empty()) {  // --llm-price 0,0, say: a budget never spent
+    throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost needs model calls with a price, and no model has one above 0");
+  }
 
   // The database is opened once the device is: a run that cannot start leaves no file behind.
   std::shared_ptr<ke::Store> store;

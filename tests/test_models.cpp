@@ -530,6 +530,7 @@ TEST_CASE("cli: a bad --llm-price, --max-cost or pairing of --llm-url and --llm-
       {"--llm-model m --llm-price 1,", "is not two numbers"},
       {"--llm-model m --llm-price 1,2 --llm-price 3,4", "--llm-price is given 2 times for 1 --llm-model"},
       {"--llm-model m --max-cost 1", "--max-cost needs model calls with a price"},
+      {"--llm-model m --llm-price 0,0 --max-cost 1", "no model has one above 0"},
       {"--llm-model m --llm-price 1,2 --max-cost -1", "--max-cost must be a positive"},
       {"--llm-model m --llm-price 1,2 --max-cost 0", "--max-cost must be a positive"},
       {"--llm-url http://127.0.0.1:9/v1 --llm-model a --llm-model b --llm-model c", "--llm-url is given 2 times for 3"},
