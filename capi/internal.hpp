@@ -124,6 +124,7 @@ void copy_state(C& out, const ke::SearchState& s) {
   out.best_speedup = s.best_speedup;
   out.evaluations_since_improvement = s.evaluations_since_improvement;
   out.tokens = s.tokens;
+  out.cost_usd = s.cost_usd;
 }
 
 // A file the caller names (not one a spec names): a path that does not exist or cannot be read is an
@@ -206,6 +207,7 @@ struct ke_mutation : capi::Handle<capi::Tag::mutation> {
   std::string note, error, prompt, answer;
   bool failed = false, exhausted = false;
   std::int64_t tokens = 0;
+  double cost_usd = 0;
 };
 
 struct ke_candidate : capi::Handle<capi::Tag::candidate> {

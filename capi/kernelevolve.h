@@ -280,6 +280,10 @@ KE_API ke_status ke_node_mismatch(ke_mismatch* out, const ke_node* node);
 KE_API ke_status ke_node_prompt(const char** out, const ke_node* node);
 KE_API ke_status ke_node_answer(const char** out, const ke_node* node);
 KE_API ke_status ke_node_tokens(int64_t* out, const ke_node* node);
+/* What the call that made the node cost, in US dollars (0 when its model has no price, or no model made it). */
+KE_API ke_status ke_node_cost_usd(double* out, const ke_node* node);
+/* The model that wrote the node; "" when no model did. */
+KE_API ke_status ke_node_model(const char** out, const ke_node* node);
 
 /* ---------------------------------------------------------------------------------------------------
  * Stop rules: when the search stops. Compose with any/all. A rule is shared, never copied: a composite or
@@ -298,6 +302,9 @@ KE_API ke_status ke_stop_rule_target_speedup(ke_stop_rule** out, double speedup)
 KE_API ke_status ke_stop_rule_plateau(ke_stop_rule** out, int64_t evaluations);
 /* Stops once mutators have spent this many model tokens. */
 KE_API ke_status ke_stop_rule_max_tokens(ke_stop_rule** out, int64_t tokens);
+/* Stops once model calls have cost this many US dollars (priced models: ke_llm_mutator_options'
+ * price_*_per_mtok, or ke_mutation_add_cost). */
+KE_API ke_status ke_stop_rule_max_cost(ke_stop_rule** out, double usd);
 
 /* What a stop rule sees: the search so far. Filled by the library; fields are only appended (check
  * `version`). */
@@ -308,8 +315,9 @@ typedef struct ke_search_state {
   double best_speedup;
   int64_t evaluations_since_improvement;
   int64_t tokens; /* model tokens the mutators spent */
+  double cost_usd; /* version 2: what they cost, in US dollars */
 } ke_search_state;
-#define KE_SEARCH_STATE_VERSION 1
+#define KE_SEARCH_STATE_VERSION 2
 
 /* Non-zero: stop the search. Unlike every other callback's, a non-zero return is not an abort. */
 typedef int (*ke_stop_fn)(const ke_search_state* state, void* user_data);
@@ -398,10 +406,15 @@ typedef struct ke_llm_mutator_options {
   size_t knowledge_dir_count;
   /* The device and its roofline, for the prompt. NULL: written by the evolver from the run's device. */
   const char* device_description;
+  /* Version 2. What the model's tokens cost, in US dollars per million prompt (input) and completion (output)
+   * tokens; both 0: no price (a version-1 struct has none). A run recorded in a store keeps the prices it
+   * began with when resumed. */
+  double price_input_per_mtok;
+  double price_output_per_mtok;
 } ke_llm_mutator_options;
-#define KE_LLM_MUTATOR_OPTIONS_VERSION 1
+#define KE_LLM_MUTATOR_OPTIONS_VERSION 2
 #define KE_LLM_MUTATOR_OPTIONS_INIT \
-  {KE_LLM_MUTATOR_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0.7, 4096, 180.0, 5, 4, NULL, NULL, 0, NULL}
+  {KE_LLM_MUTATOR_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0.7, 4096, 180.0, 5, 4, NULL, NULL, 0, NULL, 0.0, 0.0}
 KE_API ke_status ke_llm_mutator_options_init(ke_llm_mutator_options* options, unsigned int version);
 
 /* Asks a language model for a rewrite of the parent (the prompt carries the device, the spec, the parent
@@ -428,6 +441,8 @@ KE_API ke_status ke_mutation_set_note(ke_mutation* mutation, const char* note);
 /* What a model was asked and answered, kept on the node; `prompt` and `answer` may be NULL. */
 KE_API ke_status ke_mutation_set_transcript(ke_mutation* mutation, const char* prompt, const char* answer);
 KE_API ke_status ke_mutation_add_tokens(ke_mutation* mutation, int64_t tokens);
+/* What the host's model call cost, in US dollars: counted by ke_stop_rule_max_cost, kept on the node. */
+KE_API ke_status ke_mutation_add_cost(ke_mutation* mutation, double usd);
 KE_API ke_status ke_mutation_fail(ke_mutation* mutation, const char* error);
 KE_API ke_status ke_mutation_set_exhausted(ke_mutation* mutation, const char* reason);
 
@@ -479,6 +494,8 @@ KE_API ke_status ke_result_status_count(int64_t* out, const ke_result* result, k
 KE_API ke_status ke_result_elapsed_s(double* out, const ke_result* result);
 KE_API ke_status ke_result_mutator_failures(int64_t* out, const ke_result* result);
 KE_API ke_status ke_result_tokens(int64_t* out, const ke_result* result);
+/* What the run's model calls cost, in US dollars (a resumed run's includes its earlier calls). */
+KE_API ke_status ke_result_cost_usd(double* out, const ke_result* result);
 /* The end-of-run confirmation of the best node: whether the search's figure was borne out when the best
  * and the seed were timed again, interleaved, on fresh inputs; the confirmed speedup (the one reported;
  * geometric mean over workloads) and the lowest and highest of the single rounds' speedups. Any out-pointer
@@ -566,8 +583,9 @@ typedef struct ke_progress {
   int64_t evaluations_since_improvement;
   int64_t tokens;
   const char* message;      /* never NULL */
+  double cost_usd;          /* version 2: what the model calls cost so far, in US dollars */
 } ke_progress;
-#define KE_PROGRESS_VERSION 1
+#define KE_PROGRESS_VERSION 2
 
 /* Called on the thread that runs ke_evolver_run (or ke_evolver_resume). Non-zero aborts the run (to end
  * it normally instead, see ke_stop_rule_callback). NULL removes it. The evolver keeps `user_data` as is

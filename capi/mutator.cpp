@@ -30,6 +30,7 @@ class CallbackMutator final : public ke::Mutator {
     out.prompt = std::move(m.prompt);
     out.answer = std::move(m.answer);
     out.tokens = m.tokens;
+    out.cost_usd = m.cost_usd;
     if (m.exhausted) {
       out.exhausted = true;
       out.error = m.error.empty() ? "the mutator '" + name_ + "' has nothing new to offer" : m.error;
@@ -136,6 +137,15 @@ KE_API ke_status ke_mutator_llm_create(ke_mutator** out, const ke_llm_mutator_op
     if (options->max_retries < 0) fail(KE_ERROR_INVALID_ARGUMENT, "'options->max_retries' must not be negative");
     o.max_retries = options->max_retries;
     o.max_in_flight = options->max_in_flight;
+    if (options->version >= 2) {
+      need_finite(options->price_input_per_mtok, "options->price_input_per_mtok");
+      need_finite(options->price_output_per_mtok, "options->price_output_per_mtok");
+      if (options->price_input_per_mtok < 0 || options->price_output_per_mtok < 0) {
+        fail(KE_ERROR_INVALID_ARGUMENT,
+             "'options->price_input_per_mtok' and 'options->price_output_per_mtok' must not be negative");
+      }
+      o.price = {options->price_input_per_mtok, options->price_output_per_mtok};
+    }
     if (options->memory) o.memory = options->memory;
     need_array(options->knowledge_dirs, options->knowledge_dir_count, "options->knowledge_dirs");
     for (std::size_t i = 0; i < options->knowledge_dir_count; ++i) {
@@ -271,6 +281,14 @@ KE_API ke_status ke_mutation_add_tokens(ke_mutation* mutation, int64_t tokens) {
     need(mutation, "mutation");
     if (tokens < 0) fail(KE_ERROR_INVALID_ARGUMENT, "'tokens' must not be negative");
     mutation->tokens += tokens;
+  });
+}
+
+KE_API ke_status ke_mutation_add_cost(ke_mutation* mutation, double usd) {
+  return guard(__func__, [&] {
+    need(mutation, "mutation");
+    if (!(usd >= 0) || !std::isfinite(usd)) fail(KE_ERROR_INVALID_ARGUMENT, "'usd' must be a number of dollars, not negative");
+    mutation->cost_usd += usd;
   });
 }
 

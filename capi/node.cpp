@@ -152,3 +152,9 @@ KE_API ke_status ke_node_answer(const char** out, const ke_node* node) {
 KE_API ke_status ke_node_tokens(int64_t* out, const ke_node* node) {
   return node_field(__func__, out, node, [](const ke::Node& n) { return std::int64_t{n.tokens}; });
 }
+KE_API ke_status ke_node_cost_usd(double* out, const ke_node* node) {
+  return node_field(__func__, out, node, [](const ke::Node& n) { return n.cost_usd; });
+}
+KE_API ke_status ke_node_model(const char** out, const ke_node* node) {
+  return node_field(__func__, out, node, [](const ke::Node& n) { return n.model.c_str(); });
+}

@@ -37,6 +37,7 @@ ke::RunResult capi::rebuild_run(const ke::SearchGraph& graph, double elapsed_s, 
     if (n.evaluation.status != ke::Status::pending) run.state.evaluations += 1;
     run.state.best_speedup = std::max(run.state.best_speedup, n.speedup);
     run.state.tokens += n.tokens;
+    run.state.cost_usd += n.cost_usd;
   }
   return run;
 }
@@ -207,6 +208,10 @@ KE_API ke_status ke_result_mutator_failures(int64_t* out, const ke_result* resul
 
 KE_API ke_status ke_result_tokens(int64_t* out, const ke_result* result) {
   return get_field(__func__, out, result, "result", [](const ke_result& r) { return r.run.state.tokens; });
+}
+
+KE_API ke_status ke_result_cost_usd(double* out, const ke_result* result) {
+  return get_field(__func__, out, result, "result", [](const ke_result& r) { return r.run.state.cost_usd; });
 }
 
 KE_API ke_status ke_result_confirmation(int* confirmed, double* speedup, double* speedup_low, double* speedup_high,

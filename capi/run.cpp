@@ -104,6 +104,7 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
   std::int64_t run_id = 0;
   std::optional<ke::Checkpoint> checkpoint;
   std::shared_ptr<ke::ReusingEvaluator> reusing;
+  const std::shared_ptr<ke::Mutator> mutator = ev.mutator.for_run(device, ev.spec.language);
   if (ev.store) {
     if (resume) {
       std::optional<ke::RunId> found = *resume > 0 ? std::optional<ke::RunId>(*resume) : ev.store->latest_run(ev.spec, &device);
@@ -124,8 +125,9 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
       }
       run_id = stored.id;
       checkpoint = ev.store->resume(run_id);
+      ke::keep_run_prices(*ev.store, run_id, *mutator);  // the run goes on at the prices it began with
     } else {
-      run_id = ev.store->begin_run(ev.spec, device, {ev.policy, ev.mutator.name, ev.seed, "C API"});
+      run_id = ev.store->begin_run(ev.spec, device, {ev.policy, ev.mutator.name, ev.seed, "C API", mutator->prices()});
     }
     if (ev.reuse) {
       reusing = std::make_shared<ke::ReusingEvaluator>(evaluator, ev.store, ev.spec);
@@ -141,7 +143,7 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
   if (const auto multi = std::dynamic_pointer_cast<ke::MultiDeviceEvaluator>(evaluator)) options.jobs = multi->slots();
   options.max_consecutive_mutator_failures = ev.max_consecutive_mutator_failures;
   options.confirm_rounds = ev.confirm_rounds;
-  ke::Evolver evolver_cxx(ev.spec, evaluator, ev.mutator.for_run(device, ev.spec.language), ke::make_policy(ev.policy, ev.policy_options),
+  ke::Evolver evolver_cxx(ev.spec, evaluator, mutator, ke::make_policy(ev.policy, ev.policy_options),
                           ev.stop, options);
   if (checkpoint) evolver_cxx.resume(std::move(*checkpoint));
   // The store records a node before the host's callback sees it, so a callback that aborts loses nothing.

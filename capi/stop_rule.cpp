@@ -114,6 +114,13 @@ KE_API ke_status ke_stop_rule_max_tokens(ke_stop_rule** out, int64_t tokens) {
   });
 }
 
+KE_API ke_status ke_stop_rule_max_cost(ke_stop_rule** out, double usd) {
+  return make_rule(__func__, out, [&]() -> std::shared_ptr<ke::StopRule> {
+    if (!(usd > 0) || !std::isfinite(usd)) fail(KE_ERROR_INVALID_ARGUMENT, "'usd' must be a positive number of dollars");
+    return ke::cost_budget(usd);
+  });
+}
+
 KE_API ke_status ke_stop_rule_callback(ke_stop_rule** out, const char* name, ke_stop_fn should_stop, void* user_data,
                                        ke_free_fn free_user_data) {
   return make_rule(__func__, out, [&]() -> std::shared_ptr<ke::StopRule> {

@@ -81,6 +81,7 @@ KE_API ke_status ke_store_load(ke_result** out, const ke_store* store, int64_t r
     ke::RunResult result = rebuild_run(checkpoint.graph, checkpoint.elapsed_s,
                                        info.finished_at.empty() ? "unfinished" : info.stop_reason);
     result.state.tokens = checkpoint.tokens;
+    result.state.cost_usd = checkpoint.cost_usd;
     result.mutator_failures = checkpoint.mutator_failures;
     give(out, make_result(spec, checkpoint.graph, result, info.device, run, false));
   });

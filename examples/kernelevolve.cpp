@@ -5,9 +5,11 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -28,9 +30,11 @@ const char* kUsage =
     "usage:\n"
     "  kernelevolve run SPEC [--device cpu|cuda[:N]|hip[:N]] [--db FILE | --no-db] [--resume [--run ID]] [--no-reuse]\n"
     "                        [--max-evals N] [--max-time SEC] [--target-speedup X] [--plateau N] [--max-tokens N]\n"
+    "                        [--max-cost USD]\n"
     "                        [--policy greedy|ucb|epsilon-greedy|tournament|islands|random] [policy options]\n"
     "                        [--mutator param|command|llm|mix] [--command CMD] [--llm-url URL --llm-model NAME\n"
-    "                        --llm-api-key-env VAR] [llm options] [--jobs N] [--timeout SEC] [--in-process]\n"
+    "                        --llm-api-key-env VAR [--llm-price IN,OUT]]... [llm options] [--jobs N] [--timeout SEC]\n"
+    "                        [--in-process]\n"
     "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
     "                        [--sandbox strict|basic|off] [--seed N] [--json]\n"
     "  kernelevolve check SPEC [--device ...] [--sandbox MODE] [--json]   evaluate the reference and the seed only\n"
@@ -414,6 +418,54 @@ std::shared_ptr<ke::Store> open_store(const std::string& path, bool defaulted) {
   }
 }
 
+// --llm-price IN,OUT: US dollars per million prompt and completion tokens.
+ke::LlmPrice parse_llm_price(const std::string& text) {
+  auto refuse = [&](const std::string& why) {
+    throw ke::Error(ke::ErrorCode::BadUsage, "--llm-price takes IN,OUT, the US dollars per million prompt and completion "
+                                             "tokens (e.g. --llm-price 2.5,10): '" + text + "' " + why);
+  };
+  const std::size_t comma = text.find(',');
+  if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos) refuse("is not two numbers");
+  double price[2];
+  const std::string parts[2] = {text.substr(0, comma), text.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    char* end = nullptr;
+    price[i] = std::strtod(parts[i].c_str(), &end);
+    if (parts[i].empty() || end != parts[i].c_str() + parts[i].size() || !std::isfinite(price[i])) refuse("is not two numbers");
+    if (price[i] < 0) refuse("has a negative price");
+  }
+  return {price[0], price[1]};
+}
+
+// A per-model option (--llm-url, --llm-api-key-env, --llm-api, --llm-price): given once, for every model; or
+// once per --llm-model, paired in order; `fallback` when not given.
+std::vector<std::string> per_model(const std::vector<std::string>& given, std::size_t models, const std::string& fallback,
+                                   const std::string& option) {
+  if (given.empty()) return std::vector<std::string>(models, fallback);
+  if (given.size() == 1) return std::vector<std::string>(models, given[0]);
+  if (given.size() == models) return given;
+  throw ke::Error(ke::ErrorCode::BadUsage, "--" + option + " is given " + std::to_string(given.size()) + " times for " +
+                                               std::to_string(models) + " --llm-model: give it once for every model, or " +
+                                               "once per model, in the order of the models");
+}
+
+// "--llm-price -1,2": a value that starts with '-' would read as an option; joined to its option it reads
+// as the value it is, and is refused for what it says.
+std::vector<std::string> join_signed_values(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const bool takes_number = args[i] == "--llm-price" || args[i] == "--max-cost";
+    if (takes_number && i + 1 < args.size() && args[i + 1].size() > 1 && args[i + 1][0] == '-' &&
+        (std::isdigit(static_cast<unsigned char>(args[i + 1][1])) || args[i + 1][1] == '.')) {
+      out.push_back(args[i] + "=" + args[i + 1]);
+      ++i;
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  return out;
+}
+
 int cmd_run(const std::vector<std::string>& args) {
   po::options_description d("run options");
   Common c;
@@ -429,12 +481,16 @@ int cmd_run(const std::vector<std::string>& args) {
   std::string sandbox_name = "strict";
   ke::PolicyOptions popt;
   ke::LlmOptions llm;
+  // Per model, paired in order (per_model): several models share the run through a bandit (ModelPoolMutator).
+  std::vector<std::string> llm_urls, llm_models, llm_key_envs, llm_apis, llm_price_texts;
+  double max_cost = 0;
   int llm_param_steps = 4;
   d.add_options()("max-evals", po::value(&max_evals)->default_value(64), "stop after N evaluations (the seed included)")(
       "max-time", po::value(&max_time), "stop after SEC seconds")("target-speedup", po::value(&target),
                                                                   "stop once the best is X times faster than the seed")(
       "plateau", po::value(&plateau), "stop after N evaluations without an improvement")(
       "max-tokens", po::value(&max_tokens), "stop once the mutator has spent N model tokens")(
+      "max-cost", po::value(&max_cost), "stop once the model calls have cost USD dollars (needs --llm-price)")(
       "policy", po::value(&policy)->default_value(ke::default_policy_name()),
       "selection policy: greedy, ucb, epsilon-greedy, tournament, islands or random")(
       "epsilon", po::value(&popt.epsilon)->default_value(popt.epsilon, "0.2"), "epsilon-greedy: chance of a random ok node")(
@@ -449,10 +505,16 @@ int cmd_run(const std::vector<std::string>& args) {
       "mutator", po::value(&mutator)->default_value("param"),
       "param (the tunables), command (an external program), llm (a language model), or mix (the model or the "
       "command writes structures, the parameter search tunes each)")(
-      "llm-url", po::value(&llm.base_url), "the model server's base URL, e.g. https://api.openai.com/v1")(
-      "llm-model", po::value(&llm.model), "the model's name")(
-      "llm-api-key-env", po::value(&llm.api_key_env), "the environment variable that holds the API key")(
-      "llm-api", po::value(&llm.api)->default_value("openai"), "openai (chat completions) or anthropic (messages)")(
+      "llm-url", po::value(&llm_urls)->composing(),
+      "the model server's base URL, e.g. https://api.openai.com/v1 (once for every model, or once per --llm-model)")(
+      "llm-model", po::value(&llm_models)->composing(),
+      "the model's name; give it again for more models, among which a bandit picks by improvement per dollar")(
+      "llm-api-key-env", po::value(&llm_key_envs)->composing(),
+      "the environment variable that holds the API key (once, or once per model)")(
+      "llm-api", po::value(&llm_apis)->composing(),
+      "openai (chat completions, the default) or anthropic (messages); once, or once per model")(
+      "llm-price", po::value(&llm_price_texts)->composing(),
+      "IN,OUT: US dollars per million prompt and completion tokens (once, or once per model); a resumed run keeps its own")(
       "llm-memory", po::value(&llm.memory)->default_value("both"), "what the prompt remembers: inherit, siblings, both or fresh")(
       "llm-knowledge", po::value(&llm.knowledge_dirs)->composing(), "a folder of your own markdown for the knowledge base")(
       "llm-timeout", po::value(&llm.timeout_s)->default_value(llm.timeout_s), "time limit of one model request, seconds")(
@@ -482,7 +544,7 @@ int cmd_run(const std::vector<std::string>& args) {
       "measure every candidate, even one the database holds a measurement of (same spec, same device)")(
       "sandbox", po::value(&sandbox_name)->default_value("strict"),
       "how workers confine candidates: strict (allow-list, namespaces), basic (deny-list) or off");
-  po::variables_map vm = parse(args, d, c);
+  po::variables_map vm = parse(join_signed_values(args), d, c);
   if (vm.count("help")) {
     std::cout << kUsage << d;
     return 0;
@@ -491,6 +553,24 @@ int cmd_run(const std::vector<std::string>& args) {
     std::cerr << kUsage;
     return 2;
   }
+  // The models, each with its endpoint, key, api and price: checked before any worker starts.
+  std::vector<ke::LlmPrice> llm_prices;
+  for (const std::string& text : per_model(llm_price_texts, llm_models.size(), "0,0", "llm-price")) {
+    llm_prices.push_back(parse_llm_price(text));
+  }
+  if (!llm_price_texts.empty() && llm_models.empty()) {
+    throw ke::Error(ke::ErrorCode::BadUsage, "--llm-price prices the calls of a --llm-model: give one");
+  }
+  llm_urls = per_model(llm_urls, llm_models.size(), "", "llm-url");
+  llm_key_envs = per_model(llm_key_envs, llm_models.size(), "", "llm-api-key-env");
+  llm_apis = per_model(llm_apis, llm_models.size(), "openai", "llm-api");
+  if (vm.count("max-cost") && (!(max_cost > 0) || !std::isfinite(max_cost))) {
+    throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost must be a positive number of US dollars");
+  }
+  if (vm.count("max-cost") && (llm_models.empty() || (llm_price_texts.empty() && !resume))) {
+    throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost needs model calls with a price: --llm-model NAME --llm-price IN,OUT");
+  }
+  if (mutator == "llm" && llm_models.empty()) throw ke::Error(ke::ErrorCode::BadUsage, "--mutator llm needs --llm-model NAME");
   if (max_evals < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--max-evals must be at least 1");
   if (vm.count("jobs") && jobs < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--jobs must be at least 1");
   if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
@@ -504,7 +584,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (mutator != "param" && mutator != "command" && mutator != "llm" && mutator != "mix") {
     throw ke::Error(ke::ErrorCode::BadUsage, "unknown mutator '" + mutator + "' (known: param, command, llm, mix)");
   }
-  if ((mutator == "command" || (mutator == "mix" && llm.model.empty())) && command.empty()) {
+  if ((mutator == "command" || (mutator == "mix" && llm_models.empty())) && command.empty()) {
     throw ke::Error(ke::ErrorCode::BadUsage, "--mutator " + mutator + " needs --command CMD" +
                                                  (mutator == "mix" ? " or --llm-model NAME" : ""));
   }
@@ -549,6 +629,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("target-speedup")) rules.push_back(ke::target_speedup(target));
   if (vm.count("plateau")) rules.push_back(ke::plateau(plateau));
   if (vm.count("max-tokens")) rules.push_back(ke::token_budget(max_tokens));
+  if (vm.count("max-cost")) rules.push_back(ke::cost_budget(max_cost));
   std::shared_ptr<ke::FitnessEvaluator> evaluator;
   int concurrent = jobs;
   const bool device_list = ke::is_device_list(c.device);
@@ -581,8 +662,22 @@ int cmd_run(const std::vector<std::string>& args) {
   llm.device_description = ke::describe_device_for_model(info, spec.language, &wo);
   std::shared_ptr<ke::Mutator> mut;
   std::shared_ptr<ke::Mutator> writer;  // what writes new structures, for llm and mix
-  if (mutator == "llm" || (mutator == "mix" && !llm.model.empty())) {
-    writer = std::make_shared<ke::LlmMutator>(llm);  // refuses a missing model or a bad memory mode
+  if (mutator == "llm" || (mutator == "mix" && !llm_models.empty())) {
+    std::vector<std::shared_ptr<ke::LlmMutator>> models;
+    for (std::size_t i = 0; i < llm_models.size(); ++i) {
+      ke::LlmOptions o = llm;
+      o.model = llm_models[i];
+      o.base_url = llm_urls[i];
+      o.api_key_env = llm_key_envs[i];
+      o.api = llm_apis[i];
+      o.price = llm_prices[i];
+      models.push_back(std::make_shared<ke::LlmMutator>(o));  // refuses a missing model or a bad memory mode
+    }
+    if (models.size() == 1) {
+      writer = models.front();
+    } else {
+      writer = std::make_shared<ke::ModelPoolMutator>(models);  // refuses a model given twice
+    }
   } else if (mutator == "command" || mutator == "mix") {
     writer = std::make_shared<ke::CommandMutator>(command, command_timeout);
   }
@@ -592,6 +687,9 @@ int cmd_run(const std::vector<std::string>& args) {
     mut = std::make_shared<ke::MixMutator>(writer, std::make_shared<ke::ParamMutator>(), llm_param_steps);
   } else {
     mut = writer;
+  }
+  if (vm.count("max-cost") && !resume && mut->prices().empty()) {  // --llm-price 0,0, say: a budget never spent
+    throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost needs model calls with a price, and no model has one above 0");
   }
 
   // The database is opened once the device is: a run that cannot start leaves no file behind.
@@ -618,12 +716,18 @@ int cmd_run(const std::vector<std::string>& args) {
                                                      r.device.id + " (" + r.device.name + "), not on " + info.id + " (" +
                                                      info.name + "): resume it there, or drop --resume to start a run here");
       }
+      if (vm.count("max-cost") && r.settings.llm_prices.empty() && llm_price_texts.empty()) {
+        throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost: run " + std::to_string(r.id) + " has no price for its "
+                                                     "models; give one with --llm-price IN,OUT");
+      }
       run = r.id;
       checkpoint = store->resume(run);
+      // The run goes on at the prices it began with, whatever this command line says (README: cost).
+      for (const std::string& line : ke::keep_run_prices(*store, run, *mut)) std::fprintf(stderr, "%s\n", line.c_str());
     } else {
       // The sandbox's mode is stored with the run's options, named even when it was the default.
       const std::string options_text = joined(args) + (vm["sandbox"].defaulted() && !in_process ? " --sandbox strict" : "");
-      run = store->begin_run(spec, info, {policy, mutator, seed, options_text});
+      run = store->begin_run(spec, info, {policy, mutator, seed, options_text, mut->prices()});
     }
     if (!no_reuse) {
       reusing = std::make_shared<ke::ReusingEvaluator>(evaluator, store, spec);

@@ -790,6 +790,90 @@ TEST_CASE("capi: a token budget stops the run; transcripts and tokens stay on th
 
 namespace {
 
+// The doubler, as a host's mutator that calls a priced model of its own would: each call costs something.
+struct PricedDoubler {
+  Doubler doubler;
+  double cost_per_call = 0.01;
+  double cost_seen = 0;  // the most a stop rule's state said was spent
+};
+
+int priced_mutate(ke_mutation* m, void* user_data) {
+  auto* p = static_cast<PricedDoubler*>(user_data);
+  if (ke_mutation_add_cost(m, p->cost_per_call) != KE_OK) return 1;
+  return doubler_mutate(m, &p->doubler);
+}
+
+int watch_cost(const ke_search_state* state, void* user_data) {
+  auto* p = static_cast<PricedDoubler*>(user_data);
+  if (state->version >= 2) p->cost_seen = std::max(p->cost_seen, state->cost_usd);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("capi: a cost budget stops the run; the nodes keep their cost and the result the total; model prices") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  FakeFitness fitness;
+  PricedDoubler priced;
+  ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
+  Evolver ev;
+  REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+  REQUIRE(ke_evolver_set_evaluator(ev, "made-up device", fake_evaluate, &fitness) == KE_OK);
+  Mutator mutator;
+  REQUIRE(ke_mutator_custom_create(mutator.out(), "priced", priced_mutate, &priced) == KE_OK);
+  REQUIRE(ke_evolver_set_mutator(ev, mutator) == KE_OK);
+  ke_stop_rule* refused = nullptr;
+  CHECK(ke_stop_rule_max_cost(&refused, 0) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(ke_stop_rule_max_cost(&refused, -1) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(refused == nullptr);
+  Rule budget, watch, both;
+  REQUIRE(ke_stop_rule_max_cost(budget.out(), 0.035) == KE_OK);
+  REQUIRE(ke_stop_rule_callback(watch.out(), "watch", watch_cost, &priced, nullptr) == KE_OK);
+  const ke_stop_rule* rules[] = {budget, watch};
+  REQUIRE(ke_stop_rule_any(both.out(), rules, 2) == KE_OK);
+  REQUIRE(ke_evolver_set_stop_rule(ev, both) == KE_OK);
+  Result r;
+  REQUIRE(ke_evolver_run(r.out(), ev) == KE_OK);
+  double spent = 0;
+  REQUIRE(ke_result_cost_usd(&spent, r) == KE_OK);
+  CHECK(spent == doctest::Approx(0.04));  // four calls: the fourth passes the budget
+  CHECK(priced.doubler.calls == 4);
+  CHECK(priced.cost_seen == doctest::Approx(0.03));  // the callback saw the cost before the last call
+  const char* reason = nullptr;
+  REQUIRE(ke_result_stop_reason(&reason, r) == KE_OK);
+  CHECK(contains(reason, "budget of $0.035"));
+  const ke_node* node = nullptr;
+  REQUIRE(ke_result_node(&node, r, 1) == KE_OK);
+  double node_cost = 0;
+  CHECK(ke_node_cost_usd(&node_cost, node) == KE_OK);
+  CHECK(node_cost == doctest::Approx(0.01));
+  CHECK(text(ke_node_model, node).empty());  // no model wrote it: the host's mutator did
+
+  // The model mutator's prices (version 2 of its options): checked when it is made; version 1 has none.
+  ke_llm_mutator_options lo;
+  REQUIRE(ke_llm_mutator_options_init(&lo, KE_LLM_MUTATOR_OPTIONS_VERSION) == KE_OK);
+  CHECK(lo.price_input_per_mtok == 0);
+  CHECK(lo.price_output_per_mtok == 0);
+  lo.model = "priced-model";
+  lo.price_input_per_mtok = -1;
+  ke_mutator* m = nullptr;
+  const ke_status made = ke_mutator_llm_create(&m, &lo);
+  if (made == KE_ERROR_INTERNAL && contains(ke_last_error(), "no model mutator")) return;
+  CHECK(made == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(ke_last_error(), "price_input_per_mtok"));
+  lo.price_input_per_mtok = 2.5;
+  lo.price_output_per_mtok = 10;
+  Mutator llm;
+  CHECK(ke_mutator_llm_create(llm.out(), &lo) == KE_OK);
+  lo.version = 1;  // an older caller's struct ends before the prices: they are not read
+  lo.price_input_per_mtok = -1;
+  Mutator old;
+  CHECK(ke_mutator_llm_create(old.out(), &lo) == KE_OK);
+}
+
+namespace {
+
 // A host's stop rule: stops once `after` evaluations are in; counts its calls and its finalization.
 struct StopAfter {
   std::int64_t after = 0;

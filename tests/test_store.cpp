@@ -238,6 +238,11 @@ TEST_CASE("a version-1 database is migrated: its runs gain the confirmation and 
   // What version 1 wrote: no confirmation column, no best column.
   exec_sql(path, "ALTER TABLE runs DROP COLUMN confirmation");
   exec_sql(path, "ALTER TABLE runs DROP COLUMN best_node");
+  // Nor the cost and model columns of version 4.
+  for (const char* column : {"runs DROP COLUMN cost_usd", "runs DROP COLUMN llm_prices", "nodes DROP COLUMN cost_usd",
+                             "nodes DROP COLUMN model", "mutator_calls DROP COLUMN cost_usd", "mutator_calls DROP COLUMN model"}) {
+    exec_sql(path, std::string("ALTER TABLE ") + column);
+  }
   exec_sql(path, "PRAGMA user_version = 1");
   CHECK(ke::Store::file_schema_version(path) == 1);
   {

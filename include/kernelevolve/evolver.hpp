@@ -109,6 +109,7 @@ struct Checkpoint {
   SearchGraph graph;         // evaluated nodes only, ids dense from 0, node 0 the seed (or first kernel)
   double elapsed_s = 0;      // the run's time so far
   std::int64_t tokens = 0;   // model tokens spent so far, failed mutations included
+  double cost_usd = 0;       // and what they cost, in US dollars
   std::int64_t mutator_failures = 0;
 };
 

@@ -2,6 +2,7 @@
 // by a language model, the output of an external command, or the host's own.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -13,6 +14,18 @@
 #include "kernelevolve/spec.hpp"
 
 namespace kernelevolve {
+
+// What a model's calls cost: US dollars per million prompt (input) and completion (output) tokens. Both 0:
+// no price (the calls count tokens only).
+struct LlmPrice {
+  double input_per_mtok = 0;
+  double output_per_mtok = 0;
+  bool priced() const { return input_per_mtok > 0 || output_per_mtok > 0; }
+  double cost_usd(std::int64_t prompt_tokens, std::int64_t completion_tokens) const {
+    return (static_cast<double>(prompt_tokens) * input_per_mtok + static_cast<double>(completion_tokens) * output_per_mtok) / 1e6;
+  }
+  bool operator==(const LlmPrice&) const = default;
+};
 
 struct MutationContext {
   const Spec& spec;
@@ -34,6 +47,8 @@ struct Mutation {
   std::string prompt;              // what a model or command was asked (kept on the node)
   std::string answer;              // and what it answered
   std::int64_t tokens = 0;         // model tokens spent on this mutation
+  double cost_usd = 0;             // what they cost, in US dollars (0 where the model has no price)
+  std::string model;               // the model that answered, if a model did (recorded on the node)
   // The name recorded on the node when it differs from the mutator's own (a mix names its part).
   std::string mutator;
   // Parents of the child when they differ from the context's (a mutator that tunes its own last
@@ -49,6 +64,11 @@ class Mutator {
   // Whether mutate() with no parents writes a whole kernel from the spec's reference and signature: the
   // first kernel of a problem without a seed. A mutator that only varies a kernel it is given says no.
   virtual bool writes_first_kernel() const { return false; }
+  // The price of each priced model it calls, by model name (a model's mutator, or one that holds some). A
+  // store keeps them with the run, so that a resumed run goes on at the prices it began with.
+  virtual std::map<std::string, LlmPrice> prices() const { return {}; }
+  // Prices the models it holds that `prices` names (a resumed run's stored prices); others keep theirs.
+  virtual void set_prices(const std::map<std::string, LlmPrice>& /*prices*/) {}
 };
 
 // Searches the spec's tunables under its constraints: mostly neighbour moves from the parent (one or
@@ -103,6 +123,7 @@ struct LlmOptions {
   std::vector<std::string> knowledge_dirs;  // extra markdown folders beside the shipped knowledge base
   std::size_t knowledge_budget_chars = 6000;
   std::string device_description;           // the device and its roofline, for the prompt
+  LlmPrice price;                           // what its tokens cost (Mutation::cost_usd, the cost budget)
 };
 
 // The device as a model's prompt states it (LlmOptions::device_description): the ceilings a kernel can reach
@@ -124,7 +145,43 @@ class LlmMutator final : public Mutator {
   std::string name() const override { return "llm"; }
   Mutation mutate(const MutationContext& context) override;
   bool writes_first_kernel() const override { return true; }
+  std::map<std::string, LlmPrice> prices() const override;
+  void set_prices(const std::map<std::string, LlmPrice>& prices) override;
   std::int64_t tokens_used() const;
+  // Of those, the prompt's and the answer's (as the server reported them; see the README for estimates).
+  std::int64_t prompt_tokens_used() const;
+  std::int64_t completion_tokens_used() const;
+  double cost_used_usd() const;
+  const std::string& model() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Several models behind one mutator: each call goes to the model a bandit picks, by each model's recent
+// improvement per dollar (per token where not every model has a price): the relative speedup of a child
+// over its parent, 0 for a failure, over what its call cost. Discounted UCB1, so that a model that stops
+// paying off is tried less, and one left aside is tried again now and then; ties go by the run's random
+// generator, so a run with a seed repeats. Each node records the model that wrote it (Node::model).
+class ModelPoolMutator final : public Mutator {
+ public:
+  // Model names must differ. `exploration` weighs the UCB bonus; `discount` (0, 1] forgets older calls.
+  explicit ModelPoolMutator(std::vector<std::shared_ptr<LlmMutator>> models, double exploration = 1.0,
+                            double discount = 0.95);
+  ~ModelPoolMutator() override;
+  std::string name() const override { return "llm"; }
+  Mutation mutate(const MutationContext& context) override;
+  bool writes_first_kernel() const override { return true; }
+  std::map<std::string, LlmPrice> prices() const override;
+  void set_prices(const std::map<std::string, LlmPrice>& prices) override;
+  // Per model, in the order given: its calls so far and its recent improvement per dollar (or token).
+  struct ModelStats {
+    std::string model;
+    std::int64_t calls = 0;
+    double value = 0;
+  };
+  std::vector<ModelStats> stats() const;
 
  private:
   struct Impl;
@@ -141,6 +198,8 @@ class MixMutator final : public Mutator {
   std::string name() const override { return "mix"; }
   Mutation mutate(const MutationContext& context) override;
   bool writes_first_kernel() const override { return model_->writes_first_kernel(); }
+  std::map<std::string, LlmPrice> prices() const override { return model_->prices(); }
+  void set_prices(const std::map<std::string, LlmPrice>& prices) override { model_->set_prices(prices); }
 
  private:
   std::shared_ptr<Mutator> model_, params_;

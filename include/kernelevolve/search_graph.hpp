@@ -28,6 +28,8 @@ struct Node {
   std::string answer;
   std::int64_t tokens = 0;
   double mutation_s = 0;         // how long the mutator took to make this node
+  double cost_usd = 0;           // what the model's call cost, in US dollars (0 unpriced, or no model)
+  std::string model;             // the model that wrote it, when a model did
 };
 
 // The largest relative spread (median absolute deviation over median) of an evaluation's workloads.

@@ -8,6 +8,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -45,6 +46,8 @@ struct RunSettings {
   std::string mutator;
   std::uint64_t seed = 0;
   std::string command_line;  // free text: the options it ran with
+  // The price of each priced model, by name (Mutator::prices): a resumed run keeps them (keep_run_prices).
+  std::map<std::string, LlmPrice> llm_prices;
 };
 
 struct RunInfo {
@@ -62,6 +65,7 @@ struct RunInfo {
   std::string stop_reason;
   double elapsed_s = 0;
   std::int64_t tokens = 0;
+  double cost_usd = 0;       // what the model calls cost, at the run's prices
   std::int64_t mutator_failures = 0;
   std::int64_t nodes = 0;
   // The end-of-run confirmation of the best (report.hpp's confirmation_text lines: the confirmed node, then
@@ -80,6 +84,8 @@ struct MutatorCallRecord {
   std::vector<NodeId> parents;
   std::string note, prompt, answer, error;
   std::int64_t tokens = 0;
+  double cost_usd = 0;
+  std::string model;           // the model that answered, if a model did
   double created_s = 0;
   double seconds = 0;
 };
@@ -96,7 +102,7 @@ class Store {
  public:
   // The schema this build writes. Opening a database with another version migrates an older one
   // where a migration exists and refuses the rest with Error(BadUsage) naming the file and both versions.
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
   enum class Mode { read_write, read_only };
 
   // Opens (creating it in read_write mode) the database at `path`. Throws Error(BadUsage) for a file
@@ -124,6 +130,8 @@ class Store {
   void record_mutator_failure(RunId run, const std::string& mutator, const Mutation& mutation,
                               const std::vector<NodeId>& parents, double created_s, double seconds);
   void finish_run(RunId run, const RunResult& result);
+  // Adds prices for models the run has none for; a model it has a price for keeps that one.
+  void add_llm_prices(RunId run, const std::map<std::string, LlmPrice>& prices);
 
   // The run's committed nodes as a graph (ids dense from 0 in the order they were made; a node lost in
   // flight leaves no gap) with its totals. Read-only.
@@ -159,6 +167,11 @@ class Store {
   mutable std::recursive_mutex mutex_;
   std::unordered_map<std::string, std::int64_t> source_ids_;  // source hash -> row, a cache
 };
+
+// A resumed run goes on at the prices it began with: each model the run priced gets its stored price back
+// (Mutator::set_prices); a model it had no price for keeps the one it has now, which the store then records.
+// Returns a line for each model whose price now differed from the stored one, to tell the user.
+std::vector<std::string> keep_run_prices(Store& store, RunId run, Mutator& mutator);
 
 // Views of a stored run, for people and tools (what `kernelevolve show`, `best` and `export` print).
 // A table of the run's nodes (id, parent, mutator, status, time per workload, speedup, note) and the

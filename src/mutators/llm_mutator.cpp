@@ -3,7 +3,9 @@
 // and turns the answer into a child.
 #include <simdjson.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
@@ -69,6 +71,8 @@ struct LlmMutator::Impl {
   std::condition_variable slot_free;
   int in_flight = 0;
   std::int64_t tokens = 0;
+  std::int64_t prompt_tokens = 0, completion_tokens = 0;
+  double cost_usd = 0;
   std::mt19937_64 jitter{std::random_device{}()};
 
   std::string system_prompt(const Spec& spec, bool first) const {
@@ -280,8 +284,15 @@ struct LlmMutator::Impl {
     return out.str();
   }
 
+  // What a call spent: the prompt's tokens and the answer's, as the server reported them.
+  struct Usage {
+    std::int64_t prompt = 0, completion = 0;
+    bool estimated = false;  // the server reported none: counted from the lengths, 4 bytes a token
+    std::int64_t total() const { return prompt + completion; }
+  };
+
   // Parses the reply: the answer's text and the tokens it cost, or an error.
-  bool parse_reply(const std::string& body, std::string& text, std::int64_t& used, std::string& error) const {
+  bool parse_reply(const std::string& body, std::string& text, Usage& used, std::string& error) const {
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
     if (parser.parse(body).get(doc) != simdjson::SUCCESS) {
@@ -297,24 +308,33 @@ struct LlmMutator::Impl {
           if (block["text"].get_string().get(piece) == simdjson::SUCCESS) text += std::string(piece);
         }
       }
-      std::int64_t in = 0, outt = 0;
-      if (doc["usage"]["input_tokens"].get_int64().get(in) != simdjson::SUCCESS) in = 0;
-      if (doc["usage"]["output_tokens"].get_int64().get(outt) != simdjson::SUCCESS) outt = 0;
-      used = in + outt;
+      if (doc["usage"]["input_tokens"].get_int64().get(used.prompt) != simdjson::SUCCESS) used.prompt = 0;
+      if (doc["usage"]["output_tokens"].get_int64().get(used.completion) != simdjson::SUCCESS) used.completion = 0;
     } else {
       if (doc["choices"].at(0)["message"]["content"].get_string().get(content) == simdjson::SUCCESS) text = content;
-      if (doc["usage"]["total_tokens"].get_int64().get(used) != simdjson::SUCCESS) used = 0;
+      if (doc["usage"]["prompt_tokens"].get_int64().get(used.prompt) != simdjson::SUCCESS) used.prompt = 0;
+      if (doc["usage"]["completion_tokens"].get_int64().get(used.completion) != simdjson::SUCCESS) used.completion = 0;
+      // A total without its parts is priced as completion, the dearer kind: a cost never under-counted.
+      std::int64_t total = 0;
+      if (doc["usage"]["total_tokens"].get_int64().get(total) == simdjson::SUCCESS && total > used.total()) {
+        used.completion = total - used.prompt;
+      }
+    }
+    used.prompt = std::max<std::int64_t>(used.prompt, 0);
+    used.completion = std::max<std::int64_t>(used.completion, 0);
+    if (used.total() <= 0) {
+      used.completion = static_cast<std::int64_t>(body.size() / 4);
+      used.estimated = true;
     }
     if (text.empty()) {
       error = "the model's reply holds no answer text: " + body.substr(0, 200);
       return false;
     }
-    if (used <= 0) used = static_cast<std::int64_t>(body.size() / 4);  // no usage reported: an estimate
     return true;
   }
 
   // One call with retries; fills answer/tokens or error.
-  void call(const std::string& body, std::string& answer, std::int64_t& used, std::string& error) {
+  void call(const std::string& body, std::string& answer, Usage& used, std::string& error) {
     std::vector<std::string> headers;
     const char* key = options.api_key_env.empty() ? nullptr : std::getenv(options.api_key_env.c_str());
     if (!options.api_key_env.empty() && (!key || !*key)) {
@@ -335,6 +355,7 @@ struct LlmMutator::Impl {
       const bool retryable = r.status == 0 || r.status == 429 || r.status >= 500;
       if (r.status == 200) {
         parse_reply(r.body, answer, used, error);
+        if (used.estimated) used.prompt = static_cast<std::int64_t>(body.size() / 4);
         return;
       }
       const std::string what = r.status == 0 ? "no answer (" + r.error + ")" : "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 300);
@@ -365,6 +386,11 @@ LlmMutator::LlmMutator(LlmOptions options) : impl_(std::make_unique<Impl>()) {
     throw Error(ErrorCode::BadUsage, "llm: unknown memory mode '" + options.memory + "' (known: inherit, siblings, both, fresh)");
   }
   if (options.max_in_flight < 1) throw Error(ErrorCode::BadUsage, "llm: max_in_flight must be at least 1");
+  for (double p : {options.price.input_per_mtok, options.price.output_per_mtok}) {
+    if (!(p >= 0) || !std::isfinite(p)) {
+      throw Error(ErrorCode::BadUsage, "llm: a price must be a number of dollars per million tokens, not negative");
+    }
+  }
   std::vector<std::string> folders = options.knowledge_dirs;
   folders.insert(folders.begin(), mutators::shipped_knowledge_dir());
   impl_->knowledge = std::make_unique<mutators::KnowledgeBase>(folders);
@@ -376,6 +402,34 @@ LlmMutator::~LlmMutator() = default;
 std::int64_t LlmMutator::tokens_used() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->tokens;
+}
+
+std::int64_t LlmMutator::prompt_tokens_used() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->prompt_tokens;
+}
+
+std::int64_t LlmMutator::completion_tokens_used() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->completion_tokens;
+}
+
+double LlmMutator::cost_used_usd() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->cost_usd;
+}
+
+const std::string& LlmMutator::model() const { return impl_->options.model; }
+
+std::map<std::string, LlmPrice> LlmMutator::prices() const {
+  std::lock_guard lock(impl_->mutex);
+  if (!impl_->options.price.priced()) return {};
+  return {{impl_->options.model, impl_->options.price}};
+}
+
+void LlmMutator::set_prices(const std::map<std::string, LlmPrice>& prices) {
+  std::lock_guard lock(impl_->mutex);
+  if (const auto it = prices.find(impl_->options.model); it != prices.end()) impl_->options.price = it->second;
 }
 
 Mutation LlmMutator::mutate(const MutationContext& ctx) {
@@ -390,15 +444,20 @@ Mutation LlmMutator::mutate(const MutationContext& ctx) {
     impl_->in_flight += 1;
   }
   std::string answer, error;
-  std::int64_t used = 0;
+  Impl::Usage used;
   impl_->call(impl_->request_body(system, user), answer, used, error);
   {
     std::lock_guard lock(impl_->mutex);
     impl_->in_flight -= 1;
-    impl_->tokens += used;
+    m.cost_usd = impl_->options.price.cost_usd(used.prompt, used.completion);
+    impl_->tokens += used.total();
+    impl_->prompt_tokens += used.prompt;
+    impl_->completion_tokens += used.completion;
+    impl_->cost_usd += m.cost_usd;
   }
   impl_->slot_free.notify_one();
-  m.tokens = used;
+  m.tokens = used.total();
+  m.model = impl_->options.model;
   m.answer = answer;
   if (!error.empty()) {
     m.error = error;

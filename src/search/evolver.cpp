@@ -119,6 +119,7 @@ RunResult Evolver::run() {
     s.graph = std::move(s.checkpoint->graph);
     elapsed_before = s.checkpoint->elapsed_s;
     result.state.tokens = s.checkpoint->tokens;
+    result.state.cost_usd = s.checkpoint->cost_usd;
     result.mutator_failures = s.checkpoint->mutator_failures;
     s.checkpoint.reset();
   } else {
@@ -265,6 +266,7 @@ RunResult Evolver::run() {
       Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, {}, rng, failed});
       const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
       result.state.tokens += m.tokens;
+      result.state.cost_usd += m.cost_usd;
       const std::string by = m.mutator.empty() ? s.mutator->name() : m.mutator;
       if (m.child) {
         Node node;
@@ -274,6 +276,8 @@ RunResult Evolver::run() {
         node.prompt = m.prompt;
         node.answer = m.answer;
         node.tokens = m.tokens;
+        node.cost_usd = m.cost_usd;
+        node.model = m.model;
         node.mutation_s = mutation_s;
         node.candidate = *m.child;
         node.created_s = elapsed();
@@ -374,6 +378,7 @@ RunResult Evolver::run() {
     Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, parents, rng});
     const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
     result.state.tokens += m.tokens;
+    result.state.cost_usd += m.cost_usd;
     for (Observer* o : s.observers) o->on_mutator_call(m, parents, mutation_s);
     if (!m.child && !m.exhausted) {
       for (Observer* o : s.observers) o->on_mutator_failure(m, parents);
@@ -404,6 +409,8 @@ RunResult Evolver::run() {
     node.prompt = std::move(m.prompt);
     node.answer = std::move(m.answer);
     node.tokens = m.tokens;
+    node.cost_usd = m.cost_usd;
+    node.model = std::move(m.model);
     node.mutation_s = mutation_s;
     node.candidate = std::move(*m.child);
     launch(std::move(node));

@@ -1,5 +1,6 @@
 #include "kernelevolve/report.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -26,6 +27,14 @@ std::string number(double x) {
   if (!std::isfinite(x)) return "null";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+// Dollars to the precision a sum of many small calls needs.
+std::string dollars(double x) {
+  if (!std::isfinite(x)) return "null";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.12g", x);
   return buf;
 }
 
@@ -109,7 +118,30 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
   }
   out << "}, \"stop_reason\": " << json_quote(result.stop_reason)
       << ", \"elapsed_s\": " << number(result.state.elapsed_s)
-      << ", \"mutator_failures\": " << result.mutator_failures;
+      << ", \"mutator_failures\": " << result.mutator_failures << ", \"tokens\": " << result.state.tokens
+      << ", \"cost_usd\": " << dollars(result.state.cost_usd);
+  // Per model, what its nodes did and cost (a failed call without a node counts in the totals above only).
+  std::map<std::string, std::vector<const Node*>> by_model;
+  for (const Node& n : graph.nodes()) {
+    if (!n.model.empty()) by_model[n.model].push_back(&n);
+  }
+  if (!by_model.empty()) {
+    out << ", \"models\": {";
+    for (auto it = by_model.begin(); it != by_model.end(); ++it) {
+      std::int64_t ok = 0, tokens = 0;
+      double cost = 0, best = 0;
+      for (const Node* n : it->second) {
+        ok += n->evaluation.status == Status::ok;
+        tokens += n->tokens;
+        cost += n->cost_usd;
+        best = std::max(best, n->speedup);
+      }
+      out << (it == by_model.begin() ? "" : ", ") << json_quote(it->first) << ": {\"nodes\": " << it->second.size()
+          << ", \"ok\": " << ok << ", \"best_speedup\": " << number(best) << ", \"tokens\": " << tokens
+          << ", \"cost_usd\": " << dollars(cost) << "}";
+    }
+    out << "}";
+  }
   if (result.seed >= 0) {
     const Node& seed = graph.node(result.seed);
     const auto t = seed.evaluation.median_us();
@@ -193,6 +225,11 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
       << elapsed << " s; stopped: " << result.stop_reason << "\n  statuses:";
   for (const auto& [k, v] : counts) out << " " << k << " " << v;
   out << "\n";
+  if (result.state.tokens > 0) {
+    out << "  model calls: " << result.state.tokens << " tokens";
+    if (result.state.cost_usd > 0) out << ", $" << dollars(result.state.cost_usd);
+    out << "\n";
+  }
   if (!result.best || result.seed < 0) {
     if (result.seed >= 0) out << "  the seed failed: " << graph.node(result.seed).evaluation.message << "\n";
     return out.str();

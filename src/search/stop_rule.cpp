@@ -1,5 +1,8 @@
 #include "kernelevolve/stop_rule.hpp"
 
+#include "kernelevolve/error.hpp"
+
+#include <cmath>
 #include <functional>
 #include <sstream>
 
@@ -55,6 +58,14 @@ std::shared_ptr<StopRule> plateau(std::int64_t n) {
 std::shared_ptr<StopRule> token_budget(std::int64_t tokens) {
   return std::make_shared<LambdaRule>([tokens](const SearchState& s) -> std::optional<std::string> {
     if (s.tokens >= tokens) return "spent the budget of " + std::to_string(tokens) + " model tokens";
+    return std::nullopt;
+  });
+}
+
+std::shared_ptr<StopRule> cost_budget(double usd) {
+  if (!(usd > 0) || !std::isfinite(usd)) throw Error(ErrorCode::BadUsage, "cost_budget: the budget must be a positive number of dollars");
+  return std::make_shared<LambdaRule>([usd](const SearchState& s) -> std::optional<std::string> {
+    if (s.cost_usd >= usd) return "spent $" + format(s.cost_usd) + " of the budget of $" + format(usd) + " on model calls";
     return std::nullopt;
   });
 }

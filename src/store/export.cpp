@@ -69,6 +69,17 @@ std::optional<NodeId> run_best(const RunInfo& info, const SearchGraph& g) {
   return g.best();
 }
 
+// Dollars as a person reads them: cents for a run, fractions of a cent for one call.
+std::string usd(double x) {
+  return "$" + number(x, x >= 1 ? "%.2f" : x >= 0.01 ? "%.4f" : "%.6f");
+}
+
+// The model that wrote a node, and what its call cost, before its note: "[gpt-4o $0.0123] ".
+std::string model_prefix(const Node& n) {
+  if (n.model.empty()) return "";
+  return "[" + n.model + (n.cost_usd > 0 ? " " + usd(n.cost_usd) : "") + "] ";
+}
+
 std::string run_state(const RunInfo& info) {
   if (!info.finished_at.empty()) return "finished " + info.finished_at + ": " + info.stop_reason;
   return "not finished (interrupted, or still running); last commit " + info.updated_at;
@@ -91,6 +102,7 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
   for (const std::string& line : info.confirmation) out << "  " << line << "\n";
   out << "  " << g.size() << " nodes in " << number(info.elapsed_s, "%.1f") << " s";
   if (info.tokens > 0) out << ", " << info.tokens << " model tokens";
+  if (info.cost_usd > 0) out << " costing " << usd(info.cost_usd);
   if (info.mutator_failures > 0) out << ", " << info.mutator_failures << " mutator failures";
   out << "\n";
   std::map<std::string, int> counts;
@@ -134,7 +146,7 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
       std::snprintf(cell, sizeof cell, " %8s ", "-");
     }
     line += cell;
-    std::string note = n.note;
+    std::string note = model_prefix(n) + n.note;
     if (n.evaluation.status != Status::ok && !n.evaluation.message.empty()) note += (note.empty() ? "" : ": ") + n.evaluation.message;
     out << line << " " << one_line(note, 72) << "\n";
   }
@@ -153,7 +165,7 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
     const Node& n = g.node(id);
     std::snprintf(cell, sizeof cell, "  %6lld %-9s %8s  ", static_cast<long long>(n.id), one_line(n.mutator, 9).c_str(),
                   n.evaluation.status == Status::ok ? (number(n.speedup, "%.2f") + "x").c_str() : to_string(n.evaluation.status));
-    out << cell << one_line(n.note, 90) << "\n";
+    out << cell << one_line(model_prefix(n) + n.note, 90) << "\n";
   }
   return out.str();
 }
@@ -205,7 +217,13 @@ std::string export_json(const Store& store, RunId run) {
       << ", \"started_at\": " << json_quote(info.started_at) << ", \"updated_at\": " << json_quote(info.updated_at)
       << ", \"finished_at\": " << (info.finished_at.empty() ? "null" : json_quote(info.finished_at))
       << ", \"stop_reason\": " << json_quote(info.stop_reason) << ", \"elapsed_s\": " << number(info.elapsed_s)
-      << ", \"tokens\": " << info.tokens << ", \"mutator_failures\": " << info.mutator_failures << "}";
+      << ", \"tokens\": " << info.tokens << ", \"cost_usd\": " << number(info.cost_usd)
+      << ", \"llm_prices\": {";
+  for (auto it = info.settings.llm_prices.begin(); it != info.settings.llm_prices.end(); ++it) {
+    out << (it == info.settings.llm_prices.begin() ? "" : ", ") << json_quote(it->first) << ": {\"input_per_mtok\": "
+        << number(it->second.input_per_mtok) << ", \"output_per_mtok\": " << number(it->second.output_per_mtok) << "}";
+  }
+  out << "}, \"mutator_failures\": " << info.mutator_failures << "}";
   out << ", \"workloads\": [";
   std::size_t workloads = 0;
   for (const Node& n : g.nodes()) workloads = std::max(workloads, n.evaluation.timings.size());
@@ -220,7 +238,8 @@ std::string export_json(const Store& store, RunId run) {
     const Evaluation& e = n.evaluation;
     out << (n.id ? ", " : "") << "{\"id\": " << n.id << ", \"parents\": [";
     for (std::size_t i = 0; i < n.parents.size(); ++i) out << (i ? ", " : "") << n.parents[i];
-    out << "], \"mutator\": " << json_quote(n.mutator) << ", \"note\": " << json_quote(n.note)
+    out << "], \"mutator\": " << json_quote(n.mutator)
+        << ", \"model\": " << (n.model.empty() ? "null" : json_quote(n.model)) << ", \"note\": " << json_quote(n.note)
         << ", \"status\": " << json_quote(to_string(e.status)) << ", \"message\": " << json_quote(e.message)
         << ", \"speedup\": " << number(n.speedup) << ", \"created_s\": " << number(n.created_s)
         << ", \"language\": " << json_quote(to_string(n.candidate.language)) << ", \"tunables\": {";
@@ -247,7 +266,8 @@ std::string export_json(const Store& store, RunId run) {
     } else {
       out << "null";
     }
-    out << ", \"tokens\": " << n.tokens << ", \"source\": " << it->second;
+    out << ", \"tokens\": " << n.tokens << ", \"cost_usd\": " << number(n.cost_usd)
+        << ", \"source\": " << it->second;
     if (!e.compile_log.empty()) out << ", \"compile_log\": " << json_quote(e.compile_log);
     out << "}";
   }

@@ -48,7 +48,9 @@ CREATE TABLE runs(
   tokens INTEGER NOT NULL DEFAULT 0,
   mutator_failures INTEGER NOT NULL DEFAULT 0,
   confirmation TEXT NOT NULL DEFAULT '',  -- version 2
-  best_node INTEGER  -- version 3: the best as the run's end chose it (confirmed); NULL before the end
+  best_node INTEGER,  -- version 3: the best as the run's end chose it (confirmed); NULL before the end
+  cost_usd REAL NOT NULL DEFAULT 0,  -- version 4: what the model calls cost
+  llm_prices TEXT NOT NULL DEFAULT ''  -- version 4: JSON, model -> [input, output] US dollars per million tokens
 );
 CREATE INDEX runs_by_spec ON runs(spec_hash);
 CREATE INDEX runs_by_measurement ON runs(measurement_hash, device_kind, device_name);
@@ -80,6 +82,8 @@ CREATE TABLE nodes(
   tokens INTEGER NOT NULL,
   mutation_s REAL NOT NULL,
   reused_from INTEGER REFERENCES nodes(uid),
+  cost_usd REAL NOT NULL DEFAULT 0,     -- version 4
+  model TEXT NOT NULL DEFAULT '',       -- version 4: the model that wrote it
   UNIQUE(run_id, seq)
 );
 CREATE INDEX nodes_by_key ON nodes(key);
@@ -112,7 +116,9 @@ CREATE TABLE mutator_calls(
   error TEXT NOT NULL,
   tokens INTEGER NOT NULL,
   created_s REAL NOT NULL,
-  seconds REAL NOT NULL
+  seconds REAL NOT NULL,
+  cost_usd REAL NOT NULL DEFAULT 0,  -- version 4
+  model TEXT NOT NULL DEFAULT ''     -- version 4
 );
 CREATE INDEX mutator_calls_by_run ON mutator_calls(run_id);
 CREATE INDEX mutator_calls_by_node ON mutator_calls(node);
@@ -128,11 +134,18 @@ const std::vector<Migration> kMigrations = {
     {1, "ALTER TABLE runs ADD COLUMN confirmation TEXT NOT NULL DEFAULT ''"},
     // 3: each run keeps the node its end chose as best, which confirmation may move off the search's fastest.
     {2, "ALTER TABLE runs ADD COLUMN best_node INTEGER"},
+    // 4: what model calls cost, at the prices the run began with, and which model wrote each node.
+    {3, "ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
+        "ALTER TABLE runs ADD COLUMN llm_prices TEXT NOT NULL DEFAULT '';"
+        "ALTER TABLE nodes ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
+        "ALTER TABLE nodes ADD COLUMN model TEXT NOT NULL DEFAULT '';"
+        "ALTER TABLE mutator_calls ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
+        "ALTER TABLE mutator_calls ADD COLUMN model TEXT NOT NULL DEFAULT ''"},
 };
 
 const char* kNodeColumns =
     "uid, seq, key, source_id, language, tunables, mutator, note, status, message, compile_log, compile_ms, worst, "
-    "resources, speedup, created_s, tokens, mutation_s, device";
+    "resources, speedup, created_s, tokens, mutation_s, device, cost_usd, model";
 
 std::uint64_t fnv1a64(const std::string& text, std::uint64_t hash = 0xcbf29ce484222325ULL) {
   for (unsigned char c : text) {
@@ -190,6 +203,29 @@ std::map<std::string, std::int64_t> parse_int_map(simdjson::dom::parser& parser,
   for (auto [k, v] : obj) {
     std::int64_t x = 0;
     if (v.get_int64().get(x) == simdjson::SUCCESS) out[std::string(k)] = x;
+  }
+  return out;
+}
+
+// A run's prices as stored: {"model": [input, output], ...}, US dollars per million tokens.
+std::string prices_json(const std::map<std::string, LlmPrice>& prices) {
+  std::string out = "{";
+  for (const auto& [model, p] : prices) {
+    out += (out.size() > 1 ? ", " : "") + json_quote(model) + ": [" + number(p.input_per_mtok) + ", " +
+           number(p.output_per_mtok) + "]";
+  }
+  return out + "}";
+}
+
+std::map<std::string, LlmPrice> parse_prices(const std::string& json) {
+  std::map<std::string, LlmPrice> out;
+  simdjson::dom::parser parser;
+  simdjson::dom::object obj;
+  if (json.empty() || parser.parse(json).get_object().get(obj) != simdjson::SUCCESS) return out;
+  for (auto [model, v] : obj) {
+    simdjson::dom::array pair;
+    if (v.get_array().get(pair) != simdjson::SUCCESS || pair.size() != 2) continue;
+    out[std::string(model)] = {json_double(pair.at(0).value_unsafe()), json_double(pair.at(1).value_unsafe())};
   }
   return out;
 }
@@ -331,13 +367,14 @@ struct Store::Statements {
   explicit Statements(sqlite3* db)
       : insert_node(db,
                     "INSERT INTO nodes(run_id, seq, key, source_id, language, tunables, mutator, note, status, message, "
-                    "compile_log, compile_ms, worst, resources, speedup, created_s, tokens, mutation_s, reused_from, device) "
-                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"),
+                    "compile_log, compile_ms, worst, resources, speedup, created_s, tokens, mutation_s, reused_from, device, "
+                    "cost_usd, model) "
+                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
         update_node(db,
                     "UPDATE nodes SET key = ?3, source_id = ?4, language = ?5, tunables = ?6, mutator = ?7, note = ?8, "
                     "status = ?9, message = ?10, compile_log = ?11, compile_ms = ?12, worst = ?13, resources = ?14, "
-                    "speedup = ?15, created_s = ?16, tokens = ?17, mutation_s = ?18, reused_from = ?19, device = ?20 "
-                    "WHERE run_id = ?1 AND seq = ?2"),
+                    "speedup = ?15, created_s = ?16, tokens = ?17, mutation_s = ?18, reused_from = ?19, device = ?20, "
+                    "cost_usd = ?21, model = ?22 WHERE run_id = ?1 AND seq = ?2"),
         find_node(db, "SELECT uid FROM nodes WHERE run_id = ? AND seq = ?"),
         insert_edge(db, "INSERT INTO edges(child, position, parent) VALUES(?, ?, ?)"),
         insert_timing(db,
@@ -345,10 +382,10 @@ struct Store::Statements {
                       "VALUES(?, ?, ?, ?, ?, ?, ?)"),
         insert_call(db,
                     "INSERT INTO mutator_calls(run_id, node, mutator, parents, note, prompt, answer, error, tokens, "
-                    "created_s, seconds) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+                    "created_s, seconds, cost_usd, model) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
         update_progress(db,
                         "UPDATE runs SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), elapsed_s = max(elapsed_s, ?2), "
-                        "tokens = max(tokens, ?3) WHERE id = ?1"),
+                        "tokens = max(tokens, ?3), cost_usd = max(cost_usd, ?4) WHERE id = ?1"),
         find_source(db, "SELECT id FROM sources WHERE hash = ?"),
         insert_source(db, "INSERT INTO sources(hash, text) VALUES(?, ?)") {}
 };
@@ -478,12 +515,12 @@ RunId Store::begin_run(const Spec& spec, const DeviceInfo& device, const RunSett
   std::lock_guard lock(mutex_);
   Stmt s(db_,
          "INSERT INTO runs(spec_name, spec_path, spec_hash, measurement_hash, spec_json, device_id, device_kind, "
-         "device_name, device_json, policy, mutator, seed, command_line, started_at, updated_at) VALUES(?, ?, ?, ?, ?, ?, "
-         "?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))");
+         "device_name, device_json, policy, mutator, seed, command_line, llm_prices, started_at, updated_at) VALUES(?, ?, "
+         "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))");
   s.bind(1, spec.name).bind(2, spec.path).bind(3, spec_hash(spec)).bind(4, measurement_hash(spec)).bind(5, to_json(spec));
   s.bind(6, device.id).bind(7, device.kind).bind(8, device.name).bind(9, wire::to_json(device));
   s.bind(10, settings.policy).bind(11, settings.mutator).bind(12, static_cast<std::int64_t>(settings.seed));
-  s.bind(13, settings.command_line);
+  s.bind(13, settings.command_line).bind(14, prices_json(settings.llm_prices));
   s.run();
   return sqlite3_last_insert_rowid(db_);
 }
@@ -493,7 +530,7 @@ namespace {
 const char* kRunColumns =
     "id, spec_name, spec_path, spec_hash, measurement_hash, spec_json, device_json, policy, mutator, seed, "
     "command_line, started_at, updated_at, finished_at, stop_reason, elapsed_s, tokens, mutator_failures, "
-    "(SELECT count(*) FROM nodes WHERE run_id = runs.id), confirmation, best_node";
+    "(SELECT count(*) FROM nodes WHERE run_id = runs.id), confirmation, best_node, cost_usd, llm_prices";
 
 RunInfo read_run(const Stmt& s) {
   RunInfo r;
@@ -524,6 +561,8 @@ RunInfo read_run(const Stmt& s) {
     if (!line.empty()) r.confirmation.push_back(line);
   }
   if (!s.null(20)) r.best = static_cast<NodeId>(s.i64(20));
+  r.cost_usd = s.f64(21);
+  r.settings.llm_prices = parse_prices(s.text(22));
   return r;
 }
 
@@ -612,7 +651,7 @@ void Store::record_node(RunId run, const Node& node, const SearchState& state, s
       s.bind_null(13);
     }
     s.bind(14, int_map_json(e.resources)).bind(15, node.speedup).bind(16, node.created_s).bind(17, node.tokens);
-    s.bind(18, node.mutation_s).bind(19, reused_from).bind(20, e.device);
+    s.bind(18, node.mutation_s).bind(19, reused_from).bind(20, e.device).bind(21, node.cost_usd).bind(22, node.model);
   };
   std::int64_t uid = node_uid(run, node.id);
   if (uid < 0) {
@@ -647,9 +686,9 @@ void Store::record_node(RunId run, const Node& node, const SearchState& state, s
     Stmt& c = st_->insert_call.reset();
     c.bind(1, run).bind(2, uid).bind(3, node.mutator).bind(4, ids_json(parent_uids)).bind(5, node.note);
     c.bind(6, node.prompt).bind(7, node.answer).bind(8, std::string()).bind(9, node.tokens);
-    c.bind(10, node.created_s).bind(11, node.mutation_s).run();
+    c.bind(10, node.created_s).bind(11, node.mutation_s).bind(12, node.cost_usd).bind(13, node.model).run();
   }
-  st_->update_progress.reset().bind(1, run).bind(2, state.elapsed_s).bind(3, state.tokens).run();
+  st_->update_progress.reset().bind(1, run).bind(2, state.elapsed_s).bind(3, state.tokens).bind(4, state.cost_usd).run();
   tx.commit();
   forget.committed = true;
 }
@@ -666,9 +705,10 @@ void Store::record_mutator_failure(RunId run, const std::string& mutator, const 
   Stmt& c = st_->insert_call.reset();
   c.bind(1, run).bind_null(2).bind(3, mutator).bind(4, ids_json(parent_uids)).bind(5, m.note).bind(6, m.prompt);
   c.bind(7, m.answer).bind(8, m.error.empty() ? std::string("no candidate") : m.error).bind(9, m.tokens);
-  c.bind(10, created_s).bind(11, seconds).run();
-  Stmt u(db_, "UPDATE runs SET mutator_failures = mutator_failures + 1, tokens = tokens + ?2 WHERE id = ?1");
-  u.bind(1, run).bind(2, m.tokens).run();
+  c.bind(10, created_s).bind(11, seconds).bind(12, m.cost_usd).bind(13, m.model).run();
+  Stmt u(db_, "UPDATE runs SET mutator_failures = mutator_failures + 1, tokens = tokens + ?2, cost_usd = cost_usd + ?3 "
+              "WHERE id = ?1");
+  u.bind(1, run).bind(2, m.tokens).bind(3, m.cost_usd).run();
   tx.commit();
 }
 
@@ -677,14 +717,47 @@ void Store::finish_run(RunId run, const RunResult& result) {
   Stmt s(db_,
          "UPDATE runs SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
          "'now'), stop_reason = ?2, elapsed_s = ?3, tokens = ?4, mutator_failures = max(mutator_failures, ?5), "
-         "confirmation = ?6, best_node = ?7 WHERE id = ?1");
+         "confirmation = ?6, best_node = ?7, cost_usd = ?8 WHERE id = ?1");
   std::string confirmation;
   if (result.confirmation) confirmation += confirmation_text(*result.confirmation) + "\n";
   for (const Confirmation& c : result.unconfirmed) {
     if (!result.confirmation || c.node != result.confirmation->node) confirmation += confirmation_text(c) + "\n";
   }
   s.bind(1, run).bind(2, result.stop_reason).bind(3, result.state.elapsed_s).bind(4, result.state.tokens);
-  s.bind(5, result.mutator_failures).bind(6, confirmation).bind(7, result.best).run();
+  s.bind(5, result.mutator_failures).bind(6, confirmation).bind(7, result.best).bind(8, result.state.cost_usd).run();
+}
+
+void Store::add_llm_prices(RunId run, const std::map<std::string, LlmPrice>& prices) {
+  std::lock_guard lock(mutex_);
+  Transaction tx(db_);
+  std::map<std::string, LlmPrice> stored = this->run(run).settings.llm_prices;
+  for (const auto& [model, price] : prices) stored.emplace(model, price);  // never replaces one
+  Stmt s(db_, "UPDATE runs SET llm_prices = ?2 WHERE id = ?1");
+  s.bind(1, run).bind(2, prices_json(stored)).run();
+  tx.commit();
+}
+
+std::vector<std::string> keep_run_prices(Store& store, RunId run, Mutator& mutator) {
+  const std::map<std::string, LlmPrice> stored = store.run(run).settings.llm_prices;
+  const std::map<std::string, LlmPrice> now = mutator.prices();
+  std::vector<std::string> said;
+  auto text = [](const LlmPrice& p) {
+    std::ostringstream out;
+    out << "$" << p.input_per_mtok << " in, $" << p.output_per_mtok << " out per million tokens";
+    return out.str();
+  };
+  for (const auto& [model, price] : now) {
+    const auto it = stored.find(model);
+    if (it != stored.end() && !(it->second == price)) {
+      said.push_back("run " + std::to_string(run) + " keeps the price it began with for " + model + ": " +
+                     text(it->second) + " (not " + text(price) + ")");
+    } else if (it == stored.end()) {
+      said.push_back("run " + std::to_string(run) + " had no price for " + model + "; its calls from now on cost " + text(price));
+    }
+  }
+  mutator.set_prices(stored);
+  store.add_llm_prices(run, mutator.prices());
+  return said;
 }
 
 namespace {
@@ -704,6 +777,7 @@ Checkpoint Store::load(RunId run, std::vector<std::int64_t>* kept_uids) const {
   Checkpoint cp;
   cp.elapsed_s = info.elapsed_s;
   cp.tokens = info.tokens;
+  cp.cost_usd = info.cost_usd;
   cp.mutator_failures = info.mutator_failures;
 
   simdjson::dom::parser parser;
@@ -735,6 +809,8 @@ Checkpoint Store::load(RunId run, std::vector<std::int64_t>* kept_uids) const {
       n.tokens = s.i64(16);
       n.mutation_s = s.f64(17);
       n.evaluation.device = s.text(18);
+      n.cost_usd = s.f64(19);
+      n.model = s.text(20);
       by_uid[ln.uid] = loaded.size();
       loaded.push_back(std::move(ln));
     }
@@ -824,7 +900,8 @@ std::vector<MutatorCallRecord> Store::mutator_calls(RunId run) const {
   }
   simdjson::dom::parser parser;
   Stmt s(db_,
-         "SELECT id, node, mutator, parents, note, prompt, answer, error, tokens, created_s, seconds FROM mutator_calls "
+         "SELECT id, node, mutator, parents, note, prompt, answer, error, tokens, created_s, seconds, cost_usd, model "
+         "FROM mutator_calls "
          "WHERE run_id = ? ORDER BY id");
   s.bind(1, run);
   std::vector<MutatorCallRecord> out;
@@ -843,6 +920,8 @@ std::vector<MutatorCallRecord> Store::mutator_calls(RunId run) const {
     r.tokens = s.i64(8);
     r.created_s = s.f64(9);
     r.seconds = s.f64(10);
+    r.cost_usd = s.f64(11);
+    r.model = s.text(12);
     out.push_back(std::move(r));
   }
   return out;

@@ -330,6 +330,8 @@ extern "C" {
     pub fn ke_node_prompt(out: *mut *const c_char, node: *const ke_node) -> ke_status;
     pub fn ke_node_answer(out: *mut *const c_char, node: *const ke_node) -> ke_status;
     pub fn ke_node_tokens(out: *mut i64, node: *const ke_node) -> ke_status;
+    pub fn ke_node_cost_usd(out: *mut f64, node: *const ke_node) -> ke_status;
+    pub fn ke_node_model(out: *mut *const c_char, node: *const ke_node) -> ke_status;
 
     // Stop rules
     pub fn ke_stop_rule_max_evaluations(out: *mut *mut ke_stop_rule, evaluations: i64)
@@ -338,6 +340,7 @@ extern "C" {
     pub fn ke_stop_rule_target_speedup(out: *mut *mut ke_stop_rule, speedup: f64) -> ke_status;
     pub fn ke_stop_rule_plateau(out: *mut *mut ke_stop_rule, evaluations: i64) -> ke_status;
     pub fn ke_stop_rule_max_tokens(out: *mut *mut ke_stop_rule, tokens: i64) -> ke_status;
+    pub fn ke_stop_rule_max_cost(out: *mut *mut ke_stop_rule, usd: f64) -> ke_status;
     pub fn ke_stop_rule_callback(
         out: *mut *mut ke_stop_rule,
         name: *const c_char,
@@ -411,6 +414,7 @@ extern "C" {
         answer: *const c_char,
     ) -> ke_status;
     pub fn ke_mutation_add_tokens(mutation: *mut ke_mutation, tokens: i64) -> ke_status;
+    pub fn ke_mutation_add_cost(mutation: *mut ke_mutation, usd: f64) -> ke_status;
     pub fn ke_mutation_fail(mutation: *mut ke_mutation, error: *const c_char) -> ke_status;
     pub fn ke_mutation_set_exhausted(
         mutation: *mut ke_mutation,
@@ -492,6 +496,7 @@ extern "C" {
     pub fn ke_result_elapsed_s(out: *mut f64, result: *const ke_result) -> ke_status;
     pub fn ke_result_mutator_failures(out: *mut i64, result: *const ke_result) -> ke_status;
     pub fn ke_result_tokens(out: *mut i64, result: *const ke_result) -> ke_status;
+    pub fn ke_result_cost_usd(out: *mut f64, result: *const ke_result) -> ke_status;
     pub fn ke_result_confirmation(
         confirmed: *mut c_int,
         speedup: *mut f64,
