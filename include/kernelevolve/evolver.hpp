@@ -139,7 +139,9 @@ class Evolver {
   // again, and the stop rules see the run's totals (evaluations, time, tokens) so far. Call before run().
   // Throws Error(BadUsage) if a node is still pending or node 0 has parents.
   void resume(Checkpoint checkpoint);
-  // Evaluates the seed, then searches until the stop rule fires or the space is exhausted. A spec without
+  // Evaluates the seed (and the warm-start kernels), then searches until the stop rule fires or the space is
+  // exhausted: the mutator has said so for a parent of every source among the correct nodes (a parent of a spent
+  // source gives way to the fastest node of another). A spec without
   // a seed has the mutator write the first kernel from its reference (a mutation with no parents), which
   // becomes node 0; the run ends, saying why, if none is ok after `first_kernel_attempts`. Throws
   // Error(BadUsage) for a spec without a seed when the mutator cannot write one (writes_first_kernel).
