@@ -258,6 +258,53 @@ TEST_CASE("a store that is missing or not a KernelEvolve database is bad input, 
   CHECK(cli("run " + fixture("e2e/colsum.json") + " --no-db --warm-start " + dir / "x.db" + " --warm-start-max 0").code == 2);
 }
 
+// Times without a compiler: a source that reads BLOCK takes 1000 / BLOCK us; any other source takes 1 us.
+class BlockTimes final : public ke::FitnessEvaluator {
+ public:
+  ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t) override {
+    ke::Evaluation e;
+    e.status = ke::Status::ok;
+    const auto block = c.tunables.find("BLOCK");
+    const double t = block == c.tunables.end() ? 1.0 : 1000.0 / static_cast<double>(block->second);
+    e.timings = {{t, t, t, 0, 5}, {t, t, t, 0, 5}};
+    return e;
+  }
+  ke::DeviceInfo device_info() override { return {"fake", "fake", "fake"}; }
+};
+
+TEST_CASE("a warm kernel with no tunables of this problem's, the fastest node, does not end a parameter search") {
+  const ke::Spec spec = ke::load_spec(fixture("e2e/colsum.json"));
+  ke::EvolverOptions options;
+  options.confirm_rounds = 0;
+  ke::WarmKernel warm;
+  warm.candidate = {"// reads no tunable\nvoid colsum(void) {}", ke::Language::c, {}};
+  warm.spec_name = "elsewhere";
+  options.warm_start = {warm};
+  ke::Evolver evolver(spec, std::make_shared<BlockTimes>(), std::make_shared<ke::ParamMutator>(),
+                      std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(6), options);
+  const ke::RunResult r = evolver.run();
+  // Greedy picks the warm kernel (1000x) each time; its space is spent at once, so the seed's source goes on.
+  CHECK(r.stop_reason == "reached 6 evaluations");
+  const ke::SearchGraph& g = evolver.graph();
+  REQUIRE(g.size() == 6);
+  CHECK(g.node(1).mutator == "warm");
+  CHECK(g.node(1).note.find("warm start from elsewhere") != std::string::npos);
+  REQUIRE(r.best.has_value());
+  CHECK(*r.best == 1);
+  for (ke::NodeId id = 2; id < 6; ++id) {
+    CHECK(g.node(id).mutator == "param");
+    CHECK(g.node(id).candidate.source == spec.seed.source);
+  }
+  // Once every source is spent, the search ends as before, saying so.
+  ke::Spec small = spec;
+  small.tunables = {{"BLOCK", {1, 2}}};
+  ke::Evolver spent(small, std::make_shared<BlockTimes>(), std::make_shared<ke::ParamMutator>(),
+                    std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(50), options);
+  const ke::RunResult done = spent.run();
+  CHECK(spent.graph().size() == 3);
+  CHECK(done.stop_reason.find("search space exhausted") == 0);
+}
+
 TEST_CASE("a run warm-started from another problem's store: verified here first, a wrong kernel ends incorrect, "
           "the model sees them, and a resume does not add them again") {
   TempDir dir;
