@@ -120,7 +120,7 @@ std::string warm_note(const WarmKernel& warm) {
   out << "warm start from " << (warm.spec_name.empty() ? "another problem" : warm.spec_name);
   if (warm.run >= 0) out << " (run " << warm.run << ", node " << warm.node << (warm.store.empty() ? "" : " of " + warm.store) << ")";
   if (!warm.device.empty()) out << " on " << warm.device;
-  out << ": " << std::setprecision(3) << warm.speedup << "x over its seed there";
+  out << ": " << std::fixed << std::setprecision(2) << warm.speedup << "x over its seed there";
   if (!warm.match.empty()) out << "; same " << warm.match;
   return out.str();
 }
