@@ -2,7 +2,10 @@
 #include "internal.hpp"
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <string>
+#include <vector>
 
 using namespace capi;
 
@@ -10,8 +13,17 @@ using namespace capi;
 // Evolver
 
 KE_API ke_status ke_evolver_options_init(ke_evolver_options* options, unsigned int version) {
-  return init_options(__func__, options, version, KE_EVOLVER_OPTIONS_VERSION,
-                      ke_evolver_options KE_EVOLVER_OPTIONS_INIT, "ke_evolver_options");
+  return guard(__func__, [&] {
+    need_out(options, "options");
+    need_version(version, KE_EVOLVER_OPTIONS_VERSION, "ke_evolver_options");
+    // A caller built against an older header has a shorter struct: fill only the fields its version has.
+    const ke_evolver_options defaults KE_EVOLVER_OPTIONS_INIT;
+    const std::size_t size = version == 1   ? offsetof(ke_evolver_options, confirm_rounds)
+                             : version == 2 ? offsetof(ke_evolver_options, warm_start_stores)
+                                            : sizeof defaults;
+    std::memcpy(options, &defaults, size);
+    options->version = version;
+  });
 }
 
 KE_API ke_status ke_evolver_create(ke_evolver** out, const ke_spec* spec, const ke_evolver_options* options) {
@@ -33,6 +45,15 @@ KE_API ke_status ke_evolver_create(ke_evolver** out, const ke_spec* spec, const 
       ev->trials = options->trials;
       ev->max_consecutive_mutator_failures = options->max_consecutive_mutator_failures;
       if (options->version >= 2) ev->confirm_rounds = options->confirm_rounds;
+      if (options->version >= 3 && options->warm_start_store_count > 0) {
+        if (!options->warm_start_stores) fail(KE_ERROR_INVALID_ARGUMENT, "'options->warm_start_stores' is NULL");
+        if (options->warm_start_max < 1) fail(KE_ERROR_INVALID_ARGUMENT, "'options->warm_start_max' must be at least 1");
+        std::vector<std::string> stores;
+        for (size_t i = 0; i < options->warm_start_store_count; ++i) {
+          stores.push_back(need_nonempty(options->warm_start_stores[i], "options->warm_start_stores[i]"));
+        }
+        ev->warm_start = ke::find_warm_kernels(stores, ev->spec, static_cast<std::size_t>(options->warm_start_max));
+      }
     }
     if (ev->confirm_rounds < 0) fail(KE_ERROR_INVALID_ARGUMENT, "'options->confirm_rounds' must not be negative");
     if (ev->jobs < 1) fail(KE_ERROR_INVALID_ARGUMENT, "'options->jobs' must be at least 1");

@@ -251,6 +251,7 @@ struct ke_evolver : capi::Handle<capi::Tag::evolver> {
   int trials = 5;
   int max_consecutive_mutator_failures = 64;
   int confirm_rounds = 3;
+  std::vector<ke::WarmKernel> warm_start;  // found at creation, from the options' stores
 
   capi::MutatorRecipe mutator{"param", std::make_shared<ke::ParamMutator>(), {}};
   std::string policy = ke::default_policy_name();

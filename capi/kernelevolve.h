@@ -538,9 +538,17 @@ typedef struct ke_evolver_options {
    * times each, and the result's speedup is the confirmed one (ke_result_confirmation); 0: off. A version-1
    * struct gets the default, 3. */
   int confirm_rounds;
+  /* Version 3. Warm start: databases of other runs (`warm_start_store_count` paths). Each run first evaluates,
+   * right after its seed, the best kernels of this operator found there (a stored run whose spec has the same
+   * name, family or signature, and the same language and arguments), at most `warm_start_max`, as nodes of
+   * mutator "warm". ke_evolver_create fails (KE_ERROR_INVALID_ARGUMENT) for a path that is not a KernelEvolve
+   * database; none matching is no error. A version-2 struct gets none. */
+  const char* const* warm_start_stores;
+  size_t warm_start_store_count;
+  int warm_start_max;
 } ke_evolver_options;
-#define KE_EVOLVER_OPTIONS_VERSION 2
-#define KE_EVOLVER_OPTIONS_INIT {KE_EVOLVER_OPTIONS_VERSION, NULL, 1, 1, 0, 0.0, NULL, NULL, 5, 64, 3}
+#define KE_EVOLVER_OPTIONS_VERSION 3
+#define KE_EVOLVER_OPTIONS_INIT {KE_EVOLVER_OPTIONS_VERSION, NULL, 1, 1, 0, 0.0, NULL, NULL, 5, 64, 3, NULL, 0, 3}
 KE_API ke_status ke_evolver_options_init(ke_evolver_options* options, unsigned int version);
 
 /* Copies and validates the spec (it may be destroyed after). `options` may be NULL for the defaults.

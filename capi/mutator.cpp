@@ -100,7 +100,7 @@ KE_API ke_status ke_mutator_custom_create(ke_mutator** out, const char* name, ke
   return guard(__func__, [&] {
     need_out(out, "out");
     const std::string n = need_nonempty(name, "name");
-    if (n == "seed" || n == "reference") fail(KE_ERROR_INVALID_ARGUMENT, "'" + n + "' is a reserved mutator name");
+    if (n == "seed" || n == "reference" || n == "warm") fail(KE_ERROR_INVALID_ARGUMENT, "'" + n + "' is a reserved mutator name");
     if (!mutate) fail(KE_ERROR_INVALID_ARGUMENT, "'mutate' is NULL");
     auto m = std::make_unique<ke_mutator>();
     m->recipe = {n, std::make_shared<CallbackMutator>(n, mutate, user_data), {}};

@@ -36,7 +36,7 @@ const char* kUsage =
     "                        --llm-api-key-env VAR [--llm-price IN,OUT]]... [llm options] [--jobs N] [--timeout SEC]\n"
     "                        [--in-process]\n"
     "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
-    "                        [--sandbox strict|basic|off] [--seed N] [--json]\n"
+    "                        [--sandbox strict|basic|off] [--warm-start DB [--warm-start-max N]] [--seed N] [--json]\n"
     "  kernelevolve check SPEC [--device ...] [--sandbox MODE] [--json]   evaluate the reference and the seed only\n"
     "  kernelevolve import PROBLEM.py -o DIR [--device cpu|cuda] [--language c|cpp|cuda|triton]\n"
     "                        write the spec derived from a PyTorch module (KernelBench format), to read and edit\n"
@@ -485,6 +485,8 @@ int cmd_run(const std::vector<std::string>& args) {
   std::vector<std::string> llm_urls, llm_models, llm_key_envs, llm_apis, llm_price_texts;
   double max_cost = 0;
   int llm_param_steps = 4;
+  std::vector<std::string> warm_stores;
+  int warm_max = 3;
   d.add_options()("max-evals", po::value(&max_evals)->default_value(64), "stop after N evaluations (the seed included)")(
       "max-time", po::value(&max_time), "stop after SEC seconds")("target-speedup", po::value(&target),
                                                                   "stop once the best is X times faster than the seed")(
@@ -543,7 +545,11 @@ int cmd_run(const std::vector<std::string>& args) {
       "no-reuse", po::bool_switch(&no_reuse),
       "measure every candidate, even one the database holds a measurement of (same spec, same device)")(
       "sandbox", po::value(&sandbox_name)->default_value("strict"),
-      "how workers confine candidates: strict (allow-list, namespaces), basic (deny-list) or off");
+      "how workers confine candidates: strict (allow-list, namespaces), basic (deny-list) or off")(
+      "warm-start", po::value(&warm_stores)->composing(),
+      "a database of other runs: their best kernels of this operator (same spec name, family or signature) are "
+      "tried first, as extra parents; repeatable")(
+      "warm-start-max", po::value(&warm_max)->default_value(3), "with --warm-start: how many kernels to take, at most");
   po::variables_map vm = parse(join_signed_values(args), d, c);
   if (vm.count("help")) {
     std::cout << kUsage << d;
@@ -589,6 +595,23 @@ int cmd_run(const std::vector<std::string>& args) {
                                                  (mutator == "mix" ? " or --llm-model NAME" : ""));
   }
   ke::Spec spec = load_cli_problem(c);
+  // Other runs' kernels of this operator, found before any worker starts: a bad database is bad input.
+  std::vector<ke::WarmKernel> warm;
+  if (!warm_stores.empty()) {
+    if (warm_max < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--warm-start-max must be at least 1");
+    warm = ke::find_warm_kernels(warm_stores, spec, static_cast<std::size_t>(warm_max));
+    std::string where;
+    for (const std::string& store : warm_stores) where += (where.empty() ? "" : ", ") + store;
+    if (warm.empty()) {
+      std::fprintf(stderr, "kernelevolve: --warm-start: no run in %s has a correct kernel of this operator (same name, "
+                   "family or signature, same language and arguments); the run starts from its seed alone\n", where.c_str());
+    } else if (!c.json) {
+      for (const ke::WarmKernel& w : warm) {
+        std::fprintf(stderr, "warm start: %s (run %lld of %s, %s): %.2fx over its seed there, same %s\n",
+                     w.spec_name.c_str(), (long long)w.run, w.store.c_str(), w.device.c_str(), w.speedup, w.match.c_str());
+      }
+    }
+  }
   if (!vm.count("jobs")) {
     // Timing on a GPU holds the device alone, and compilation and verification are host work: overlap them.
     const bool gpu = c.device.rfind("cuda", 0) == 0 || c.device.rfind("hip", 0) == 0;
@@ -737,6 +760,7 @@ int cmd_run(const std::vector<std::string>& args) {
   ke::EvolverOptions options;
   options.seed = seed;
   options.jobs = std::max(1, concurrent);
+  options.warm_start = std::move(warm);
   ke::Evolver evolver(spec, evaluator, mut, pol, ke::any_of(rules), options);
   if (checkpoint) {
     if (!c.json) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -1322,6 +1323,94 @@ TEST_CASE("capi: the store: record, show, best, export, resume, reuse") {
   CHECK(fitness.calls == calls_then + (reused_confirmation ? 6 : 0));
   REQUIRE(ke_store_latest_run(&latest, store) == KE_OK);
   CHECK(latest == 3);
+  std::remove(db.c_str());
+  std::remove((db + "-wal").c_str());
+  std::remove((db + "-shm").c_str());
+}
+
+TEST_CASE("capi: warm start from another problem's store (options version 3); a bad store is refused; an older "
+          "struct is filled only as far as its version goes") {
+  const std::string db =
+      (std::filesystem::temp_directory_path() / ("ke_capi_warm_" + std::to_string(::getpid()) + ".db")).string();
+  std::remove(db.c_str());
+  {
+    // Another problem: the colsum fixture under another name (the same signature), run to BLOCK 8, stored.
+    Spec base;
+    REQUIRE(ke_spec_load(base.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+    const char* json = nullptr;
+    REQUIRE(ke_spec_to_json(&json, base) == KE_OK);
+    std::string text = json;
+    const std::string name = "\"name\": \"colsum\"";
+    REQUIRE(text.find(name) != std::string::npos);
+    text.replace(text.find(name), name.size(), "\"name\": \"colsum_elsewhere\"");
+    Spec other;
+    REQUIRE(ke_spec_parse(other.out(), text.c_str(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+    Owned<ke_store, ke_store_destroy> store;
+    REQUIRE(ke_store_open(store.out(), db.c_str(), 0) == KE_OK);
+    FakeFitness fitness;
+    Doubler doubler;
+    Evolver ev;
+    REQUIRE(ke_evolver_create(ev.out(), other, nullptr) == KE_OK);
+    REQUIRE(ke_evolver_set_evaluator(ev, "made-up device", fake_evaluate, &fitness) == KE_OK);
+    Mutator mutator;
+    REQUIRE(ke_mutator_custom_create(mutator.out(), "doubler", doubler_mutate, &doubler) == KE_OK);
+    REQUIRE(ke_evolver_set_mutator(ev, mutator) == KE_OK);
+    REQUIRE(ke_evolver_set_store(ev, store, 0) == KE_OK);
+    Rule four;
+    REQUIRE(ke_stop_rule_max_evaluations(four.out(), 4) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(ev, four) == KE_OK);
+    Result done;
+    REQUIRE(ke_evolver_run(done.out(), ev) == KE_OK);
+  }
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
+  CHECK(o.warm_start_max == 3);
+  const char* stores[] = {db.c_str()};
+  o.warm_start_stores = stores;
+  o.warm_start_store_count = 1;
+  FakeFitness fitness;
+  Doubler doubler;
+  Evolver ev;
+  REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+  REQUIRE(ke_evolver_set_evaluator(ev, "made-up device", fake_evaluate, &fitness) == KE_OK);
+  Mutator mutator;
+  REQUIRE(ke_mutator_custom_create(mutator.out(), "doubler", doubler_mutate, &doubler) == KE_OK);
+  REQUIRE(ke_evolver_set_mutator(ev, mutator) == KE_OK);
+  Rule three;
+  REQUIRE(ke_stop_rule_max_evaluations(three.out(), 3) == KE_OK);
+  REQUIRE(ke_evolver_set_stop_rule(ev, three) == KE_OK);
+  Result result;
+  REQUIRE(ke_evolver_run(result.out(), ev) == KE_OK);
+  const ke_node* warm = nullptr;
+  REQUIRE(ke_result_node(&warm, result, 1) == KE_OK);
+  CHECK(text(ke_node_mutator, warm) == "warm");
+  CHECK(text(ke_node_note, warm).find("warm start from colsum_elsewhere") != std::string::npos);
+  CHECK(tunable(warm, "BLOCK") == 8);
+  CHECK(speedup(warm) == doctest::Approx(8.0));
+  Mutator reserved;
+  CHECK(ke_mutator_custom_create(reserved.out(), "warm", doubler_mutate, &doubler) == KE_ERROR_INVALID_ARGUMENT);
+
+  // A store that does not exist: the evolver is not made, and the message names the file.
+  const std::string absent = db + ".absent";
+  const char* bad[] = {absent.c_str()};
+  o.warm_start_stores = bad;
+  ke_evolver* none = nullptr;
+  CHECK(ke_evolver_create(&none, spec, &o) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(none == nullptr);
+  CHECK(contains(ke_last_error(), absent));
+  o.warm_start_stores = stores;
+  o.warm_start_max = 0;
+  CHECK(ke_evolver_create(&none, spec, &o) == KE_ERROR_INVALID_ARGUMENT);
+
+  // A caller built against the version-2 header has no warm-start fields: init writes none of them.
+  ke_evolver_options older;
+  std::memset(&older, 0xab, sizeof older);
+  REQUIRE(ke_evolver_options_init(&older, 2) == KE_OK);
+  CHECK(older.version == 2);
+  CHECK(older.confirm_rounds == 3);
+  const auto* tail = reinterpret_cast<const unsigned char*>(&older) + offsetof(ke_evolver_options, warm_start_stores);
+  CHECK(std::all_of(tail, reinterpret_cast<const unsigned char*>(&older + 1), [](unsigned char b) { return b == 0xab; }));
   std::remove(db.c_str());
   std::remove((db + "-wal").c_str());
   std::remove((db + "-shm").c_str());

@@ -80,6 +80,20 @@ class Observer {
   virtual void on_baseline(const Baseline&) {}
 };
 
+// A kernel of the same operator from another problem's run (warm_start.hpp finds them in stores). A run
+// evaluates it on its own problem right after the seed, as a node with mutator "warm" whose note says where it
+// came from: a parent for the search when it is correct and fast here, a recorded failure when it is not.
+struct WarmKernel {
+  Candidate candidate;        // its source, with the tunables this problem declares (or it declares) and it reads
+  std::string store;          // where it was found: the database file
+  std::int64_t run = -1;      // the run there, and its node
+  std::int64_t node = -1;
+  std::string spec_name;      // the problem it was made for
+  std::string device;         // the device it was measured on
+  double speedup = 0;         // over that problem's seed, there
+  std::string match;          // why it was taken: "name", "family" or "signature"
+};
+
 struct EvolverOptions {
   std::uint64_t seed = 1;  // seeds selection, mutation and the evaluator's inputs
   // Candidates evaluated at once. The evaluator must be thread-safe for more than one (WorkerEvaluator
@@ -101,6 +115,9 @@ struct EvolverOptions {
   double confirm_noise = 0.05;
   // For a PyTorch problem, measure PyTorch eager and torch.compile once the seed is ok (RunResult::baselines).
   bool baselines = true;
+  // Kernels from other problems' runs, evaluated after the seed and before the search, in this order. One the
+  // graph already holds (a resumed run's) is not added again.
+  std::vector<WarmKernel> warm_start;
 };
 
 // Where an interrupted run stood, to go on from: its committed nodes and what it had spent. A Store
@@ -123,7 +140,9 @@ class Evolver {
   // again, and the stop rules see the run's totals (evaluations, time, tokens) so far. Call before run().
   // Throws Error(BadUsage) if a node is still pending or node 0 has parents.
   void resume(Checkpoint checkpoint);
-  // Evaluates the seed, then searches until the stop rule fires or the space is exhausted. A spec without
+  // Evaluates the seed (and the warm-start kernels), then searches until the stop rule fires or the space is
+  // exhausted: the mutator has said so for a parent of every source among the correct nodes (a parent of a spent
+  // source gives way to the fastest node of another). A spec without
   // a seed has the mutator write the first kernel from its reference (a mutation with no parents), which
   // becomes node 0; the run ends, saying why, if none is ok after `first_kernel_attempts`. Throws
   // Error(BadUsage) for a spec without a seed when the mutator cannot write one (writes_first_kernel).

@@ -93,6 +93,9 @@ struct LaunchRule {
 
 struct Spec {
   std::string name;
+  // The operator a problem belongs to ("matmul"), optional: a run warm-started from a store takes kernels of
+  // problems with the same family, as well as the same name or signature (warm_start.hpp).
+  std::string family;
   Language language = Language::c;
   std::string entry;
   std::vector<Param> params;

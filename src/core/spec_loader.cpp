@@ -197,7 +197,8 @@ class Loader {
     Spec spec;
     spec.path = path;
     Fields top = fields(root, "", {"name", "language", "entry", "params", "workloads", "inputs", "tolerance",
-                                   "reference", "seed", "launch", "tunables", "constraints", "cost", "notes"});
+                                   "reference", "seed", "launch", "tunables", "constraints", "cost", "notes",
+                                   "family"});
     spec.name = string(required(top, "", "name"), "name");
     spec.language = language(required(top, "", "language"), "language");
     spec.entry = string(required(top, "", "entry"), "entry");
@@ -232,6 +233,10 @@ class Loader {
       if (auto* bytes = optional(c, "bytes")) spec.cost_bytes = expr(*bytes, "cost.bytes");
     }
     if (auto* notes = optional(top, "notes")) spec.notes = string(*notes, "notes");
+    if (auto* family = optional(top, "family")) {
+      spec.family = string(*family, "family");
+      if (spec.family.empty()) fail("family", "is empty: name the operator (\"matmul\"), or leave the field out");
+    }
 
     spec.validate();
     return spec;

@@ -121,6 +121,7 @@ std::string to_json(const Spec& spec) {
     out << "}";
   }
   if (!spec.notes.empty()) out << ", \"notes\": " << quote(spec.notes);
+  if (!spec.family.empty()) out << ", \"family\": " << quote(spec.family);
   out << "}";
   return out.str();
 }

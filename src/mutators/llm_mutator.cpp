@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -153,6 +154,28 @@ struct LlmMutator::Impl {
     if (!spec.notes.empty()) out << "Notes: " << spec.notes << "\n";
   }
 
+  // The run's warm start (nodes of mutator "warm": kernels of the same operator from other problems' runs) as
+  // examples, with where they came from and how they fared here: the two best, each cut to a budget, leaving
+  // out the parent and the best node, whose sources the prompt has already.
+  static void warm_section(std::ostringstream& out, const SearchGraph& g, NodeId parent, std::optional<NodeId> best) {
+    constexpr std::size_t kExamples = 2, kSourceChars = 3000;
+    std::vector<const Node*> warm;
+    for (const Node& n : g.nodes()) {
+      if (n.mutator == "warm" && n.id != parent && n.id != best && n.evaluation.status != Status::pending) warm.push_back(&n);
+    }
+    if (warm.empty()) return;
+    std::stable_sort(warm.begin(), warm.end(), [](const Node* a, const Node* b) { return a->speedup > b->speedup; });
+    out << "\n## Kernels that worked for this operator elsewhere\n";
+    for (std::size_t i = 0; i < warm.size() && i < kExamples; ++i) {
+      const Node& n = *warm[i];
+      std::string source = n.candidate.source;
+      if (source.size() > kSourceChars) source = source.substr(0, kSourceChars) + "\n[... cut]";
+      if (!source.ends_with("\n")) source += "\n";
+      out << "### node " << n.id << ": " << n.note << "\nHere: " << outcome(n) << "; tunables "
+          << bindings_text(n.candidate.tunables) << "\n```" << to_string(n.candidate.language) << "\n" << source << "```\n";
+    }
+  }
+
   // Passages that apply to the run's device and language only (a CPU kernel's prompt gets no warps).
   void knowledge_section(std::ostringstream& out, std::string query, const Spec& spec) const {
     if (!knowledge || options.knowledge_budget_chars == 0) return;
@@ -260,6 +283,7 @@ struct LlmMutator::Impl {
             << bindings_text(b.candidate.tunables) << "\n```" << to_string(b.candidate.language) << "\n"
             << b.candidate.source << (b.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
       }
+      warm_section(out, g, parent.id, g.best());
     }
     std::string query = spec.name + " " + spec.notes + " " + to_string(spec.language) + " " + options.device_description;
     for (NodeId id : g.children(parent.id)) {

@@ -7,8 +7,11 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <iomanip>
 #include <map>
 #include <mutex>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "kernelevolve/error.hpp"
@@ -35,6 +38,9 @@ Evolver::Evolver(Spec spec, std::shared_ptr<FitnessEvaluator> evaluator, std::sh
   }
   if (options.jobs < 1) throw Error(ErrorCode::BadUsage, "Evolver: jobs must be at least 1");
   if (options.first_kernel_attempts < 1) throw Error(ErrorCode::BadUsage, "Evolver: first_kernel_attempts must be at least 1");
+  for (const WarmKernel& warm : options.warm_start) {
+    if (warm.candidate.source.empty()) throw Error(ErrorCode::BadUsage, "Evolver: a warm_start kernel has no source");
+  }
   spec.validate();
   impl_->spec = std::move(spec);
   impl_->evaluator = std::move(evaluator);
@@ -107,6 +113,17 @@ struct Completions {
     return item;
   }
 };
+
+// Where a warm-start kernel came from, as its node's note says it (and the model's prompt shows it).
+std::string warm_note(const WarmKernel& warm) {
+  std::ostringstream out;
+  out << "warm start from " << (warm.spec_name.empty() ? "another problem" : warm.spec_name);
+  if (warm.run >= 0) out << " (run " << warm.run << ", node " << warm.node << (warm.store.empty() ? "" : " of " + warm.store) << ")";
+  if (!warm.device.empty()) out << " on " << warm.device;
+  out << ": " << std::fixed << std::setprecision(2) << warm.speedup << "x over its seed there";
+  if (!warm.match.empty()) out << "; same " << warm.match;
+  return out.str();
+}
 
 }  // namespace
 
@@ -360,8 +377,40 @@ RunResult Evolver::run() {
     }
   }
 
+  // Kernels of the same operator from other problems (EvolverOptions::warm_start), verified here before the
+  // search starts, so that the first parents it picks may be theirs. Only those the graph lacks: a resumed run
+  // holds the ones it added already.
+  for (const WarmKernel& warm : s.options.warm_start) {
+    if (s.graph.contains(warm.candidate)) continue;
+    result.state.elapsed_s = elapsed();
+    SearchState projected = result.state;
+    projected.evaluations += in_flight;
+    if (s.stop->should_stop(projected)) break;
+    if (in_flight >= s.options.jobs) collect();
+    Node node;
+    node.parents = {result.seed};
+    node.mutator = "warm";
+    node.note = warm_note(warm);
+    node.candidate = warm.candidate;
+    launch(std::move(node));
+  }
+  while (in_flight > 0) collect();
+
   int consecutive_failures = 0;
   int consecutive_errors = 0;
+  // Sources whose space the mutator has spent (it said so for a parent of that source). With several
+  // structures in the graph (warm-start kernels, a model's rewrites), one spent source does not end the search:
+  // its nodes give way, as parents, to the fastest node of a source that has room yet.
+  std::set<std::string> spent_sources;
+  auto unspent_parent = [&]() -> std::optional<NodeId> {
+    std::optional<NodeId> found;
+    for (NodeId id : s.graph.ok_nodes()) {
+      const Node& n = s.graph.node(id);
+      if (spent_sources.count(n.candidate.source)) continue;
+      if (!found || n.speedup > s.graph.node(*found).speedup) found = id;
+    }
+    return found;
+  };
   for (;;) {
     if (completions.error) return finish("an evaluation failed");
     result.state.elapsed_s = elapsed();
@@ -373,7 +422,10 @@ RunResult Evolver::run() {
       collect();
       continue;
     }
-    const std::vector<NodeId> parents = s.policy->select(s.graph, rng);
+    std::vector<NodeId> parents = s.policy->select(s.graph, rng);
+    if (!parents.empty() && spent_sources.count(s.graph.node(parents[0]).candidate.source)) {
+      if (const auto other = unspent_parent()) parents[0] = *other;
+    }
     const auto mutate_start = std::chrono::steady_clock::now();
     Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, parents, rng});
     const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
@@ -388,7 +440,11 @@ RunResult Evolver::run() {
         collect();
         continue;
       }
-      if (m.exhausted) return finish("search space exhausted: " + m.error);
+      if (m.exhausted) {
+        if (!parents.empty()) spent_sources.insert(s.graph.node(parents[0]).candidate.source);
+        if (!parents.empty() && unspent_parent()) continue;
+        return finish("search space exhausted: " + m.error);
+      }
       result.mutator_failures += 1;
       consecutive_errors = m.error.empty() ? 0 : consecutive_errors + 1;
       if (consecutive_errors >= s.options.max_consecutive_mutator_errors) {

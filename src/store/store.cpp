@@ -345,6 +345,7 @@ class Transaction {
 std::string spec_json_without(Spec spec, bool keep_search_space) {
   if (!keep_search_space) {
     spec.name.clear();
+    spec.family.clear();
     spec.notes.clear();
     spec.tunables.clear();
     spec.constraints.clear();
