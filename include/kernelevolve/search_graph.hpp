@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernelevolve/candidate.hpp"
+#include "kernelevolve/diagnosis.hpp"
 #include "kernelevolve/fitness.hpp"
 
 namespace kernelevolve {
@@ -28,6 +29,9 @@ struct Node {
   std::string answer;
   std::int64_t tokens = 0;
   double mutation_s = 0;         // how long the mutator took to make this node
+  // Where an ok node's time goes (diagnosis.hpp): set by the Evolver when the evaluation is recorded and by
+  // the Store when a run is loaded; none for a node that is not ok, or one a host added without it.
+  std::optional<Diagnosis> diagnosis;
 };
 
 class SearchGraph {
