@@ -53,7 +53,8 @@ std::string diagnosis_lines(const Node& n, bool legend) {
   out << "Diagnosis";
   if (legend) {
     out << " (rates are the spec's cost over the median time; shares are of the device's measured copy bandwidth "
-           "and FMA peak; memory- or compute-bound by the larger share, latency/overhead-bound when both are under "
+           "and FMA peak, and over 100% of the copy peak means caches serve the data; memory- or compute-bound by the "
+           "larger share, latency/overhead-bound when both are under "
         << std::lround(kLatencyBoundShare * 100) << "%)";
   }
   out << (d.note.empty() ? "" : " (" + d.note + ")") << ":\n";

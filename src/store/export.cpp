@@ -74,7 +74,8 @@ std::string diagnosis_block(const Node& n) {
   if (!n.diagnosis) return "";
   const Diagnosis& d = *n.diagnosis;
   std::ostringstream out;
-  out << "diagnosis (rates from the spec's cost; shares of the device's copy bandwidth and FMA peak"
+  out << "diagnosis (rates from the spec's cost; shares of the device's copy bandwidth, which caches may pass, and "
+         "FMA peak"
       << (d.note.empty() ? "" : "; " + d.note) << "):\n";
   for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "  t" << w << ": " << workload_diagnosis_text(d.workloads[w]) << "\n";
   if (d.gpu) out << "  " << gpu_diagnosis_text(*d.gpu) << "\n";
@@ -206,7 +207,8 @@ std::string show_node_text(const Store& store, RunId run, NodeId id) {
     out << "\n";
   }
   if (e.worst) {
-    out << "worst mismatch: " << e.worst->buffer << "[" << e.worst->index << "] = " << number(e.worst->got)
+    // An ok node keeps its worst element too: how near the tolerance it came.
+    out << (e.status == Status::ok ? "worst element (within tolerance): " : "worst mismatch: ") << e.worst->buffer << "[" << e.worst->index << "] = " << number(e.worst->got)
         << ", expected " << number(e.worst->expected) << " (workload " << e.worst->workload << ")\n";
   }
   if (!e.compile_log.empty()) {
