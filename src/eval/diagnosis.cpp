@@ -69,7 +69,10 @@ std::string figure(double x) {
   return format("%.3g", x);
 }
 
-std::string percent(double share) { return (share >= 0.01 ? format("%.0f", 100 * share) : format("%.1f", 100 * share)) + "%"; }
+// Whole percents, but a tenth under one percent: "0%" would say nothing at all was reached.
+std::string percent(double share) {
+  return (share >= 0.01 ? format("%.0f", 100 * share) : format("%.1f", 100 * share)) + "%";
+}
 
 std::string flops_text(double flops_per_s) {
   if (flops_per_s >= 1e12) return figure(flops_per_s / 1e12) + " TFLOP/s";

@@ -116,8 +116,8 @@ class HipDriver final : public gpu::Driver {
                         Occupancy& out) override {
     const auto call = "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor";
     if (!api_.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor) return {hipErrorInvalidValue, call};
-    if (api_.hipDeviceGetAttribute(&out.max_threads_per_sm, hipDeviceAttributeMaxThreadsPerMultiProcessor, index_) != hipSuccess)
-      out.max_threads_per_sm = 0;
+    const int per_cu = hipDeviceAttributeMaxThreadsPerMultiProcessor;
+    if (api_.hipDeviceGetAttribute(&out.max_threads_per_sm, per_cu, index_) != hipSuccess) out.max_threads_per_sm = 0;
     if (api_.hipDeviceGetAttribute(&out.warp_size, hipDeviceAttributeWarpSize, index_) != hipSuccess) out.warp_size = 0;
     return {api_.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&out.blocks_per_sm, static_cast<hipFunction_t>(fn),
                                                                      block_threads, dynamic_shared),
