@@ -43,7 +43,8 @@ const char* kUsage =
     "  SPEC is a spec file (.json) or a PyTorch problem (.py, KernelBench format: run and check take\n"
     "  --language for its candidates, and --seed-kernel FILE for a seed, unless a --mutator command, llm or\n"
     "  mix writes the first kernel from the module)\n"
-    "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes and the best one's lineage\n"
+    "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes, the best one's diagnosis and lineage\n"
+    "  kernelevolve show DB [--run ID] --node N            one node in full: times, diagnosis, resources, compiler log\n"
     "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines (a comment for Triton)\n"
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
     "  kernelevolve devices [--json] [--sandbox-info]    the devices found, with their properties; the sandbox\n"
@@ -857,8 +858,10 @@ int cmd_show(const std::vector<std::string>& args) {
   std::string db;
   ke::RunId run_id = 0;
   std::size_t limit = 0;
+  ke::NodeId node = -1;
   d.add_options()("run", po::value(&run_id), "the run (default: the latest)")(
-      "limit", po::value(&limit)->default_value(0), "show only the first N nodes (0: all)");
+      "limit", po::value(&limit)->default_value(0), "show only the first N nodes (0: all)")(
+      "node", po::value(&node), "show one node in full: its times, diagnosis, resources, mismatch and compiler log");
   po::variables_map vm = parse_db_command(args, d, db);
   if (vm.count("help") || db.empty()) {
     (vm.count("help") ? std::cout : std::cerr) << kUsage << d;
@@ -870,6 +873,10 @@ int cmd_show(const std::vector<std::string>& args) {
     std::cout << db << " holds " << runs.size() << " runs:";
     for (const auto& info : runs) std::cout << " " << info.id << " (" << info.spec_name << ", " << info.nodes << " nodes)";
     std::cout << "; --run ID picks one\n";
+  }
+  if (vm.count("node")) {
+    std::cout << ke::show_node_text(*r.store, r.run, node);
+    return 0;
   }
   std::cout << ke::show_run_text(*r.store, r.run, limit);
   return 0;

@@ -238,6 +238,47 @@ TEST_CASE("run finds a kernel several times faster than the seed, and reports it
   CHECK(best["search_speedup"].get_double().value() > 1.0);
 }
 
+TEST_CASE("the best's diagnosis: in run --json, under show's table, and any node's with show --node") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ke_cli_diag_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string db = (dir / "colsum.db").string();
+  const auto run = kernelevolve("run " + fixture("e2e/colsum.json") + " --db " + db + " --max-evals 4 --in-process --json");
+  REQUIRE_MESSAGE(run.code == 0, run.err);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  REQUIRE(parser.parse(run.out).get(doc) == simdjson::SUCCESS);
+  simdjson::dom::element best = doc["best"];
+  simdjson::dom::array workloads = best["diagnosis"]["workloads"].get_array().value();
+  REQUIRE(workloads.size() == 2);
+  simdjson::dom::array gbps = best["gbps"].get_array().value();
+  std::size_t w = 0;
+  for (simdjson::dom::element d : workloads) {
+    // The same rate the report gives, from the same time; a column sum is never bound by the FMA rate.
+    CHECK(d["gbps"].get_double().value() == doctest::Approx(gbps.at(w).get_double().value()));
+    CHECK(d["bandwidth_share"].get_double().value() > 0);
+    const std::string_view bound = d["bound"].get_string().value();
+    CHECK_MESSAGE((bound == "memory-bound" || bound == "latency/overhead-bound"), bound);
+    ++w;
+  }
+  CHECK(best["diagnosis"]["gpu"].is_null());  // a CPU kernel
+
+  const auto show = kernelevolve("show " + db);
+  REQUIRE_MESSAGE(show.code == 0, show.err);
+  for (const char* want : {"diagnosis (rates from the spec's cost", "\n  t0: ", "\n  t1: ", "of copy peak", "GFLOP/s"}) {
+    CHECK_MESSAGE(show.out.find(want) != std::string::npos, want << "\n" << show.out);
+  }
+  const auto node = kernelevolve("show " + db + " --node 0");
+  REQUIRE_MESSAGE(node.code == 0, node.err);
+  for (const char* want : {"node 0 of run 1 (colsum on cpu", "seed from -, ok", "tunables: BLOCK=1",
+                           "t0 (M=1024 N=1024): ", "samples", "diagnosis (", "  t1: ", "resources: params=4"}) {
+    CHECK_MESSAGE(node.out.find(want) != std::string::npos, want << "\n" << node.out);
+  }
+  const auto absent = kernelevolve("show " + db + " --node 99");
+  CHECK(absent.code == 2);
+  CHECK(absent.err.find("has no node 99") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("every shipped problem passes check on the CPU") {
   const std::filesystem::path problems = std::filesystem::path(KE_SOURCE_DIR) / "problems";
   int checked = 0;

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include <kernelevolve/device.hpp>
+#include <kernelevolve/diagnosis.hpp>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 
@@ -271,7 +272,7 @@ TEST_CASE("cuda: compile, cache, launch, time, and report resources" * doctest::
   CHECK(res.count("shared_static_bytes") == 1);
   CHECK(res.count("spill_store_bytes") == 1);
   CHECK(res.at("max_threads_per_block") >= 256);
-  CHECK(res.at("occupancy_pct") > 0);
+  CHECK(res.count("occupancy_pct") == 0);  // the launch's block decides it: launch_resources, below
 
   const long long n = 1 << 20;
   std::vector<float> x(n), y(n, -1.f);
@@ -292,6 +293,16 @@ TEST_CASE("cuda: compile, cache, launch, time, and report resources" * doctest::
   bool same = true;
   for (long long i = 0; i < n; ++i) same &= y[i] == 3.f * x[i];
   CHECK(same);
+  // The occupancy the driver computes for this block: a small kernel of 256-thread blocks fills every SM
+  // of an sm_80+ part (2048 threads, 8 blocks), and a block of 1024 by the driver too.
+  const auto launched = device.launch_resources(*first.kernel, dims);
+  CHECK(launched.at("block_threads") == 256);
+  CHECK(launched.at("dynamic_shared_bytes") == 0);
+  CHECK(launched.at("active_blocks_per_sm") >= 4);
+  CHECK(launched.at("occupancy_pct") > 0);
+  CHECK(launched.at("occupancy_pct") <= 100);
+  MESSAGE("scale at 256 threads: " << res.at("registers") << " registers, " << launched.at("active_blocks_per_sm")
+                                   << " blocks/SM, occupancy " << launched.at("occupancy_pct") << "%");
 
   // A compile error is a result with the log, and so is a missing entry point.
   ks.source = "extern \"C\" __global__ void scale(float* y) { y[0] = undeclared; }";
@@ -393,6 +404,34 @@ TEST_CASE("cuda: each CUDA problem's seed and reference verify on the GPU" * doc
       const ke::Evaluation e = evaluator.evaluate(ke::Candidate{spec.seed.source, ke::Language::cuda, point}, 7);
       CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
     }
+  }
+}
+
+TEST_CASE("cuda: a candidate's diagnosis: rates against the measured ceilings, registers, spills, occupancy" *
+          doctest::skip(kNoGpu)) {
+  const ke::Spec spec = ke::load_spec((fs::path(source_dir()) / "problems/level1/row_sum/cuda.json").string());
+  ke::EvalOptions quick;
+  quick.trials = 1;
+  quick.max_reps = 20;
+  ke::LocalEvaluator evaluator(spec, gpu().device, quick);
+  // The seed (a row per thread, uncoalesced) and a coalesced point: 32 threads a row, 4-wide loads.
+  for (const ke::Bindings& point : {spec.seed_tunables(), ke::Bindings{{"THREADS", 256}, {"TPR", 32}, {"VEC", 4}, {"UNROLL", 4}}}) {
+    const ke::Evaluation e = evaluator.evaluate(ke::Candidate{spec.seed.source, ke::Language::cuda, point}, 11);
+    REQUIRE_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
+    const auto d = ke::diagnose(spec, point, e, gpu().device->info());
+    REQUIRE(d.has_value());
+    MESSAGE("THREADS " << point.at("THREADS") << ", TPR " << point.at("TPR") << ": " << ke::diagnosis_text(*d));
+    REQUIRE(d->workloads.size() == 2);
+    CHECK(*d->workloads[0].bandwidth_share > 0);
+    CHECK(*d->workloads[0].bandwidth_share < 1.5);  // 128 MiB of input: from memory, not from L2
+    CHECK(d->workloads[0].bound != ke::Bound::unknown);
+    REQUIRE(d->gpu.has_value());
+    CHECK(*d->gpu->registers > 0);
+    CHECK(d->gpu->spill_bytes.has_value());
+    CHECK(*d->gpu->block_threads == point.at("THREADS"));
+    CHECK(*d->gpu->active_blocks_per_sm >= 1);
+    CHECK(*d->gpu->occupancy_pct > 0);
+    CHECK(*d->gpu->occupancy_pct <= 100);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <kernelevolve/device.hpp>
+#include <kernelevolve/diagnosis.hpp>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 
@@ -47,6 +48,10 @@ struct FakeGpu {
   int pending = 0;    // an error the kernel left, reported by the next synchronize
   bool lost = false;  // after a sticky error every call fails
   std::string fail_next;  // the next call of this name fails with kInvalidValue
+  // The SM the occupancy calculator answers for (an H100's limits), and what each kernel uses of it.
+  int registers = 32;  // per thread, every kernel
+  int occupancy_queries = 0;
+  static constexpr int kRegistersPerSm = 65536, kSharedPerSm = 233472, kThreadsPerSm = 2048, kBlocksPerSm = 32;
 };
 
 class FakeDriver final : public gpu::Driver {
@@ -117,7 +122,20 @@ class FakeDriver final : public gpu::Driver {
     return status(0, "fakeModuleGetFunction");
   }
   std::map<std::string, std::int64_t> resources(gpu::FunctionHandle) override {
-    return {{"registers", 32}, {"shared_static_bytes", 1024}, {"local_bytes", 0}, {"max_threads_per_block", 1024}};
+    return {{"registers", gpu_->registers}, {"shared_static_bytes", 1024}, {"local_bytes", 0}, {"max_threads_per_block", 1024}};
+  }
+  // CUDA's calculator, simplified: whole warps of threads, registers by the thread, shared memory by the block.
+  gpu::Status occupancy(gpu::FunctionHandle, int block_threads, std::size_t dynamic_shared, Occupancy& out) override {
+    ++gpu_->occupancy_queries;
+    const gpu::Status s = status(0, "fakeOccupancy");
+    if (!s.ok()) return s;
+    const int warps = (block_threads + 31) / 32;
+    const std::size_t by_shared = FakeGpu::kSharedPerSm / (1024 + dynamic_shared);
+    out.blocks_per_sm = std::min({FakeGpu::kThreadsPerSm / (32 * warps), FakeGpu::kBlocksPerSm,
+                                  FakeGpu::kRegistersPerSm / (gpu_->registers * 32 * warps), static_cast<int>(by_shared)});
+    out.max_threads_per_sm = FakeGpu::kThreadsPerSm;
+    out.warp_size = 32;
+    return s;
   }
   gpu::Status allow_dynamic_shared(gpu::FunctionHandle, int bytes) override {
     ++gpu_->opt_ins;
@@ -600,6 +618,77 @@ TEST_CASE("gpu core: the evaluator verifies and times a kernel on it, inputs rot
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("gpu core: the occupancy a launch allows is asked of the driver, recorded, and read by the diagnosis") {
+  ke::Spec s;
+  s.name = "twice_occupancy";
+  s.language = ke::Language::cuda;
+  s.entry = "twice";
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+  s.workloads = {{{"n", 4096}}};
+  s.tolerance = {0, 0};
+  s.reference.source = kTwice;
+  s.seed.source = kTwice;
+  ke::LaunchRule rule;
+  rule.grid[0] = ke::Expr::parse("cdiv(n, THREADS)");
+  rule.block[0] = ke::Expr::parse("THREADS");
+  s.launch = rule;
+  s.tunables = {{"THREADS", {256, 512, 96}}};
+  s.validate();
+  auto g = make_fake_gpu();
+  g->registers = 64;  // 64 x 256 threads: 4 blocks fill the SM's 65536 registers
+  const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_occ_" + std::to_string(::getpid()));
+  ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
+  ke::EvalOptions options;
+  options.trials = 1;
+  options.max_reps = 5;
+  options.check_roofline = false;
+  auto device = std::make_shared<FakeDevice>(g);
+  ke::LocalEvaluator evaluator(s, device, options);
+
+  const ke::Candidate at_256{kTwice, ke::Language::cuda, {{"THREADS", 256}}};
+  const ke::Evaluation e = evaluator.evaluate(at_256, 1);
+  REQUIRE_MESSAGE(e.status == ke::Status::ok, e.message);
+  CHECK(g->occupancy_queries == 1);
+  CHECK(e.resources.at("block_threads") == 256);
+  CHECK(e.resources.at("dynamic_shared_bytes") == 0);
+  CHECK(e.resources.at("active_blocks_per_sm") == 4);
+  CHECK(e.resources.at("occupancy_pct") == 50);  // 4 blocks of 8 warps of the SM's 64
+  // 96 threads are 3 warps: registers would allow 10 blocks, the threads 21, so 10 blocks of 3 warps, 46%.
+  const ke::Evaluation narrow = evaluator.evaluate({kTwice, ke::Language::cuda, {{"THREADS", 96}}}, 2);
+  REQUIRE_MESSAGE(narrow.status == ke::Status::ok, narrow.message);
+  CHECK(narrow.resources.at("active_blocks_per_sm") == 10);
+  CHECK(narrow.resources.at("occupancy_pct") == 46);
+
+  // The diagnosis reads them; the spec has no cost, so the rates are unknown, and said to be.
+  const auto d = ke::diagnose(s, at_256.tunables, e, device->info());
+  REQUIRE(d.has_value());
+  REQUIRE(d->gpu.has_value());
+  CHECK(d->gpu->registers == 64);
+  CHECK(d->gpu->local_bytes == 0);
+  CHECK(d->gpu->spill_bytes == 0);  // the fake compiler reports its spills as ptxas does
+  CHECK(d->gpu->occupancy_pct == 50);
+  CHECK(ke::gpu_diagnosis_text(*d->gpu) == "regs 64, spills 0 B, smem 1024 B, occupancy 50% (block 256, 4 blocks/SM)");
+  REQUIRE(d->workloads.size() == 1);
+  CHECK_FALSE(d->workloads[0].bytes_per_s.has_value());
+  CHECK(d->workloads[0].bound == ke::Bound::unknown);
+  CHECK(ke::diagnosis_text(*d).find("GB/s unknown (the spec has no cost.bytes)") != std::string::npos);
+
+  // A query the driver refuses leaves the occupancy unknown, and the device usable.
+  g->fail_next = "fakeOccupancy";
+  const ke::Evaluation refused = evaluator.evaluate({kTwice, ke::Language::cuda, {{"THREADS", 512}}}, 3);
+  REQUIRE_MESSAGE(refused.status == ke::Status::ok, refused.message);
+  CHECK(refused.resources.at("block_threads") == 512);
+  CHECK(refused.resources.count("occupancy_pct") == 0);
+  CHECK(device->healthy());
+  const auto unknown = ke::diagnose(s, {{"THREADS", 512}}, refused, device->info());
+  REQUIRE(unknown.has_value());
+  CHECK(ke::gpu_diagnosis_text(*unknown->gpu).find("occupancy unknown") != std::string::npos);
+  ::unsetenv("KE_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("gpu core: a kernel whose compiler fixed its launch (Triton's) gets that block, shared memory and scratch") {
   auto g = make_fake_gpu();
   FakeDevice device(g);
@@ -631,6 +720,16 @@ TEST_CASE("gpu core: a kernel whose compiler fixed its launch (Triton's) gets th
   dims.grid[0] = 8;                                 // a larger grid: more scratch
   REQUIRE(device.launch(*c.kernel, args, dims).ok);
   CHECK(g->live_allocations == allocations + 1);
+  // Its occupancy is that of the launch it gets: 128 threads and 70000 bytes of shared memory (and 1024
+  // static) a block, so the SM's 233472 bytes hold 3 blocks of 4 warps: 12 of 64, 18%.
+  const auto occupancy = device.launch_resources(*c.kernel, dims);
+  CHECK(occupancy.at("block_threads") == 128);
+  CHECK(occupancy.at("dynamic_shared_bytes") == 70000);
+  CHECK(occupancy.at("active_blocks_per_sm") == 3);
+  CHECK(occupancy.at("occupancy_pct") == 18);
+  // Another device's kernel is not this one's to say anything of.
+  FakeDevice other(make_fake_gpu());
+  CHECK(other.launch_resources(*c.kernel, dims).empty());
   // The same source in the device's own language is compiled as that: another kernel, no fixed launch.
   ks.language = ke::Language::hip;
   CHECK_FALSE(device.compile(ks).ok());

@@ -241,6 +241,49 @@ TEST_CASE("memory modes: inherit shows the lineage, siblings the parent's other 
   CHECK(m.prompt.find("lineage") == std::string::npos);
 }
 
+TEST_CASE("the prompt gives the parent's diagnosis per workload, a GPU's resources, and the best's diagnosis") {
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::DeviceInfo device;
+  device.kind = "cpu";
+  device.name = "Test CPU";
+  device.peak_bytes_per_s = 100e9;
+  device.peak_flops_per_s = 500e9;
+  ke::Node& seed = f.graph.node(0);
+  // As a GPU device records them (the prompt prints whatever the node carries).
+  seed.evaluation.resources = {{"registers", 40}, {"spill_store_bytes", 0}, {"shared_static_bytes", 4096},
+                               {"block_threads", 256}, {"active_blocks_per_sm", 6}, {"occupancy_pct", 75}};
+  seed.diagnosis = ke::diagnose(f.spec, seed.candidate.tunables, seed.evaluation, device);
+  ke::Node child;
+  child.parents = {0};
+  child.mutator = "param";
+  child.candidate = {f.spec.seed.source, ke::Language::c, {{"BLOCK", 2}}};
+  child.evaluation.status = ke::Status::ok;
+  child.evaluation.timings = {{50, 50, 50, 0, 5}, {50, 50, 50, 0, 5}};
+  child.speedup = 20;
+  child.diagnosis = ke::diagnose(f.spec, child.candidate.tunables, child.evaluation, device);
+  f.graph.add(child);
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation m = f.mutate(mutator);
+  REQUIRE_MESSAGE(m.child.has_value(), m.error);
+  // colsum's w0 (M = N = 1024) moves 4 * 1024 * 1024 + 4 * 1024 bytes and does 1024 * 1024 flops: in 1000 us,
+  // 4.2 GB/s of 100 and 1.05 GFLOP/s of 500, far under both.
+  CHECK(m.prompt.find("latency/overhead-bound when both are under 10%") != std::string::npos);
+  CHECK(m.prompt.find("\n- w0 1000 us, 4.20 GB/s (4% of copy peak), 1.05 GFLOP/s (0.2% of FMA peak), "
+                      "latency/overhead-bound\n") != std::string::npos);
+  CHECK(m.prompt.find("\n- w1 1000 us, ") != std::string::npos);
+  CHECK(m.prompt.find("\n- regs 40, spills 0 B, smem 4096 B, occupancy 75% (block 256, 6 blocks/SM)\n") !=
+        std::string::npos);
+  // The best (the child, at 50 us: 84 GB/s) gets its own, and among the parent's children its line names the
+  // bound of each workload.
+  CHECK(m.prompt.find("## Best kernel so far (node 1): ok, 20x over the seed, median times w0 50 us (memory-bound)") !=
+        std::string::npos);
+  CHECK(m.prompt.find("\nDiagnosis:\n- w0 50.0 us, 84.0 GB/s (84% of copy peak), 21.0 GFLOP/s (4% of FMA peak), "
+                      "memory-bound\n") != std::string::npos);
+  CHECK(server.requests().at(0).body.find("of copy peak") != std::string::npos);
+}
+
 TEST_CASE("the knowledge base: shipped passages and a user's own folder, within the budget") {
   ke::mutators::KnowledgeBase shipped({ke::mutators::shipped_knowledge_dir()});
   CHECK(shipped.passages() > 10);
@@ -347,6 +390,11 @@ TEST_CASE("a recorded run: the model's kernel becomes the best, and the paramete
   CHECK(model_node.tokens == 900);
   CHECK(model_node.prompt.find("## Problem: colsum") != std::string::npos);
   CHECK(model_node.answer.find("ke:tunable CHUNK") != std::string::npos);
+  // The Evolver diagnosed each ok node once it was measured, and the model was given the seed's.
+  for (const ke::Node& n : g.nodes()) CHECK(n.diagnosis.has_value() == (n.evaluation.status == ke::Status::ok));
+  REQUIRE(g.node(0).diagnosis.has_value());
+  CHECK(model_node.prompt.find("\n- w0 " + ke::workload_diagnosis_text(g.node(0).diagnosis->workloads[0]) + "\n") !=
+        std::string::npos);
   REQUIRE_MESSAGE(model_node.evaluation.status == ke::Status::ok, model_node.evaluation.message);
   CHECK(model_node.candidate.tunables.at("CHUNK") == 16);
   CHECK(model_node.speedup > 1.5);  // the model's kernel beat the seed: it was the best when it landed

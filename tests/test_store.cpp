@@ -53,7 +53,8 @@ using ke::testing::grid_spec;
 // (with a worst mismatch), the rest is ok with resources. Counts its calls.
 class Surface final : public ke::FitnessEvaluator {
  public:
-  explicit Surface(std::string device_name = "surface") : name_(std::move(device_name)) {}
+  explicit Surface(std::string device_name = "surface", double peak_bytes_per_s = 0, double peak_flops_per_s = 0)
+      : name_(std::move(device_name)), peak_bytes_(peak_bytes_per_s), peak_flops_(peak_flops_per_s) {}
   std::atomic<int> calls{0};
   ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t) override {
     ++calls;
@@ -78,10 +79,13 @@ class Surface final : public ke::FitnessEvaluator {
     e.compile_ms = 12.5;
     return e;
   }
-  ke::DeviceInfo device_info() override { return {"synthetic:0", "synthetic", name_, 1, 0, 0, 0, 0, {}}; }
+  ke::DeviceInfo device_info() override {
+    return {"synthetic:0", "synthetic", name_, 1, 0, peak_bytes_, peak_flops_, 0, {}};
+  }
 
  private:
   std::string name_;
+  double peak_bytes_, peak_flops_;
 };
 
 struct RunOutcome {
@@ -218,6 +222,52 @@ TEST_CASE("a run is committed node by node and loads back whole") {
   // One source row for nineteen nodes: a parameter search shares its text.
   CHECK(query_int(path, "SELECT count(*) FROM sources") == 1);
   CHECK(store->integrity_check() == "ok");
+}
+
+TEST_CASE("diagnoses are read back from the store: derived from the run's spec and ceilings, as the search made them") {
+  TempDir dir;
+  const std::string path = dir / "diagnosed.db";
+  auto store = std::make_shared<ke::Store>(path);
+  ke::Spec spec = grid_spec();
+  spec.cost_bytes = ke::Expr::parse("8 * n * A");
+  spec.cost_flops = ke::Expr::parse("1000 * n * B");
+  spec.validate();
+  const RunOutcome out =
+      recorded_run(store, spec, std::make_shared<Surface>("surface", 1e9, 1e11), ke::max_evaluations(1000));
+  const ke::Checkpoint cp = store->load(out.run);
+  REQUIRE(cp.graph.size() == out.nodes.size());
+  int diagnosed = 0;
+  for (const ke::Node& want : out.nodes) {
+    const ke::Node& got = cp.graph.node(want.id);
+    INFO("node " << want.id);
+    REQUIRE(got.diagnosis.has_value() == (want.evaluation.status == ke::Status::ok));
+    REQUIRE(want.diagnosis.has_value() == got.diagnosis.has_value());
+    if (!got.diagnosis) continue;
+    ++diagnosed;
+    CHECK(ke::diagnosis_json(*got.diagnosis) == ke::diagnosis_json(*want.diagnosis));
+    // The rates are the cost over the stored time, against the run's ceilings.
+    const double a = static_cast<double>(got.candidate.tunables.at("A"));
+    const double t0 = got.evaluation.timings[0].median_us;
+    CHECK(*got.diagnosis->workloads[0].bytes_per_s == doctest::Approx(8 * 100 * a / (t0 * 1e-6)));
+    CHECK(*got.diagnosis->workloads[0].bandwidth_share == doctest::Approx(8 * 100 * a / (t0 * 1e-6) / 1e9));
+    REQUIRE(got.diagnosis->gpu.has_value());  // the surface reports registers, as a GPU does
+    CHECK(got.diagnosis->gpu->registers == static_cast<std::int64_t>(4 * a));
+  }
+  CHECK(diagnosed > 5);
+  // Nothing of it is a column: the diagnosis needs no migration, and an older run gets one too.
+  CHECK(query_int(path, "SELECT count(*) FROM pragma_table_info('nodes') WHERE name LIKE '%diagnos%'") == 0);
+  // The JSON export carries each node's, null where the node is not ok.
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  const std::string exported = ke::export_json(*store, out.run);
+  REQUIRE(parser.parse(exported).get(doc) == simdjson::SUCCESS);
+  simdjson::dom::array nodes;
+  REQUIRE(doc["nodes"].get_array().get(nodes) == simdjson::SUCCESS);
+  for (simdjson::dom::element node : nodes) {
+    const bool ok = std::string_view(node["status"].get_string().value()) == "ok";
+    CHECK(node["diagnosis"].is_null() == !ok);
+    if (ok) CHECK(node["diagnosis"]["workloads"].get_array().value().size() == 2);
+  }
 }
 
 TEST_CASE("the database is in WAL mode and carries its schema version and application id") {

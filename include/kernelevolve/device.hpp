@@ -30,6 +30,10 @@ struct DeviceInfo {
   std::map<std::string, std::string> properties;  // anything else worth printing
 };
 
+// The FMA peak one kernel can reach: a CPU kernel runs on the calling thread, so one core's share of the
+// machine's peak_flops_per_s; a GPU kernel has the whole device.
+double kernel_peak_flops(const DeviceInfo& device);
+
 // What to compile: the source, its language and entry, the signature (for the CPU call trampoline),
 // the tunables as macros and any extra flags.
 struct KernelSource {
@@ -131,6 +135,14 @@ class Device {
   // When timed, caches are flushed first if flush_cache and the device can.
   virtual LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed = false,
                               bool flush_cache = false) = 0;
+  // What the device can say of `kernel` launched in `dims` beyond Kernel::resources(), where only the launch
+  // tells (the block is the spec's rule): on a GPU "block_threads" and "dynamic_shared_bytes" as launched,
+  // "active_blocks_per_sm" by the driver's occupancy calculator and "occupancy_pct", the warps those blocks
+  // hold over the most an SM (CU) holds. Empty where the device cannot say (the CPU).
+  virtual std::map<std::string, std::int64_t> launch_resources(Kernel& kernel, const LaunchDims& dims) {
+    (void)kernel, (void)dims;
+    return {};
+  }
   // False once a kernel has left the device unusable (a GPU context poisoned by an illegal address):
   // the worker then replaces its process, since nothing in it can be trusted any more.
   virtual bool healthy() const { return true; }

@@ -2,6 +2,7 @@
 #pragma once
 #include "kernelevolve/candidate.hpp"
 #include "kernelevolve/device.hpp"
+#include "kernelevolve/diagnosis.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/evolver.hpp"
 #include "kernelevolve/expr.hpp"

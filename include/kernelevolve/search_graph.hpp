@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernelevolve/candidate.hpp"
+#include "kernelevolve/diagnosis.hpp"
 #include "kernelevolve/fitness.hpp"
 
 namespace kernelevolve {
@@ -30,6 +31,9 @@ struct Node {
   double mutation_s = 0;         // how long the mutator took to make this node
   double cost_usd = 0;           // what the model's call cost, in US dollars (0 unpriced, or no model)
   std::string model;             // the model that wrote it, when a model did
+  // Where an ok node's time goes (diagnosis.hpp): set by the Evolver when the evaluation is recorded and by
+  // the Store when a run is loaded; none for a node that is not ok, or one a host added without it.
+  std::optional<Diagnosis> diagnosis;
 };
 
 // The largest relative spread (median absolute deviation over median) of an evaluation's workloads.

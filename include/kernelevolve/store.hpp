@@ -177,6 +177,10 @@ std::vector<std::string> keep_run_prices(Store& store, RunId run, Mutator& mutat
 // A table of the run's nodes (id, parent, mutator, status, time per workload, speedup, note) and the
 // lineage of its best node. `limit` > 0 keeps the table to the first nodes (the lineage is always whole).
 std::string show_run_text(const Store& store, RunId run, std::size_t limit = 0);
+// One node of a stored run in full (`kernelevolve show --node`): parents, mutator and note, status and message,
+// tunables, per workload its time with the spread and its diagnosis, its resources, the worst mismatch, and the
+// end of its compiler log. Throws Error(BadUsage) for a node the run does not have.
+std::string show_node_text(const Store& store, RunId run, NodeId node);
 // The best kernel's source, ready to compile on its own: a comment saying where it came from, then each
 // tunable as a #define guarded by #ifndef (so -DNAME=... still overrides it), then the source. None if the
 // run has no correct node.

@@ -162,6 +162,11 @@ const std::vector<Backend>& backends() {
 
 }  // namespace
 
+double kernel_peak_flops(const DeviceInfo& device) {
+  if (device.kind == "cpu") return device.peak_flops_per_s / std::max(1, device.compute_units);
+  return device.peak_flops_per_s;
+}
+
 std::shared_ptr<Device> open_device(const std::string& id) {
   const auto parsed = parse_device_id(id);
   if (parsed) {

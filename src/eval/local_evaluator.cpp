@@ -318,6 +318,13 @@ struct LocalEvaluator::Impl {
           return e;
         }
       }
+      // What only the launch tells (a GPU's occupancy for the rule's block), asked after the launches so that
+      // any opt-in to more dynamic shared memory is made. The first workload's launch stands for all: the
+      // block is normally the tunables' alone.
+      if (!spec.workloads.empty()) {
+        const LaunchDims dims = launch_dims(spec, spec.workloads[0], cand.tunables);
+        for (const auto& [name, value] : device->launch_resources(*compiled.kernel, dims)) e.resources[name] = value;
+      }
     } catch (const Error&) {
       throw;
     } catch (const std::exception& ex) {

@@ -22,6 +22,7 @@ std::string node_json(const Node& n, bool with_source) {
   const auto t = n.evaluation.median_us();
   for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i];
   out << "]";
+  if (n.diagnosis) out << ", \"diagnosis\": " << diagnosis_json(*n.diagnosis);
   if (!n.evaluation.compile_log.empty()) out << ", \"compile_log\": " << json_quote(tail(n.evaluation.compile_log, 4000));
   if (n.evaluation.worst && n.evaluation.status == Status::incorrect) {
     const Mismatch& m = *n.evaluation.worst;

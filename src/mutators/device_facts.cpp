@@ -26,10 +26,9 @@ std::string cpu_facts(const DeviceInfo& d, Language language) {
   std::ostringstream out;
   out << d.name << " (" << d.id << ", target CPU " << property(d, "llvm_cpu") << ", " << d.compute_units
       << " cores in the machine).\n";
-  const int cores = std::max(1, d.compute_units);
   out << "The kernel runs on ONE core, on the calling thread; it may not start threads. The ceilings of that core: ";
   if (d.peak_flops_per_s > 0) {
-    out << "fp32 peak " << rate(d.peak_flops_per_s / cores / 1e9, "GFLOP/s") << " (" << d.vector_bits
+    out << "fp32 peak " << rate(kernel_peak_flops(d) / 1e9, "GFLOP/s") << " (" << d.vector_bits
         << "-bit vectors, 2 FMA units, " << property(d, "max_ghz").substr(0, 4) << " GHz)";
   }
   if (d.peak_bytes_per_s > 0) out << ", memory copy " << rate(d.peak_bytes_per_s / 1e9, "GB/s") << " (measured on one thread)";

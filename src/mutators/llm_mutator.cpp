@@ -36,8 +36,34 @@ std::string bindings_text(const Bindings& b) {
 std::string times_text(const Node& n) {
   std::ostringstream out;
   const auto t = n.evaluation.median_us();
-  for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << "w" << i << " " << t[i] << " us";
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    out << (i ? ", " : "") << "w" << i << " " << t[i] << " us";
+    // The bound alone where a node is one of many (lineage, siblings); the parent and the best get it all.
+    if (n.diagnosis && i < n.diagnosis->workloads.size() && n.diagnosis->workloads[i].bound != Bound::unknown) {
+      out << " (" << to_string(n.diagnosis->workloads[i].bound) << ")";
+    }
+  }
   return t.empty() ? "-" : out.str();
+}
+
+// A node's diagnosis, a line per workload and one for the GPU's resources, under a legend (the first time)
+// that says how the figures are made; empty for a node without one.
+std::string diagnosis_lines(const Node& n, bool legend) {
+  if (!n.diagnosis) return "";
+  const Diagnosis& d = *n.diagnosis;
+  std::ostringstream out;
+  out << "Diagnosis";
+  if (legend) {
+    out << " (rates are the spec's cost over the median time; shares are of the device's measured copy bandwidth "
+           "and FMA peak, and over 100% of the copy peak means caches serve the data; memory- or compute-bound by the "
+           "larger share, latency/overhead-bound when both are under "
+        << std::lround(kLatencyBoundShare * 100) << "%)";
+  }
+  out << (d.note.empty() ? "" : " (" + d.note + ")") << ":\n";
+  for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "- w" << w << " " << workload_diagnosis_text(d.workloads[w]) << "\n";
+  if (d.gpu) out << "- " << gpu_diagnosis_text(*d.gpu) << "\n";
+  for (const auto& [name, value] : d.counters) out << "- " << name << " " << value << "\n";
+  return out.str();
 }
 
 std::string outcome(const Node& n) {
@@ -240,8 +266,8 @@ struct LlmMutator::Impl {
     std::ostringstream out;
     if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
     problem_section(out, spec);
-    out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent) << "\nTunables: "
-        << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language) << "\n"
+    out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent) << "\n" << diagnosis_lines(parent, true)
+        << "Tunables: " << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language) << "\n"
         << parent.candidate.source << (parent.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
 
     if (memory == "inherit" || memory == "both") {
@@ -279,8 +305,8 @@ struct LlmMutator::Impl {
       if (!failures.empty()) out << "\n## Recent failures to avoid\n" << failures;
       if (const auto best = g.best(); best && *best != parent.id) {
         const Node& b = g.node(*best);
-        out << "\n## Best kernel so far (node " << b.id << "): " << outcome(b) << "\nTunables: "
-            << bindings_text(b.candidate.tunables) << "\n```" << to_string(b.candidate.language) << "\n"
+        out << "\n## Best kernel so far (node " << b.id << "): " << outcome(b) << "\n" << diagnosis_lines(b, !parent.diagnosis)
+            << "Tunables: " << bindings_text(b.candidate.tunables) << "\n```" << to_string(b.candidate.language) << "\n"
             << b.candidate.source << (b.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
       }
       warm_section(out, g, parent.id, g.best());

@@ -164,7 +164,17 @@ RunResult Evolver::run() {
     }
   } join_all{threads};
   int in_flight = 0;
-  for (Observer* o : s.observers) o->on_start(s.spec, s.evaluator->device_info());
+  // The ceilings every diagnosis is taken against, asked for once (a worker evaluator's cross a pipe).
+  const DeviceInfo device = s.evaluator->device_info();
+  for (Observer* o : s.observers) o->on_start(s.spec, device);
+  // Diagnoses a node once, when its evaluation is recorded (a checkpoint's nodes may come without one).
+  auto diagnose_node = [&](NodeId id) {
+    Node& n = s.graph.node(id);
+    n.diagnosis = diagnose(s.spec, n.candidate.tunables, n.evaluation, device);
+  };
+  for (const Node& n : s.graph.nodes()) {
+    if (!n.diagnosis) diagnose_node(n.id);
+  }
 
   // Adds a pending node and evaluates it on its own thread.
   auto launch = [&](Node node) {
@@ -205,6 +215,7 @@ RunResult Evolver::run() {
     const Evaluation& baseline = seed_here != seed_by_class.end() ? seed_here->second : s.graph.node(0).evaluation;
     const double gain = id == 0 ? (evaluation.status == Status::ok ? 1.0 : 0.0) : speedup(baseline, evaluation);
     s.graph.record_evaluation(id, std::move(evaluation), gain);
+    diagnose_node(id);
     const Node& node = s.graph.node(id);
     count(node);
     result.state.elapsed_s = elapsed();
@@ -304,6 +315,7 @@ RunResult Evolver::run() {
           node.evaluation.status = Status::pending;  // recorded as collect() records the seed's
           const NodeId id = s.graph.add(std::move(node));
           s.graph.record_evaluation(id, std::move(e), 1.0);
+          diagnose_node(id);
           const Node& first = s.graph.node(id);
           count(first);
           result.state.elapsed_s = elapsed();

@@ -186,6 +186,7 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
         << ", \"roofline_share\": " << array(t.size(), [&](std::size_t i) {
              return number(roofline_share(spec, spec.workloads[i], tun, t[i], device));
            })
+        << ", \"diagnosis\": " << (best.diagnosis ? diagnosis_json(*best.diagnosis) : "null")
         << ", \"lineage\": " << array(graph.lineage(best.id).size(), [&](std::size_t i) {
              return std::to_string(graph.lineage(best.id)[i]);
            })

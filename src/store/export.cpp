@@ -80,6 +80,20 @@ std::string model_prefix(const Node& n) {
   return "[" + n.model + (n.cost_usd > 0 ? " " + usd(n.cost_usd) : "") + "] ";
 }
 
+// A node's diagnosis, a line per workload (named as the table names them) and one for a GPU's resources.
+std::string diagnosis_block(const Node& n) {
+  if (!n.diagnosis) return "";
+  const Diagnosis& d = *n.diagnosis;
+  std::ostringstream out;
+  out << "diagnosis (rates from the spec's cost; shares of the device's copy bandwidth, which caches may pass, and "
+         "FMA peak"
+      << (d.note.empty() ? "" : "; " + d.note) << "):\n";
+  for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "  t" << w << ": " << workload_diagnosis_text(d.workloads[w]) << "\n";
+  if (d.gpu) out << "  " << gpu_diagnosis_text(*d.gpu) << "\n";
+  for (const auto& [name, value] : d.counters) out << "  " << name << " " << value << "\n";
+  return out.str();
+}
+
 std::string run_state(const RunInfo& info) {
   if (!info.finished_at.empty()) return "finished " + info.finished_at + ": " + info.stop_reason;
   return "not finished (interrupted, or still running); last commit " + info.updated_at;
@@ -160,12 +174,60 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
   const Node& b = g.node(*best);
   out << "best: node " << b.id << ", " << number(b.speedup, "%.3f") << "x over the seed (geometric mean)";
   if (!b.candidate.tunables.empty()) out << ", " << tunables_text(b.candidate.tunables);
-  out << "\nlineage of the best:\n";
+  out << "\n" << diagnosis_block(b);
+  out << "lineage of the best:\n";
   for (NodeId id : g.lineage(b.id)) {
     const Node& n = g.node(id);
     std::snprintf(cell, sizeof cell, "  %6lld %-9s %8s  ", static_cast<long long>(n.id), one_line(n.mutator, 9).c_str(),
                   n.evaluation.status == Status::ok ? (number(n.speedup, "%.2f") + "x").c_str() : to_string(n.evaluation.status));
     out << cell << one_line(model_prefix(n) + n.note, 90) << "\n";
+  }
+  return out.str();
+}
+
+std::string show_node_text(const Store& store, RunId run, NodeId id) {
+  const RunInfo info = store.run(run);
+  const Checkpoint cp = store.load(run);
+  const SearchGraph& g = cp.graph;
+  if (id < 0 || static_cast<std::size_t>(id) >= g.size()) {
+    throw Error(ErrorCode::BadUsage, "run " + std::to_string(run) + " of " + store.path() + " has no node " +
+                                         std::to_string(id) + " (it has " + std::to_string(g.size()) + ": 0 to " +
+                                         std::to_string(static_cast<long long>(g.size()) - 1) + ")");
+  }
+  const Node& n = g.node(id);
+  const Evaluation& e = n.evaluation;
+  std::ostringstream out;
+  out << "node " << n.id << " of run " << info.id << " (" << info.spec_name << " on " << info.device.id << ", "
+      << info.device.name << "): " << n.mutator << " from " << parents_text(n) << ", " << to_string(e.status);
+  if (e.status == Status::ok) out << ", " << number(n.speedup, "%.3f") << "x over the seed (geometric mean)";
+  out << "\n";
+  if (!n.note.empty()) out << "  note: " << one_line(n.note, 200) << "\n";
+  if (!e.message.empty()) out << "  message: " << one_line(e.message, 200) << "\n";
+  out << "  tunables: " << (n.candidate.tunables.empty() ? "(none)" : tunables_text(n.candidate.tunables)) << "\n";
+  const auto names = workload_names(info, e.timings.size());
+  char line[160];
+  for (std::size_t w = 0; w < e.timings.size(); ++w) {
+    const WorkloadTiming& t = e.timings[w];
+    std::snprintf(line, sizeof line, "  t%zu (%s): %.1f us, spread %.1f us, range %.1f to %.1f us, %d samples\n", w,
+                  names[w].c_str(), t.median_us, t.mad_us, t.min_us, t.max_us, t.samples);
+    out << line;
+  }
+  out << diagnosis_block(n);
+  if (!e.resources.empty()) {
+    out << "resources:";
+    for (const auto& [k, v] : e.resources) out << " " << k << "=" << v;
+    out << "\n";
+  }
+  if (e.worst) {
+    // An ok node keeps its worst element too: how near the tolerance it came.
+    out << (e.status == Status::ok ? "worst element (within tolerance): " : "worst mismatch: ") << e.worst->buffer << "[" << e.worst->index << "] = " << number(e.worst->got)
+        << ", expected " << number(e.worst->expected) << " (workload " << e.worst->workload << ")\n";
+  }
+  if (!e.compile_log.empty()) {
+    const std::size_t keep = 2000;
+    out << "compiler log" << (e.compile_log.size() > keep ? " (the end)" : "") << ":\n"
+        << (e.compile_log.size() > keep ? e.compile_log.substr(e.compile_log.size() - keep) : e.compile_log);
+    if (e.compile_log.back() != '\n') out << "\n";
   }
   return out.str();
 }
@@ -266,6 +328,7 @@ std::string export_json(const Store& store, RunId run) {
     } else {
       out << "null";
     }
+    out << ", \"diagnosis\": " << (n.diagnosis ? diagnosis_json(*n.diagnosis) : "null");
     out << ", \"tokens\": " << n.tokens << ", \"cost_usd\": " << number(n.cost_usd)
         << ", \"source\": " << it->second;
     if (!e.compile_log.empty()) out << ", \"compile_log\": " << json_quote(e.compile_log);

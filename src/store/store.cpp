@@ -853,6 +853,14 @@ Checkpoint Store::load(RunId run, std::vector<std::int64_t>* kept_uids) const {
       loaded[it->second].node.answer = s.text(2);
     }
   }
+  // Diagnoses are not stored: they are a function of the run's spec and device (its ceilings are kept with it)
+  // and each node's tunables, times and resources, so every run, an old one too, is diagnosed on reading.
+  std::optional<Spec> spec;
+  try {
+    spec = parse_spec(info.spec_json, info.spec_path.empty() ? info.spec_name : info.spec_path);
+  } catch (const std::exception&) {
+    // A spec this build no longer reads: its nodes load without diagnoses.
+  }
   // Dense ids in the order the nodes were made: a node lost in flight leaves no hole.
   std::unordered_map<std::int64_t, NodeId> dense;  // uid -> graph id
   for (LoadedNode& ln : loaded) {
@@ -867,6 +875,7 @@ Checkpoint Store::load(RunId run, std::vector<std::int64_t>* kept_uids) const {
     if (cp.graph.size() > 0 && n.evaluation.status == Status::ok) {
       n.speedup = speedup(cp.graph.node(0).evaluation, n.evaluation);
     }
+    if (spec) n.diagnosis = diagnose(*spec, n.candidate.tunables, n.evaluation, info.device);
     cp.graph.add(std::move(n));
   }
   return cp;

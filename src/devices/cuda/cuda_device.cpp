@@ -254,6 +254,7 @@ class CudaDriver final : public gpu::Driver {
     require("cuEventCreate", api->cuEventCreate(&d->start_, CU_EVENT_DEFAULT));
     require("cuEventCreate", api->cuEventCreate(&d->stop_, CU_EVENT_DEFAULT));
     api->cuDeviceGetAttribute(&d->max_threads_per_sm_, CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, d->device_);
+    api->cuDeviceGetAttribute(&d->warp_size_, CU_DEVICE_ATTRIBUTE_WARP_SIZE, d->device_);
     return d;
   }
   ~CudaDriver() override {
@@ -328,15 +329,16 @@ class CudaDriver final : public gpu::Driver {
     resources["const_bytes"] = attr(CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES);
     resources["max_threads_per_block"] = attr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
     resources["binary_version"] = attr(CU_FUNC_ATTRIBUTE_BINARY_VERSION);
-    // The block size is the launch rule's, unknown here: occupancy is given for the largest block the
-    // kernel allows (its __launch_bounds__ or the device limit) without dynamic shared memory.
-    const int threads = static_cast<int>(resources["max_threads_per_block"]);
-    int blocks = 0;
-    if (threads > 0 && api_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fn, threads, 0) == CUDA_SUCCESS) {
-      resources["occupancy_blocks_per_sm"] = blocks;
-      resources["occupancy_pct"] = max_threads_per_sm_ > 0 ? 100LL * blocks * threads / max_threads_per_sm_ : 0;
-    }
+    // Occupancy depends on the launch's block, the spec's rule, unknown here: GpuDevice::launch_resources.
     return resources;
+  }
+  gpu::Status occupancy(gpu::FunctionHandle fn, int block_threads, std::size_t dynamic_shared,
+                        Occupancy& out) override {
+    out.max_threads_per_sm = max_threads_per_sm_;
+    out.warp_size = warp_size_;
+    return {api_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&out.blocks_per_sm, static_cast<CUfunction>(fn),
+                                                             block_threads, dynamic_shared),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor"};
   }
   gpu::Status allow_dynamic_shared(gpu::FunctionHandle fn, int bytes) override {
     const auto f = static_cast<CUfunction>(fn);
@@ -358,6 +360,7 @@ class CudaDriver final : public gpu::Driver {
   CUevent start_ = nullptr;
   CUevent stop_ = nullptr;
   int max_threads_per_sm_ = 2048;
+  int warp_size_ = 32;
 };
 
 // The GPU core with NVRTC as its compiler, verification on the GPU, and memory shared over CUDA IPC.

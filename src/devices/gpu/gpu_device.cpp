@@ -2,6 +2,7 @@
 #include "devices/gpu/gpu_device.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -155,6 +156,15 @@ class GpuKernel final : public Kernel {
   FunctionHandle fn_;
   std::map<std::string, std::int64_t> resources_;
 };
+
+// The launch a kernel gets: the rule's, overridden by what its compiler fixed (Triton's block and shared memory).
+LaunchDims as_launched(const GpuKernel& kernel, const LaunchDims& rule) {
+  LaunchDims dims = rule;
+  const KernelLaunch& fixed = kernel.launch;
+  if (fixed.block_threads) dims.block[0] = fixed.block_threads, dims.block[1] = dims.block[2] = 1;
+  dims.shared_bytes = std::max<std::int64_t>(dims.shared_bytes, fixed.shared_bytes);
+  return dims;
+}
 
 // ke_compare's record of a block's worst element (the CUDA device's verify_kernels.hpp).
 struct Worst {
@@ -327,10 +337,8 @@ LaunchResult GpuDevice::launch(Kernel& kernel, void** args, const LaunchDims& ru
   if (!k || k->context() != ctx_.get()) return fail(ctx_->id() + ": the kernel was not compiled by this device");
   if (!healthy()) return fail(unusable(ctx_->id(), ctx_->poison()));
   // What the kernel's compiler fixed (Triton's block, shared memory and scratch pointers) overrides the rule.
-  LaunchDims dims = rule;
+  const LaunchDims dims = as_launched(*k, rule);
   const KernelLaunch& fixed = k->launch;
-  if (fixed.block_threads) dims.block[0] = fixed.block_threads, dims.block[1] = dims.block[2] = 1;
-  dims.shared_bytes = std::max<std::int64_t>(dims.shared_bytes, fixed.shared_bytes);
   if (std::string why = invalid_launch(dims); !why.empty()) return fail(why);
   std::vector<void*> extended;
   std::vector<DevicePtr> scratch_ptrs(fixed.scratch.size(), 0);
@@ -400,6 +408,34 @@ LaunchResult GpuDevice::launch(Kernel& kernel, void** args, const LaunchDims& ru
     result.time_us = static_cast<double>(ms) * 1000.0;
   }
   return result;
+}
+
+std::map<std::string, std::int64_t> GpuDevice::launch_resources(Kernel& kernel, const LaunchDims& rule) {
+  auto* k = dynamic_cast<GpuKernel*>(&kernel);
+  if (!k || k->context() != ctx_.get() || !healthy()) return {};
+  const LaunchDims dims = as_launched(*k, rule);
+  if (!invalid_launch(dims).empty()) return {};
+  const std::int64_t threads = dims.block[0] * dims.block[1] * dims.block[2];
+  std::map<std::string, std::int64_t> out{{"block_threads", threads}, {"dynamic_shared_bytes", dims.shared_bytes}};
+  if (threads > INT_MAX) return out;
+  Driver::Occupancy occupancy;
+  Status s;
+  {
+    auto lock = ctx_->acquire();
+    s = ctx_->driver().occupancy(k->function(), static_cast<int>(threads), static_cast<std::size_t>(dims.shared_bytes),
+                                 occupancy);
+  }
+  // A question the driver cannot answer says nothing of the kernel: its occupancy stays unknown, and the
+  // device is not suspected (Context::failed is for calls that ran work).
+  if (!s.ok()) return out;
+  out["active_blocks_per_sm"] = occupancy.blocks_per_sm;
+  if (occupancy.max_threads_per_sm > 0 && occupancy.warp_size > 0) {
+    // Warps are what an SM schedules: a block of 100 threads holds 4 warps of 32.
+    const std::int64_t warps_per_block = (threads + occupancy.warp_size - 1) / occupancy.warp_size;
+    const std::int64_t max_warps = std::max(1, occupancy.max_threads_per_sm / occupancy.warp_size);
+    out["occupancy_pct"] = std::min<std::int64_t>(100, 100 * occupancy.blocks_per_sm * warps_per_block / max_warps);
+  }
+  return out;
 }
 
 bool GpuDevice::verify_kernels() {

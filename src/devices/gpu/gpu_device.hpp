@@ -76,6 +76,15 @@ class Driver {
   // What the driver knows of a loaded kernel: "registers", "shared_static_bytes", "local_bytes",
   // "max_threads_per_block" at least.
   virtual std::map<std::string, std::int64_t> resources(FunctionHandle fn) = 0;
+  // How many blocks of `block_threads` threads, each with `dynamic_shared` bytes of dynamic shared memory, fit
+  // on one SM (CU) at once, by the driver's occupancy calculator (registers, shared memory, the SM's limits on
+  // warps and blocks), with the SM's thread limit and warp size to turn it into a share.
+  struct Occupancy {
+    int blocks_per_sm = 0;
+    int max_threads_per_sm = 0;
+    int warp_size = 0;
+  };
+  virtual Status occupancy(FunctionHandle fn, int block_threads, std::size_t dynamic_shared, Occupancy& out) = 0;
   // Lets `fn` take `bytes` of dynamic shared memory: CUDA wants an opt-in above 48 KB.
   virtual Status allow_dynamic_shared(FunctionHandle fn, int bytes) = 0;
   virtual Status launch(FunctionHandle fn, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
@@ -125,6 +134,7 @@ class GpuDevice : public Device {
                                std::function<void()> released) final;
   LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed = false,
                       bool flush_cache = false) final;
+  std::map<std::string, std::int64_t> launch_resources(Kernel& kernel, const LaunchDims& rule) final;
   bool healthy() const final { return ctx_->healthy(); }
   void prepare() final { verify_kernels(); }
   bool fill_random(Buffer& buffer, DType dtype, std::size_t count, const InputDist& dist, std::uint64_t seed) final;

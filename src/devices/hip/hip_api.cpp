@@ -81,6 +81,10 @@ const LoadResult& load() {
     KE_RESOLVE(rt, hipModuleGetFunction);
     KE_RESOLVE(rt, hipFuncGetAttribute);
     KE_RESOLVE(rt, hipModuleLaunchKernel);
+    if (void* p = dlsym(rt, "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor")) {
+      api.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor =
+          reinterpret_cast<decltype(api.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor)>(p);
+    }
     if (!ok) {
       result.error = "the HIP runtime " + api.runtime_path + " lacks " + missing;
       return;

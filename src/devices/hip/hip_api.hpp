@@ -90,6 +90,8 @@ struct Api {
   hipError_t (*hipFuncGetAttribute)(int*, int, hipFunction_t) = nullptr;
   hipError_t (*hipModuleLaunchKernel)(hipFunction_t, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                       unsigned, hipStream_t, void**, void**) = nullptr;
+  // Optional: null in a runtime without it, and the occupancy of a kernel is then unknown.
+  hipError_t (*hipModuleOccupancyMaxActiveBlocksPerMultiprocessor)(int*, hipFunction_t, int, std::size_t) = nullptr;
 
   hiprtcResult (*hiprtcCreateProgram)(hiprtcProgram*, const char*, const char*, int, const char**,
                                       const char**) = nullptr;

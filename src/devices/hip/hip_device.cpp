@@ -112,6 +112,17 @@ class HipDriver final : public gpu::Driver {
             {"local_bytes", attr(HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES)},
             {"max_threads_per_block", attr(HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK)}};
   }
+  gpu::Status occupancy(gpu::FunctionHandle fn, int block_threads, std::size_t dynamic_shared,
+                        Occupancy& out) override {
+    const auto call = "hipModuleOccupancyMaxActiveBlocksPerMultiprocessor";
+    if (!api_.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor) return {hipErrorInvalidValue, call};
+    const int per_cu = hipDeviceAttributeMaxThreadsPerMultiProcessor;
+    if (api_.hipDeviceGetAttribute(&out.max_threads_per_sm, per_cu, index_) != hipSuccess) out.max_threads_per_sm = 0;
+    if (api_.hipDeviceGetAttribute(&out.warp_size, hipDeviceAttributeWarpSize, index_) != hipSuccess) out.warp_size = 0;
+    return {api_.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&out.blocks_per_sm, static_cast<hipFunction_t>(fn),
+                                                                     block_threads, dynamic_shared),
+            call};
+  }
   // A module's kernel may use all of a block's LDS without asking first; a launch beyond it fails.
   gpu::Status allow_dynamic_shared(gpu::FunctionHandle, int) override { return {}; }
   gpu::Status launch(gpu::FunctionHandle fn, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,

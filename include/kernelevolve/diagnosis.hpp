@@ -1,0 +1,80 @@
+// Diagnosis: where an ok candidate's time goes, for people (`kernelevolve show`), tools (JSON) and the model's
+// prompt: per workload the achieved rates against the device's ceilings and the bound they suggest; on a GPU
+// the kernel's registers, spills, shared memory and the occupancy they allow for its launch.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernelevolve/device.hpp"
+#include "kernelevolve/fitness.hpp"
+#include "kernelevolve/spec.hpp"
+
+namespace kernelevolve {
+
+// What limits a workload's time, read off the roofline: the ceiling whose share the kernel reaches more of
+// (memory or compute), or neither when it reaches under kLatencyBoundShare of both: then launch or call
+// overhead, latency, or memory traffic beyond the spec's byte count (cache misses, re-reads) take the time.
+// Unknown where the spec gives no cost, or the device no ceiling, to tell by.
+enum class Bound { unknown, memory, compute, latency };
+// "memory-bound", "compute-bound", "latency/overhead-bound", "bound unknown".
+const char* to_string(Bound bound);
+
+// Under 10% of both ceilings a kernel is far from either: a copy-like kernel on a GPU reaches 70-90% of the
+// copy rate, a tuned matrix product over half the FMA rate, and a naive one a few percent.
+constexpr double kLatencyBoundShare = 0.10;
+
+struct WorkloadDiagnosis {
+  double time_us = 0;                     // the median time the rates are computed from
+  std::optional<double> bytes_per_s;      // the spec's cost.bytes over the time; none without cost.bytes
+  std::optional<double> flops_per_s;      // cost.flops over the time; none without cost.flops
+  std::optional<double> bandwidth_share;  // bytes_per_s over the device's peak_bytes_per_s (a measured copy)
+  std::optional<double> compute_share;    // flops_per_s over kernel_peak_flops (one core's on a CPU)
+  Bound bound = Bound::unknown;
+};
+
+// What a GPU's driver and compiler said of the kernel (Evaluation::resources), in the terms a person tunes
+// by. Each is absent where the device did not say.
+struct GpuDiagnosis {
+  std::optional<std::int64_t> registers;              // per thread
+  std::optional<std::int64_t> spill_bytes;            // bytes spilled to local memory (ptxas's spill stores)
+  std::optional<std::int64_t> local_bytes;            // local memory per thread: stack and spills
+  std::optional<std::int64_t> shared_static_bytes;    // per block
+  std::optional<std::int64_t> dynamic_shared_bytes;   // per block, as launched
+  std::optional<std::int64_t> max_threads_per_block;  // the kernel's limit (__launch_bounds__ or the device's)
+  std::optional<std::int64_t> block_threads;          // the block it was launched with (the first workload's)
+  std::optional<std::int64_t> active_blocks_per_sm;   // blocks resident on one SM (CU) at once, per the driver
+  std::optional<std::int64_t> occupancy_pct;          // the warps those blocks hold, over the SM's most
+};
+
+struct Diagnosis {
+  std::vector<WorkloadDiagnosis> workloads;  // one per timed workload
+  std::optional<GpuDiagnosis> gpu;           // on a GPU only
+  // Hardware counters, where the machine collected some (resources named "hw_..."; CUPTI or Nsight Compute
+  // on a GPU). Nothing collects them yet: the place is kept so that a collector adds no new format.
+  std::map<std::string, std::int64_t> counters;
+  // Why the shares are unknown when the device gives no ceilings for it (a node measured on another class
+  // of device than the one whose ceilings are known); empty otherwise.
+  std::string note;
+};
+
+// The diagnosis of an evaluation (ok, with its timings) of a candidate with `tunables`, against `device`'s
+// ceilings. A pure function of what the store keeps (the spec, the node's tunables, times and resources, the
+// run's device), so a stored run is diagnosed again on reading. An evaluation measured on another class of
+// device than `device` (Evaluation::device) gets rates but no shares. None for an evaluation that is not ok.
+std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, const Evaluation& evaluation,
+                                  const DeviceInfo& device);
+
+// One workload, compact: "412 us, 410 GB/s (82% of copy peak), 1.2 TFLOP/s (3% of FMA peak), memory-bound".
+std::string workload_diagnosis_text(const WorkloadDiagnosis& workload);
+// The GPU part, compact: "regs 40, spills 0 B, smem 4096 B, occupancy 75% (block 256, 6 blocks/SM)".
+std::string gpu_diagnosis_text(const GpuDiagnosis& gpu);
+// Every workload ("w0 ...; w1 ...") then the GPU part and any counters, on one line.
+std::string diagnosis_text(const Diagnosis& diagnosis);
+// {"workloads": [{"time_us", "gbps", "gflops", "bandwidth_share", "compute_share", "bound"}], "gpu": {...} or
+// null, "counters": {...}, "note": "..."}: unknown values are null.
+std::string diagnosis_json(const Diagnosis& diagnosis);
+
+}  // namespace kernelevolve

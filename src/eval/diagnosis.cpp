@@ -1,0 +1,217 @@
+// The diagnosis of an ok candidate: achieved rates from the spec's cost, their shares of the device's
+// ceilings and the bound; a GPU kernel's resources and occupancy; and the text and JSON they are shown in.
+#include "kernelevolve/diagnosis.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "kernelevolve/report.hpp"
+
+namespace kernelevolve {
+
+const char* to_string(Bound bound) {
+  switch (bound) {
+    case Bound::memory: return "memory-bound";
+    case Bound::compute: return "compute-bound";
+    case Bound::latency: return "latency/overhead-bound";
+    case Bound::unknown: break;
+  }
+  return "bound unknown";
+}
+
+namespace {
+
+// The rate a cost expression gives over a time; none where the spec has no such cost or it cannot be
+// evaluated for this workload (a division by zero in the user's expression, say).
+std::optional<double> rate(const std::optional<Expr>& cost, const Spec& spec, const Bindings& workload,
+                           const Bindings& tunables, double time_us) {
+  if (!cost || !(time_us > 0)) return std::nullopt;
+  try {
+    return static_cast<double>(cost->eval(spec.bindings(workload, tunables))) / (time_us * 1e-6);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::optional<double> share(const std::optional<double>& achieved, double ceiling) {
+  if (!achieved || !(ceiling > 0)) return std::nullopt;
+  return *achieved / ceiling;
+}
+
+Bound bound_of(const std::optional<double>& bandwidth, const std::optional<double>& compute) {
+  if (bandwidth && compute) {
+    if (std::max(*bandwidth, *compute) < kLatencyBoundShare) return Bound::latency;
+    return *bandwidth >= *compute ? Bound::memory : Bound::compute;
+  }
+  // One ceiling alone tells only when the kernel is near it: far under it, the other may be what binds.
+  if (bandwidth && *bandwidth >= kLatencyBoundShare) return Bound::memory;
+  if (compute && *compute >= kLatencyBoundShare) return Bound::compute;
+  return Bound::unknown;
+}
+
+std::optional<std::int64_t> resource(const Evaluation& e, const char* name) {
+  const auto it = e.resources.find(name);
+  if (it == e.resources.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string format(const char* pattern, double x) {
+  char buf[48];
+  std::snprintf(buf, sizeof buf, pattern, x);
+  return buf;
+}
+
+// Three significant figures or so, without an exponent for the sizes seen here.
+std::string figure(double x) {
+  if (x >= 100) return format("%.0f", x);
+  if (x >= 10) return format("%.1f", x);
+  if (x >= 0.1) return format("%.2f", x);
+  return format("%.3g", x);
+}
+
+// Whole percents, but a tenth under one percent: "0%" would say nothing at all was reached.
+std::string percent(double share) {
+  return (share >= 0.01 ? format("%.0f", 100 * share) : format("%.1f", 100 * share)) + "%";
+}
+
+std::string flops_text(double flops_per_s) {
+  if (flops_per_s >= 1e12) return figure(flops_per_s / 1e12) + " TFLOP/s";
+  return figure(flops_per_s / 1e9) + " GFLOP/s";
+}
+
+std::string number(const std::optional<double>& x, double scale = 1) {
+  if (!x || !std::isfinite(*x)) return "null";
+  return format("%.6g", *x / scale);
+}
+
+std::string integer(const std::optional<std::int64_t>& x) { return x ? std::to_string(*x) : "null"; }
+
+}  // namespace
+
+std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, const Evaluation& evaluation,
+                                  const DeviceInfo& device) {
+  if (evaluation.status != Status::ok) return std::nullopt;
+  Diagnosis d;
+  // Ceilings of another class of device would make shares that mean nothing.
+  const bool own_ceilings = evaluation.device.empty() || evaluation.device == FitnessEvaluator::device_class(device);
+  if (!own_ceilings) {
+    d.note = "measured on " + evaluation.device + ", whose ceilings this run does not know: shares unknown";
+  }
+  const double peak_bytes = own_ceilings ? device.peak_bytes_per_s : 0;
+  const double peak_flops = own_ceilings ? kernel_peak_flops(device) : 0;  // one core's on a CPU
+  for (std::size_t w = 0; w < evaluation.timings.size(); ++w) {
+    WorkloadDiagnosis wd;
+    wd.time_us = evaluation.timings[w].median_us;
+    if (w < spec.workloads.size()) {
+      wd.bytes_per_s = rate(spec.cost_bytes, spec, spec.workloads[w], tunables, wd.time_us);
+      wd.flops_per_s = rate(spec.cost_flops, spec, spec.workloads[w], tunables, wd.time_us);
+    }
+    wd.bandwidth_share = share(wd.bytes_per_s, peak_bytes);
+    wd.compute_share = share(wd.flops_per_s, peak_flops);
+    wd.bound = bound_of(wd.bandwidth_share, wd.compute_share);
+    d.workloads.push_back(wd);
+  }
+  // The GPU devices always report registers (gpu::Driver::resources); the CPU's kernels never do.
+  if (resource(evaluation, "registers")) {
+    GpuDiagnosis g;
+    g.registers = resource(evaluation, "registers");
+    g.spill_bytes = resource(evaluation, "spill_store_bytes");
+    g.local_bytes = resource(evaluation, "local_bytes");
+    g.shared_static_bytes = resource(evaluation, "shared_static_bytes");
+    g.dynamic_shared_bytes = resource(evaluation, "dynamic_shared_bytes");
+    g.max_threads_per_block = resource(evaluation, "max_threads_per_block");
+    g.block_threads = resource(evaluation, "block_threads");
+    g.active_blocks_per_sm = resource(evaluation, "active_blocks_per_sm");
+    g.occupancy_pct = resource(evaluation, "occupancy_pct");
+    d.gpu = g;
+  }
+  for (const auto& [name, value] : evaluation.resources) {
+    if (name.rfind("hw_", 0) == 0) d.counters[name] = value;
+  }
+  return d;
+}
+
+std::string workload_diagnosis_text(const WorkloadDiagnosis& w) {
+  std::string out = figure(w.time_us) + " us, ";
+  if (w.bytes_per_s) {
+    out += figure(*w.bytes_per_s / 1e9) + " GB/s";
+    out += w.bandwidth_share ? " (" + percent(*w.bandwidth_share) + " of copy peak)" : " (copy peak unknown)";
+  } else {
+    out += "GB/s unknown (the spec has no cost.bytes)";
+  }
+  out += ", ";
+  if (w.flops_per_s) {
+    out += flops_text(*w.flops_per_s);
+    out += w.compute_share ? " (" + percent(*w.compute_share) + " of FMA peak)" : " (FMA peak unknown)";
+  } else {
+    out += "FLOP/s unknown (the spec has no cost.flops)";
+  }
+  return out + ", " + to_string(w.bound);
+}
+
+std::string gpu_diagnosis_text(const GpuDiagnosis& g) {
+  std::string out;
+  auto add = [&](const std::string& part) { out += (out.empty() ? "" : ", ") + part; };
+  if (g.registers) add("regs " + std::to_string(*g.registers));
+  if (g.spill_bytes) {
+    add("spills " + std::to_string(*g.spill_bytes) + " B");
+  } else if (g.local_bytes) {
+    add("local " + std::to_string(*g.local_bytes) + " B");
+  }
+  if (g.shared_static_bytes || g.dynamic_shared_bytes) {
+    add("smem " + std::to_string(g.shared_static_bytes.value_or(0) + g.dynamic_shared_bytes.value_or(0)) + " B");
+  }
+  if (g.occupancy_pct) {
+    std::string occupancy = "occupancy " + std::to_string(*g.occupancy_pct) + "%";
+    if (g.block_threads && g.active_blocks_per_sm) {
+      occupancy += " (block " + std::to_string(*g.block_threads) + ", " + std::to_string(*g.active_blocks_per_sm) +
+                   " blocks/SM)";
+    }
+    add(occupancy);
+  } else {
+    add("occupancy unknown");
+  }
+  return out;
+}
+
+std::string diagnosis_text(const Diagnosis& d) {
+  std::string out;
+  for (std::size_t w = 0; w < d.workloads.size(); ++w) {
+    out += (w ? "; w" : "w") + std::to_string(w) + " " + workload_diagnosis_text(d.workloads[w]);
+  }
+  if (d.gpu) out += (out.empty() ? "" : "; ") + gpu_diagnosis_text(*d.gpu);
+  for (const auto& [name, value] : d.counters) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(value);
+  if (!d.note.empty()) out += (out.empty() ? "" : " (") + d.note + (out.empty() ? "" : ")");
+  return out;
+}
+
+std::string diagnosis_json(const Diagnosis& d) {
+  std::string out = "{\"workloads\": [";
+  for (std::size_t w = 0; w < d.workloads.size(); ++w) {
+    const WorkloadDiagnosis& x = d.workloads[w];
+    out += std::string(w ? ", " : "") + "{\"time_us\": " + number(x.time_us) + ", \"gbps\": " + number(x.bytes_per_s, 1e9) +
+           ", \"gflops\": " + number(x.flops_per_s, 1e9) + ", \"bandwidth_share\": " + number(x.bandwidth_share) +
+           ", \"compute_share\": " + number(x.compute_share) + ", \"bound\": " + json_quote(to_string(x.bound)) + "}";
+  }
+  out += "], \"gpu\": ";
+  if (d.gpu) {
+    const GpuDiagnosis& g = *d.gpu;
+    out += "{\"registers\": " + integer(g.registers) + ", \"spill_bytes\": " + integer(g.spill_bytes) +
+           ", \"local_bytes\": " + integer(g.local_bytes) + ", \"shared_static_bytes\": " + integer(g.shared_static_bytes) +
+           ", \"dynamic_shared_bytes\": " + integer(g.dynamic_shared_bytes) +
+           ", \"max_threads_per_block\": " + integer(g.max_threads_per_block) +
+           ", \"block_threads\": " + integer(g.block_threads) + ", \"active_blocks_per_sm\": " + integer(g.active_blocks_per_sm) +
+           ", \"occupancy_pct\": " + integer(g.occupancy_pct) + "}";
+  } else {
+    out += "null";
+  }
+  out += ", \"counters\": {";
+  bool first = true;
+  for (const auto& [name, value] : d.counters) {
+    out += (first ? "" : ", ") + json_quote(name) + ": " + std::to_string(value);
+    first = false;
+  }
+  return out + "}, \"note\": " + json_quote(d.note) + "}";
+}
+
+}  // namespace kernelevolve

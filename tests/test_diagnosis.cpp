@@ -1,0 +1,191 @@
+// The diagnosis of a candidate (kernelevolve/diagnosis.hpp): rates from the spec's cost over known times,
+// their shares of known ceilings, the bound of a copy-like and a matrix-product-like spec, what is unknown
+// said to be, the JSON, and a real CPU kernel's diagnosis through the evaluator.
+#include <doctest/doctest.h>
+#include <simdjson.h>
+
+#include <kernelevolve/diagnosis.hpp>
+#include <kernelevolve/fitness.hpp>
+#include <kernelevolve/spec.hpp>
+
+#include <string>
+
+namespace ke = kernelevolve;
+
+namespace {
+
+// A kernel over x -> y of n floats (copy-like) or C = A B of n x n (matmul-like), with the cost given.
+ke::Spec spec_with_cost(bool matmul, std::optional<std::string> flops, std::optional<std::string> bytes) {
+  ke::Spec s;
+  s.name = matmul ? "mm" : "copy";
+  s.language = ke::Language::c;
+  s.entry = "k";
+  if (matmul) {
+    s.params = {{"a", ke::DType::f32, ke::Role::in, {"n", "n"}, 0}, {"b", ke::DType::f32, ke::Role::in, {"n", "n"}, 0},
+                {"c", ke::DType::f32, ke::Role::out, {"n", "n"}, 0}, {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+    s.workloads = {{{"n", 512}}, {{"n", 1000}}};
+  } else {
+    s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+                {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+    s.workloads = {{{"n", 1000000}}, {{"n", 1000}}};
+  }
+  s.reference.source = "void k() {}";
+  s.seed.source = "void k() {}";
+  if (flops) s.cost_flops = ke::Expr::parse(*flops);
+  if (bytes) s.cost_bytes = ke::Expr::parse(*bytes);
+  s.validate();
+  return s;
+}
+
+ke::DeviceInfo device(double bytes_per_s, double flops_per_s) {
+  ke::DeviceInfo d;
+  d.id = "cpu";
+  d.kind = "cpu";
+  d.name = "Test CPU";
+  d.peak_bytes_per_s = bytes_per_s;
+  d.peak_flops_per_s = flops_per_s;
+  return d;
+}
+
+ke::Evaluation measured(std::vector<double> times_us, const ke::DeviceInfo& on) {
+  ke::Evaluation e;
+  e.status = ke::Status::ok;
+  e.device = ke::FitnessEvaluator::device_class(on);
+  for (double t : times_us) e.timings.push_back({t, t, t, 0, 5});
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("a copy-like kernel: bytes over time against the copy peak, memory-bound; no flop count is unknown") {
+  const ke::Spec s = spec_with_cost(false, std::nullopt, "8 * n");
+  const ke::DeviceInfo cpu = device(100e9, 500e9);
+  // 8 MB in 100 us is 80 GB/s, 80% of 100 GB/s; 8 KB in 2 us is 4 GB/s, 4%: far from the ceiling, and with
+  // no flop count nothing says which ceiling binds.
+  const auto d = ke::diagnose(s, {}, measured({100, 2}, cpu), cpu);
+  REQUIRE(d.has_value());
+  REQUIRE(d->workloads.size() == 2);
+  const ke::WorkloadDiagnosis& w0 = d->workloads[0];
+  CHECK(w0.time_us == 100);
+  REQUIRE(w0.bytes_per_s.has_value());
+  CHECK(*w0.bytes_per_s == doctest::Approx(80e9));
+  CHECK(*w0.bandwidth_share == doctest::Approx(0.8));
+  CHECK_FALSE(w0.flops_per_s.has_value());
+  CHECK_FALSE(w0.compute_share.has_value());
+  CHECK(w0.bound == ke::Bound::memory);
+  CHECK(d->workloads[1].bound == ke::Bound::unknown);
+  CHECK_FALSE(d->gpu.has_value());  // a CPU kernel reports no registers
+  CHECK(ke::workload_diagnosis_text(w0) ==
+        "100 us, 80.0 GB/s (80% of copy peak), FLOP/s unknown (the spec has no cost.flops), memory-bound");
+
+  // With a flop count the small workload is far under both ceilings: latency or overhead takes its time.
+  const ke::Spec counted = spec_with_cost(false, "n", "8 * n");
+  const auto c = ke::diagnose(counted, {}, measured({100, 2}, cpu), cpu);
+  CHECK(c->workloads[0].bound == ke::Bound::memory);
+  CHECK(*c->workloads[0].compute_share == doctest::Approx(10e9 / 500e9));
+  CHECK(c->workloads[1].bound == ke::Bound::latency);
+  CHECK(ke::diagnosis_text(*c).find("; w1 2.00 us, 4.00 GB/s (4% of copy peak), 0.50 GFLOP/s (0.1% of FMA peak), "
+                                    "latency/overhead-bound") != std::string::npos);
+}
+
+TEST_CASE("a matmul-like kernel: flops against the FMA peak, compute-bound near it, latency-bound far under") {
+  const ke::Spec s = spec_with_cost(true, "2 * n * n * n", "4 * 3 * n * n");
+  const ke::DeviceInfo cpu = device(100e9, 500e9);
+  // n = 512: 268435456 flops in 1000 us is 268 GFLOP/s, 54% of 500; 3 MiB in 1 ms is 3.1 GB/s, 3%.
+  // n = 1000: 2e9 flops in 100 ms is 20 GFLOP/s, 4%, and 12 MB is 0.12%: far under both.
+  const auto d = ke::diagnose(s, {}, measured({1000, 100000}, cpu), cpu);
+  REQUIRE(d.has_value());
+  const ke::WorkloadDiagnosis& fast = d->workloads[0];
+  CHECK(*fast.flops_per_s == doctest::Approx(268435456.0 / 1e-3));
+  CHECK(*fast.compute_share == doctest::Approx(268435456.0 / 1e-3 / 500e9));
+  CHECK(*fast.bytes_per_s == doctest::Approx(4.0 * 3 * 512 * 512 / 1e-3));
+  CHECK(fast.bound == ke::Bound::compute);
+  CHECK(ke::workload_diagnosis_text(fast) ==
+        "1000 us, 3.15 GB/s (3% of copy peak), 268 GFLOP/s (54% of FMA peak), compute-bound");
+  CHECK(d->workloads[1].bound == ke::Bound::latency);
+  // Above a teraflop the text says so.
+  const auto big = ke::diagnose(s, {}, measured({100, 1000}, device(100e9, 5e12)), device(100e9, 5e12));
+  CHECK(ke::workload_diagnosis_text(big->workloads[0]).find("2.68 TFLOP/s (54% of FMA peak)") != std::string::npos);
+}
+
+TEST_CASE("what is unknown is said to be: no cost, no ceilings, another device's measurement, a failed node") {
+  const ke::DeviceInfo cpu = device(100e9, 500e9);
+  const ke::Spec none = spec_with_cost(false, std::nullopt, std::nullopt);
+  const auto d = ke::diagnose(none, {}, measured({10, 10}, cpu), cpu);
+  REQUIRE(d.has_value());
+  CHECK(d->workloads[0].bound == ke::Bound::unknown);
+  CHECK(ke::workload_diagnosis_text(d->workloads[0]) ==
+        "10.0 us, GB/s unknown (the spec has no cost.bytes), FLOP/s unknown (the spec has no cost.flops), bound unknown");
+
+  const ke::Spec s = spec_with_cost(true, "2 * n * n * n", "4 * 3 * n * n");
+  const ke::DeviceInfo unmeasured = device(0, 0);
+  const auto no_ceilings = ke::diagnose(s, {}, measured({1000, 1000}, unmeasured), unmeasured);
+  CHECK(no_ceilings->workloads[0].flops_per_s.has_value());
+  CHECK_FALSE(no_ceilings->workloads[0].compute_share.has_value());
+  CHECK(ke::workload_diagnosis_text(no_ceilings->workloads[0]).find("(FMA peak unknown)") != std::string::npos);
+
+  // Measured on another class of device: its rates stand, but not shares of this device's ceilings.
+  ke::Evaluation elsewhere = measured({1000, 1000}, cpu);
+  elsewhere.device = "cuda NVIDIA H200";
+  const auto other = ke::diagnose(s, {}, elsewhere, cpu);
+  CHECK(other->workloads[0].flops_per_s.has_value());
+  CHECK_FALSE(other->workloads[0].compute_share.has_value());
+  CHECK(other->note.find("cuda NVIDIA H200") != std::string::npos);
+
+  ke::Evaluation wrong = measured({1000, 1000}, cpu);
+  wrong.status = ke::Status::incorrect;
+  CHECK_FALSE(ke::diagnose(s, {}, wrong, cpu).has_value());
+}
+
+TEST_CASE("the diagnosis as JSON: numbers in GB/s and GFLOP/s, null where unknown, the GPU part and counters") {
+  const ke::Spec s = spec_with_cost(false, std::nullopt, "8 * n");
+  const ke::DeviceInfo gpu = device(1000e9, 50e12);
+  ke::Evaluation e = measured({100, 2}, gpu);
+  e.resources = {{"registers", 40}, {"local_bytes", 16}, {"shared_static_bytes", 4096}, {"block_threads", 256},
+                 {"active_blocks_per_sm", 6}, {"occupancy_pct", 75}, {"hw_dram_throughput_pct", 81}};
+  const auto d = ke::diagnose(s, {}, e, gpu);
+  REQUIRE(d.has_value());
+  REQUIRE(d->gpu.has_value());
+  CHECK(ke::gpu_diagnosis_text(*d->gpu) == "regs 40, local 16 B, smem 4096 B, occupancy 75% (block 256, 6 blocks/SM)");
+  CHECK(d->counters.at("hw_dram_throughput_pct") == 81);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  const std::string json = ke::diagnosis_json(*d);
+  REQUIRE_MESSAGE(parser.parse(json).get(doc) == simdjson::SUCCESS, json);
+  simdjson::dom::element w0 = doc["workloads"].at(0);
+  CHECK(double(w0["gbps"]) == doctest::Approx(80.0));
+  CHECK(double(w0["bandwidth_share"]) == doctest::Approx(0.08));
+  CHECK(w0["gflops"].is_null());
+  CHECK(w0["compute_share"].is_null());
+  CHECK(std::string_view(w0["bound"]) == "bound unknown");  // 8% of the copy peak, and no flop count
+  CHECK(int64_t(doc["gpu"]["registers"]) == 40);
+  CHECK(doc["gpu"]["spill_bytes"].is_null());
+  CHECK(int64_t(doc["gpu"]["occupancy_pct"]) == 75);
+  CHECK(int64_t(doc["counters"]["hw_dram_throughput_pct"]) == 81);
+}
+
+TEST_CASE("a CPU kernel through the evaluator: its diagnosis is the spec's cost over its measured times") {
+  const ke::Spec spec = ke::load_spec(std::string(KE_FIXTURES) + "/e2e/colsum.json");
+  ke::EvalOptions options;
+  options.trials = 1;
+  options.max_reps = 5;
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), options);
+  const ke::Candidate seed{spec.seed.source, ke::Language::c, spec.seed_tunables()};
+  const ke::Evaluation e = evaluator.evaluate(seed, 1);
+  REQUIRE_MESSAGE(e.status == ke::Status::ok, e.message);
+  const ke::DeviceInfo info = evaluator.device_info();
+  const auto d = ke::diagnose(spec, seed.tunables, e, info);
+  REQUIRE(d.has_value());
+  REQUIRE(d->workloads.size() == spec.workloads.size());
+  for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
+    const double t = e.timings[w].median_us;
+    const double m = static_cast<double>(spec.workloads[w].at("M")), n = static_cast<double>(spec.workloads[w].at("N"));
+    CHECK(d->workloads[w].time_us == t);
+    CHECK(*d->workloads[w].bytes_per_s == doctest::Approx((4 * m * n + 4 * n) / (t * 1e-6)));
+    CHECK(*d->workloads[w].flops_per_s == doctest::Approx(m * n / (t * 1e-6)));
+    CHECK(*d->workloads[w].bandwidth_share == doctest::Approx(*d->workloads[w].bytes_per_s / info.peak_bytes_per_s));
+    // A column sum does one flop per four bytes read: whatever binds it, it is not the FMA rate.
+    CHECK(d->workloads[w].bound != ke::Bound::compute);
+  }
+  CHECK_FALSE(d->gpu.has_value());
+}
