@@ -15,3 +15,4 @@
 #include "kernelevolve/spec.hpp"
 #include "kernelevolve/stop_rule.hpp"
 #include "kernelevolve/store.hpp"
+#include "kernelevolve/sweep.hpp"
