@@ -31,30 +31,24 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Every point of the spec's tunable grid that satisfies its constraints, the seed's point first.
-std::vector<ke::Bindings> all_points(const ke::Spec& spec) {
-  std::vector<ke::Bindings> points{spec.seed_tunables()};
-  std::vector<std::pair<std::string, std::vector<std::int64_t>>> axes(spec.tunables.begin(), spec.tunables.end());
-  std::size_t total = 1;
-  for (const auto& [name, values] : axes) total *= values.size();
-  for (std::size_t index = 0; index < total; ++index) {
-    ke::Bindings point;
-    std::size_t rest = index;
-    for (const auto& [name, values] : axes) {
-      point[name] = values[rest % values.size()];
-      rest /= values.size();
-    }
-    if (point != points.front() && spec.satisfies_constraints(point)) points.push_back(point);
+// The key of a point in the sweep: its source and its live tunables (the seed's node binds every
+// tunable; the parameter search's children only the live ones).
+std::string point_key(const ke::Candidate& c, const std::vector<std::string>& live) {
+  ke::Candidate projected = c;
+  projected.tunables.clear();
+  for (const auto& name : live) {
+    if (const auto it = c.tunables.find(name); it != c.tunables.end()) projected.tunables[name] = it->second;
   }
-  return points;
+  return projected.key();
 }
 
 // Answers from the sweep's measurements.
 class Replay final : public ke::FitnessEvaluator {
  public:
-  explicit Replay(std::unordered_map<std::string, ke::Evaluation> table) : table_(std::move(table)) {}
+  Replay(std::unordered_map<std::string, ke::Evaluation> table, std::vector<std::string> live)
+      : table_(std::move(table)), live_(std::move(live)) {}
   ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t) override {
-    const auto it = table_.find(c.key());
+    const auto it = table_.find(point_key(c, live_));
     if (it != table_.end()) return it->second;
     ke::Evaluation e;
     e.status = ke::Status::invalid;
@@ -65,13 +59,15 @@ class Replay final : public ke::FitnessEvaluator {
 
  private:
   std::unordered_map<std::string, ke::Evaluation> table_;
+  std::vector<std::string> live_;
 };
 
 struct Problem {
   std::string path;
   ke::Spec spec;
   std::vector<ke::Candidate> points;
-  std::unordered_map<std::string, ke::Evaluation> measured;
+  std::unordered_map<std::string, ke::Evaluation> measured;  // by point_key
+  std::vector<std::string> live;                            // the tunables the seed reads
   double best_speedup = 0;
   int within = 0;  // points within 5% of the best
 };
@@ -81,7 +77,8 @@ Problem sweep(const std::string& path, const std::shared_ptr<ke::Store>& cache) 
   p.path = path;
   p.spec = ke::load_spec(path);
   const ke::Language language = p.spec.seed.language.value_or(p.spec.language);
-  for (const auto& point : all_points(p.spec)) p.points.push_back({p.spec.seed.source, language, point});
+  for (const auto& point : ke::tunable_space(p.spec)) p.points.push_back({p.spec.seed.source, language, point});
+  for (const auto& [name, value] : p.points.front().tunables) p.live.push_back(name);
   auto local = std::make_shared<ke::LocalEvaluator>(p.spec, ke::open_device("cpu"));
   ke::ReusingEvaluator evaluator(local, cache, p.spec);
   std::fprintf(stderr, "sweeping %s: %zu points", p.spec.name.c_str(), p.points.size());
@@ -94,7 +91,7 @@ Problem sweep(const std::string& path, const std::shared_ptr<ke::Store>& cache) 
     n.candidate = p.points[i];
     n.evaluation = evaluator.evaluate(n.candidate, 1000 + i);
     nodes.push_back(n);
-    p.measured[n.candidate.key()] = n.evaluation;
+    p.measured[point_key(n.candidate, p.live)] = n.evaluation;
     std::fputc('.', stderr);
   }
   const std::int64_t fresh = static_cast<std::int64_t>(p.points.size()) - evaluator.reused();
@@ -109,7 +106,7 @@ Problem sweep(const std::string& path, const std::shared_ptr<ke::Store>& cache) 
       cache->record_node(run, n, state, evaluator.reused_from(n.candidate));
     }
   }
-  const ke::Evaluation& seed = p.measured.at(p.points[0].key());
+  const ke::Evaluation& seed = p.measured.at(point_key(p.points[0], p.live));
   if (seed.status != ke::Status::ok) throw ke::Error(ke::ErrorCode::BadSpec, p.path + ": the seed is not ok");
   for (const auto& [key, e] : p.measured) p.best_speedup = std::max(p.best_speedup, ke::speedup(seed, e));
   for (const auto& [key, e] : p.measured) p.within += ke::speedup(seed, e) >= p.best_speedup / 1.05;
@@ -162,7 +159,7 @@ int policy_search(const Problem& p, const std::string& policy, std::uint64_t see
   options.seed = seed;
   options.jobs = jobs;
   const int budget = static_cast<int>(p.points.size());
-  ke::Evolver evolver(p.spec, std::make_shared<Replay>(p.measured), std::make_shared<ke::ParamMutator>(),
+  ke::Evolver evolver(p.spec, std::make_shared<Replay>(p.measured, p.live), std::make_shared<ke::ParamMutator>(),
                       policy_from(policy),
                       ke::any_of({ke::target_speedup(p.best_speedup / 1.05), ke::max_evaluations(budget)}), options);
   // Count when the target was first reached, not when the loop noticed (jobs > 1 drains what is in flight).
@@ -184,10 +181,10 @@ int random_search(const Problem& p, std::uint64_t seed) {
   std::iota(order.begin(), order.end(), 1);
   std::mt19937_64 rng(seed);
   std::shuffle(order.begin(), order.end(), rng);
-  const ke::Evaluation& base = p.measured.at(p.points[0].key());
+  const ke::Evaluation& base = p.measured.at(point_key(p.points[0], p.live));
   if (ke::speedup(base, base) >= p.best_speedup / 1.05) return 1;
   for (std::size_t k = 0; k < order.size(); ++k) {
-    if (ke::speedup(base, p.measured.at(p.points[order[k]].key())) >= p.best_speedup / 1.05) return static_cast<int>(k) + 2;
+    if (ke::speedup(base, p.measured.at(point_key(p.points[order[k]], p.live))) >= p.best_speedup / 1.05) return static_cast<int>(k) + 2;
   }
   return static_cast<int>(p.points.size()) + 1;
 }

@@ -16,4 +16,5 @@
 #include "kernelevolve/spec.hpp"
 #include "kernelevolve/stop_rule.hpp"
 #include "kernelevolve/store.hpp"
+#include "kernelevolve/sweep.hpp"
 #include "kernelevolve/warm_start.hpp"

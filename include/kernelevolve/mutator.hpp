@@ -84,6 +84,12 @@ class ParamMutator final : public Mutator {
   double restart_probability_;
 };
 
+// The parameter search's whole space from the seed: every point of the tunables the seed's source reads
+// (its live ones) that satisfies the constraints, the seed's own point first, the rest in grid order. A
+// point binds only the live tunables, as the parameter search's children do. What a sweep measures and a
+// replay of it searches. Throws Error(BadUsage) past `limit` grid points (before constraints).
+std::vector<Bindings> tunable_space(const Spec& spec, std::size_t limit = 1000000);
+
 // Runs an external program (through /bin/sh) once per child: writes a JSON request on its standard
 // input (mutation_request_json: the spec, the parent's source, tunables and results, its recent failed
 // children, the best node; for a first kernel, the reference's source and the signature instead of a

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "kernelevolve/error.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "mutators/answer.hpp"
 
@@ -39,6 +40,34 @@ std::string describe_change(const Bindings& from, const Bindings& to) {
 }
 
 }  // namespace
+
+std::vector<Bindings> tunable_space(const Spec& spec, std::size_t limit) {
+  const Language language = spec.seed.language.value_or(spec.language);
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> axes;
+  for (const auto& [name, values] : spec.tunables) {
+    if (mutators::tunable_is_live(spec, spec.seed.source, language, name)) axes.emplace_back(name, values);
+  }
+  double total = 1;
+  for (const auto& [name, values] : axes) total *= static_cast<double>(values.size());
+  if (total > static_cast<double>(limit)) {
+    throw Error(ErrorCode::BadUsage, spec.name + ": the tunable space has " + std::to_string(static_cast<long long>(total)) +
+                                         " points, more than " + std::to_string(limit) + " to enumerate");
+  }
+  const Bindings all = spec.seed_tunables();
+  Bindings seed_point;
+  for (const auto& [name, values] : axes) seed_point[name] = all.at(name);
+  std::vector<Bindings> points{seed_point};
+  for (std::size_t index = 0; index < static_cast<std::size_t>(total); ++index) {
+    Bindings point;
+    std::size_t rest = index;
+    for (const auto& [name, values] : axes) {
+      point[name] = values[rest % values.size()];
+      rest /= values.size();
+    }
+    if (point != seed_point && spec.satisfies_constraints(point)) points.push_back(std::move(point));
+  }
+  return points;
+}
 
 Mutation ParamMutator::mutate(const MutationContext& ctx) {
   Mutation m;
