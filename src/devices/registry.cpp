@@ -1,5 +1,6 @@
 // open_device and list_devices: maps a device id ("cpu", "cuda:N", "hip:N") to a backend.
 // A backend is one row of kBackends; adding CUDA or HIP means filling in its open and list.
+#include <algorithm>
 #include <cctype>
 #include <functional>
 #include <optional>
