@@ -1068,8 +1068,9 @@ TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the comm
     o.in_process = 1;
     Evolver ev;
     REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
-    // A stand-in agent: answers with the seed's source, reworded, in a fenced block.
-    const std::string command = "cat >/dev/null; printf '```c\\n'; sed 's/Columns are summed/Columns get summed/' '" +
+    // A stand-in agent: answers with the seed's source, reworded and with a line of new code (a comment alone
+    // would be the same kernel), in a fenced block.
+    const std::string command = "cat >/dev/null; printf '```c\\nenum { reworded = 1 };\\n'; sed 's/Columns are summed/Columns get summed/' '" +
                                 fixture("e2e/colsum_seed.c") + "'; printf '```\\n'";
     ke_command_mutator_options co = KE_COMMAND_MUTATOR_OPTIONS_INIT;
     co.command = command.c_str();

@@ -29,9 +29,9 @@ ke::Spec colsum() { return ke::load_spec(std::string(KE_FIXTURES) + "/e2e/colsum
 // A kernel several times faster than the seed (rows in order, not columns with a stride); `variant` makes
 // each answer a new candidate.
 std::string fast_kernel(int variant) {
-  return "Walk the rows in order and accumulate into y.\n```c\n#include <stdint.h>\n/* variant " +
+  return "Walk the rows in order and accumulate into y.\n```c\n#include <stdint.h>\nenum { variant_" +
          std::to_string(variant) +
-         " */\nvoid colsum(const float* restrict x, float* restrict y, int64_t M, int64_t N) {\n"
+         " = 1 };  /* each variant is other code: the graph knows kernels by their code */\nvoid colsum(const float* restrict x, float* restrict y, int64_t M, int64_t N) {\n"
          "  for (int64_t j = 0; j < N; ++j) y[j] = 0.0f;\n"
          "  for (int64_t i = 0; i < M; ++i)\n"
          "    for (int64_t j = 0; j < N; ++j) y[j] += x[i * N + j];\n}\n```\n";
@@ -39,8 +39,8 @@ std::string fast_kernel(int variant) {
 
 // A kernel that does not compile: a model whose answers never pay off.
 std::string broken_kernel(int variant) {
-  return "Try this.\n```c\n#include <stdint.h>\n/* broken " + std::to_string(variant) +
-         " */\nvoid colsum(const float* x, float* y, int64_t M, int64_t N) { this is not C; }\n```\n";
+  return "Try this.\n```c\n#include <stdint.h>\nenum { broken_" + std::to_string(variant) +
+         " = 1 };\nvoid colsum(const float* x, float* y, int64_t M, int64_t N) { this is not C; }\n```\n";
 }
 
 // What FakeModelServer::openai(text, 100) reports: 10 prompt tokens and 90 completion tokens.

@@ -198,7 +198,7 @@ TEST_CASE("pytorch: a reference that kills its own process: the host survives, t
 TEST_CASE("pytorch: without a seed, a command writes the first kernel from the module's source and signature" *
           doctest::skip(!have_torch())) {
   // The command checks that its request carries `class Model` and the derived declaration, and answers a
-  // correct kernel; asked to improve it, it answers the same kernel under a new comment.
+  // correct kernel; asked to improve it, it answers the same kernel with a new declaration.
   const std::string writer = "--mutator command --command 'sh " + fixture("first_kernel_writer.sh") + "'";
   const fs::path db = fs::temp_directory_path() / ("ke_pytorch_seedless_" + std::to_string(::getpid()) + ".db");
   fs::remove(db);

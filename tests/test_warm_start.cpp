@@ -318,7 +318,7 @@ TEST_CASE("a run warm-started from another problem's store: verified here first,
   FakeModelServer server;
   server.push({200, FakeModelServer::openai(kModelKernel, 300)});
   std::string second = kModelKernel;
-  second.insert(second.find("void colsum"), "// rows outer, columns inner\n");
+  second.insert(second.find("void colsum"), "enum { rows_outer = 1 };  // other code: a comment alone would be the same kernel\n");
   server.push({200, FakeModelServer::openai(second, 300)});
   setenv("KE_TEST_MODEL_KEY", "k", 1);
   ke::LlmOptions llm;

@@ -21,4 +21,4 @@ if [ "$n" -eq 3 ]; then
 fi
 printf '```c\n'
 cat "$seed"
-printf '// variant %s\n```\n' "$n"
+printf 'enum { variant_%s = 1 };  /* new code: a comment alone would be the same kernel */\n```\n' "$n"
