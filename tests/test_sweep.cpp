@@ -314,3 +314,52 @@ TEST_CASE("kernelevolve sweep on a CPU spec: limited, resumed, complete; another
   CHECK(o5.code == 2);
   fs::remove(path);
 }
+
+TEST_CASE("search_quality replays a recorded sweep of a GPU (a synthetic one), and skips an incomplete one") {
+#ifndef KE_SEARCH_QUALITY
+  MESSAGE("skipped: bench/search_quality is built with -DKE_BUILD_BENCH=ON");
+#else
+  // A sweep of the grid spec "measured" on a GPU class: the Surface's times, every point.
+  const ke::Spec spec = ke::testing::grid_spec();
+  const std::string path = temp_path("gpu.tsv"), partial = temp_path("partial.tsv");
+  const auto space = ke::tunable_space(spec);
+  {
+    std::ofstream out(path, std::ios::binary), cut(partial, std::ios::binary);
+    const std::string header = ke::sweep_header(spec, {"A", "B"}, "grid.json", "cuda Fake GPU", "test", "2025-01-01T00:00:00Z");
+    out << header;
+    cut << header;
+    Surface surface;
+    for (std::size_t i = 0; i < space.size(); ++i) {
+      const ke::Evaluation e = surface.evaluate({spec.seed.source, ke::Language::c, space[i]}, 0);
+      const ke::SweepPoint p{space[i], e.status, e.status == ke::Status::ok ? e.median_us() : std::vector<double>{}, e.message};
+      out << ke::sweep_line({"A", "B"}, p);
+      if (i < 5) cut << ke::sweep_line({"A", "B"}, p);
+    }
+  }
+  const std::string policies = ke::model_policy_available() ? "greedy,model" : "greedy";
+  const auto o = [&] {
+    const std::string err_file = temp_path("sq_err");
+    FILE* p = popen((std::string(KE_SEARCH_QUALITY) + " --sweeps-only --repeats 5 --policies " + policies + " --sweep " +
+                     path + " " + partial + " 2>" + err_file).c_str(), "r");
+    REQUIRE(p != nullptr);
+    Outcome out;
+    std::array<char, 4096> buf;
+    std::size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.out.append(buf.data(), n);
+    const int status = pclose(p);
+    out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    out.err = read_text(err_file);
+    fs::remove(err_file);
+    return out;
+  }();
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  CHECK_MESSAGE(o.out.find("grid (" + path + ", cuda Fake GPU): 19 points") != std::string::npos, o.out);
+  CHECK(o.out.find("| random search |") != std::string::npos);
+  CHECK(o.out.find("| greedy |") != std::string::npos);
+  CHECK(o.out.find("Recorded GPU sweeps (1 spaces") != std::string::npos);
+  CHECK(o.out.find("CPU spaces of") == std::string::npos);
+  CHECK_MESSAGE(o.err.find("skipping " + partial + ": 14 of its 19 points are not measured yet") != std::string::npos, o.err);
+  fs::remove(path);
+  fs::remove(partial);
+#endif
+}

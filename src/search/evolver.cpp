@@ -371,7 +371,7 @@ RunResult Evolver::run() {
     }
     const std::vector<NodeId> parents = s.policy->select(s.graph, rng);
     const auto mutate_start = std::chrono::steady_clock::now();
-    Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, parents, rng});
+    Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, parents, rng, {}, s.policy.get()});
     const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
     result.state.tokens += m.tokens;
     for (Observer* o : s.observers) o->on_mutator_call(m, parents, mutation_s);
