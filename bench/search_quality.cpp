@@ -188,6 +188,11 @@ std::unique_ptr<ke::SelectionPolicy> policy_from(const std::string& text) {
     else if (key == "model_min_points") o.model_min_points = std::stoi(value);
     else if (key == "model_exploration") o.model_exploration = std::stod(value);
     else if (key == "model_acquisition") o.model_acquisition = value;
+    else if (key == "model_warmup") o.model_warmup = value;
+    else if (key == "prior") {  // a sweep of the same problem on another device (transfer)
+      const ke::Sweep prior = ke::read_sweep(value);
+      o.prior = ke::sweep_prior(prior, ke::sweep_spec(prior));
+    } else if (key == "prior_weight") o.prior_weight = std::stod(value);
     else if (key == "model_failure_penalty") o.model_failure_penalty = std::stod(value);
     else if (key == "model_refit_divisor") o.model_refit_divisor = std::stoi(value);
     else if (key == "model_grid_limit") o.model_grid_limit = std::stod(value);

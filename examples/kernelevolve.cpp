@@ -28,7 +28,7 @@ const char* kUsage =
     "usage:\n"
     "  kernelevolve run SPEC [--device cpu|cuda[:N]|hip[:N]] [--db FILE | --no-db] [--resume [--run ID]] [--no-reuse]\n"
     "                        [--max-evals N] [--max-time SEC] [--target-speedup X] [--plateau N] [--max-tokens N]\n"
-    "                        [--policy greedy|ucb|epsilon-greedy|tournament|islands|random] [policy options]\n"
+    "                        [--policy greedy|ucb|epsilon-greedy|tournament|islands|random|model] [policy options]\n"
     "                        [--mutator param|command|llm|mix] [--command CMD] [--llm-url URL --llm-model NAME\n"
     "                        --llm-api-key-env VAR] [llm options] [--jobs N] [--timeout SEC] [--in-process]\n"
     "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
@@ -433,13 +433,15 @@ int cmd_run(const std::vector<std::string>& args) {
   ke::PolicyOptions popt;
   ke::LlmOptions llm;
   int llm_param_steps = 4;
+  std::string prior_sweep;
   d.add_options()("max-evals", po::value(&max_evals)->default_value(64), "stop after N evaluations (the seed included)")(
       "max-time", po::value(&max_time), "stop after SEC seconds")("target-speedup", po::value(&target),
                                                                   "stop once the best is X times faster than the seed")(
       "plateau", po::value(&plateau), "stop after N evaluations without an improvement")(
       "max-tokens", po::value(&max_tokens), "stop once the mutator has spent N model tokens")(
       "policy", po::value(&policy)->default_value(ke::default_policy_name()),
-      "selection policy: greedy, ucb, epsilon-greedy, tournament, islands or random")(
+      "selection policy: greedy, ucb, epsilon-greedy, tournament, islands, random or model (default: model for a "
+      "space of 3 points or more where the build has XGBoost, else greedy)")(
       "epsilon", po::value(&popt.epsilon)->default_value(popt.epsilon, "0.2"), "epsilon-greedy: chance of a random ok node")(
       "tournament-size", po::value(&popt.tournament_size)->default_value(popt.tournament_size),
       "tournament: nodes drawn per selection")(
@@ -447,6 +449,8 @@ int cmd_run(const std::vector<std::string>& args) {
       "islands", po::value(&popt.islands)->default_value(popt.islands), "islands: number of islands")(
       "migration-interval", po::value(&popt.migration_interval)->default_value(popt.migration_interval),
       "islands: evaluations between migrations")(
+      "prior-sweep", po::value(&prior_sweep),
+      "model: a sweep of this problem on another device (kernelevolve sweep), as the model's prior knowledge")(
       "features", po::value(&features),
       "islands: MAP-Elites axes, comma-separated: a tunable's name, source_length, resource:NAME (default: the first tunable)")(
       "mutator", po::value(&mutator)->default_value("param"),
@@ -512,6 +516,19 @@ int cmd_run(const std::vector<std::string>& args) {
                                                  (mutator == "mix" ? " or --llm-model NAME" : ""));
   }
   ke::Spec spec = load_cli_problem(c);
+  if (vm["policy"].defaulted()) {  // by the size of the space: the model where it pays (default_policy_name)
+    std::size_t points = 0;
+    try {
+      points = ke::tunable_space(spec).size();
+    } catch (const ke::Error&) {
+      points = static_cast<std::size_t>(-1);  // too large to count: large
+    }
+    policy = ke::default_policy_name(points);
+  }
+  if (!prior_sweep.empty()) {
+    if (policy != "model") throw ke::Error(ke::ErrorCode::BadUsage, "--prior-sweep is the model policy's prior: it needs --policy model");
+    popt.prior = ke::sweep_prior(ke::read_sweep(prior_sweep), spec);
+  }
   if (!vm.count("jobs")) {
     // Timing on a GPU holds the device alone, and compilation and verification are host work: overlap them.
     const bool gpu = c.device.rfind("cuda", 0) == 0 || c.device.rfind("hip", 0) == 0;

@@ -75,14 +75,15 @@ struct PolicyOptions {
   // model: the surrogate (an ensemble of gradient-boosted tree models, each on a bootstrap of the points)
   int model_ensemble = 5;           // members; their spread is the uncertainty
   int model_rounds = 20;            // boosting rounds (trees) per member
-  int model_depth = 4;              // the trees' depth
+  int model_depth = 2;              // the trees' depth
   double model_eta = 0.3;           // the learning rate
-  bool model_pair_features = false; // add log2(a * b) for each pair of power-of-two tunables
-  int model_min_points = 4;         // ok points before the model proposes; random points until then
+  bool model_pair_features = true;  // add log2(a * b) for each pair of power-of-two tunables
+  int model_min_points = 3;         // ok points before the model proposes; until then:
+  std::string model_warmup = "maximin";  // "random" points, or "maximin" (each the farthest from those taken)
   // How a candidate is scored: "lcb" (predicted ln(time) - exploration x spread), "ei" (expected
   // improvement), "thompson" (one member's prediction, the member drawn per proposal).
   std::string model_acquisition = "lcb";
-  double model_exploration = 1.0;   // lcb: the weight of the spread
+  double model_exploration = 0.2;   // lcb: the weight of the spread
   double model_failure_penalty = 0.5;  // a point that is not ok counts as the worst seen, times e^penalty
   int model_refit_divisor = 16;     // refit after max(1, n / divisor) new points (n measured at the last fit)
   double model_grid_limit = 50000;  // grids up to this many points are scored whole; larger ones by
@@ -235,5 +236,11 @@ std::vector<std::string> policy_names();
 // The policy `kernelevolve run` uses when none is named: greedy, the winner of bench/search_quality on the
 // CPU problems (ucb ties it within the noise; README, "Selection policies and stop rules").
 std::string default_policy_name();
+// The policy for a search of a space of `space_points` points (tunable_space(spec).size()): the model
+// where this build has it and the space has at least model_default_threshold() points (bench/search_quality:
+// it needs fewer evaluations than greedy at every size measured from there up; README, "Selection
+// policies and stop rules"), greedy otherwise. What `kernelevolve run` uses when no --policy is named.
+std::string default_policy_name(std::size_t space_points);
+std::size_t model_default_threshold();
 
 }  // namespace kernelevolve

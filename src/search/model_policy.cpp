@@ -355,6 +355,11 @@ struct ModelPolicy::Impl {
     return {out.begin(), out.end()};
   }
 
+  static double index_in(const Space& s, std::size_t axis, std::int64_t value) {
+    const auto& vs = s.values[axis];
+    return static_cast<double>(std::find(vs.begin(), vs.end(), value) - vs.begin());
+  }
+
   Point random_point(const PointQuery& q, const Space& s) const {
     Point p(s.axes.size());
     for (std::size_t a = 0; a < s.axes.size(); ++a) {
@@ -381,6 +386,27 @@ struct ModelPolicy::Impl {
         for (const Point& p : s.grid)
           if (!s.taken.count(p)) open.push_back(&p);
         if (open.empty()) return std::nullopt;
+        if (options.model_warmup == "maximin") {
+          // The open point farthest from every taken one (in steps along each axis, scaled to the axis):
+          // the corners first, then between.
+          std::vector<double> reach(open.size(), std::numeric_limits<double>::infinity());
+          for (std::size_t i = 0; i < open.size(); ++i) {
+            for (const Point& t : s.taken) {
+              double d = 0;
+              for (std::size_t a = 0; a < s.axes.size(); ++a) {
+                const double span = std::max<double>(1, static_cast<double>(s.values[a].size()) - 1);
+                const double step = (index_in(s, a, (*open[i])[a]) - index_in(s, a, t[a])) / span;
+                d += step * step;
+              }
+              reach[i] = std::min(reach[i], d);
+            }
+          }
+          const double far = *std::max_element(reach.begin(), reach.end());
+          std::vector<const Point*> farthest;
+          for (std::size_t i = 0; i < open.size(); ++i)
+            if (reach[i] >= far - 1e-12) farthest.push_back(open[i]);
+          open = std::move(farthest);
+        }
         return to_proposal(s, *open[std::uniform_int_distribution<std::size_t>(0, open.size() - 1)(q.rng)],
                            "model: exploring");
       }

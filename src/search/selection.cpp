@@ -304,6 +304,12 @@ std::vector<std::string> policy_names() {
 
 std::string default_policy_name() { return "greedy"; }
 
+std::size_t model_default_threshold() { return 3; }
+
+std::string default_policy_name(std::size_t space_points) {
+  return model_policy_available() && space_points >= model_default_threshold() ? "model" : "greedy";
+}
+
 std::unique_ptr<SelectionPolicy> make_policy(const std::string& name, const PolicyOptions& options) {
   if (name == "greedy") return std::make_unique<GreedyPolicy>();
   if (name == "random") return std::make_unique<RandomPolicy>();
