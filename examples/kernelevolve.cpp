@@ -40,7 +40,7 @@ const char* kUsage =
     "  --language for its candidates, and --seed-kernel FILE for a seed, unless a --mutator command, llm or\n"
     "  mix writes the first kernel from the module)\n"
     "  kernelevolve sweep SPEC --out FILE.tsv [--device cpu|cuda[:N]|hip[:N]] [--jobs N] [--max-points N]\n"
-    "                        [--time-limit SEC] [--timeout SEC] [--sandbox MODE] [--commit TEXT]\n"
+    "                        [--time-limit SEC] [--timeout SEC] [--sandbox MODE] [--commit TEXT] [--count]\n"
     "                        measure every valid point of the tunable space into FILE (resumes it if it exists)\n"
     "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes and the best one's lineage\n"
     "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines (a comment for Triton)\n"
@@ -732,6 +732,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   int jobs = 0;
   std::int64_t max_points = 0;
   double time_limit = 0, timeout = 0;
+  bool count_only = false;
   d.add_options()("device", po::value(&c.device)->default_value("cpu"), "cpu, cuda[:N] or hip[:N] (one device)")(
       "out", po::value(&out), "the sweep file (.tsv); an existing one of the same spec and device is resumed")(
       "jobs", po::value(&jobs), "candidates evaluated at once, each in its own worker (default: 1 on a CPU, 3 on a GPU)")(
@@ -740,7 +741,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "start no point after SEC seconds (those in flight finish; run again to go on)")(
       "timeout", po::value(&timeout)->default_value(0), "time limit per candidate, seconds (0: 10x the seed's, at least 10 s)")(
       "sandbox", po::value(&sandbox_name)->default_value("strict"), "how workers confine candidates: strict, basic or off")(
-      "commit", po::value(&commit), "what measured it, for the header (default: git describe of the spec's checkout)");
+      "commit", po::value(&commit), "what measured it, for the header (default: git describe of the spec's checkout)")(
+      "count", po::bool_switch(&count_only), "only say how many points the space has and the file holds (no device)");
   po::variables_map vm = parse(args, d, c);
   if (vm.count("help")) {
     std::cout << kUsage << d;
@@ -760,6 +762,12 @@ int cmd_sweep(const std::vector<std::string>& args) {
   const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
   if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
   ke::Spec spec = load_cli_problem(c);
+  if (count_only) {  // to plan device time: no device opened
+    const std::size_t space = ke::tunable_space(spec).size();
+    const std::size_t held = std::filesystem::exists(out) ? ke::read_sweep(out).points.size() : 0;
+    std::cout << spec.name << ": " << space << " points; " << held << " in " << out << "\n";
+    return 0;
+  }
   const bool gpu = c.device.rfind("cuda", 0) == 0 || c.device.rfind("hip", 0) == 0;
   if (!vm.count("jobs")) jobs = gpu ? 3 : 1;
   ke::WorkerOptions wo;

@@ -75,15 +75,17 @@ struct PolicyOptions {
   // model: the surrogate (an ensemble of gradient-boosted tree models, each on a bootstrap of the points)
   int model_ensemble = 5;           // members; their spread is the uncertainty
   int model_rounds = 20;            // boosting rounds (trees) per member
-  int model_depth = 2;              // the trees' depth
+  int model_depth = 4;              // the trees' depth
   double model_eta = 0.3;           // the learning rate
   bool model_pair_features = true;  // add log2(a * b) for each pair of power-of-two tunables
-  int model_min_points = 3;         // ok points before the model proposes; until then:
-  std::string model_warmup = "maximin";  // "random" points, or "maximin" (each the farthest from those taken)
+  int model_min_points = 3;         // ok points before the model proposes; until then, by model_warmup:
+  // "corner" (the first point the farthest from the seed, the rest random), "random", or "maximin" (each
+  // point the farthest from those taken: corners first); random in a grid too large to score whole
+  std::string model_warmup = "corner";
   // How a candidate is scored: "lcb" (predicted ln(time) - exploration x spread), "ei" (expected
   // improvement), "thompson" (one member's prediction, the member drawn per proposal).
   std::string model_acquisition = "lcb";
-  double model_exploration = 0.2;   // lcb: the weight of the spread
+  double model_exploration = 0.5;   // lcb: the weight of the spread
   double model_failure_penalty = 0.5;  // a point that is not ok counts as the worst seen, times e^penalty
   int model_refit_divisor = 16;     // refit after max(1, n / divisor) new points (n measured at the last fit)
   double model_grid_limit = 50000;  // grids up to this many points are scored whole; larger ones by
@@ -205,14 +207,15 @@ struct ModelStats {
 };
 
 // A surrogate of the tunable space that learns from what was measured (XGBoost, gradient-boosted trees):
-// features are the tunables' values (log2 where every value is a power of two), the target the point's
-// ln(time) relative to the seed (a point that is not ok counts as slower than any). An ensemble of models,
-// each fitted on a bootstrap of the points, predicts every unmeasured valid point (or, in a grid too large
-// to score whole, the neighbours of the best points and random restarts); the point proposed is the one
-// of least predicted time less `model_exploration` times the ensemble's spread. Until `model_min_points`
-// points are ok, it proposes random ones. Parents: the fastest node. Refits after a growing number of new
-// points, so a proposal stays cheap at thousands of points. Deterministic for a seed (one thread).
-// Throws Error(BadUsage) when this build has no XGBoost (model_policy_available()).
+// features are the tunables' values (log2 where every value is a power of two, and the log2 of each
+// product of two such), the target the point's ln(time) relative to the seed (a point that is not ok
+// counts as slower than any). An ensemble of models, each fitted on a bootstrap of the points, predicts
+// every unmeasured valid point (or, in a grid too large to score whole, the neighbours of the best points
+// and random restarts); the point proposed is the one of least predicted time less `model_exploration`
+// times the ensemble's spread (or by expected improvement, or Thompson sampling: model_acquisition).
+// Until `model_min_points` points are ok it explores (model_warmup). Parents: the fastest node. Refits
+// after a growing number of new points, so a proposal stays cheap at thousands of points. Deterministic
+// for a seed (one thread). Throws Error(BadUsage) when this build has no XGBoost (model_policy_available()).
 class ModelPolicy final : public SelectionPolicy {
  public:
   explicit ModelPolicy(PolicyOptions options = {});

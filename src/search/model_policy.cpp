@@ -297,7 +297,11 @@ struct ModelPolicy::Impl {
   // plausible time (mean - exploration x spread), "ei" the expected improvement on the best measured
   // time, "thompson" one member's prediction (the member drawn per proposal).
   double worth(const Predictions& p, std::size_t i, double best_y, std::size_t member) const {
-    const std::string& a = options.model_acquisition;
+    const std::string& w = options.model_warmup;
+  if (w != "corner" && w != "random" && w != "maximin") {
+    throw Error(ErrorCode::BadUsage, "the model policy's warm-up is corner, random or maximin, not '" + w + "'");
+  }
+  const std::string& a = options.model_acquisition;
     if (a == "thompson") return -p.by_member[member * p.mean.size() + i];
     if (a == "ei") {
       const double sigma = p.spread[i], gain = best_y - p.mean[i];
@@ -380,13 +384,14 @@ struct ModelPolicy::Impl {
     Space& s = open_space(q);
     const std::size_t data = s.oks + (s.prior_x.empty() ? 0 : static_cast<std::size_t>(options.model_min_points));
     if (data < static_cast<std::size_t>(options.model_min_points)) {
-      // Too little to learn from yet: spread the first points over the space.
+      // Too little to learn from yet: spread the first points over the space. The seed sits at the first
+      // value of every axis, so the farthest point from it is the most it can learn from one more.
       if (s.enumerated) {
         std::vector<const Point*> open;
         for (const Point& p : s.grid)
           if (!s.taken.count(p)) open.push_back(&p);
         if (open.empty()) return std::nullopt;
-        if (options.model_warmup == "maximin") {
+        if (options.model_warmup == "maximin" || (options.model_warmup == "corner" && s.taken.size() <= 1)) {
           // The open point farthest from every taken one (in steps along each axis, scaled to the axis):
           // the corners first, then between.
           std::vector<double> reach(open.size(), std::numeric_limits<double>::infinity());
