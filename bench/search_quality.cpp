@@ -1,17 +1,21 @@
 // Search quality: how many evaluations each selection policy needs to get within 5% of the best point of
-// a problem's tunable space, against random search, on the CPU problems.
+// a problem's tunable space, against random search, on recorded sweeps (any device) and on the CPU problems.
 //
-// 1. Sweep: every valid point of each problem is measured once, for real (in-process, on this CPU), and
-//    kept in a store (--cache), so a second invocation measures nothing.
-// 2. Replay: each policy searches the same space many times (--repeats seeds) against those stored
+// 1. Sweeps. A recorded sweep file (`kernelevolve sweep`, bench/sweeps/*.tsv) holds every valid point of a
+//    space measured on some device, and the spec itself: it is replayed here, on any machine. The CPU
+//    problems are swept here, for real (in-process, on this CPU), and kept in a store (--cache), so a second
+//    invocation measures nothing.
+// 2. Replay: each policy searches the same space many times (--repeats seeds) against those recorded
 //    times, with the parameter mutator, exactly as `kernelevolve run` would but without the hardware:
 //    fast, and fair, since every policy sees the same numbers. A search stops when its best is within
 //    5% of the sweep's best (speedup >= best / 1.05); the evaluations it took (the seed included) are
 //    its score. Random search draws the points in a uniformly random order after the seed.
 //
-//    search_quality [--repeats N] [--cache FILE] [--policies a,b@key=value,...] [--min-points N] [--jobs N] [SPEC ...]
+//    search_quality [--repeats N] [--cache FILE] [--policies a,b@key=value,...] [--min-points N] [--large N]
+//                   [--jobs N] [--sweep FILE.tsv ...] [--sweeps-only] [SPEC ...]
 //
-// With no SPEC, every CPU spec under problems/ (spec.json or cpu.json).
+// With no SPEC, every CPU spec under problems/ (spec.json or cpu.json), besides the sweeps. Summaries:
+// every space, the recorded sweeps of GPUs, and the CPU spaces of --large (20) points or more.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -19,11 +23,11 @@
 #include <filesystem>
 #include <kernelevolve/kernelevolve.hpp>
 #include <kernelevolve/store.hpp>
+#include <kernelevolve/sweep.hpp>
 #include <map>
 #include <numeric>
 #include <random>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace ke = kernelevolve;
@@ -31,25 +35,39 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The key of a point in the sweep: its source and its live tunables (the seed's node binds every
-// tunable; the parameter search's children only the live ones).
-std::string point_key(const ke::Candidate& c, const std::vector<std::string>& live) {
-  ke::Candidate projected = c;
-  projected.tunables.clear();
-  for (const auto& name : live) {
-    if (const auto it = c.tunables.find(name); it != c.tunables.end()) projected.tunables[name] = it->second;
+using Point = std::vector<std::int64_t>;
+
+// A point's values over the space's axes (the live tunables); the seed's node binds every tunable,
+// the parameter search's children only the live ones, and both are the same point.
+Point point_of(const ke::Bindings& tunables, const std::vector<std::string>& axes) {
+  Point p;
+  for (const auto& name : axes) {
+    const auto it = tunables.find(name);
+    p.push_back(it == tunables.end() ? std::numeric_limits<std::int64_t>::min() : it->second);
   }
-  return projected.key();
+  return p;
 }
+
+struct Problem {
+  std::string name;         // the spec's name
+  std::string origin;       // the spec file, or the sweep file
+  bool gpu = false;         // measured on a GPU (a recorded sweep of another device class than cpu)
+  std::string device;
+  ke::Spec spec;
+  std::vector<std::string> axes;  // the tunables the seed reads
+  std::vector<ke::Bindings> points;
+  std::map<Point, ke::Evaluation> measured;
+  double best_speedup = 0;
+  int within = 0;  // points within 5% of the best
+};
 
 // Answers from the sweep's measurements.
 class Replay final : public ke::FitnessEvaluator {
  public:
-  Replay(std::unordered_map<std::string, ke::Evaluation> table, std::vector<std::string> live)
-      : table_(std::move(table)), live_(std::move(live)) {}
+  explicit Replay(const Problem& p) : p_(p) {}
   ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t) override {
-    const auto it = table_.find(point_key(c, live_));
-    if (it != table_.end()) return it->second;
+    const auto it = p_.measured.find(point_of(c.tunables, p_.axes));
+    if (it != p_.measured.end()) return it->second;
     ke::Evaluation e;
     e.status = ke::Status::invalid;
     e.message = "not in the sweep";
@@ -58,29 +76,28 @@ class Replay final : public ke::FitnessEvaluator {
   ke::DeviceInfo device_info() override { return {"replay", "replay", "sweep", 1, 0, 0, 0, 0, {}}; }
 
  private:
-  std::unordered_map<std::string, ke::Evaluation> table_;
-  std::vector<std::string> live_;
+  const Problem& p_;
 };
 
-struct Problem {
-  std::string path;
-  ke::Spec spec;
-  std::vector<ke::Candidate> points;
-  std::unordered_map<std::string, ke::Evaluation> measured;  // by point_key
-  std::vector<std::string> live;                            // the tunables the seed reads
-  double best_speedup = 0;
-  int within = 0;  // points within 5% of the best
-};
+void finish(Problem& p) {
+  const ke::Evaluation& seed = p.measured.at(point_of(p.points[0], p.axes));
+  if (seed.status != ke::Status::ok) throw ke::Error(ke::ErrorCode::BadSpec, p.origin + ": the seed is not ok");
+  for (const auto& [key, e] : p.measured) p.best_speedup = std::max(p.best_speedup, ke::speedup(seed, e));
+  for (const auto& [key, e] : p.measured) p.within += ke::speedup(seed, e) >= p.best_speedup / 1.05;
+}
 
-Problem sweep(const std::string& path, const std::shared_ptr<ke::Store>& cache) {
+// A CPU problem, swept here (or from the cache).
+Problem sweep_here(const std::string& path, const std::shared_ptr<ke::Store>& cache) {
   Problem p;
-  p.path = path;
+  p.origin = path;
   p.spec = ke::load_spec(path);
+  p.name = p.spec.name;
   const ke::Language language = p.spec.seed.language.value_or(p.spec.language);
-  for (const auto& point : ke::tunable_space(p.spec)) p.points.push_back({p.spec.seed.source, language, point});
-  for (const auto& [name, value] : p.points.front().tunables) p.live.push_back(name);
+  p.points = ke::tunable_space(p.spec);
+  for (const auto& [name, value] : p.points.front()) p.axes.push_back(name);
   auto local = std::make_shared<ke::LocalEvaluator>(p.spec, ke::open_device("cpu"));
   ke::ReusingEvaluator evaluator(local, cache, p.spec);
+  p.device = ke::FitnessEvaluator::device_class(evaluator.device_info());
   std::fprintf(stderr, "sweeping %s: %zu points", p.spec.name.c_str(), p.points.size());
   std::vector<ke::Node> nodes;
   for (std::size_t i = 0; i < p.points.size(); ++i) {
@@ -88,10 +105,10 @@ Problem sweep(const std::string& path, const std::shared_ptr<ke::Store>& cache) 
     n.id = static_cast<ke::NodeId>(i);
     if (i > 0) n.parents = {0};
     n.mutator = i == 0 ? "seed" : "sweep";
-    n.candidate = p.points[i];
+    n.candidate = {p.spec.seed.source, language, p.points[i]};
     n.evaluation = evaluator.evaluate(n.candidate, 1000 + i);
+    p.measured[point_of(p.points[i], p.axes)] = n.evaluation;
     nodes.push_back(n);
-    p.measured[point_key(n.candidate, p.live)] = n.evaluation;
     std::fputc('.', stderr);
   }
   const std::int64_t fresh = static_cast<std::int64_t>(p.points.size()) - evaluator.reused();
@@ -106,15 +123,42 @@ Problem sweep(const std::string& path, const std::shared_ptr<ke::Store>& cache) 
       cache->record_node(run, n, state, evaluator.reused_from(n.candidate));
     }
   }
-  const ke::Evaluation& seed = p.measured.at(point_key(p.points[0], p.live));
-  if (seed.status != ke::Status::ok) throw ke::Error(ke::ErrorCode::BadSpec, p.path + ": the seed is not ok");
-  for (const auto& [key, e] : p.measured) p.best_speedup = std::max(p.best_speedup, ke::speedup(seed, e));
-  for (const auto& [key, e] : p.measured) p.within += ke::speedup(seed, e) >= p.best_speedup / 1.05;
+  finish(p);
   return p;
 }
 
-// A policy and its options from "name@key=value@key=value" (keys: epsilon, tournament_size, exploration,
-// islands, migration_interval, features (separated by '+'), bins_per_octave).
+// A recorded sweep; none (and why, on stderr) when it does not cover its space.
+std::optional<Problem> from_sweep_file(const std::string& path) {
+  const ke::Sweep sweep = ke::read_sweep(path);
+  Problem p;
+  p.origin = path;
+  p.spec = ke::sweep_spec(sweep);
+  p.name = p.spec.name;
+  p.device = sweep.device;
+  p.gpu = sweep.device.rfind("cpu", 0) != 0;
+  p.points = ke::tunable_space(p.spec);
+  p.axes = sweep.tunables;
+  for (const ke::SweepPoint& s : sweep.points) {
+    ke::Evaluation e;
+    e.status = s.status;
+    e.message = s.note;
+    e.device = sweep.device;
+    for (double us : s.median_us) e.timings.push_back({us, us, us, 0, 1});
+    p.measured[point_of(s.tunables, p.axes)] = std::move(e);
+  }
+  std::size_t missing = 0;
+  for (const auto& point : p.points) missing += p.measured.count(point_of(point, p.axes)) == 0;
+  if (missing > 0) {
+    std::fprintf(stderr, "skipping %s: %zu of its %zu points are not measured yet (resume the sweep)\n", path.c_str(),
+                 missing, p.points.size());
+    return std::nullopt;
+  }
+  finish(p);
+  return p;
+}
+
+// A policy and its options from "name@key=value@key=value" (keys: the PolicyOptions fields, as named in
+// policy_option below; features separated by '+').
 std::unique_ptr<ke::SelectionPolicy> policy_from(const std::string& text) {
   std::vector<std::string> parts;
   std::string part;
@@ -136,6 +180,24 @@ std::unique_ptr<ke::SelectionPolicy> policy_from(const std::string& text) {
     else if (key == "islands") o.islands = std::stoi(value);
     else if (key == "migration_interval") o.migration_interval = std::stoi(value);
     else if (key == "bins_per_octave") o.bins_per_octave = std::stod(value);
+    else if (key == "model_ensemble") o.model_ensemble = std::stoi(value);
+    else if (key == "model_rounds") o.model_rounds = std::stoi(value);
+    else if (key == "model_depth") o.model_depth = std::stoi(value);
+    else if (key == "model_eta") o.model_eta = std::stod(value);
+    else if (key == "model_pair_features") o.model_pair_features = value != "0";
+    else if (key == "model_min_points") o.model_min_points = std::stoi(value);
+    else if (key == "model_exploration") o.model_exploration = std::stod(value);
+    else if (key == "model_acquisition") o.model_acquisition = value;
+    else if (key == "model_warmup") o.model_warmup = value;
+    else if (key == "prior") {  // a sweep of the same problem on another device (transfer)
+      const ke::Sweep prior = ke::read_sweep(value);
+      o.prior = ke::sweep_prior(prior, ke::sweep_spec(prior));
+    } else if (key == "prior_weight") o.prior_weight = std::stod(value);
+    else if (key == "model_failure_penalty") o.model_failure_penalty = std::stod(value);
+    else if (key == "model_refit_divisor") o.model_refit_divisor = std::stoi(value);
+    else if (key == "model_grid_limit") o.model_grid_limit = std::stod(value);
+    else if (key == "model_neighbourhoods") o.model_neighbourhoods = std::stoi(value);
+    else if (key == "model_restarts") o.model_restarts = std::stoi(value);
     else if (key == "features") {
       std::string f;
       for (char c : value + "+") {
@@ -158,9 +220,9 @@ int policy_search(const Problem& p, const std::string& policy, std::uint64_t see
   ke::EvolverOptions options;
   options.seed = seed;
   options.jobs = jobs;
+  options.confirm_rounds = 0;  // a replay answers the same again: nothing to confirm
   const int budget = static_cast<int>(p.points.size());
-  ke::Evolver evolver(p.spec, std::make_shared<Replay>(p.measured, p.live), std::make_shared<ke::ParamMutator>(),
-                      policy_from(policy),
+  ke::Evolver evolver(p.spec, std::make_shared<Replay>(p), std::make_shared<ke::ParamMutator>(), policy_from(policy),
                       ke::any_of({ke::target_speedup(p.best_speedup / 1.05), ke::max_evaluations(budget)}), options);
   // Count when the target was first reached, not when the loop noticed (jobs > 1 drains what is in flight).
   struct FirstHit final : ke::Observer {
@@ -181,10 +243,11 @@ int random_search(const Problem& p, std::uint64_t seed) {
   std::iota(order.begin(), order.end(), 1);
   std::mt19937_64 rng(seed);
   std::shuffle(order.begin(), order.end(), rng);
-  const ke::Evaluation& base = p.measured.at(point_key(p.points[0], p.live));
+  const ke::Evaluation& base = p.measured.at(point_of(p.points[0], p.axes));
   if (ke::speedup(base, base) >= p.best_speedup / 1.05) return 1;
   for (std::size_t k = 0; k < order.size(); ++k) {
-    if (ke::speedup(base, p.measured.at(point_key(p.points[order[k]], p.live))) >= p.best_speedup / 1.05) return static_cast<int>(k) + 2;
+    const ke::Evaluation& e = p.measured.at(point_of(p.points[order[k]], p.axes));
+    if (ke::speedup(base, e) >= p.best_speedup / 1.05) return static_cast<int>(k) + 2;
   }
   return static_cast<int>(p.points.size()) + 1;
 }
@@ -218,13 +281,20 @@ std::vector<std::string> cpu_specs(const fs::path& root) {
   return out;
 }
 
+std::string shown(const std::string& path) {
+  std::error_code error;
+  const fs::path relative = fs::relative(path, KE_SOURCE_DIR, error);
+  return error || relative.empty() || relative.string().rfind("..", 0) == 0 ? path : relative.string();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int repeats = 200, jobs = 1, min_points = 1, large = 20;
+  bool sweeps_only = false;
   std::string cache_path = "search_quality.db";
   std::vector<std::string> policies = ke::policy_names();
-  std::vector<std::string> specs;
+  std::vector<std::string> specs, sweep_files;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -240,8 +310,14 @@ int main(int argc, char** argv) {
       cache_path = next();
     } else if (a == "--min-points") {
       min_points = std::stoi(next());
+    } else if (a == "--large") {
+      large = std::stoi(next());
     } else if (a == "--jobs") {
       jobs = std::stoi(next());
+    } else if (a == "--sweep") {
+      sweep_files.push_back(next());
+    } else if (a == "--sweeps-only") {
+      sweeps_only = true;
     } else if (a == "--policies") {
       policies.clear();
       std::string list = next() + ",", item;
@@ -254,33 +330,43 @@ int main(int argc, char** argv) {
         }
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("search_quality [--repeats N] [--cache FILE] [--policies a,b@key=value,...] [--min-points N] [--jobs N] [SPEC ...]\n");
+      std::printf("search_quality [--repeats N] [--cache FILE] [--policies a,b@key=value,...] [--min-points N] [--large N]\n"
+                  "               [--jobs N] [--sweep FILE.tsv ...] [--sweeps-only] [SPEC ...]\n");
       return 0;
+    } else if (a.size() > 4 && a.substr(a.size() - 4) == ".tsv") {
+      sweep_files.push_back(a);  // --sweep bench/sweeps/*.tsv: the shell gives the rest as plain arguments
     } else {
       specs.push_back(a);
     }
   }
-  if (specs.empty()) specs = cpu_specs(fs::path(KE_SOURCE_DIR) / "problems");
-  if (specs.empty()) {
-    std::fprintf(stderr, "no CPU problems found\n");
+  if (specs.empty() && !sweeps_only) specs = cpu_specs(fs::path(KE_SOURCE_DIR) / "problems");
+  if (specs.empty() && sweep_files.empty()) {
+    std::fprintf(stderr, "no CPU problems found and no sweep given\n");
     return 2;
   }
   try {
-    auto cache = std::make_shared<ke::Store>(cache_path);
     std::vector<Problem> problems;
-    for (const auto& path : specs) {
-      Problem p = sweep(path, cache);
-      if (static_cast<int>(p.points.size()) >= min_points) problems.push_back(std::move(p));
+    for (const auto& path : sweep_files) {
+      if (auto p = from_sweep_file(path); p && static_cast<int>(p->points.size()) >= min_points) problems.push_back(std::move(*p));
+    }
+    if (!specs.empty()) {
+      auto cache = std::make_shared<ke::Store>(cache_path);
+      for (const auto& path : specs) {
+        Problem p = sweep_here(path, cache);
+        if (static_cast<int>(p.points.size()) >= min_points) problems.push_back(std::move(p));
+      }
     }
 
-    std::map<std::string, std::vector<double>> ratios;        // policy -> mean / random mean, per problem
-    std::map<std::string, std::vector<double>> large_ratios;  // the same, problems of `large` points or more
+    // policy -> mean / random mean, per problem of each group
+    std::map<std::string, std::map<std::string, std::vector<double>>> groups;
+    const std::string all = "Every space", gpu = "Recorded GPU sweeps",
+                      cpu_large = "CPU spaces of " + std::to_string(large) + " points or more";
     std::printf("Evaluations to get within 5%% of the best point of an exhaustive sweep (the seed counts as one);\n"
-                "%d searches per policy and problem, seeds 1..%d, parameter mutator, jobs %d.\n\n",
+                "%d searches per policy and space, seeds 1..%d, parameter mutator, jobs %d.\n\n",
                 repeats, repeats, jobs);
     for (const Problem& p : problems) {
-      std::printf("%s (%s): %zu points, best %.2fx over the seed, %d within 5%%\n\n", p.spec.name.c_str(),
-                  fs::relative(p.path, KE_SOURCE_DIR).c_str(), p.points.size(), p.best_speedup, p.within);
+      std::printf("%s (%s, %s): %zu points, best %.2fx over the seed, %d within 5%%\n\n", p.name.c_str(),
+                  shown(p.origin).c_str(), p.device.c_str(), p.points.size(), p.best_speedup, p.within);
       std::printf("| policy | mean | median | p90 | mean vs random |\n|---|---:|---:|---:|---:|\n");
       std::vector<int> random_runs;
       for (int r = 1; r <= repeats; ++r) random_runs.push_back(random_search(p, static_cast<std::uint64_t>(r)));
@@ -290,19 +376,25 @@ int main(int argc, char** argv) {
         std::vector<int> runs;
         for (int r = 1; r <= repeats; ++r) runs.push_back(policy_search(p, policy, static_cast<std::uint64_t>(r), jobs));
         const Stats s = stats(runs);
-        ratios[policy].push_back(s.mean / rs.mean);
-        if (static_cast<int>(p.points.size()) >= large) large_ratios[policy].push_back(s.mean / rs.mean);
-        std::printf("| %s | %.1f | %.0f | %.0f | %.2f |\n", policy.c_str(), s.mean, s.median, s.p90, s.mean / rs.mean);
+        const double ratio = s.mean / rs.mean;
+        groups[all][policy].push_back(ratio);
+        if (p.gpu) groups[gpu][policy].push_back(ratio);
+        else if (static_cast<int>(p.points.size()) >= large) groups[cpu_large][policy].push_back(ratio);
+        std::printf("| %s | %.1f | %.0f | %.0f | %.2f |\n", policy.c_str(), s.mean, s.median, s.p90, ratio);
       }
       std::printf("\n");
+      std::fflush(stdout);
     }
-    auto summary = [&](const std::map<std::string, std::vector<double>>& table, const std::string& title) {
-      if (table.empty() || table.begin()->second.empty()) return std::string();
-      std::printf("%s (%zu problems; geometric mean of mean vs random; lower is better):\n\n| policy | vs random |\n|---|---:|\n",
+    auto summary = [&](const std::string& title) {
+      const auto it = groups.find(title);
+      if (it == groups.end() || it->second.empty() || it->second.begin()->second.empty()) return;
+      const auto& table = it->second;
+      std::printf("%s (%zu spaces; geometric mean of mean vs random; lower is better):\n\n| policy | vs random |\n|---|---:|\n",
                   title.c_str(), table.begin()->second.size());
       std::string winner;
       double winner_ratio = 1e300;
-      for (const auto& [policy, rs] : table) {
+      for (const auto& policy : policies) {
+        const auto& rs = table.at(policy);
         double log_sum = 0;
         for (double r : rs) log_sum += std::log(r);
         const double g = std::exp(log_sum / static_cast<double>(rs.size()));
@@ -313,10 +405,10 @@ int main(int argc, char** argv) {
         }
       }
       std::printf("\nbest: %s (%.2f of random search's evaluations)\n\n", winner.c_str(), winner_ratio);
-      return winner;
     };
-    summary(ratios, "All problems");
-    summary(large_ratios, "Problems of " + std::to_string(large) + " points or more");
+    summary(all);
+    summary(gpu);
+    summary(cpu_large);
   } catch (const ke::Error& e) {
     std::fprintf(stderr, "search_quality: %s\n", e.what());
     return e.exit_code();

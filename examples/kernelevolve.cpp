@@ -31,7 +31,7 @@ const char* kUsage =
     "  kernelevolve run SPEC [--device cpu|cuda[:N]|hip[:N]] [--db FILE | --no-db] [--resume [--run ID]] [--no-reuse]\n"
     "                        [--max-evals N] [--max-time SEC] [--target-speedup X] [--plateau N] [--max-tokens N]\n"
     "                        [--max-cost USD]\n"
-    "                        [--policy greedy|ucb|epsilon-greedy|tournament|islands|random] [policy options]\n"
+    "                        [--policy greedy|ucb|epsilon-greedy|tournament|islands|random|model] [policy options]\n"
     "                        [--mutator param|command|llm|mix] [--command CMD] [--llm-url URL --llm-model NAME\n"
     "                        --llm-api-key-env VAR [--llm-price IN,OUT]]... [llm options] [--jobs N] [--timeout SEC]\n"
     "                        [--in-process]\n"
@@ -44,7 +44,7 @@ const char* kUsage =
     "  --language for its candidates, and --seed-kernel FILE for a seed, unless a --mutator command, llm or\n"
     "  mix writes the first kernel from the module)\n"
     "  kernelevolve sweep SPEC --out FILE.tsv [--device cpu|cuda[:N]|hip[:N]] [--jobs N] [--max-points N]\n"
-    "                        [--time-limit SEC] [--timeout SEC] [--sandbox MODE] [--commit TEXT]\n"
+    "                        [--time-limit SEC] [--timeout SEC] [--sandbox MODE] [--commit TEXT] [--count]\n"
     "                        measure every valid point of the tunable space into FILE (resumes it if it exists)\n"
     "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes, the best one's diagnosis and lineage\n"
     "  kernelevolve show DB [--run ID] --node N            one node in full: times, diagnosis, resources, compiler log\n"
@@ -491,6 +491,7 @@ int cmd_run(const std::vector<std::string>& args) {
   int llm_param_steps = 4;
   std::vector<std::string> warm_stores;
   int warm_max = 3;
+  std::string prior_sweep;
   d.add_options()("max-evals", po::value(&max_evals)->default_value(64), "stop after N evaluations (the seed included)")(
       "max-time", po::value(&max_time), "stop after SEC seconds")("target-speedup", po::value(&target),
                                                                   "stop once the best is X times faster than the seed")(
@@ -498,7 +499,8 @@ int cmd_run(const std::vector<std::string>& args) {
       "max-tokens", po::value(&max_tokens), "stop once the mutator has spent N model tokens")(
       "max-cost", po::value(&max_cost), "stop once the model calls have cost USD dollars (needs --llm-price)")(
       "policy", po::value(&policy)->default_value(ke::default_policy_name()),
-      "selection policy: greedy, ucb, epsilon-greedy, tournament, islands or random")(
+      "selection policy: greedy, ucb, epsilon-greedy, tournament, islands, random or model (default: model for a "
+      "space of 3 points or more where the build has XGBoost, else greedy)")(
       "epsilon", po::value(&popt.epsilon)->default_value(popt.epsilon, "0.2"), "epsilon-greedy: chance of a random ok node")(
       "tournament-size", po::value(&popt.tournament_size)->default_value(popt.tournament_size),
       "tournament: nodes drawn per selection")(
@@ -506,6 +508,8 @@ int cmd_run(const std::vector<std::string>& args) {
       "islands", po::value(&popt.islands)->default_value(popt.islands), "islands: number of islands")(
       "migration-interval", po::value(&popt.migration_interval)->default_value(popt.migration_interval),
       "islands: evaluations between migrations")(
+      "prior-sweep", po::value(&prior_sweep),
+      "model: a sweep of this problem on another device (kernelevolve sweep), as the model's prior knowledge")(
       "features", po::value(&features),
       "islands: MAP-Elites axes, comma-separated: a tunable's name, source_length, resource:NAME (default: the first tunable)")(
       "mutator", po::value(&mutator)->default_value("param"),
@@ -615,6 +619,19 @@ int cmd_run(const std::vector<std::string>& args) {
                      w.spec_name.c_str(), (long long)w.run, w.store.c_str(), w.device.c_str(), w.speedup, w.match.c_str());
       }
     }
+  }
+  if (vm["policy"].defaulted()) {  // by the size of the space: the model where it pays (default_policy_name)
+    std::size_t points = 0;
+    try {
+      points = ke::tunable_space(spec).size();
+    } catch (const ke::Error&) {
+      points = static_cast<std::size_t>(-1);  // too large to count: large
+    }
+    policy = ke::default_policy_name(points);
+  }
+  if (!prior_sweep.empty()) {
+    if (policy != "model") throw ke::Error(ke::ErrorCode::BadUsage, "--prior-sweep is the model policy's prior: it needs --policy model");
+    popt.prior = ke::sweep_prior(ke::read_sweep(prior_sweep), spec);
   }
   if (!vm.count("jobs")) {
     // Timing on a GPU holds the device alone, and compilation and verification are host work: overlap them.
@@ -839,6 +856,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   int jobs = 0;
   std::int64_t max_points = 0;
   double time_limit = 0, timeout = 0;
+  bool count_only = false;
   d.add_options()("device", po::value(&c.device)->default_value("cpu"), "cpu, cuda[:N] or hip[:N] (one device)")(
       "out", po::value(&out), "the sweep file (.tsv); an existing one of the same spec and device is resumed")(
       "jobs", po::value(&jobs), "candidates evaluated at once, each in its own worker (default: 1 on a CPU, 3 on a GPU)")(
@@ -847,7 +865,8 @@ int cmd_sweep(const std::vector<std::string>& args) {
       "start no point after SEC seconds (those in flight finish; run again to go on)")(
       "timeout", po::value(&timeout)->default_value(0), "time limit per candidate, seconds (0: 10x the seed's, at least 10 s)")(
       "sandbox", po::value(&sandbox_name)->default_value("strict"), "how workers confine candidates: strict, basic or off")(
-      "commit", po::value(&commit), "what measured it, for the header (default: git describe of the spec's checkout)");
+      "commit", po::value(&commit), "what measured it, for the header (default: git describe of the spec's checkout)")(
+      "count", po::bool_switch(&count_only), "only say how many points the space has and the file holds (no device)");
   po::variables_map vm = parse(args, d, c);
   if (vm.count("help")) {
     std::cout << kUsage << d;
@@ -867,6 +886,12 @@ int cmd_sweep(const std::vector<std::string>& args) {
   const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
   if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
   ke::Spec spec = load_cli_problem(c);
+  if (count_only) {  // to plan device time: no device opened
+    const std::size_t space = ke::tunable_space(spec).size();
+    const std::size_t held = std::filesystem::exists(out) ? ke::read_sweep(out).points.size() : 0;
+    std::cout << spec.name << ": " << space << " points; " << held << " in " << out << "\n";
+    return 0;
+  }
   const bool gpu = c.device.rfind("cuda", 0) == 0 || c.device.rfind("hip", 0) == 0;
   if (!vm.count("jobs")) jobs = gpu ? 3 : 1;
   ke::WorkerOptions wo;

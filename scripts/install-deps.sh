@@ -12,6 +12,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
   libsimdjson-dev libboost-dev libboost-program-options-dev \
   libsqlite3-dev libcurl4-openssl-dev doctest-dev libbenchmark-dev libseccomp-dev \
   cargo golang-go >/dev/null
+# The model selection policy's surrogate (src/search/model_policy.cpp): XGBoost's C API.
+$SUDO apt-get install -y -qq --no-install-recommends libxgboost-dev >/dev/null
 # The problem-suite runner (bench/suite.sh): jq reads the runs' JSON, gnuplot draws the plot.
 $SUDO apt-get install -y -qq --no-install-recommends jq gnuplot-nox >/dev/null
 # Evaluation across hosts (KE_WITH_MPI) and its loopback test: Open MPI.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <cmath>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -313,4 +314,101 @@ TEST_CASE("kernelevolve sweep on a CPU spec: limited, resumed, complete; another
   const auto o5 = run_cli("sweep " + spec + " --out " + path + " --device cpu,cpu");
   CHECK(o5.code == 2);
   fs::remove(path);
+}
+
+TEST_CASE("search_quality replays a recorded sweep of a GPU (a synthetic one), and skips an incomplete one") {
+#ifndef KE_SEARCH_QUALITY
+  MESSAGE("skipped: bench/search_quality is built with -DKE_BUILD_BENCH=ON");
+#else
+  // A sweep of the grid spec "measured" on a GPU class: the Surface's times, every point.
+  const ke::Spec spec = ke::testing::grid_spec();
+  const std::string path = temp_path("gpu.tsv"), partial = temp_path("partial.tsv");
+  const auto space = ke::tunable_space(spec);
+  {
+    std::ofstream out(path, std::ios::binary), cut(partial, std::ios::binary);
+    const std::string header = ke::sweep_header(spec, {"A", "B"}, "grid.json", "cuda Fake GPU", "test", "2025-01-01T00:00:00Z");
+    out << header;
+    cut << header;
+    Surface surface;
+    for (std::size_t i = 0; i < space.size(); ++i) {
+      const ke::Evaluation e = surface.evaluate({spec.seed.source, ke::Language::c, space[i]}, 0);
+      const ke::SweepPoint p{space[i], e.status, e.status == ke::Status::ok ? e.median_us() : std::vector<double>{}, e.message};
+      out << ke::sweep_line({"A", "B"}, p);
+      if (i < 5) cut << ke::sweep_line({"A", "B"}, p);
+    }
+  }
+  const std::string policies = ke::model_policy_available() ? "greedy,model" : "greedy";
+  const auto o = [&] {
+    const std::string err_file = temp_path("sq_err");
+    FILE* p = popen((std::string(KE_SEARCH_QUALITY) + " --sweeps-only --repeats 5 --policies " + policies + " --sweep " +
+                     path + " " + partial + " 2>" + err_file).c_str(), "r");
+    REQUIRE(p != nullptr);
+    Outcome out;
+    std::array<char, 4096> buf;
+    std::size_t n;
+    while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.out.append(buf.data(), n);
+    const int status = pclose(p);
+    out.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    out.err = read_text(err_file);
+    fs::remove(err_file);
+    return out;
+  }();
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  CHECK_MESSAGE(o.out.find("grid (" + path + ", cuda Fake GPU): 19 points") != std::string::npos, o.out);
+  CHECK(o.out.find("| random search |") != std::string::npos);
+  CHECK(o.out.find("| greedy |") != std::string::npos);
+  CHECK(o.out.find("Recorded GPU sweeps (1 spaces") != std::string::npos);
+  CHECK(o.out.find("CPU spaces of") == std::string::npos);
+  CHECK_MESSAGE(o.err.find("skipping " + partial + ": 14 of its 19 points are not measured yet") != std::string::npos, o.err);
+  fs::remove(path);
+  fs::remove(partial);
+#endif
+}
+
+TEST_CASE("a sweep as a prior: each point's speedup over the sweep's own seed; another space refused") {
+  const ke::Spec spec = ke::testing::grid_spec();
+  const std::string path = temp_path("prior.tsv");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << ke::sweep_header(spec, {"A", "B"}, "grid.json", "cuda Other GPU", "c", "d")
+        << ke::sweep_line({"A", "B"}, {{{"A", 1}, {"B", 1}}, ke::Status::ok, {40, 80}, ""})
+        << ke::sweep_line({"A", "B"}, {{{"A", 4}, {"B", 2}}, ke::Status::ok, {10, 40}, ""})
+        << ke::sweep_line({"A", "B"}, {{{"A", 8}, {"B", 8}}, ke::Status::crashed, {}, "x"});
+  }
+  const auto prior = ke::sweep_prior(ke::read_sweep(path), spec);
+  REQUIRE(prior.size() == 3);
+  CHECK(prior[0].speedup == doctest::Approx(1.0));
+  CHECK(prior[1].speedup == doctest::Approx(std::sqrt(4.0 * 2.0)));  // the geometric mean over workloads
+  CHECK(prior[1].tunables == ke::Bindings{{"A", 4}, {"B", 2}});
+  CHECK(prior[2].speedup == 0);
+  ke::Spec other = spec;
+  other.tunables = {{"A", {1, 2}}};
+  CHECK_THROWS_WITH_AS(ke::sweep_prior(ke::read_sweep(path), other), doctest::Contains("sweeps the tunable B"), ke::Error);
+  fs::remove(path);
+}
+
+TEST_CASE("kernelevolve run: the model by default on a space of 3 points or more; a prior sweep for it") {
+  const std::string spec = fixture("sweep/grid.json");
+  const std::string db = temp_path("default.db"), sweep = temp_path("prior_cli.tsv");
+  fs::remove(db);
+  fs::remove(sweep);
+  const auto o = run_cli("run " + spec + " --db " + db + " --max-evals 4");
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  {
+    ke::Store store(db, ke::Store::Mode::read_only);
+    CHECK(store.run(1).settings.policy == (ke::model_policy_available() ? "model" : "greedy"));
+  }
+  CHECK(ke::default_policy_name(2) == "greedy");
+  CHECK(ke::default_policy_name(11) == (ke::model_policy_available() ? "model" : "greedy"));
+
+  REQUIRE(run_cli("sweep " + spec + " --out " + sweep + " --max-points 6").code == 0);
+  const auto refused = run_cli("run " + spec + " --no-db --policy greedy --prior-sweep " + sweep);
+  CHECK(refused.code == 2);
+  CHECK(refused.err.find("--prior-sweep is the model policy's prior") != std::string::npos);
+  if (ke::model_policy_available()) {
+    const auto with_prior = run_cli("run " + spec + " --no-db --policy model --max-evals 4 --prior-sweep " + sweep);
+    CHECK_MESSAGE(with_prior.code == 0, with_prior.err);
+  }
+  for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(db + suffix);
+  fs::remove(sweep);
 }

@@ -11,6 +11,7 @@
 
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/search_graph.hpp"
+#include "kernelevolve/selection.hpp"
 #include "kernelevolve/spec.hpp"
 
 namespace kernelevolve {
@@ -37,6 +38,9 @@ struct MutationContext {
   // With no parents: the kernels earlier attempts at the first kernel wrote, which failed (their
   // evaluations say how), so that a model does not write them again. They are in no graph.
   std::vector<Node> failed_attempts = {};
+  // The search's policy, which the parameter mutator asks for a point (SelectionPolicy::propose_point);
+  // null: none to ask.
+  SelectionPolicy* policy = nullptr;
 };
 
 struct Mutation {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kernelevolve/fitness.hpp"
+#include "kernelevolve/selection.hpp"
 #include "kernelevolve/spec.hpp"
 
 namespace kernelevolve {
@@ -61,6 +62,11 @@ std::string sweep_header(const Spec& spec, const std::vector<std::string>& tunab
                          const std::string& device, const std::string& commit, const std::string& started);
 // One point's line, newline included: tabs and newlines in the note become spaces.
 std::string sweep_line(const std::vector<std::string>& tunables, const SweepPoint& point);
+
+// A sweep's points as the model policy's prior (PolicyOptions::prior) for a search of `spec`, usually the
+// same problem measured on another device: each point's speedup over the sweep's own seed point (0 when
+// not ok). Throws Error(BadUsage) when the sweep's tunables are not the spec's, or its seed point is not ok.
+std::vector<PriorPoint> sweep_prior(const Sweep& sweep, const Spec& spec);
 
 struct SweepProgress {
   std::size_t space = 0;     // valid points in the spec's space

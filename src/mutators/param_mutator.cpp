@@ -107,8 +107,22 @@ Mutation ParamMutator::mutate(const MutationContext& ctx) {
     return true;
   };
 
-  std::uniform_real_distribution<double> unit(0.0, 1.0);
   std::string why;
+  // A policy that models the space chooses the point; the checks stay here.
+  if (ctx.policy) {
+    if (auto proposed = ctx.policy->propose_point(PointQuery{ctx.spec, ctx.graph, parent.id, tunables, ctx.rng})) {
+      Bindings point = base;
+      for (const auto& [name, value] : proposed->tunables) {
+        if (point.count(name)) point[name] = value;
+      }
+      if (acceptable(point, why)) {
+        m.child = with_tunables(parent.candidate, point);
+        m.note = proposed->note + ": " + why;
+        return m;
+      }
+    }
+  }
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
   const int attempts = 64;
   for (int attempt = 0; attempt < attempts; ++attempt) {
     Bindings point = base;

@@ -296,9 +296,19 @@ std::vector<NodeId> IslandsPolicy::select(const SearchGraph& graph, std::mt19937
 
 // ---- by name ----------------------------------------------------------------------------------------
 
-std::vector<std::string> policy_names() { return {"greedy", "epsilon-greedy", "tournament", "ucb", "islands", "random"}; }
+std::vector<std::string> policy_names() {
+  std::vector<std::string> names{"greedy", "epsilon-greedy", "tournament", "ucb", "islands", "random"};
+  if (model_policy_available()) names.push_back("model");
+  return names;
+}
 
 std::string default_policy_name() { return "greedy"; }
+
+std::size_t model_default_threshold() { return 3; }
+
+std::string default_policy_name(std::size_t space_points) {
+  return model_policy_available() && space_points >= model_default_threshold() ? "model" : "greedy";
+}
 
 std::unique_ptr<SelectionPolicy> make_policy(const std::string& name, const PolicyOptions& options) {
   if (name == "greedy") return std::make_unique<GreedyPolicy>();
@@ -307,6 +317,7 @@ std::unique_ptr<SelectionPolicy> make_policy(const std::string& name, const Poli
   if (name == "tournament") return std::make_unique<TournamentPolicy>(options.tournament_size);
   if (name == "ucb" || name == "ucb1") return std::make_unique<UcbPolicy>(options.exploration);
   if (name == "islands" || name == "map-elites") return std::make_unique<IslandsPolicy>(options);
+  if (name == "model") return std::make_unique<ModelPolicy>(options);  // says so when the build has no XGBoost
   std::string known;
   for (const auto& n : policy_names()) known += (known.empty() ? "" : ", ") + n;
   throw Error(ErrorCode::BadUsage, "unknown selection policy '" + name + "' (known: " + known + ")");

@@ -106,6 +106,33 @@ Spec sweep_spec(const Sweep& sweep) {
   return spec;
 }
 
+std::vector<PriorPoint> sweep_prior(const Sweep& sweep, const Spec& spec) {
+  for (const auto& name : sweep.tunables) {
+    if (!spec.tunables.count(name)) {
+      throw Error(ErrorCode::BadUsage, sweep.path + " sweeps the tunable " + name + ", which " + spec.name + " lacks: not a prior for it");
+    }
+  }
+  const Spec swept = sweep_spec(sweep);
+  Bindings seed_point;
+  const Bindings all = swept.seed_tunables();
+  for (const auto& name : sweep.tunables) seed_point[name] = all.at(name);
+  const SweepPoint* seed = sweep.find(seed_point);
+  if (!seed || seed->status != Status::ok) {
+    throw Error(ErrorCode::BadUsage, sweep.path + ": its seed point is not measured ok, so its speedups have no base");
+  }
+  std::vector<PriorPoint> out;
+  for (const SweepPoint& p : sweep.points) {
+    double log_sum = 0;
+    if (p.status == Status::ok && p.median_us.size() == seed->median_us.size()) {
+      for (std::size_t w = 0; w < p.median_us.size(); ++w) log_sum += std::log(seed->median_us[w] / p.median_us[w]);
+      out.push_back({p.tunables, std::exp(log_sum / static_cast<double>(p.median_us.size()))});
+    } else {
+      out.push_back({p.tunables, 0});
+    }
+  }
+  return out;
+}
+
 Sweep read_sweep(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::BadUsage, "cannot read the sweep file " + path);
