@@ -21,7 +21,7 @@ budget=${KE_SWEEP_SECONDS:-540}
 start=$(date +%s)
 mkdir -p bench/sweeps
 for spec in level1/matmul level1/matmul_rect level1/bmm level2/softmax_matmul level2/swiglu level1/conv2d \
-            level3_recsys/gather_rows_max level3_recsys/jagged_segment_sum; do
+            level3_recsys/gather_rows_max level3_recsys/jagged_segment_sum level1/row_sum; do
   name=$(basename "$spec")
   out="bench/sweeps/${name}_${tag}.tsv"
   rest=$((budget - ($(date +%s) - start)))
