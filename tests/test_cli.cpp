@@ -10,32 +10,13 @@
 #include <simdjson.h>
 #include <string>
 
+#include "support/cli_runner.hpp"
+
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
 
-Outcome kernelevolve(const std::string& args) {
-  const std::string err_file = std::filesystem::temp_directory_path() / ("ke_cli_err_" + std::to_string(getpid()));
-  const std::string cmd = std::string(KE_CLI) + " " + args + " 2>" + err_file;
-  Outcome o;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-  const int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* f = fopen(err_file.c_str(), "r")) {
-    while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) o.err.append(buf.data(), n);
-    fclose(f);
-  }
-  std::filesystem::remove(err_file);
-  return o;
-}
+using Outcome = ke_test::CliOutcome;
+Outcome kernelevolve(const std::string& args) { return ke_test::run_cli(args); }
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/" + name; }
 

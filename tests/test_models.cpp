@@ -17,8 +17,11 @@
 
 #include "mutators/model_bandit.hpp"
 #include "support/fake_model_server.hpp"
+#include "support/cli_runner.hpp"
 
 namespace ke = kernelevolve;
+using ke_test::run_cli;
+using ke_test::TempDir;
 namespace fs = std::filesystem;
 using ke_test::FakeModelServer;
 
@@ -57,42 +60,7 @@ ke::LlmOptions options_for(const FakeModelServer& server, const std::string& mod
   return o;
 }
 
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("ke_models_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-// The command-line tool, run as a user runs it; the fake servers of the test answer its model calls.
-Outcome run_cli(const std::string& args) {
-  const std::string err_file = fs::temp_directory_path() / ("ke_models_err_" + std::to_string(getpid()));
-  const std::string cmd = std::string(KE_CLI) + " " + args + " 2>" + err_file;
-  Outcome o;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-  const int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (FILE* f = fopen(err_file.c_str(), "r")) {
-    while ((n = fread(buf.data(), 1, buf.size(), f)) > 0) o.err.append(buf.data(), n);
-    fclose(f);
-  }
-  fs::remove(err_file);
-  return o;
-}
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/" + name; }
 
@@ -299,7 +267,7 @@ TEST_CASE("two models in one run: each node names the model that wrote it, and t
 }
 
 TEST_CASE("a resumed run keeps the prices it began with; a model it had no price for takes the one given now") {
-  TempDir dir;
+  TempDir dir("ke_models");
   ke::Store store(dir / "runs.db");
   const ke::Spec spec = colsum();
   ke::DeviceInfo device;
@@ -340,7 +308,7 @@ TEST_CASE("a cost budget stops a run, and the cost so far comes back with a resu
   CHECK_THROWS_AS(ke::cost_budget(-1), ke::Error);
 
   // Recorded and loaded: the node's model and cost, the run's total, a failed call's cost in the total.
-  TempDir dir;
+  TempDir dir("ke_models");
   auto store = std::make_shared<ke::Store>(dir / "runs.db");
   const ke::Spec spec = colsum();
   FakeModelServer server;
@@ -384,7 +352,7 @@ TEST_CASE("a cost budget stops a run, and the cost so far comes back with a resu
 }
 
 TEST_CASE("a version-3 database is migrated: its nodes gain a model and a cost, its runs a cost and prices") {
-  TempDir dir;
+  TempDir dir("ke_models");
   const std::string path = dir / "v3.db";
   {
     ke::Store store(path);
@@ -438,7 +406,7 @@ TEST_CASE("cli: --max-cost stops a run, and --json's cost_usd is the tokens the 
 }
 
 TEST_CASE("cli: a resumed run keeps the price it began with, and says so when another is given") {
-  TempDir dir;
+  TempDir dir("ke_models");
   FakeModelServer server;
   for (int i = 0; i < 10; ++i) server.push({200, FakeModelServer::openai(fast_kernel(i), 100)});
   const std::string common = "run " + fixture("e2e/colsum.json") + " --db " + (dir / "runs.db") +
@@ -474,7 +442,7 @@ TEST_CASE("cli: a resumed run keeps the price it began with, and says so when an
 }
 
 TEST_CASE("cli: two model endpoints: each node is credited to its model, and the calls turn to the one that improves") {
-  TempDir dir;
+  TempDir dir("ke_models");
   FakeModelServer good, bad;
   for (int i = 0; i < 16; ++i) {
     good.push({200, FakeModelServer::openai(fast_kernel(i), 100)});

@@ -27,6 +27,8 @@
 
 #include "support/grid_spec.hpp"
 
+#include "support/cli_runner.hpp"
+
 namespace ke = kernelevolve;
 namespace fs = std::filesystem;
 
@@ -35,16 +37,8 @@ extern char** environ;
 namespace {
 
 // A fresh folder per test, removed at the end: nothing is left in the source tree or in /tmp.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("ke_store_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
+struct TempDir : ke_test::TempDir {
+  TempDir() : ke_test::TempDir("ke_store") {}
 };
 
 using ke::testing::grid_spec;
@@ -633,28 +627,7 @@ TEST_CASE("the hashes: what makes a spec the same") {
 
 namespace {
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-Outcome cli(const std::string& args) {
-  static std::atomic<int> counter{0};
-  const std::string err_file =
-      (fs::temp_directory_path() / ("ke_store_err_" + std::to_string(getpid()) + "_" + std::to_string(counter++))).string();
-  Outcome o;
-  FILE* p = popen((std::string(KE_CLI) + " " + args + " 2>" + err_file).c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-  const int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_file);
-  o.err.assign(std::istreambuf_iterator<char>(err), {});
-  fs::remove(err_file);
-  return o;
-}
+const auto cli = ke_test::run_cli;
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/" + name; }
 

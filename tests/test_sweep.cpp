@@ -21,8 +21,11 @@
 #include <string>
 
 #include "support/grid_spec.hpp"
+#include "support/cli_runner.hpp"
 
 namespace ke = kernelevolve;
+using ke_test::run_cli;
+using Outcome = ke_test::CliOutcome;
 namespace fs = std::filesystem;
 
 namespace {
@@ -68,26 +71,6 @@ std::string read_text(const std::string& path) {
   return s.str();
 }
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-Outcome run_cli(const std::string& args) {
-  const std::string err_file = temp_path("cli_err");
-  const std::string cmd = std::string(KE_CLI) + " " + args + " 2>" + err_file;
-  Outcome o;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-  const int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  o.err = read_text(err_file);
-  fs::remove(err_file);
-  return o;
-}
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/" + name; }
 

@@ -17,24 +17,15 @@
 #include <string>
 
 #include "support/fake_model_server.hpp"
+#include "support/cli_runner.hpp"
 
 namespace ke = kernelevolve;
+using ke_test::TempDir;
+const auto cli = ke_test::run_cli;
 namespace fs = std::filesystem;
 using ke_test::FakeModelServer;
 
 namespace {
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path = fs::temp_directory_path() / ("ke_warm_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/" + name; }
 
@@ -93,28 +84,6 @@ void make_other_store(const std::string& path) {
   }
 }
 
-struct Outcome {
-  int code = -1;
-  std::string out, err;
-};
-
-Outcome cli(const std::string& args) {
-  static std::atomic<int> counter{0};
-  const std::string err_file =
-      (fs::temp_directory_path() / ("ke_warm_err_" + std::to_string(getpid()) + "_" + std::to_string(counter++))).string();
-  Outcome o;
-  FILE* p = popen((std::string(KE_CLI) + " " + args + " 2>" + err_file).c_str(), "r");
-  REQUIRE(p != nullptr);
-  std::array<char, 4096> buf;
-  std::size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.out.append(buf.data(), n);
-  const int status = pclose(p);
-  o.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_file);
-  o.err.assign(std::istreambuf_iterator<char>(err), {});
-  fs::remove(err_file);
-  return o;
-}
 
 std::int64_t query_int(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
@@ -182,7 +151,7 @@ TEST_CASE("warm_match: by name, family or signature, and only with the same lang
 
 TEST_CASE("find_warm_kernels: the best of each matching run, best first, each source once, its tunables this "
           "problem's") {
-  TempDir dir;
+  TempDir dir("ke_warm");
   const std::string db = dir / "others.db";
   const ke::Spec here = ke::parse_spec(spec_text("colsum", R"(, "family": "reduction", "tunables": {"BLOCK": [1, 2, 4]})"),
                                        "colsum.json");
@@ -236,7 +205,7 @@ TEST_CASE("find_warm_kernels: the best of each matching run, best first, each so
 }
 
 TEST_CASE("a store that is missing or not a KernelEvolve database is bad input, named") {
-  TempDir dir;
+  TempDir dir("ke_warm");
   const ke::Spec spec = spec_of("colsum");
   CHECK_THROWS_WITH_AS(ke::find_warm_kernels({dir / "missing.db"}, spec), doctest::Contains("missing.db"), ke::Error);
   {
@@ -307,7 +276,7 @@ TEST_CASE("a warm kernel with no tunables of this problem's, the fastest node, d
 
 TEST_CASE("a run warm-started from another problem's store: verified here first, a wrong kernel ends incorrect, "
           "the model sees them, and a resume does not add them again") {
-  TempDir dir;
+  TempDir dir("ke_warm");
   const std::string other = dir / "other.db";
   make_other_store(other);
   const ke::Spec spec = ke::load_spec(fixture("e2e/colsum.json"));
@@ -385,7 +354,7 @@ TEST_CASE("a run warm-started from another problem's store: verified here first,
 }
 
 TEST_CASE("run --warm-start: repeatable; the kernels enter first; nothing matching is a note, not an error") {
-  TempDir dir;
+  TempDir dir("ke_warm");
   const std::string rows_db = dir / "rows.db", by8_db = dir / "by8.db";
   for (const auto& [name, db] : {std::pair{"warm/colsum_rows.json", rows_db}, std::pair{"warm/colsum_by8.json", by8_db}}) {
     const auto made = cli(std::string("run ") + fixture(name) + " --db " + db + " --max-evals 2 --in-process");
