@@ -822,8 +822,15 @@ TEST_CASE("a run killed with SIGKILL mid-search reopens clean, resumes, and keep
   CHECK(doc["run"].get_int64().value() == 1);
   CHECK(doc["evaluations"].get_int64().value() == nodes_before + 3);
   // The search's figure keeps its best; the reported one is the confirmation's (the best and the seed
-  // timed again side by side), which may differ from a seed timed long ago.
-  CHECK(doc["best"]["search_speedup"].get_double().value() >= best_before * (1 - 1e-5));  // JSON keeps 6 digits
+  // timed again side by side), which may differ from a seed timed long ago. On a loaded machine the
+  // confirmation may not bear the best out, and then the next best is reported: the graph still holds the
+  // best (checked below), and the report says which node it confirmed.
+  const bool confirmed = doc["best"]["confirmed"].get_bool().value();
+  if (confirmed) {
+    CHECK(doc["best"]["search_speedup"].get_double().value() >= best_before * (1 - 1e-5));  // JSON keeps 6 digits
+  } else {
+    MESSAGE("the resumed run's best was not borne out by its confirmation; the next best is reported");
+  }
   CHECK(doc["best"]["speedup"].get_double().value() > 1.0);
 
   ke::Store store(db);
@@ -834,6 +841,9 @@ TEST_CASE("a run killed with SIGKILL mid-search reopens clean, resumes, and keep
   bool best_still_there = false;
   for (const auto& n : after.graph.nodes()) best_still_there |= n.candidate.key() == best_key && n.speedup == best_before;
   CHECK(best_still_there);
+  double best_after = 0;
+  for (const auto& n : after.graph.nodes()) best_after = std::max(best_after, n.speedup);
+  CHECK(best_after >= best_before);  // the search's best is never lost by a kill and a resume
   CHECK_FALSE(store.run(1).finished_at.empty());
 }
 
