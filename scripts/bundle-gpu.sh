@@ -40,9 +40,11 @@ while [ ${#queue[@]} -gt 0 ]; do
     queue+=("$build/$name")
   done < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 done
-# Copied libraries find each other beside themselves too.
-if command -v patchelf >/dev/null; then
-  for name in "${copied[@]}"; do patchelf --set-rpath '$ORIGIN' "$build/$name" || true; done
+# Copied libraries find each other beside themselves too (a RUNPATH serves only its own object's needs: the
+# worker found libxgboost beside it, but libxgboost found no libdmlc, and the worker exited with 127).
+if [ ${#copied[@]} -gt 0 ]; then
+  command -v patchelf >/dev/null || { echo "bundle-gpu: patchelf is needed (scripts/install-deps.sh installs it)" >&2; exit 1; }
+  for name in "${copied[@]}"; do patchelf --set-rpath '$ORIGIN' "$build/$name"; done
 fi
 strip --strip-unneeded "$build/kernelevolve" "$build/kernelevolve-worker" "$build"/lib*.so.*.*.* \
   "$build"/tests/test_cuda_* "$build"/tests/test_hip_* 2>/dev/null || true

@@ -16,6 +16,8 @@ $SUDO apt-get install -y -qq --no-install-recommends \
 $SUDO apt-get install -y -qq --no-install-recommends libxgboost-dev >/dev/null
 # The problem-suite runner (bench/suite.sh): jq reads the runs' JSON, gnuplot draws the plot.
 $SUDO apt-get install -y -qq --no-install-recommends jq gnuplot-nox >/dev/null
+# scripts/bundle-gpu.sh: the libraries it copies beside the GPU build (XGBoost's libdmlc and libgomp) must find each other.
+$SUDO apt-get install -y -qq --no-install-recommends patchelf >/dev/null
 # Evaluation across hosts (KE_WITH_MPI) and its loopback test: Open MPI.
 $SUDO apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null
 # CI's fuzzing (scripts/ci-extra.sh fuzz): libFuzzer and the sanitizer runtimes that clang-16 links.
