@@ -195,6 +195,7 @@ std::unique_ptr<ke::SelectionPolicy> policy_from(const std::string& text) {
     } else if (key == "prior_weight") o.prior_weight = std::stod(value);
     else if (key == "model_failure_penalty") o.model_failure_penalty = std::stod(value);
     else if (key == "model_refit_divisor") o.model_refit_divisor = std::stoi(value);
+    else if (key == "model_fit_slice") o.model_fit_slice = std::stod(value);
     else if (key == "model_grid_limit") o.model_grid_limit = std::stod(value);
     else if (key == "model_neighbourhoods") o.model_neighbourhoods = std::stoi(value);
     else if (key == "model_restarts") o.model_restarts = std::stoi(value);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <limits>
 #include <set>
 
 namespace ke = kernelevolve;
@@ -190,6 +191,55 @@ TEST_CASE("the model policy starts from a prior: another device's measurements o
   CHECK(prior_total / 4 <= 12);
 }
 
+TEST_CASE("the model policy trains a refit a slice per proposal, the last model serving meanwhile") {
+  if (!ke::model_policy_available()) return;
+  const ke::Spec spec = big_grid();
+  auto run = [&](double slice) {
+    ke::SearchGraph g;
+    auto add = [&](std::int64_t a, std::int64_t b) {
+      ke::Node n;
+      if (g.size() > 0) n.parents = {0};
+      n.candidate = {spec.seed.source, ke::Language::c, {{"A", a}, {"B", b}}};
+      n.evaluation.status = ke::Status::ok;
+      n.evaluation.timings = {{bowl_us(a, b), 0, 0, 0, 1}};
+      n.speedup = bowl_us(1, 1) / bowl_us(a, b);
+      g.add(std::move(n));
+    };
+    add(1, 1);
+    for (std::int64_t a : {3, 9, 15, 19}) {
+      for (std::int64_t b : {2, 6, 13}) add(a, b);
+    }
+    ke::PolicyOptions o;
+    o.model_ensemble = 2;
+    o.model_rounds = 3;
+    o.model_fit_slice = slice;
+    ke::ModelPolicy policy(o);
+    std::mt19937_64 rng(11);
+    std::vector<std::size_t> fits;  // after each proposal
+    std::vector<ke::Bindings> points;
+    for (int k = 0; k < 10; ++k) {
+      const auto parents = policy.select(g, rng);
+      const auto p = policy.propose_point({spec, g, parents[0], spec.tunables, rng});
+      REQUIRE(p.has_value());
+      points.push_back(p->tunables);
+      fits.push_back(policy.stats().fits);
+      add(p->tunables.at("A"), p->tunables.at("B"));  // measured at once: a refit is due at every proposal
+    }
+    return std::make_pair(fits, points);
+  };
+  // Whole: the first proposal fits, and every later one refits on the point measured since.
+  const auto whole = run(std::numeric_limits<double>::infinity());
+  CHECK(whole.first == std::vector<std::size_t>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  // A row-round per proposal: the first fit is still whole (nothing to propose with before it); a refit's
+  // 2 members x 3 rounds take six proposals, the first model proposing meanwhile.
+  const auto sliced = run(1);
+  CHECK(sliced.first == std::vector<std::size_t>{1, 1, 1, 1, 1, 1, 2, 2, 2, 2});
+  CHECK(sliced.second == run(1).second);  // deterministic: slices counted, not timed
+  CHECK(sliced.second.front() == whole.second.front());
+  std::set<ke::Bindings> distinct(sliced.second.begin(), sliced.second.end());
+  CHECK(distinct.size() == sliced.second.size());
+}
+
 TEST_CASE("the model policy's options are checked") {
   if (!ke::model_policy_available()) return;
   ke::PolicyOptions o;
@@ -203,4 +253,10 @@ TEST_CASE("the model policy's options are checked") {
   } catch (const ke::Error& e) {
     CHECK(std::string(e.what()).find("lcb, ei or thompson") != std::string::npos);
   }
+  o = {};
+  o.model_warmup = "everywhere";
+  CHECK_THROWS_AS(ke::make_policy("model", o), ke::Error);  // at construction, not at the first proposal
+  o = {};
+  o.model_fit_slice = 0;
+  CHECK_THROWS_AS(ke::make_policy("model", o), ke::Error);
 }

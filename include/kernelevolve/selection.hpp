@@ -88,6 +88,9 @@ struct PolicyOptions {
   double model_exploration = 0.5;   // lcb: the weight of the spread
   double model_failure_penalty = 0.5;  // a point that is not ok counts as the worst seen, times e^penalty
   int model_refit_divisor = 16;     // refit after max(1, n / divisor) new points (n measured at the last fit)
+  // A refit trains at most this many row-rounds (one boosting round over n points is n) per proposal, the
+  // last model serving until it completes: about 2 ms on one core. Counted, not timed, so deterministic.
+  double model_fit_slice = 4096;
   double model_grid_limit = 50000;  // grids up to this many points are scored whole; larger ones by
   int model_neighbourhoods = 8;     //   the neighbours of this many best points
   int model_restarts = 64;          //   and this many random points
@@ -214,8 +217,8 @@ struct ModelStats {
 // and random restarts); the point proposed is the one of least predicted time less `model_exploration`
 // times the ensemble's spread (or by expected improvement, or Thompson sampling: model_acquisition).
 // Until `model_min_points` points are ok it explores (model_warmup). Parents: the fastest node. Refits
-// after a growing number of new points, so a proposal stays cheap at thousands of points. Deterministic
-// for a seed (one thread). Throws Error(BadUsage) when this build has no XGBoost (model_policy_available()).
+// after a growing number of new points, trained a bounded slice per proposal (model_fit_slice), so a
+// proposal stays cheap at thousands of points. Deterministic for a seed (one thread). Throws Error(BadUsage) when this build has no XGBoost (model_policy_available()).
 class ModelPolicy final : public SelectionPolicy {
  public:
   explicit ModelPolicy(PolicyOptions options = {});
