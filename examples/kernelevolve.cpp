@@ -480,8 +480,9 @@ int cmd_run(const std::vector<std::string>& args) {
   std::uint64_t seed = 1;
   int jobs = 0;  // 0: by device (see --jobs)
   double timeout = 0, command_timeout = 300;
-  bool in_process = false, resume = false, no_db = false, no_reuse = false, use_mpi = false;
+  bool in_process = false, resume = false, no_db = false, no_reuse = false, use_mpi = false, counters = false;
   double mpi_rank_timeout = 15;
+  std::string ncu_path;
   std::string sandbox_name = "strict";
   ke::PolicyOptions popt;
   ke::LlmOptions llm;
@@ -557,7 +558,11 @@ int cmd_run(const std::vector<std::string>& args) {
       "warm-start", po::value(&warm_stores)->composing(),
       "a database of other runs: their best kernels of this operator (same spec name, family or signature) are "
       "tried first, as extra parents; repeatable")(
-      "warm-start-max", po::value(&warm_max)->default_value(3), "with --warm-start: how many kernels to take, at most");
+      "warm-start-max", po::value(&warm_max)->default_value(3), "with --warm-start: how many kernels to take, at most")(
+      "counters", po::bool_switch(&counters),
+      "on a GPU, read each new best's hardware counters (DRAM throughput, achieved occupancy, stall reasons) with "
+      "Nsight Compute: kept on the node, shown by show and given to the model; seconds per new best")(
+      "ncu", po::value(&ncu_path), "with --counters: Nsight Compute's ncu (default: $KE_NCU, ncu on PATH, /usr/local/cuda/bin/ncu)");
   po::variables_map vm = parse(join_signed_values(args), d, c);
   if (vm.count("help")) {
     std::cout << kUsage << d;
@@ -653,6 +658,21 @@ int cmd_run(const std::vector<std::string>& args) {
   const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
   if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
   wo.sandbox = *sandbox;
+  if (counters) {
+    if (c.device.rfind("cpu", 0) == 0) {
+      throw ke::Error(ke::ErrorCode::BadUsage, "--counters reads a GPU's hardware counters with Nsight Compute; the "
+                                               "device " + c.device + " has none to read (pick a GPU with --device)");
+    }
+    if (in_process) throw ke::Error(ke::ErrorCode::BadUsage, "--counters profiles a worker under Nsight Compute: drop --in-process");
+    wo.nsight_compute = ncu_path.empty() ? ke::find_nsight_compute() : ncu_path;
+    if (wo.nsight_compute.empty() || ::access(wo.nsight_compute.c_str(), X_OK) != 0) {
+      throw ke::Error(ke::ErrorCode::BadUsage,
+                      "--counters needs Nsight Compute's ncu: " +
+                          (ncu_path.empty() ? std::string("none in $KE_NCU, on PATH or at /usr/local/cuda/bin/ncu")
+                                            : "'" + ncu_path + "' is not an executable") +
+                          "; give its path with --ncu, or drop --counters");
+    }
+  }
   // What the report and the database say of it: `off` is never silent.
   const std::string sandbox_said = in_process ? "none (--in-process: candidates ran in this process)"
                                    : *sandbox == ke::SandboxMode::off
@@ -782,6 +802,7 @@ int cmd_run(const std::vector<std::string>& args) {
   options.seed = seed;
   options.jobs = std::max(1, concurrent);
   options.warm_start = std::move(warm);
+  options.hardware_counters = counters;
   ke::Evolver evolver(spec, evaluator, mut, pol, ke::any_of(rules), options);
   if (checkpoint) {
     if (!c.json) {
@@ -808,6 +829,10 @@ int cmd_run(const std::vector<std::string>& args) {
       line += (i ? ", " : " ") + device_ids[i] + " " + std::to_string(counts[i]);
     }
     std::fprintf(stderr, "%s\n", line.c_str());
+  }
+  if (counters && !result.counters_error.empty()) {  // on stderr, as above
+    std::fprintf(stderr, "hardware counters: %s%s\n", result.counters_error.c_str(),
+                 result.counted_nodes ? "" : " (none were read in this run)");
   }
   if (result.best_by_device.size() > 1 && !c.json) {
     for (const auto& [cls, id] : result.best_by_device) {

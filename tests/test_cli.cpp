@@ -46,6 +46,17 @@ TEST_CASE("a misspelt field exits 2 and names it") {
   CHECK(o.err.find("unknown_field.json") != std::string::npos);
 }
 
+TEST_CASE("--counters: a GPU's, read with Nsight Compute; on the CPU, or with no ncu, bad usage that says so") {
+  auto o = kernelevolve("run " + fixture("e2e/colsum.json") + " --no-db --counters");
+  CHECK(o.code == 2);
+  CHECK_MESSAGE(o.err.find("--counters reads a GPU's hardware counters") != std::string::npos, o.err);
+  CHECK(o.err.find("device cpu has none") != std::string::npos);
+  // The ncu check comes before the device is opened, so it is seen on a machine without a GPU too.
+  o = kernelevolve("run " + fixture("e2e/colsum.json") + " --no-db --device cuda:0 --counters --ncu /nonexistent/ncu");
+  CHECK(o.code == 2);
+  CHECK_MESSAGE(o.err.find("'/nonexistent/ncu' is not an executable") != std::string::npos, o.err);
+}
+
 TEST_CASE("run without a seed: the parameter mutator refuses, saying why and what to do instead") {
   // The spec is read, not run: no Python, no device. (test_pytorch runs one with a command writing the seed.)
   for (const std::string& mutator : {"", " --mutator param"}) {

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <kernelevolve/counters.hpp>
 #include <kernelevolve/device.hpp>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
@@ -206,4 +207,47 @@ TEST_CASE("cuda memoizing kernel times no faster than the honest kernel it copie
     MESSAGE("workload " << w << ": honest " << honest_us[w] << " us, memoizing " << memo_us[w] << " us");
     CHECK(memo_us[w] >= honest_us[w] * 0.85 - 3 * spread[w]);
   }
+}
+
+TEST_CASE("cuda hardware counters: Nsight Compute reads the candidate's launch, not the reference's of the same name" *
+          doctest::skip(kNoGpu)) {
+  const std::string ncu = ke::find_nsight_compute();
+  if (ncu.empty()) {
+    MESSAGE("skipped: no Nsight Compute (ncu) on this machine ($KE_NCU, PATH, /usr/local/cuda/bin/ncu)");
+    return;
+  }
+  // The reference computes the same output slowly (thousands of sines per element on the first workload):
+  // a profile of its launch would show a duration in milliseconds, the candidate's is microseconds.
+  ke::Spec spec = twice_spec();
+  spec.reference.source = R"(
+extern "C" __global__ void twice(const float* x, float* y, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  float acc = 0;
+  for (long long k = 0; k < n / 256; ++k) acc += __sinf(acc + (float)k);
+  y[i] = 2.0f * x[i] + (acc == 12345.0f ? 1.0f : 0.0f);
+}
+)";
+  ke::WorkerOptions options;
+  options.timeout_s = 120;
+  options.nsight_compute = ncu;
+  ke::WorkerEvaluator evaluator(spec, "cuda:0", options);
+  const ke::Evaluation plain = evaluator.evaluate(candidate(kHonest), 3);
+  REQUIRE_MESSAGE(plain.status == ke::Status::ok, plain.message);
+  const ke::CounterResult r = evaluator.hardware_counters(candidate(kHonest), 3);
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  std::string all;
+  for (const auto& [name, value] : r.counters) all += name + "=" + std::to_string(value) + " ";
+  MESSAGE("counters in " << r.seconds << " s: " << all);
+  REQUIRE(r.counters.count("hw_duration_ns"));
+  CHECK(r.counters.at("hw_duration_ns") < 200000);  // the reference takes milliseconds
+  CHECK(r.counters.at("hw_dram_pct") > 0);
+  CHECK(r.counters.at("hw_dram_pct") <= 100);
+  CHECK(r.counters.at("hw_achieved_occupancy_pct") > 0);
+  CHECK(r.counters.at("hw_achieved_occupancy_pct") <= 100);
+  CHECK(std::any_of(r.counters.begin(), r.counters.end(), [](const auto& c) { return c.first.rfind("hw_stall_", 0) == 0; }));
+  // A candidate that does not compile: an error that says the profile had no launch, not a crash.
+  const ke::CounterResult bad = evaluator.hardware_counters(candidate("this is not CUDA"), 4);
+  CHECK_FALSE(bad.ok());
+  MESSAGE("a broken candidate: " << bad.error);
 }

@@ -4,10 +4,19 @@
 #include <doctest/doctest.h>
 #include <simdjson.h>
 
+#include <kernelevolve/counters.hpp>
 #include <kernelevolve/diagnosis.hpp>
+#include <kernelevolve/evolver.hpp>
+#include <kernelevolve/mutator.hpp>
+#include <kernelevolve/selection.hpp>
+#include <kernelevolve/stop_rule.hpp>
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/spec.hpp>
 
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace ke = kernelevolve;
@@ -142,12 +151,12 @@ TEST_CASE("the diagnosis as JSON: numbers in GB/s and GFLOP/s, null where unknow
   const ke::DeviceInfo gpu = device(1000e9, 50e12);
   ke::Evaluation e = measured({100, 2}, gpu);
   e.resources = {{"registers", 40}, {"local_bytes", 16}, {"shared_static_bytes", 4096}, {"block_threads", 256},
-                 {"active_blocks_per_sm", 6}, {"occupancy_pct", 75}, {"hw_dram_throughput_pct", 81}};
+                 {"active_blocks_per_sm", 6}, {"occupancy_pct", 75}, {"hw_dram_pct", 81}};
   const auto d = ke::diagnose(s, {}, e, gpu);
   REQUIRE(d.has_value());
   REQUIRE(d->gpu.has_value());
   CHECK(ke::gpu_diagnosis_text(*d->gpu) == "regs 40, local 16 B, smem 4096 B, occupancy 75% (block 256, 6 blocks/SM)");
-  CHECK(d->counters.at("hw_dram_throughput_pct") == 81);
+  CHECK(d->counters.at("hw_dram_pct") == 81);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   const std::string json = ke::diagnosis_json(*d);
@@ -161,7 +170,7 @@ TEST_CASE("the diagnosis as JSON: numbers in GB/s and GFLOP/s, null where unknow
   CHECK(int64_t(doc["gpu"]["registers"]) == 40);
   CHECK(doc["gpu"]["spill_bytes"].is_null());
   CHECK(int64_t(doc["gpu"]["occupancy_pct"]) == 75);
-  CHECK(int64_t(doc["counters"]["hw_dram_throughput_pct"]) == 81);
+  CHECK(int64_t(doc["counters"]["hw_dram_pct"]) == 81);
 }
 
 TEST_CASE("a CPU kernel through the evaluator: its diagnosis is the spec's cost over its measured times") {
@@ -188,4 +197,152 @@ TEST_CASE("a CPU kernel through the evaluator: its diagnosis is the spec's cost 
     CHECK(d->workloads[w].bound != ke::Bound::compute);
   }
   CHECK_FALSE(d->gpu.has_value());
+}
+
+namespace {
+
+std::string read_fixture(const std::string& name) {
+  std::ifstream in(std::string(KE_FIXTURES) + "/" + name);
+  REQUIRE_MESSAGE(in, name);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+TEST_CASE("hardware counters out of Nsight Compute's CSV: the kept metrics, the stall states by share, the text") {
+  // ncu 2025.3 on an H100, a row sum of 64 Ki rows (tests/fixtures/counters: its output, columns trimmed).
+  const ke::CounterResult r = ke::counters_from_nsight_csv(read_fixture("counters/ncu_row_sum_h100.csv"));
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  CHECK(r.counters.at("hw_dram_pct") == 77);              // 77.41
+  CHECK(r.counters.at("hw_dram_gbps") == 2592);           // 2,592,210,023,866.35 byte/s
+  CHECK(r.counters.at("hw_sm_pct") == 10);                // 10.36
+  CHECK(r.counters.at("hw_achieved_occupancy_pct") == 24);  // 23.51
+  CHECK(r.counters.at("hw_duration_ns") == 26816);
+  // Warps per issue in each state sum to 29.94 (selected, the issuing state, is 1 of them): long_scoreboard
+  // 26.23, wait 1.55, imc_miss 0.26 are the three most common stalls.
+  CHECK(r.counters.at("hw_stall_long_scoreboard_pct") == 88);
+  CHECK(r.counters.at("hw_stall_wait_pct") == 5);
+  CHECK(r.counters.at("hw_stall_imc_miss_pct") == 1);
+  CHECK(r.counters.count("hw_stall_selected_pct") == 0);
+  CHECK(std::count_if(r.counters.begin(), r.counters.end(), [](const auto& c) { return c.first.rfind("hw_stall_", 0) == 0; }) ==
+        ke::kStallReasons);
+  CHECK(ke::counters_text(r.counters) ==
+        "counters: DRAM 77% of peak (2592 GB/s), SM 10% of peak, achieved occupancy 24%, warps stalled on "
+        "long_scoreboard 88%, wait 5%, imc_miss 1% of the time");
+
+  // In a node's diagnosis, after the GPU part.
+  const ke::Spec s = spec_with_cost(false, std::nullopt, "8 * n");
+  const ke::DeviceInfo gpu = device(1000e9, 50e12);
+  ke::Evaluation e = measured({100, 2}, gpu);
+  e.resources = {{"registers", 40}, {"block_threads", 256}, {"active_blocks_per_sm", 6}, {"occupancy_pct", 75}};
+  e.resources.insert(r.counters.begin(), r.counters.end());
+  const auto d = ke::diagnose(s, {}, e, gpu);
+  REQUIRE(d.has_value());
+  const std::string text = ke::diagnosis_text(*d);
+  CHECK_MESSAGE(text.find("occupancy 75% (block 256, 6 blocks/SM); counters: DRAM 77% of peak") != std::string::npos, text);
+}
+
+TEST_CASE("Nsight Compute's output without a profiled kernel is an error that says why") {
+  // The kernel never launched (ncu then writes its messages and no table).
+  ke::CounterResult r = ke::counters_from_nsight_csv("==PROF== Connected to process 1 (/x)\n==PROF== Disconnected from process 1\n"
+                                                     "==WARNING== No kernels were profiled.\n");
+  CHECK_FALSE(r.ok());
+  CHECK(r.error.find("profiled no launch") != std::string::npos);
+  // Counters denied to this user.
+  r = ke::counters_from_nsight_csv("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+                                   "Performance Counters on the target device 0.\n");
+  CHECK(r.error.find("ERR_NVGPUCTRPERM") != std::string::npos);
+  // A table with none of the metrics asked for.
+  r = ke::counters_from_nsight_csv("\"ID\",\"Kernel Name\",\"other__metric\"\n\"\",\"\",\"%\"\n\"0\",\"k\",\"5\"\n");
+  CHECK(r.error.find("none of the counters") != std::string::npos);
+  CHECK(ke::counters_text({}).empty());
+  // The command line names the kernel exactly and the log file.
+  const auto args = ke::nsight_compute_arguments("row_sum", "/tmp/x.csv");
+  CHECK(std::find(args.begin(), args.end(), "regex:^row_sum$") != args.end());
+  CHECK(std::find(args.begin(), args.end(), "/tmp/x.csv") != args.end());
+}
+
+namespace {
+
+// Times by the tunable A (fastest at A = 6); hardware counters that say which call read them.
+class CountingEvaluator final : public ke::FitnessEvaluator {
+ public:
+  bool fail_counters = false;
+  int counter_calls = 0;
+  ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t) override {
+    ke::Evaluation e;
+    e.status = ke::Status::ok;
+    const double us = 10 + 3.0 * std::abs(static_cast<double>(c.tunables.at("A") - 6));
+    e.timings = {{us, us, us, 0, 5}};
+    e.resources = {{"registers", 32}};
+    return e;
+  }
+  ke::CounterResult hardware_counters(const ke::Candidate&, std::uint64_t) override {
+    ke::CounterResult r;
+    counter_calls += 1;
+    if (fail_counters) {
+      r.error = "no profiler here";
+    } else {
+      r.counters = {{"hw_dram_pct", 10 * counter_calls}, {"hw_achieved_occupancy_pct", 50}};
+    }
+    return r;
+  }
+  ke::DeviceInfo device_info() override { return {"synthetic", "cuda", "counting", 1, 0, 1e12, 1e13, 0, {}}; }
+};
+
+struct Seen final : ke::Observer {
+  std::vector<ke::Node> nodes;
+  void on_node(const ke::Node& n, const ke::SearchState&) override { nodes.push_back(n); }
+};
+
+ke::Spec tunable_spec() {
+  ke::Spec s = spec_with_cost(false, std::nullopt, "8 * n");
+  s.workloads = {{{"n", 1000}}};
+  s.seed.source = "void k() { (void)A; }";
+  s.tunables = {{"A", {1, 2, 3, 4, 5, 6, 7, 8}}};
+  s.validate();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("hardware counters of each new best: on the node before observers see it, in its diagnosis; none for the rest") {
+  auto evaluator = std::make_shared<CountingEvaluator>();
+  ke::EvolverOptions o;
+  o.confirm_rounds = 0;
+  o.hardware_counters = true;
+  ke::Evolver evolver(tunable_spec(), evaluator, std::make_shared<ke::ParamMutator>(), ke::make_policy("greedy"),
+                      ke::max_evaluations(8), o);
+  Seen seen;
+  evolver.add_observer(&seen);
+  const ke::RunResult result = evolver.run();
+  REQUIRE(seen.nodes.size() == 8);
+  CHECK(result.counters_error.empty());
+  double best = 0;
+  int counted = 0;
+  for (const ke::Node& n : seen.nodes) {
+    const bool new_best = n.speedup > best;  // distinct times: ties cannot occur
+    best = std::max(best, n.speedup);
+    CHECK_MESSAGE(n.evaluation.resources.count("hw_dram_pct") == (new_best ? 1u : 0u), "node ", n.id);
+    if (!new_best) continue;
+    counted += 1;
+    CHECK(n.evaluation.resources.at("hw_dram_pct") == 10 * counted);  // read when it became the best
+    REQUIRE(n.diagnosis.has_value());
+    CHECK(ke::diagnosis_text(*n.diagnosis).find("counters: DRAM " + std::to_string(10 * counted) + "% of peak") !=
+          std::string::npos);
+  }
+  CHECK(counted >= 2);  // the seed, and at least one improvement
+  CHECK(result.counted_nodes == counted);
+  CHECK(evaluator->counter_calls == counted);
+
+  // A profiler that fails is asked once; the run goes on and says why.
+  auto failing = std::make_shared<CountingEvaluator>();
+  failing->fail_counters = true;
+  ke::Evolver again(tunable_spec(), failing, std::make_shared<ke::ParamMutator>(), ke::make_policy("greedy"),
+                    ke::max_evaluations(8), o);
+  const ke::RunResult r2 = again.run();
+  CHECK(r2.state.evaluations == 8);
+  CHECK(failing->counter_calls == 1);
+  CHECK(r2.counters_error == "no profiler here");
+  CHECK(r2.counted_nodes == 0);
 }

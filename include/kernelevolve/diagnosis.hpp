@@ -52,8 +52,8 @@ struct GpuDiagnosis {
 struct Diagnosis {
   std::vector<WorkloadDiagnosis> workloads;  // one per timed workload
   std::optional<GpuDiagnosis> gpu;           // on a GPU only
-  // Hardware counters, where the machine collected some (resources named "hw_..."; CUPTI or Nsight Compute
-  // on a GPU). Nothing collects them yet: the place is kept so that a collector adds no new format.
+  // Hardware counters, where they were collected (resources named "hw_...": counters.hpp, Nsight Compute
+  // on a GPU with EvolverOptions::hardware_counters, for each new best).
   std::map<std::string, std::int64_t> counters;
   // Why the shares are unknown when the device gives no ceilings for it (a node measured on another class
   // of device than the one whose ceilings are known); empty otherwise.

@@ -60,6 +60,10 @@ struct RunResult {
   std::vector<Confirmation> unconfirmed;
   // For a PyTorch problem (and EvolverOptions::baselines), eager then compile; empty otherwise.
   std::vector<Baseline> baselines;
+  // With EvolverOptions::hardware_counters: the new bests whose counters were read, and why the first
+  // that failed did (after one failure no more are asked for: the next would fail the same way).
+  int counted_nodes = 0;
+  std::string counters_error;
 };
 
 // Receives progress. Called on the thread that runs the Evolver.
@@ -118,6 +122,10 @@ struct EvolverOptions {
   // Kernels from other problems' runs, evaluated after the seed and before the search, in this order. One the
   // graph already holds (a resumed run's) is not added again.
   std::vector<WarmKernel> warm_start;
+  // Collect the hardware counters (FitnessEvaluator::hardware_counters: DRAM throughput, achieved occupancy,
+  // stall reasons) of each node that becomes the best, onto its resources before observers see it: the
+  // store keeps them, `show` and the model's prompt read them. Seconds per new best; off by default.
+  bool hardware_counters = false;
 };
 
 // Where an interrupted run stood, to go on from: its committed nodes and what it had spent. A Store

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernelevolve/candidate.hpp"
+#include "kernelevolve/counters.hpp"
 #include "kernelevolve/device.hpp"
 #include "kernelevolve/sandbox.hpp"
 #include "kernelevolve/spec.hpp"
@@ -89,6 +90,15 @@ class FitnessEvaluator {
     return device_classes().size() > 1 ? evaluate_on(device_class_index, candidate, input_seed)
                                        : evaluate(candidate, input_seed);
   }
+  // The hardware counters of one launch of the candidate (counters.hpp), where this evaluator can collect
+  // them: WorkerEvaluator on a GPU with WorkerOptions::nsight_compute. Slow (seconds: a profiler's start and
+  // its replays), so asked for the nodes worth it, not every one. Never throws for a bad candidate.
+  virtual CounterResult hardware_counters(const Candidate& candidate, std::uint64_t input_seed) {
+    (void)candidate, (void)input_seed;
+    CounterResult r;
+    r.error = "this evaluator collects no hardware counters";
+    return r;
+  }
   // "kind name": what makes two devices' times comparable.
   static std::string device_class(const DeviceInfo& info) { return info.kind + " " + info.name; }
 };
@@ -132,6 +142,8 @@ struct WorkerOptions {
   // How each worker confines itself once set up (kernelevolve/sandbox.hpp): strict by default. A
   // confinement the machine lacks is reported once on stderr; `off` must be asked for, and is reported.
   SandboxMode sandbox = SandboxMode::strict;
+  // Nsight Compute's path (find_nsight_compute()), for hardware_counters(); empty: none are collected.
+  std::string nsight_compute;
 };
 
 // Evaluates each candidate in a persistent worker process (kernelevolve-worker) that this evaluator
@@ -145,6 +157,9 @@ class WorkerEvaluator final : public FitnessEvaluator {
   ~WorkerEvaluator() override;
   Evaluation evaluate(const Candidate& candidate, std::uint64_t input_seed) override;
   DeviceInfo device_info() override;
+  // Runs a worker under Nsight Compute (options.nsight_compute) that evaluates the candidate once, and reads
+  // the counters of the kernel's first launch. GPU devices only.
+  CounterResult hardware_counters(const Candidate& candidate, std::uint64_t input_seed) override;
   // The time limit in force now (seconds).
   double timeout_s() const;
   // Workers started so far, replacements included.

@@ -226,6 +226,8 @@ class ReusingEvaluator final : public FitnessEvaluator {
   Evaluation evaluate_on(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) override;
   // Never from the store: the inner evaluator's own measure_again.
   Evaluation measure_again(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) override;
+  // Never from the store either: the inner evaluator's.
+  CounterResult hardware_counters(const Candidate& candidate, std::uint64_t input_seed) override;
   DeviceInfo device_info() override;
   std::vector<std::string> device_classes() override;
   // The row whose measurement answered this candidate, if one did.

@@ -2,6 +2,8 @@
 // ceilings and the bound; a GPU kernel's resources and occupancy; and the text and JSON they are shown in.
 #include "kernelevolve/diagnosis.hpp"
 
+#include "kernelevolve/counters.hpp"
+
 #include <cmath>
 #include <cstdio>
 
@@ -180,7 +182,7 @@ std::string diagnosis_text(const Diagnosis& d) {
     out += (w ? "; w" : "w") + std::to_string(w) + " " + workload_diagnosis_text(d.workloads[w]);
   }
   if (d.gpu) out += (out.empty() ? "" : "; ") + gpu_diagnosis_text(*d.gpu);
-  for (const auto& [name, value] : d.counters) out += (out.empty() ? "" : ", ") + name + " " + std::to_string(value);
+  if (const std::string c = counters_text(d.counters); !c.empty()) out += (out.empty() ? "" : "; ") + c;
   if (!d.note.empty()) out += (out.empty() ? "" : " (") + d.note + (out.empty() ? "" : ")");
   return out;
 }

@@ -13,6 +13,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <set>
 #include <simdjson.h>
@@ -20,6 +23,7 @@
 #include <thread>
 
 #include "eval/wire.hpp"
+#include "core/subprocess.hpp"
 #include "core/shipped_file.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
@@ -40,6 +44,12 @@ std::string find_worker(const std::string& configured) {
   std::string looked;
   for (const auto& p : found.looked) looked += "\n  " + p;
   throw Error(ErrorCode::Internal, "cannot find the kernelevolve-worker executable; set KE_WORKER to its path. Looked in:" + looked);
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
 }
 
 std::string describe_exit(int status) {
@@ -343,6 +353,65 @@ Evaluation WorkerEvaluator::evaluate(const Candidate& candidate, std::uint64_t i
 DeviceInfo WorkerEvaluator::device_info() {
   std::lock_guard lock(impl_->mutex);
   return impl_->info;
+}
+
+CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std::uint64_t input_seed) {
+  const auto start = std::chrono::steady_clock::now();
+  CounterResult r;
+  auto done = [&](std::string error) {
+    r.error = std::move(error);
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  };
+  if (impl_->options.nsight_compute.empty()) return done("no Nsight Compute (ncu) was given to collect hardware counters with");
+  if (impl_->device_id.rfind("cpu", 0) == 0) return done("hardware counters are collected on GPU devices only");
+  char dir[] = "/tmp/kernelevolve-counters-XXXXXX";
+  if (!::mkdtemp(dir)) return done(std::string("cannot make a directory for the profile: ") + std::strerror(errno));
+  const std::string request_path = std::string(dir) + "/request.json", log_path = std::string(dir) + "/ncu.csv";
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::filesystem::remove_all(dir); }
+  } cleanup{dir};
+  // One evaluation, as small as the evaluator allows: the profiler reads the kernel's first launch, and the
+  // rest only has to run through.
+  EvalOptions once = impl_->options.eval;
+  once.trials = 1;
+  once.warmup = 0;
+  once.min_reps = once.max_reps = 1;
+  once.input_sets = 1;
+  once.timing_lock.clear();
+  const std::string request = "{\"path\": " + json_quote(impl_->spec.path.empty() ? impl_->spec.name : impl_->spec.path) +
+                              ", \"device\": " + json_quote(impl_->device_id) + ", \"options\": " + wire::to_json(once) +
+                              ", \"sandbox\": " + json_quote(to_string(impl_->options.sandbox)) +
+                              ", \"spec\": " + to_json(impl_->spec) + ", \"candidate\": " + wire::to_json(candidate) +
+                              ", \"seed\": " + std::to_string(input_seed) + "}";
+  if (std::ofstream out(request_path); !(out << request)) return done("cannot write the profile's request to " + request_path);
+  std::string command = shell_quote(impl_->options.nsight_compute);
+  for (const auto& a : nsight_compute_arguments(impl_->spec.entry, log_path)) {
+    command += " " + shell_quote(a);
+  }
+  command += " " + shell_quote(impl_->worker_path) + " --profile " + shell_quote(request_path);
+  // The profiler replays the launch once per pass; a minute on top of the evaluation's own limit is ample.
+  const double limit = 60 + 2 * impl_->current_timeout();
+  const ProcessResult p = run_shell(command, "", limit, 1u << 20);
+  std::string csv;
+  if (std::ifstream in(log_path); in) csv.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  CounterResult parsed = counters_from_nsight_csv(csv);
+  if (parsed.ok()) {
+    r.counters = std::move(parsed.counters);
+    return done("");
+  }
+  std::string why = parsed.error;
+  if (!p.started) {
+    why += " (" + p.start_error + ")";
+  } else if (p.timed_out) {
+    why += " (it ran past " + std::to_string(static_cast<int>(limit)) + " s)";
+  } else if (p.exit_code != 0) {
+    std::string tail = p.err.size() > 400 ? p.err.substr(p.err.size() - 400) : p.err;
+    while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+    why += " (ncu exited with " + std::to_string(p.exit_code) + (tail.empty() ? "" : ": " + tail) + ")";
+  }
+  return done(why);
 }
 
 double WorkerEvaluator::timeout_s() const { return impl_->current_timeout(); }

@@ -1,11 +1,13 @@
 // kernelevolve-worker: evaluates candidates for a host process, so that whatever a candidate does
 // (crash, exit, hang, print) happens here and not in the host. Speaks length-prefixed JSON frames on
 // fd 3; its standard streams go to /dev/null, so a kernel's output cannot reach the protocol.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <memory>
 #include <simdjson.h>
 #include <string>
@@ -30,9 +32,94 @@ void reply_error(int code, const std::string& message) {
                                          ", \"message\": " + ke::json_quote(message) + "}");
 }
 
+std::string read_file(const char* path) {
+  std::string out;
+  if (FILE* f = std::fopen(path, "rb")) {
+    char buffer[65536];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) out.append(buffer, n);
+    std::fclose(f);
+  }
+  return out;
+}
+
+// `kernelevolve-worker --profile REQUEST`: evaluates one candidate once under Nsight Compute, which
+// started this process with profiling off (--profile-from-start off): it is turned on only while the
+// first workload is timed, whose first launch is the candidate's (the reference, which may carry the same
+// kernel name, runs after it there), and ncu reads that one launch (WorkerEvaluator::hardware_counters).
+// The request is the init message with the candidate and the input seed. GPU devices only: what runs here
+// is the candidate's device code (NVRTC's or Triton's binary, loaded by the driver), so the worker takes
+// the GPU worker's setup but not its seccomp filter, which would deny the profiler's own library, loaded
+// into this process, the calls it makes at each launch. Exit 0: evaluated ok; 3: not ok; 2: bad request
+// or no profiler control in the driver.
+int profile_once(const char* request_path) {
+  try {
+    simdjson::dom::parser parser;
+    const std::string text = read_file(request_path);
+    simdjson::dom::element request;
+    if (parser.parse(text).get(request) != simdjson::SUCCESS) {
+      std::fprintf(stderr, "kernelevolve-worker: cannot read the request %s\n", request_path);
+      return 2;
+    }
+    const std::string device_id(request["device"].get_string().value());
+    if (device_id.rfind("cuda", 0) != 0) {
+      std::fprintf(stderr, "kernelevolve-worker: hardware counters are collected on CUDA devices only, not %s\n",
+                   device_id.c_str());
+      return 2;
+    }
+    ke::Spec spec = ke::parse_spec(simdjson::to_string(request["spec"].value()),
+                                   std::string(request["path"].get_string().value()));
+    ke::EvalOptions options = wire::eval_options_from_json(simdjson::to_string(request["options"].value()));
+    const ke::Candidate candidate = wire::candidate_from_json(simdjson::to_string(request["candidate"].value()));
+    const auto seed = static_cast<std::uint64_t>(request["seed"].get_uint64().value());
+    ke::SandboxMode mode = ke::SandboxMode::strict;
+    if (std::string_view m; request["sandbox"].get_string().get(m) == simdjson::SUCCESS) {
+      mode = ke::parse_sandbox_mode(std::string(m)).value_or(ke::SandboxMode::strict);
+    }
+    mode = ke::sandbox::worker_mode(mode, device_id);
+    (void)ke::sandbox::prepare_worker(mode, device_id, options.timing_lock);
+    ke::triton::set_sandbox_mode(mode);
+    auto device = ke::open_device(device_id);
+    // The driver the device loaded: its profiler switches, for the profiler this process runs under.
+    using Switch = int (*)();
+    void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    const auto start = driver ? reinterpret_cast<Switch>(dlsym(driver, "cuProfilerStart")) : nullptr;
+    const auto stop = driver ? reinterpret_cast<Switch>(dlsym(driver, "cuProfilerStop")) : nullptr;
+    if (!start || !stop) {
+      std::fprintf(stderr, "kernelevolve-worker: the CUDA driver has no cuProfilerStart/cuProfilerStop\n");
+      return 2;
+    }
+    ke::LocalEvaluator evaluator(spec, device, options);
+    bool on = false;
+    int switch_error = 0;
+    evaluator.on_phase([&](const std::string& phase) {
+      const bool want = phase.rfind("timing w0 ", 0) == 0;
+      if (want == on) return;
+      if (const int rc = want ? start() : stop(); rc != 0 && !switch_error) switch_error = rc;
+      on = want;
+    });
+    const ke::Evaluation e = evaluator.evaluate(candidate, seed);
+    if (on) stop();
+    if (switch_error) std::fprintf(stderr, "kernelevolve-worker: cuProfilerStart/Stop failed with CUDA error %d\n", switch_error);
+    if (e.status != ke::Status::ok) {
+      std::fprintf(stderr, "kernelevolve-worker: the candidate was %s: %s\n", ke::to_string(e.status), e.message.c_str());
+      return 3;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kernelevolve-worker: %s\n", e.what());
+    return 2;
+  }
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string_view(argv[1]) == "--profile") {
+    ::signal(SIGPIPE, SIG_IGN);
+    const rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    return profile_once(argv[2]);
+  }
   if (fcntl(wire::kWorkerFd, F_GETFD) < 0) {
     const char msg[] = "kernelevolve-worker: started by the library, not by hand (fd 3 is its channel)\n";
     (void)!write(2, msg, sizeof msg - 1);

@@ -6,7 +6,7 @@
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/report.hpp"
 #include "mutators/answer.hpp"
-#include "mutators/subprocess.hpp"
+#include "core/subprocess.hpp"
 
 namespace kernelevolve {
 
@@ -101,7 +101,7 @@ Mutation CommandMutator::mutate(const MutationContext& ctx) {
   Mutation m;
   const bool first = ctx.parents.empty();
   m.prompt = mutation_request_json(ctx);
-  const mutators::ProcessResult r = mutators::run_shell(command_, m.prompt, timeout_s_);
+  const ProcessResult r = run_shell(command_, m.prompt, timeout_s_);
   m.answer = r.out;
   if (!r.started) {
     m.error = "the command could not start: " + r.start_error;

@@ -215,6 +215,17 @@ RunResult Evolver::run() {
     const Evaluation& baseline = seed_here != seed_by_class.end() ? seed_here->second : s.graph.node(0).evaluation;
     const double gain = id == 0 ? (evaluation.status == Status::ok ? 1.0 : 0.0) : speedup(baseline, evaluation);
     s.graph.record_evaluation(id, std::move(evaluation), gain);
+    if (s.options.hardware_counters && result.counters_error.empty() && s.graph.node(id).evaluation.status == Status::ok &&
+        s.graph.best() == std::optional<NodeId>(id)) {
+      Node& n = s.graph.node(id);
+      const CounterResult c = s.evaluator->hardware_counters(n.candidate, input_seed(s.options.seed, id));
+      if (c.ok()) {
+        for (const auto& [name, value] : c.counters) n.evaluation.resources[name] = value;
+        result.counted_nodes += 1;
+      } else {
+        result.counters_error = c.error;
+      }
+    }
     diagnose_node(id);
     const Node& node = s.graph.node(id);
     count(node);

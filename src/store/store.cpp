@@ -1020,6 +1020,10 @@ DeviceInfo ReusingEvaluator::device_info() { return inner_->device_info(); }
 
 std::vector<std::string> ReusingEvaluator::device_classes() { return inner_->device_classes(); }
 
+CounterResult ReusingEvaluator::hardware_counters(const Candidate& candidate, std::uint64_t input_seed) {
+  return inner_->hardware_counters(candidate, input_seed);
+}
+
 Evaluation ReusingEvaluator::measure_again(std::size_t device_class_index, const Candidate& candidate,
                                            std::uint64_t input_seed) {
   return inner_->measure_again(device_class_index, candidate, input_seed);

@@ -1,6 +1,6 @@
 // posix_spawn and one poll loop, rather than Boost.Process: 1.74's Boost.Process needs Boost.Asio for
 // writing stdin while reading two pipes under a deadline, which this does in a page.
-#include "mutators/subprocess.hpp"
+#include "core/subprocess.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace kernelevolve::mutators {
+namespace kernelevolve {
 
 ProcessResult run_shell(const std::string& command, const std::string& input, double timeout_s,
                         std::size_t max_output) {
@@ -144,4 +144,4 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   return r;
 }
 
-}  // namespace kernelevolve::mutators
+}  // namespace kernelevolve

@@ -1,10 +1,10 @@
 // Running an external command through the shell with a request on its standard input, a time limit,
-// and both output streams captured, for the command mutator.
+// and both output streams captured: the command mutator, and Nsight Compute collecting counters.
 #pragma once
 #include <cstddef>
 #include <string>
 
-namespace kernelevolve::mutators {
+namespace kernelevolve {
 
 struct ProcessResult {
   bool started = false;
@@ -22,4 +22,4 @@ struct ProcessResult {
 ProcessResult run_shell(const std::string& command, const std::string& input, double timeout_s,
                         std::size_t max_output = 16u << 20);
 
-}  // namespace kernelevolve::mutators
+}  // namespace kernelevolve
