@@ -37,6 +37,7 @@ const char* kUsage =
     "                        [--in-process]\n"
     "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
     "                        [--sandbox strict|basic|off] [--warm-start DB [--warm-start-max N]] [--seed N] [--json]\n"
+    "                        [--counters [--ncu PATH]]   (a GPU's hardware counters of each new best, by Nsight Compute)\n"
     "  kernelevolve check SPEC [--device ...] [--sandbox MODE] [--json]   evaluate the reference and the seed only\n"
     "  kernelevolve import PROBLEM.py -o DIR [--device cpu|cuda] [--language c|cpp|cuda|triton]\n"
     "                        write the spec derived from a PyTorch module (KernelBench format), to read and edit\n"

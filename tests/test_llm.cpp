@@ -253,7 +253,8 @@ TEST_CASE("the prompt gives the parent's diagnosis per workload, a GPU's resourc
   ke::Node& seed = f.graph.node(0);
   // As a GPU device records them (the prompt prints whatever the node carries).
   seed.evaluation.resources = {{"registers", 40}, {"spill_store_bytes", 0}, {"shared_static_bytes", 4096},
-                               {"block_threads", 256}, {"active_blocks_per_sm", 6}, {"occupancy_pct", 75}};
+                               {"block_threads", 256}, {"active_blocks_per_sm", 6}, {"occupancy_pct", 75},
+                               {"hw_dram_pct", 12}, {"hw_achieved_occupancy_pct", 61}, {"hw_stall_long_scoreboard_pct", 70}};
   seed.diagnosis = ke::diagnose(f.spec, seed.candidate.tunables, seed.evaluation, device);
   ke::Node child;
   child.parents = {0};
@@ -275,6 +276,10 @@ TEST_CASE("the prompt gives the parent's diagnosis per workload, a GPU's resourc
   CHECK(m.prompt.find("\n- w1 1000 us, ") != std::string::npos);
   CHECK(m.prompt.find("\n- regs 40, spills 0 B, smem 4096 B, occupancy 75% (block 256, 6 blocks/SM)\n") !=
         std::string::npos);
+  // Its hardware counters (as --counters reads them on a GPU), in words.
+  CHECK_MESSAGE(m.prompt.find("\n- hardware counters: DRAM 12% of peak, achieved occupancy 61%, warps stalled on "
+                              "long_scoreboard 70% of the time (Nsight Compute, one launch of w0)\n") != std::string::npos,
+                m.prompt);
   // The best (the child, at 50 us: 84 GB/s) gets its own, and among the parent's children its line names the
   // bound of each workload.
   CHECK(m.prompt.find("## Best kernel so far (node 1): ok, 20x over the seed, median times w0 50 us (memory-bound)") !=

@@ -264,6 +264,33 @@ TEST_CASE("diagnoses are read back from the store: derived from the run's spec a
   }
 }
 
+TEST_CASE("hardware counters are kept with the node's resources and shown in words by show and show --node") {
+  TempDir dir;
+  auto store = std::make_shared<ke::Store>(dir / "counters.db");
+  const ke::Spec spec = grid_spec();
+  const ke::DeviceInfo device = Surface().device_info();
+  const ke::RunId run = store->begin_run(spec, device);
+  ke::Node seed;
+  seed.id = 0;
+  seed.candidate = {spec.seed.source, ke::Language::c, spec.seed_tunables()};
+  seed.evaluation.status = ke::Status::ok;
+  seed.evaluation.timings = {{100, 100, 100, 0, 5}, {100, 100, 100, 0, 5}};
+  // As run --counters leaves them on a new best (tests/fixtures/counters: an H100's row sum).
+  seed.evaluation.resources = {{"registers", 30},          {"hw_dram_pct", 84},  {"hw_dram_gbps", 2822},
+                               {"hw_sm_pct", 17},          {"hw_achieved_occupancy_pct", 94},
+                               {"hw_duration_ns", 48448},  {"hw_stall_long_scoreboard_pct", 84}};
+  seed.speedup = 1;
+  store->record_node(run, seed, {});
+  const ke::Checkpoint cp = store->load(run);
+  CHECK(cp.graph.node(0).evaluation.resources == seed.evaluation.resources);
+  const std::string words = "counters: DRAM 84% of peak (2822 GB/s), SM 17% of peak, achieved occupancy 94%, warps "
+                            "stalled on long_scoreboard 84% of the time (Nsight Compute, one launch of t0: 48.4 us at "
+                            "its locked clocks)";
+  CHECK_MESSAGE(ke::show_node_text(*store, run, 0).find(words) != std::string::npos, ke::show_node_text(*store, run, 0));
+  CHECK(ke::show_run_text(*store, run).find(words) != std::string::npos);
+  CHECK(ke::export_json(*store, run).find("\"hw_dram_pct\": 84") != std::string::npos);
+}
+
 TEST_CASE("the database is in WAL mode and carries its schema version and application id") {
   TempDir dir;
   const std::string path = dir / "v.db";

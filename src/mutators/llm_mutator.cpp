@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kernelevolve/counters.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/report.hpp"
@@ -46,7 +47,8 @@ std::string times_text(const Node& n) {
   return t.empty() ? "-" : out.str();
 }
 
-// A node's diagnosis, a line per workload and one for the GPU's resources, under a legend (the first time)
+// A node's diagnosis, a line per workload, one for the GPU's resources and one for its hardware counters
+// where they were read, under a legend (the first time)
 // that says how the figures are made; empty for a node without one.
 std::string diagnosis_lines(const Node& n, bool legend) {
   if (!n.diagnosis) return "";
@@ -62,7 +64,9 @@ std::string diagnosis_lines(const Node& n, bool legend) {
   out << (d.note.empty() ? "" : " (" + d.note + ")") << ":\n";
   for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "- w" << w << " " << workload_diagnosis_text(d.workloads[w]) << "\n";
   if (d.gpu) out << "- " << gpu_diagnosis_text(*d.gpu) << "\n";
-  for (const auto& [name, value] : d.counters) out << "- " << name << " " << value << "\n";
+  if (const std::string c = counters_text(d.counters); !c.empty()) {
+    out << "- hardware " << c << " (Nsight Compute, one launch of w0)\n";
+  }
   return out.str();
 }
 

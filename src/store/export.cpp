@@ -5,6 +5,7 @@
 #include <map>
 #include <sstream>
 
+#include "kernelevolve/counters.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/report.hpp"
 #include "kernelevolve/store.hpp"
@@ -90,7 +91,16 @@ std::string diagnosis_block(const Node& n) {
       << (d.note.empty() ? "" : "; " + d.note) << "):\n";
   for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "  t" << w << ": " << workload_diagnosis_text(d.workloads[w]) << "\n";
   if (d.gpu) out << "  " << gpu_diagnosis_text(*d.gpu) << "\n";
-  for (const auto& [name, value] : d.counters) out << "  " << name << " " << value << "\n";
+  // The counters in words; the duration at the profiler's locked clocks only with the node (export keeps all).
+  if (const std::string c = counters_text(d.counters); !c.empty()) {
+    out << "  " << c << " (Nsight Compute, one launch of t0";
+    if (const auto it = d.counters.find("hw_duration_ns"); it != d.counters.end()) {
+      char us[32];
+      std::snprintf(us, sizeof us, "%.1f", static_cast<double>(it->second) / 1000);
+      out << ": " << us << " us at its locked clocks";
+    }
+    out << ")\n";
+  }
   return out.str();
 }
 
