@@ -264,16 +264,26 @@ TEST_CASE("diagnoses are read back from the store: derived from the run's spec a
   }
 }
 
+namespace {
+
+// Node 0 of a run of `spec`, its seed at the first tunables, with `status`, to record by hand.
+ke::Node seed_node(const ke::Spec& spec, ke::Status status) {
+  ke::Node seed;
+  seed.id = 0;
+  seed.candidate = {spec.seed.source, ke::Language::c, spec.seed_tunables()};
+  seed.evaluation.status = status;
+  return seed;
+}
+
+}  // namespace
+
 TEST_CASE("hardware counters are kept with the node's resources and shown in words by show and show --node") {
   TempDir dir;
   auto store = std::make_shared<ke::Store>(dir / "counters.db");
   const ke::Spec spec = grid_spec();
   const ke::DeviceInfo device = Surface().device_info();
   const ke::RunId run = store->begin_run(spec, device);
-  ke::Node seed;
-  seed.id = 0;
-  seed.candidate = {spec.seed.source, ke::Language::c, spec.seed_tunables()};
-  seed.evaluation.status = ke::Status::ok;
+  ke::Node seed = seed_node(spec, ke::Status::ok);
   seed.evaluation.timings = {{100, 100, 100, 0, 5}, {100, 100, 100, 0, 5}};
   // As run --counters leaves them on a new best (tests/fixtures/counters: an H100's row sum).
   seed.evaluation.resources = {{"registers", 30},          {"hw_dram_pct", 84},  {"hw_dram_gbps", 2822},
@@ -574,10 +584,7 @@ TEST_CASE("crashes and timeouts are measured again; compile errors and wrong ans
   const ke::Spec spec = grid_spec();
   const ke::DeviceInfo device = Surface().device_info();
   const ke::RunId run = store->begin_run(spec, device);
-  ke::Node seed;
-  seed.id = 0;
-  seed.candidate = {spec.seed.source, ke::Language::c, spec.seed_tunables()};
-  seed.evaluation.status = ke::Status::crashed;
+  ke::Node seed = seed_node(spec, ke::Status::crashed);
   store->record_node(run, seed, {});
   CHECK_FALSE(store->find_measurement(ke::measurement_hash(spec), device, seed.candidate).has_value());
   seed.evaluation.status = ke::Status::compile_error;
