@@ -373,13 +373,13 @@ CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std
     ~Cleanup() { std::filesystem::remove_all(dir); }
   } cleanup{dir};
   // One evaluation, as small as the evaluator allows: the profiler reads the kernel's first launch, and the
-  // rest only has to run through.
+  // rest only has to run through. The timing lock stays: the profiled launch is in the timing phase, which
+  // holds it, so the profiler's replays (at clocks it locks) never run while another worker times.
   EvalOptions once = impl_->options.eval;
   once.trials = 1;
   once.warmup = 0;
   once.min_reps = once.max_reps = 1;
   once.input_sets = 1;
-  once.timing_lock.clear();
   const std::string request = "{\"path\": " + json_quote(impl_->spec.path.empty() ? impl_->spec.name : impl_->spec.path) +
                               ", \"device\": " + json_quote(impl_->device_id) + ", \"options\": " + wire::to_json(once) +
                               ", \"sandbox\": " + json_quote(to_string(impl_->options.sandbox)) +
