@@ -579,15 +579,18 @@ TEST_CASE("gpu core: ceilings are measured once through the core's kernels and c
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("gpu core: the evaluator verifies and times a kernel on it, inputs rotated on the device") {
+namespace {
+
+// kTwice as a problem: y = 2x over n floats, one thread per element in blocks of THREADS.
+ke::Spec twice_spec(const std::string& name, std::vector<ke::Bindings> workloads, std::vector<std::int64_t> threads) {
   ke::Spec s;
-  s.name = "twice_fake";
+  s.name = name;
   s.language = ke::Language::cuda;
   s.entry = "twice";
   s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
               {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
               {"n", ke::DType::i64, ke::Role::size, {}, 0}};
-  s.workloads = {{{"n", 4096}}, {{"n", 1001}}};
+  s.workloads = std::move(workloads);
   s.tolerance = {0, 0};
   s.reference.source = kTwice;
   s.seed.source = kTwice;
@@ -595,8 +598,15 @@ TEST_CASE("gpu core: the evaluator verifies and times a kernel on it, inputs rot
   rule.grid[0] = ke::Expr::parse("cdiv(n, THREADS)");
   rule.block[0] = ke::Expr::parse("THREADS");
   s.launch = rule;
-  s.tunables = {{"THREADS", {256, 2048}}};
+  s.tunables = {{"THREADS", std::move(threads)}};
   s.validate();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("gpu core: the evaluator verifies and times a kernel on it, inputs rotated on the device") {
+  const ke::Spec s = twice_spec("twice_fake", {{{"n", 4096}}, {{"n", 1001}}}, {256, 2048});
   auto g = make_fake_gpu();
   const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_eval_" + std::to_string(::getpid()));
   ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
@@ -619,23 +629,7 @@ TEST_CASE("gpu core: the evaluator verifies and times a kernel on it, inputs rot
 }
 
 TEST_CASE("gpu core: the occupancy a launch allows is asked of the driver, recorded, and read by the diagnosis") {
-  ke::Spec s;
-  s.name = "twice_occupancy";
-  s.language = ke::Language::cuda;
-  s.entry = "twice";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
-              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
-              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
-  s.workloads = {{{"n", 4096}}};
-  s.tolerance = {0, 0};
-  s.reference.source = kTwice;
-  s.seed.source = kTwice;
-  ke::LaunchRule rule;
-  rule.grid[0] = ke::Expr::parse("cdiv(n, THREADS)");
-  rule.block[0] = ke::Expr::parse("THREADS");
-  s.launch = rule;
-  s.tunables = {{"THREADS", {256, 512, 96}}};
-  s.validate();
+  const ke::Spec s = twice_spec("twice_occupancy", {{{"n", 4096}}}, {256, 512, 96});
   auto g = make_fake_gpu();
   g->registers = 64;  // 64 x 256 threads: 4 blocks fill the SM's 65536 registers
   const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_occ_" + std::to_string(::getpid()));
