@@ -144,4 +144,10 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   return r;
 }
 
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 }  // namespace kernelevolve

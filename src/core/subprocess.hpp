@@ -16,6 +16,9 @@ struct ProcessResult {
   std::string err;
 };
 
+// `s` as one word for /bin/sh: in single quotes, each quote in it closed, escaped and reopened.
+std::string shell_quote(const std::string& s);
+
 // Runs `/bin/sh -c command` in its own process group, writes `input` to its stdin and closes it,
 // collects stdout and stderr (each capped at max_output bytes), and kills the whole group after
 // timeout_s. Never raises SIGPIPE in the caller.

@@ -46,10 +46,12 @@ std::string find_worker(const std::string& configured) {
   throw Error(ErrorCode::Internal, "cannot find the kernelevolve-worker executable; set KE_WORKER to its path. Looked in:" + looked);
 }
 
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+// What a worker is told of its work (worker_main.cpp's Init): the members of the init message, which a
+// profile request repeats with its candidate.
+std::string init_fields(const Spec& spec, const std::string& device_id, const EvalOptions& options, SandboxMode sandbox) {
+  return "\"path\": " + json_quote(spec.path.empty() ? spec.name : spec.path) + ", \"device\": " + json_quote(device_id) +
+         ", \"options\": " + wire::to_json(options) + ", \"sandbox\": " + json_quote(to_string(sandbox)) +
+         ", \"spec\": " + to_json(spec);
 }
 
 std::string describe_exit(int status) {
@@ -317,10 +319,7 @@ WorkerEvaluator::WorkerEvaluator(Spec spec, std::string device_id, WorkerOptions
   spec.validate();
   if (options.jobs < 1) throw Error(ErrorCode::BadUsage, "WorkerEvaluator: jobs must be at least 1");
   impl_->worker_path = find_worker(options.worker_path);
-  impl_->init_message = "{\"type\": \"init\", \"path\": " + json_quote(spec.path.empty() ? spec.name : spec.path) +
-                        ", \"device\": " + json_quote(device_id) + ", \"options\": " + wire::to_json(options.eval) +
-                        ", \"sandbox\": " + json_quote(to_string(options.sandbox)) +
-                        ", \"spec\": " + to_json(spec) + "}";
+  impl_->init_message = "{\"type\": \"init\", " + init_fields(spec, device_id, options.eval, options.sandbox) + "}";
   impl_->spec = std::move(spec);
   impl_->device_id = std::move(device_id);
   impl_->options = options;
@@ -380,11 +379,8 @@ CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std
   once.warmup = 0;
   once.min_reps = once.max_reps = 1;
   once.input_sets = 1;
-  const std::string request = "{\"path\": " + json_quote(impl_->spec.path.empty() ? impl_->spec.name : impl_->spec.path) +
-                              ", \"device\": " + json_quote(impl_->device_id) + ", \"options\": " + wire::to_json(once) +
-                              ", \"sandbox\": " + json_quote(to_string(impl_->options.sandbox)) +
-                              ", \"spec\": " + to_json(impl_->spec) + ", \"candidate\": " + wire::to_json(candidate) +
-                              ", \"seed\": " + std::to_string(input_seed) + "}";
+  const std::string request = "{" + init_fields(impl_->spec, impl_->device_id, once, impl_->options.sandbox) +
+                              ", \"candidate\": " + wire::to_json(candidate) + ", \"seed\": " + std::to_string(input_seed) + "}";
   if (std::ofstream out(request_path); !(out << request)) return done("cannot write the profile's request to " + request_path);
   std::string command = shell_quote(impl_->options.nsight_compute);
   for (const auto& a : nsight_compute_arguments(impl_->spec.entry, log_path)) {

@@ -42,6 +42,27 @@ std::string read_file(const char* path) {
   return out;
 }
 
+// What the init message (and a profile request, which is one with a candidate) says: the problem, the
+// device, the evaluation's options, and the sandbox mode as a worker on that device takes it.
+struct Init {
+  ke::Spec spec;
+  std::string device_id;
+  ke::EvalOptions options;
+  ke::SandboxMode sandbox_mode = ke::SandboxMode::strict;
+};
+
+Init read_init(simdjson::dom::element init) {
+  Init out;
+  out.device_id = std::string(init["device"].get_string().value());
+  out.spec = ke::parse_spec(simdjson::to_string(init["spec"].value()), std::string(init["path"].get_string().value()));
+  out.options = wire::eval_options_from_json(simdjson::to_string(init["options"].value()));
+  if (std::string_view m; init["sandbox"].get_string().get(m) == simdjson::SUCCESS) {
+    out.sandbox_mode = ke::parse_sandbox_mode(std::string(m)).value_or(ke::SandboxMode::strict);
+  }
+  out.sandbox_mode = ke::sandbox::worker_mode(out.sandbox_mode, out.device_id);
+  return out;
+}
+
 // `kernelevolve-worker --profile REQUEST`: evaluates one candidate once under Nsight Compute, which
 // started this process with profiling off (--profile-from-start off): it is turned on only while the
 // first workload is timed, whose first launch is the candidate's (the reference, which may carry the same
@@ -60,25 +81,17 @@ int profile_once(const char* request_path) {
       std::fprintf(stderr, "kernelevolve-worker: cannot read the request %s\n", request_path);
       return 2;
     }
-    const std::string device_id(request["device"].get_string().value());
-    if (device_id.rfind("cuda", 0) != 0) {
+    const Init init = read_init(request);
+    if (init.device_id.rfind("cuda", 0) != 0) {
       std::fprintf(stderr, "kernelevolve-worker: hardware counters are collected on CUDA devices only, not %s\n",
-                   device_id.c_str());
+                   init.device_id.c_str());
       return 2;
     }
-    ke::Spec spec = ke::parse_spec(simdjson::to_string(request["spec"].value()),
-                                   std::string(request["path"].get_string().value()));
-    ke::EvalOptions options = wire::eval_options_from_json(simdjson::to_string(request["options"].value()));
     const ke::Candidate candidate = wire::candidate_from_json(simdjson::to_string(request["candidate"].value()));
     const auto seed = static_cast<std::uint64_t>(request["seed"].get_uint64().value());
-    ke::SandboxMode mode = ke::SandboxMode::strict;
-    if (std::string_view m; request["sandbox"].get_string().get(m) == simdjson::SUCCESS) {
-      mode = ke::parse_sandbox_mode(std::string(m)).value_or(ke::SandboxMode::strict);
-    }
-    mode = ke::sandbox::worker_mode(mode, device_id);
-    (void)ke::sandbox::prepare_worker(mode, device_id, options.timing_lock);
-    ke::triton::set_sandbox_mode(mode);
-    auto device = ke::open_device(device_id);
+    (void)ke::sandbox::prepare_worker(init.sandbox_mode, init.device_id, init.options.timing_lock);
+    ke::triton::set_sandbox_mode(init.sandbox_mode);
+    auto device = ke::open_device(init.device_id);
     // The driver the device loaded: its profiler switches, for the profiler this process runs under.
     using Switch = int (*)();
     void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -88,7 +101,7 @@ int profile_once(const char* request_path) {
       std::fprintf(stderr, "kernelevolve-worker: the CUDA driver has no cuProfilerStart/cuProfilerStop\n");
       return 2;
     }
-    ke::LocalEvaluator evaluator(spec, device, options);
+    ke::LocalEvaluator evaluator(init.spec, device, init.options);
     bool on = false;
     int switch_error = 0;
     evaluator.on_phase([&](const std::string& phase) {
@@ -143,20 +156,15 @@ int main(int argc, char** argv) {
   simdjson::dom::parser parser;
   ke::SandboxMode sandbox_mode = ke::SandboxMode::strict;
   try {
-    simdjson::dom::element init;
-    if (parser.parse(frame).get(init) != simdjson::SUCCESS) throw ke::Error(ke::ErrorCode::Internal, "bad init");
-    const std::string spec_json = simdjson::to_string(init["spec"].value());
-    const std::string path(init["path"].get_string().value());
-    const std::string device_id(init["device"].get_string().value());
-    const std::string options_json = simdjson::to_string(init["options"].value());
-    ke::Spec spec = ke::parse_spec(spec_json, path);
-    ke::EvalOptions options = wire::eval_options_from_json(options_json);
+    simdjson::dom::element message;
+    if (parser.parse(frame).get(message) != simdjson::SUCCESS) throw ke::Error(ke::ErrorCode::Internal, "bad init");
+    Init init = read_init(message);
+    const std::string& device_id = init.device_id;
+    ke::Spec& spec = init.spec;
+    ke::EvalOptions& options = init.options;
+    sandbox_mode = init.sandbox_mode;
     // The sandbox (src/sandbox/worker_sandbox.hpp): namespaces now, while single-threaded; the rest
     // once the device is open and the evaluator built, before the first candidate.
-    if (std::string_view m; init["sandbox"].get_string().get(m) == simdjson::SUCCESS) {
-      sandbox_mode = ke::parse_sandbox_mode(std::string(m)).value_or(ke::SandboxMode::strict);
-    }
-    sandbox_mode = ke::sandbox::worker_mode(sandbox_mode, device_id);
     ke::SandboxReport sandbox = ke::sandbox::prepare_worker(sandbox_mode, device_id, options.timing_lock);
     device = ke::open_device(device_id);
     options.check_threads = true;  // this process starts no threads of its own
