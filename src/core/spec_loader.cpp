@@ -16,6 +16,7 @@
 
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/spec.hpp"
+#include "core/text_file.hpp"
 
 namespace kernelevolve {
 namespace {
@@ -54,26 +55,6 @@ const char* type_name(const element& value) {
   return "a value";
 }
 
-bool read_text(const fs::path& path, std::string& out, std::string& problem) {
-  std::error_code error;
-  if (fs::is_directory(path, error)) {
-    problem = "is a directory";
-    return false;
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    problem = std::generic_category().message(errno ? errno : ENOENT);
-    return false;
-  }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) {
-    problem = "read error";
-    return false;
-  }
-  out = buffer.str();
-  return true;
-}
 
 // Finds the first syntax error of a JSON text, for simdjson's DOM parser reports what went wrong
 // but not where. Runs only after a failed parse.

@@ -12,6 +12,7 @@
 #include <simdjson.h>
 #include <string>
 
+#include "core/text_file.hpp"
 #include "eval/threads.hpp"
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
@@ -30,16 +31,6 @@ using ke::eval::thread_count;
 void reply_error(int code, const std::string& message) {
   wire::write_frame(wire::kWorkerFd, "{\"type\": \"error\", \"code\": " + std::to_string(code) +
                                          ", \"message\": " + ke::json_quote(message) + "}");
-}
-
-std::string read_file(const char* path) {
-  std::string out;
-  if (FILE* f = std::fopen(path, "rb")) {
-    char buffer[65536];
-    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0;) out.append(buffer, n);
-    std::fclose(f);
-  }
-  return out;
 }
 
 // What the init message (and a profile request, which is one with a candidate) says: the problem, the
@@ -75,10 +66,11 @@ Init read_init(simdjson::dom::element init) {
 int profile_once(const char* request_path) {
   try {
     simdjson::dom::parser parser;
-    const std::string text = read_file(request_path);
+    std::string text, problem;
     simdjson::dom::element request;
-    if (parser.parse(text).get(request) != simdjson::SUCCESS) {
-      std::fprintf(stderr, "kernelevolve-worker: cannot read the request %s\n", request_path);
+    if (!ke::read_text(request_path, text, problem) || parser.parse(text).get(request) != simdjson::SUCCESS) {
+      std::fprintf(stderr, "kernelevolve-worker: cannot read the request %s%s\n", request_path,
+                   problem.empty() ? "" : (": " + problem).c_str());
       return 2;
     }
     const Init init = read_init(request);

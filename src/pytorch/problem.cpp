@@ -5,9 +5,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "core/text_file.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/pytorch.hpp"
 #include "pytorch/python.hpp"
@@ -19,11 +18,11 @@ namespace kernelevolve {
 namespace {
 
 std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(ErrorCode::BadSpec, path.string() + ": cannot read the PyTorch problem");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  std::string text, problem;
+  if (!read_text(path, text, problem)) {
+    throw Error(ErrorCode::BadSpec, path.string() + ": cannot read the PyTorch problem (" + problem + ")");
+  }
+  return text;
 }
 
 // The problem's name: its folder's for a file named model.py (problems/pytorch/<name>/model.py), else the
