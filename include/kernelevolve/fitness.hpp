@@ -1,6 +1,7 @@
 // FitnessEvaluator: compiles, verifies and times a candidate against the spec's reference on a device
 // (the fitness protocol of DESIGN.md). Fitness is the geometric-mean speedup over the seed across workloads.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -67,7 +68,39 @@ struct EvalOptions {
   // A file locked (flock) around each timing loop, so timings of parallel evaluations on one device,
   // in this process or another, never overlap. Empty: no lock.
   std::string timing_lock;
+  // The device's memory in bytes, as the run is to take it: 0 asks $KE_DEVICE_MEMORY, else the device
+  // (memory_footprint below). Smaller than the device's own figure, it holds a run to less of it.
+  std::size_t device_memory_bytes = 0;
 };
+
+// What a run holds on its device for a problem (README, "What a run holds on the device"). Sizes are of
+// the problem's largest workload: a worker's buffers are made per workload and freed after it.
+struct MemoryFootprint {
+  // The problem's bytes: one copy of each buffer param (inputs, weights, outputs).
+  std::size_t problem_bytes = 0;
+  std::size_t input_bytes = 0, output_bytes = 0, inout_bytes = 0;
+  // A PyTorch reference's arena (the candidate's block and the reference's, shared with the bridge); 0 else.
+  std::size_t arena_bytes = 0;
+  // What one worker holds that grows with the problem: its blocks, and a PyTorch bridge's own tensors.
+  std::size_t worker_bytes = 0;
+  // What one worker holds whatever the problem: CUDA contexts and L2 flush buffers (an estimate).
+  std::size_t fixed_bytes = 0;
+  std::size_t per_worker() const { return worker_bytes + fixed_bytes; }
+};
+MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device);
+// The device's memory in bytes: `told` when not 0, else $KE_DEVICE_MEMORY (bytes, or with a K, M, G or T
+// suffix, binary), else the device's own figure (a GPU's total memory; on the CPU, what the kernel calls
+// available now). 0 when none is known: nothing is then checked.
+std::size_t device_memory_bytes(const DeviceInfo& device, std::size_t told = 0);
+// What a run may use of `device_bytes`: all but a twentieth, kept for fragmentation and other processes.
+std::size_t usable_memory_bytes(std::size_t device_bytes);
+// Throws Error(DeviceUnavailable) when one worker cannot fit, naming the bytes it needs and the device has.
+void check_fits(const Spec& spec, const DeviceInfo& device, std::size_t device_bytes);
+// How many of `jobs` workers a run keeps on one device: as many as its usable memory holds, and beyond the
+// first only while they hold at most three times the problem's bytes or a quarter of the device, whichever
+// is more. When fewer than `jobs`, `why` (if given) says why, with the numbers.
+int jobs_that_fit(const Spec& spec, const DeviceInfo& device, std::size_t device_bytes, int jobs,
+                  std::string* why = nullptr);
 
 class FitnessEvaluator {
  public:
@@ -164,6 +197,9 @@ class WorkerEvaluator final : public FitnessEvaluator {
   double timeout_s() const;
   // Workers started so far, replacements included.
   int workers_started() const;
+  // Evaluations run at once: WorkerOptions::jobs, lowered to what the device's memory allows
+  // (jobs_that_fit; stderr says so once).
+  int jobs() const;
 
  private:
   struct Impl;

@@ -348,7 +348,10 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   const bool same_device = reference_device.get() == &device || (problem && problem->shares_candidate_memory());
 
   auto t = Profile::Clock::now();
-  ArgBlock cand_args(device, spec, workload);
+  // Where the reference's buffers are the candidate device's own (a PyTorch reference's GPU arena), the
+  // candidate's block is carved from the same arena: two blocks in all on the device, not three.
+  const bool in_arena = problem && problem->shares_candidate_memory();
+  ArgBlock cand_args(in_arena ? *reference_device : device, spec, workload);
   ArgBlock ref_args(*reference_device, spec, workload);
   t = profile.add("allocate", t);
 
@@ -407,7 +410,10 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   // The reference's answer for output i, on the candidate's device: compared there.
   std::vector<std::unique_ptr<Buffer>> moved(n);
   auto expected_output = [&](std::size_t i) -> const Buffer& {
-    if (same_device) return *ref_args.buffers[i];
+    // Host memory on both sides (the CPU device's and a PyTorch reference's memfd) is compared in place.
+    if (same_device || (ref_args.buffers[i]->host_address() && cand_args.buffers[i]->host_address())) {
+      return *ref_args.buffers[i];
+    }
     if (!moved[i]) moved[i] = device.allocate(std::max<std::size_t>(1, bytes(i)));
     moved[i]->copy_from(*ref_args.buffers[i]);
     return *moved[i];
@@ -475,18 +481,45 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   // number of elements for every call: a copy, where a fresh draw of a CPU workload's inputs cost some 60
   // times the kernel's own time (row_sum, 1024 x 2048 floats). A sorted input is copied as it is, since a
   // rotation would unsort it; the others still change.
+  // The base they are rotated from is the reference's block: drawn afresh here, it holds a copy of the inputs
+  // already, and a checked call copies the candidate's inputs into it, a rotation of the base by that call's
+  // shift. So each input's rotation of the reference's copy is tracked, and each call's copy is rotated from
+  // it by what takes it to the call's own shift: no third block on the device. An inout param's reference
+  // copy is overwritten by the reference's output, so it keeps a base of its own.
   auto fresh_seed = [&](int rep) { return mix(mix(input_seed, w ^ 0x71e0ull), static_cast<std::uint64_t>(rep) + 1000); };
   constexpr std::size_t kDrawnAfresh = 64 * 1024;  // bytes: below this a draw is cheaper than bookkeeping
-  ArgBlock base(device, spec, workload);
-  draw_inputs(base, 0, fresh_seed(-1000));
+  {
+    const std::uint64_t seed = fresh_seed(-1000);
+    if (problem) {
+      problem->draw(ref_args.args.data(), seed);  // trial 0's: the problem's own get_inputs() and weights
+    } else {
+      for (std::size_t i = 0; i < n; ++i) {
+        const Param& p = spec.params[i];
+        if (!is_input(p)) continue;
+        eval::fill_random(*reference_device, *ref_args.buffers[i], p.dtype, count(i),
+                          eval::trial_distribution(spec.input_distribution(p, workload), 0), mix(seed, i));
+      }
+    }
+  }
+  std::vector<std::unique_ptr<Buffer>> inout_base(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (spec.params[i].role != Role::inout) continue;
+    inout_base[i] = device.allocate(std::max<std::size_t>(1, bytes(i)));
+    inout_base[i]->copy_from(*ref_args.buffers[i]);
+  }
+  auto base_of = [&](std::size_t i) -> const Buffer& { return inout_base[i] ? *inout_base[i] : *ref_args.buffers[i]; };
+  std::vector<std::size_t> base_shift(n, 0);  // elements the reference's copy is rotated by from the base drawn
   std::mt19937_64 shift_rng(mix(input_seed, 0x5817ull + w));
   std::vector<std::size_t> first_shift(n);
   for (auto& s0 : first_shift) s0 = static_cast<std::size_t>(shift_rng());
+  std::vector<std::size_t> call_shift(n, 0);  // the last call's, per rotated input
+  std::vector<bool> rotated(n, false);
   int calls = 0;  // warm-up and timed: each one's inputs differ from every other's
   auto fresh_inputs = [&] {
     const int call = calls++;
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
+      rotated[i] = false;
       if (p.role == Role::out) {
         cand_args.poison(i, p.dtype);
         continue;
@@ -500,12 +533,24 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
         eval::fill_random(device, *cand_args.buffers[i], p.dtype, c, eval::trial_distribution(dist, 0),
                           mix(fresh_seed(call), i));
       } else if (c < 2 || dist.sorted || (problem && !is_float(p.dtype))) {
-        cand_args.buffers[i]->copy_from(*base.buffers[i]);
+        cand_args.buffers[i]->copy_from(base_of(i));
       } else {
         // Consecutive calls, consecutive shifts in 1 .. c-1: distinct for fewer than c calls.
         const std::size_t shift = 1 + (first_shift[i] + static_cast<std::size_t>(call)) % (c - 1);
-        cand_args.buffers[i]->copy_rotated(*base.buffers[i], bytes(i), shift * dtype_size(p.dtype));
+        const std::size_t from = inout_base[i] ? 0 : base_shift[i];
+        const std::size_t relative = (shift + c - from % c) % c;
+        cand_args.buffers[i]->copy_rotated(base_of(i), bytes(i), relative * dtype_size(p.dtype));
+        call_shift[i] = shift;
+        rotated[i] = true;
       }
+    }
+  };
+  // A checked call's inputs, copied into the reference's block: its rotated inputs are now the base rotated
+  // by this call's shifts.
+  auto copy_checked_inputs_to_reference = [&] {
+    copy_inputs_to_reference();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (rotated[i] && !inout_base[i]) base_shift[i] = call_shift[i];
     }
   };
   // GPUs flush L2 between launches; on a CPU the inputs, just written, are warm in cache, as a
@@ -536,7 +581,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
     const bool checked = rep < always_checked || spot;
     t = profile.add("time: check", t);
     fresh_inputs();
-    if (checked) copy_inputs_to_reference();
+    if (checked) copy_checked_inputs_to_reference();
     t = profile.add("time: fresh inputs", t);
     double time_us = 0;
     if (!launch_candidate(device, kernel, cand_args.args.data(), dims, /*timed=*/true, flush, e, time_us)) return false;
@@ -579,10 +624,171 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   return true;
 }
 
+namespace {
+
+// As the PyTorch reference's arena carves its blocks (torch_reference.cpp): each buffer on 64 bytes.
+std::size_t arena_aligned(std::size_t bytes) { return (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64; }
+
+std::size_t property_bytes(const DeviceInfo& device, const std::string& name) {
+  const auto it = device.properties.find(name);
+  if (it == device.properties.end()) return 0;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (end == it->second.c_str() || !(v > 0)) return 0;
+  std::string unit(end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  const double scale = unit.rfind("TiB", 0) == 0 ? 1099511627776.0
+                       : unit.rfind("GiB", 0) == 0 ? 1073741824.0
+                       : unit.rfind("MiB", 0) == 0 ? 1048576.0
+                       : unit.rfind("KiB", 0) == 0 ? 1024.0
+                                                   : 1.0;
+  return static_cast<std::size_t>(v * scale);
+}
+
+// "40G", "512M", "1073741824": binary suffixes.
+std::size_t parse_memory_text(const char* text) {
+  if (!text || !*text) return 0;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || !(v > 0)) return 0;
+  switch (*end) {
+    case 'T': case 't': return static_cast<std::size_t>(v * 1099511627776.0);
+    case 'G': case 'g': return static_cast<std::size_t>(v * 1073741824.0);
+    case 'M': case 'm': return static_cast<std::size_t>(v * 1048576.0);
+    case 'K': case 'k': return static_cast<std::size_t>(v * 1024.0);
+    default: return static_cast<std::size_t>(v);
+  }
+}
+
+// The host's memory that can be had now without swapping (MemAvailable), which is what a CPU run competes for.
+std::size_t host_available_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  std::size_t kib = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "MemAvailable: %zu kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  return kib * 1024;
+}
+
+std::string gb(std::size_t bytes) {
+  char buf[32];
+  const double b = static_cast<double>(bytes);
+  if (b >= 1e9) std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1e6) std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  else std::snprintf(buf, sizeof buf, "%zu bytes", bytes);
+  return buf;
+}
+
+}  // namespace
+
+MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device) {
+  MemoryFootprint f;
+  std::size_t aligned_total = 0;  // of the workload with the most, for the arena
+  for (const Bindings& w : spec.workloads) {
+    std::size_t in = 0, out = 0, inout = 0, aligned = 0;
+    for (const Param& p : spec.params) {
+      if (!p.is_buffer()) continue;
+      const std::size_t bytes =
+          std::max<std::size_t>(1, static_cast<std::size_t>(spec.element_count(p, w))) * dtype_size(p.dtype);
+      aligned += arena_aligned(bytes);
+      (p.role == Role::in ? in : p.role == Role::out ? out : inout) += bytes;
+    }
+    aligned_total = std::max(aligned_total, aligned);
+    if (in + out + inout > f.problem_bytes) {
+      f.problem_bytes = in + out + inout;
+      f.input_bytes = in, f.output_bytes = out, f.inout_bytes = inout;
+    }
+  }
+  const std::size_t B = f.problem_bytes;
+  const bool gpu = device.kind != "cpu";
+  if (spec.reference.pytorch) {
+    // The arena holds the candidate's block and the reference's. On a GPU both are carved from it; on the
+    // CPU a kernel's block is the CPU device's own (between guard pages), and the arena's second half, which
+    // only a baseline's block uses, is given back after it. The bridge holds at most the module's weights
+    // and the larger of get_inputs()' tensors and the module's outputs before their copies into the arena:
+    // bounded by one copy of the problem.
+    f.arena_bytes = 2 * aligned_total;
+    f.worker_bytes = f.arena_bytes + B;
+  } else {
+    const std::string& ref_device = spec.reference.device.value_or("");
+    const bool same_device = ref_device.empty() || ref_device == device.id || ref_device == device.kind;
+    // The candidate's block, the reference's (or, where the reference runs on another device, a copy of its
+    // outputs), and for each inout param a base its timed calls' inputs are rotated from.
+    f.worker_bytes = B + (same_device ? B : f.output_bytes + f.inout_bytes) + f.inout_bytes;
+  }
+  if (gpu) {
+    std::size_t l2 = property_bytes(device, "l2_cache_bytes");
+    if (l2 == 0) l2 = property_bytes(device, "l2_cache");
+    if (l2 == 0) l2 = 64u << 20;
+    const std::size_t flush = std::max<std::size_t>(2 * l2, 8u << 20);
+    // A worker's CUDA context and its L2 flush buffer; a PyTorch bridge's context (cuBLAS's and cuDNN's
+    // workspaces included) and its timer's flush buffer.
+    f.fixed_bytes = (512ull << 20) + flush + (spec.reference.pytorch ? (1ull << 30) + flush : 0);
+  }
+  return f;
+}
+
+std::size_t device_memory_bytes(const DeviceInfo& device, std::size_t told) {
+  if (told > 0) return told;
+  if (const std::size_t env = parse_memory_text(std::getenv("KE_DEVICE_MEMORY")); env > 0) return env;
+  if (device.kind == "cpu") return host_available_bytes();
+  if (const std::size_t exact = property_bytes(device, "memory_bytes"); exact > 0) return exact;
+  return property_bytes(device, "memory");  // "79.2 GiB": within 0.05 GiB
+}
+
+std::size_t usable_memory_bytes(std::size_t device_bytes) { return device_bytes - device_bytes / 20; }
+
+void check_fits(const Spec& spec, const DeviceInfo& device, std::size_t device_bytes) {
+  if (device_bytes == 0) return;
+  const MemoryFootprint f = memory_footprint(spec, device);
+  const std::size_t usable = usable_memory_bytes(device_bytes);
+  if (f.per_worker() <= usable) return;
+  std::ostringstream msg;
+  msg << (spec.path.empty() ? spec.name : spec.path) << " does not fit " << device.id << ": one worker needs "
+      << gb(f.per_worker()) << " (the problem's tensors are " << gb(f.problem_bytes) << "; " << gb(f.worker_bytes)
+      << " for its blocks" << (spec.reference.pytorch ? " and PyTorch's reference" : "") << ", " << gb(f.fixed_bytes)
+      << " fixed), and the device has " << gb(device_bytes) << " (" << gb(usable)
+      << " usable). A smaller workload fits, or a device with more memory.";
+  throw Error(ErrorCode::DeviceUnavailable, msg.str());
+}
+
+int jobs_that_fit(const Spec& spec, const DeviceInfo& device, std::size_t device_bytes, int jobs, std::string* why) {
+  if (device_bytes == 0 || jobs <= 1) return std::max(1, jobs);
+  const MemoryFootprint f = memory_footprint(spec, device);
+  const std::size_t usable = usable_memory_bytes(device_bytes);
+  const std::size_t by_device = f.per_worker() > 0 ? usable / f.per_worker() : static_cast<std::size_t>(jobs);
+  // Workers past the first overlap only compilation with the device's work (verification and timing hold the
+  // device alone): worth their memory while the run stays within three times the problem's bytes, or a
+  // quarter of the device for a small problem.
+  const std::size_t budget = std::max(3 * f.problem_bytes, device_bytes / 4);
+  const std::size_t by_budget = f.worker_bytes > 0 ? budget / f.worker_bytes : static_cast<std::size_t>(jobs);
+  const int fit = static_cast<int>(std::max<std::size_t>(
+      1, std::min({static_cast<std::size_t>(jobs), by_device, by_budget})));
+  if (fit < jobs && why) {
+    std::ostringstream msg;
+    msg << "--jobs lowered from " << jobs << " to " << fit << " on " << device.id << ": each worker holds "
+        << gb(f.per_worker()) << " for this problem (" << gb(f.problem_bytes) << " of tensors), and " << jobs
+        << " would hold " << gb(static_cast<std::size_t>(jobs) * f.per_worker()) << ", over ";
+    if (by_device < by_budget) {
+      msg << "the " << gb(usable) << " usable of the device's " << gb(device_bytes);
+    } else {
+      msg << "the run's budget of " << gb(budget) << " (3 x the problem's bytes, or a quarter of the device)";
+    }
+    *why = msg.str();
+  }
+  return fit;
+}
+
 LocalEvaluator::LocalEvaluator(Spec spec, std::shared_ptr<Device> device, EvalOptions options,
                                std::shared_ptr<Device> reference_device)
     : impl_(std::make_unique<Impl>()) {
   if (!device) throw Error(ErrorCode::BadUsage, "LocalEvaluator: no device");
+  // Before anything is allocated or started: a problem that cannot fit says so, with the numbers, rather
+  // than fail in an allocation (or in PyTorch's, with a traceback).
+  check_fits(spec, device->info(), device_memory_bytes(device->info(), options.device_memory_bytes));
   if (!reference_device && spec.reference.pytorch) {
     reference_device = std::make_shared<pytorch::TorchReference>(spec, device);
   } else if (!reference_device) {

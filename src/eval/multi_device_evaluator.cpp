@@ -118,8 +118,8 @@ MultiDeviceEvaluator::MultiDeviceEvaluator(Spec spec, std::vector<std::string> d
     auto it = std::find(impl_->classes.begin(), impl_->classes.end(), cls);
     if (it == impl_->classes.end()) it = impl_->classes.insert(impl_->classes.end(), cls);
     slot.device_class = static_cast<std::size_t>(it - impl_->classes.begin());
-    slot.free = jobs_per_device;
-    impl_->total_slots += jobs_per_device;
+    slot.free = slot.evaluator->jobs();  // lowered where the device's memory holds fewer
+    impl_->total_slots += slot.free;
     impl_->devices.push_back(std::move(slot));
   }
 }

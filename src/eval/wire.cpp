@@ -222,7 +222,8 @@ std::string to_json(const EvalOptions& o) {
       << ", \"input_sets\": " << o.input_sets << ", \"flush_cache\": " << (o.flush_cache ? "true" : "false")
       << ", \"check_roofline\": " << (o.check_roofline ? "true" : "false")
       << ", \"check_threads\": " << (o.check_threads ? "true" : "false")
-      << ", \"timing_lock\": " << json_quote(o.timing_lock) << "}";
+      << ", \"timing_lock\": " << json_quote(o.timing_lock) << ", \"device_memory_bytes\": " << o.device_memory_bytes
+      << "}";
   return out.str();
 }
 
@@ -240,6 +241,9 @@ EvalOptions eval_options_from_json(const std::string& json) {
   o.check_roofline = doc["check_roofline"].get_bool().value();
   o.check_threads = doc["check_threads"].get_bool().value();
   o.timing_lock = str(doc["timing_lock"]);
+  if (std::uint64_t told = 0; doc["device_memory_bytes"].get_uint64().get(told) == simdjson::SUCCESS) {
+    o.device_memory_bytes = static_cast<std::size_t>(told);
+  }
   return o;
 }
 

@@ -325,8 +325,19 @@ WorkerEvaluator::WorkerEvaluator(Spec spec, std::string device_id, WorkerOptions
   impl_->options = options;
   impl_->workers.resize(static_cast<std::size_t>(options.jobs));
   impl_->busy.assign(static_cast<std::size_t>(options.jobs), false);
-  // Start one worker now, so a missing device or a broken worker is reported at once.
+  // Start one worker now, so a missing device or a broken worker is reported at once. It refuses a problem
+  // that cannot fit the device (LocalEvaluator checks before it allocates).
   impl_->start(impl_->workers[0]);
+  // As many workers as the device's memory holds, each with its own blocks and reference.
+  std::string why;
+  const int fit = jobs_that_fit(impl_->spec, impl_->info, device_memory_bytes(impl_->info, options.eval.device_memory_bytes),
+                                options.jobs, &why);
+  if (fit < options.jobs) {
+    std::fprintf(stderr, "kernelevolve: %s\n", why.c_str());
+    impl_->workers.resize(static_cast<std::size_t>(fit));
+    impl_->busy.assign(static_cast<std::size_t>(fit), false);
+    impl_->options.jobs = fit;
+  }
 }
 
 WorkerEvaluator::~WorkerEvaluator() {
@@ -413,5 +424,7 @@ CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std
 double WorkerEvaluator::timeout_s() const { return impl_->current_timeout(); }
 
 int WorkerEvaluator::workers_started() const { return impl_->started.load(); }
+
+int WorkerEvaluator::jobs() const { return static_cast<int>(impl_->workers.size()); }
 
 }  // namespace kernelevolve

@@ -1,6 +1,7 @@
 #include "pytorch/torch_reference.hpp"
 
 #include <simdjson.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 #include <sstream>
 
 #include "kernelevolve/error.hpp"
+#include "kernelevolve/fitness.hpp"
 #include "kernelevolve/report.hpp"
 
 namespace kernelevolve::pytorch {
@@ -39,6 +41,14 @@ class ArenaBuffer final : public Buffer {
   void download(void* host, std::size_t bytes) const override { std::memcpy(host, data_, std::min(bytes, bytes_)); }
   void* host_address() const override { return data_; }
   void copy_from(const Buffer& source) override { source.download(data_, std::min(bytes_, source.bytes())); }
+  // In place where the source is host memory too: the default goes through two host copies of the buffer.
+  void copy_rotated(const Buffer& source, std::size_t bytes, std::size_t shift) override {
+    const auto* from = static_cast<const unsigned char*>(source.host_address());
+    if (!from || bytes > bytes_ || bytes > source.bytes()) return Buffer::copy_rotated(source, bytes, shift);
+    shift %= bytes ? bytes : 1;
+    std::memcpy(data_, from + shift, bytes - shift);
+    std::memcpy(data_ + (bytes - shift), from, shift);
+  }
 
  private:
   TorchReference* owner_;
@@ -56,16 +66,10 @@ TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candida
   info_ = cand;
   info_.id = "pytorch:" + cand.id;
   info_.kind = "pytorch";
-  // One evaluation's argument blocks at a time: the reference's, and for a baseline (which runs here too)
-  // its own and its timing base as well.
-  for (const Bindings& w : spec_.workloads) {
-    std::size_t total = 0;
-    for (const Param& p : spec_.params) {
-      if (p.is_buffer()) total += aligned(static_cast<std::size_t>(spec_.element_count(p, w)) * dtype_size(p.dtype));
-    }
-    arena_bytes_ = std::max(arena_bytes_, 3 * total);
-  }
-  arena_bytes_ = std::max<std::size_t>(arena_bytes_, kAlign);
+  // One evaluation's argument blocks at a time: the candidate's (a kernel's on a GPU, where the arena is the
+  // device's memory; a baseline's, which runs here, on either) and the reference's. Timed calls rotate their
+  // inputs from the reference's block, so no third block is needed (memory_footprint, fitness.hpp).
+  arena_bytes_ = std::max<std::size_t>(memory_footprint(spec_, cand).arena_bytes, kAlign);
   std::vector<std::string> bridge_args{"serve", "--module", spec_.reference.file, "--device", cand.id,
                                        "--arena-bytes", std::to_string(arena_bytes_)};
   if (cand.kind == "cuda") {
@@ -135,6 +139,7 @@ std::unique_ptr<Buffer> TorchReference::allocate(std::size_t bytes) {
   }
   const std::size_t at = arena_used_;
   arena_used_ += reserved;
+  high_water_ = std::max(high_water_, arena_used_);
   live_buffers_ += 1;
   if (device_arena_) {
     auto view = candidate_device_->view(*device_arena_, at, bytes, [this, reserved] { release(reserved); });
@@ -167,7 +172,16 @@ bool TorchReference::digest(const Buffer& buffer, std::size_t bytes, std::uint64
 
 void TorchReference::release(std::size_t) {
   std::lock_guard lock(mutex_);
-  if (--live_buffers_ == 0) arena_used_ = 0;  // one block at a time: all of it is free again
+  if (--live_buffers_ != 0) return;
+  // One evaluation's blocks at a time: all of it is free again. On the CPU, what lies past the first block
+  // (only a baseline's evaluation reaches it) goes back to the system: a kernel's evaluation never touches it.
+  if (arena_fd_ >= 0 && high_water_ > arena_bytes_ / 2) {
+    const std::size_t from = arena_bytes_ / 2 / kAlign * kAlign;
+    (void)::fallocate(arena_fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
+                      static_cast<off_t>(arena_bytes_ - from));
+  }
+  arena_used_ = 0;
+  high_water_ = 0;
 }
 
 std::string TorchReference::views_request(void** args, bool outputs) const {

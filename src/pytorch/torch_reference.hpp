@@ -41,6 +41,8 @@ class TorchReference final : public Device {
   // True when the reference's buffers are the candidate device's own (a GPU arena): outputs are compared
   // in place instead of copied over.
   bool shares_candidate_memory() const { return device_arena_ != nullptr; }
+  // The arena's size: MemoryFootprint::arena_bytes (fitness.hpp).
+  std::size_t arena_bytes() const { return arena_bytes_; }
 
   // Writes get_inputs() under `seed` into the input buffers of `args` (the launch's layout) and the
   // module's weights into its weight buffers. Throws Error(BadSpec) when the module fails or its shapes
@@ -62,6 +64,7 @@ class TorchReference final : public Device {
   unsigned char* arena_ = nullptr;
   std::size_t arena_bytes_ = 0;
   std::size_t arena_used_ = 0;
+  std::size_t high_water_ = 0;  // of arena_used_, since the arena was last all free
   int live_buffers_ = 0;
   std::mutex mutex_;
   std::unique_ptr<BridgeProcess> bridge_;

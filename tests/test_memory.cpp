@@ -1,0 +1,284 @@
+// What a run holds on its device (issue 27, "a run fits the device"): the footprint is the documented
+// formula; a problem that cannot fit is refused before anything runs (exit 3 from the command line, naming
+// the bytes it needs and the bytes the device has); --jobs is lowered to what memory allows, said once; and
+// timing, which now rotates each call's inputs from the reference's block instead of a third one, still
+// gives every call inputs that no earlier call saw. On the CPU, with the memory the evaluator is told.
+#include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <kernelevolve/error.hpp>
+#include <kernelevolve/fitness.hpp>
+#include <kernelevolve/report.hpp>
+#include <kernelevolve/spec.hpp>
+#include <string>
+
+#include "pytorch/python.hpp"
+
+namespace fs = std::filesystem;
+namespace ke = kernelevolve;
+
+namespace {
+
+constexpr std::size_t MiB = 1ull << 20;
+
+// y = 2x + s over N floats, z += x over N, idx (sorted ints, N of them) read into y[0] only through a
+// term that is zero: an inout param and a sorted input, whose timed copies are made differently.
+std::string spec_json(const std::string& kernel, std::int64_t n) {
+  const std::string reference = R"(#include <stdint.h>
+void f(const float* x, const int32_t* idx, float* y, float* z, int64_t N) {
+  for (int64_t i = 0; i < N; ++i) { y[i] = 2 * x[i] + 0 * (float)(idx[i] - idx[i]); z[i] += x[i]; }
+})";
+  std::string json = R"({"name": "memory", "language": "c", "entry": "f",
+    "params": [{"name": "x", "dtype": "f32", "shape": ["N"], "role": "in"},
+               {"name": "idx", "dtype": "i32", "shape": ["N"], "role": "in"},
+               {"name": "y", "dtype": "f32", "shape": ["N"], "role": "out"},
+               {"name": "z", "dtype": "f32", "shape": ["N"], "role": "inout"},
+               {"name": "N", "dtype": "i64", "role": "size"}],
+    "workloads": [{"N": )" + std::to_string(n) + R"(}, {"N": 1000}],
+    "inputs": {"idx": {"low": 0, "high": 1000, "sorted": true}},
+    "reference": {"source": )" + ke::json_quote(reference) + R"(}, "seed": {"source": )" + ke::json_quote(kernel) + "}}";
+  return json;
+}
+
+ke::Spec spec_with(const std::string& kernel, std::int64_t n = 1 << 15) {
+  return ke::parse_spec(spec_json(kernel, n), "memory.json");
+}
+
+ke::DeviceInfo cpu_info() {
+  ke::DeviceInfo d;
+  d.id = d.kind = "cpu";
+  return d;
+}
+
+// The seed: the reference's own computation.
+const char* const kHonest = R"(#include <stdint.h>
+void f(const float* x, const int32_t* idx, float* y, float* z, int64_t N) {
+  for (int64_t i = 0; i < N; ++i) { y[i] = 2 * x[i] + 0 * (float)(idx[i] - idx[i]); z[i] += x[i]; }
+})";
+
+// The same, remembering a digest of every input it was called with (x, z and idx, or idx alone), and
+// crashing the worker when one comes back: a kernel that could answer a repeated call from memory.
+std::string remembering(bool idx_only) {
+  return std::string(R"(#include <stdint.h>
+#include <string.h>
+#define SEEN 8192
+static uint64_t seen[SEEN];
+static int count;
+static uint64_t digest(const void* p, int64_t bytes, uint64_t h) {
+  const unsigned char* b = (const unsigned char*)p;
+  for (int64_t i = 0; i < bytes; ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+void f(const float* x, const int32_t* idx, float* y, float* z, int64_t N) {
+  uint64_t h = digest(idx, N * 4, 1469598103934665603ull);
+)") + (idx_only ? "" : "  h = digest(x, N * 4, h);\n  h = digest(z, N * 4, h);\n") + R"(  h ^= (uint64_t)N;
+  for (int i = 0; i < count; ++i) {
+    if (seen[i] == h) __builtin_trap();  /* inputs seen before: an answer could come from memory */
+  }
+  if (count < SEEN) seen[count++] = h;
+  for (int64_t i = 0; i < N; ++i) { y[i] = 2 * x[i] + 0 * (float)(idx[i] - idx[i]); z[i] += x[i]; }
+})";
+}
+
+struct Cli {
+  int code;
+  std::string out, err;
+};
+
+Cli cli(const std::string& args, const std::string& env) {
+  const std::string err_file = (fs::temp_directory_path() / ("ke_memory_err_" + std::to_string(::getpid()))).string();
+  FILE* p = popen((env + " " + std::string(KE_CLI) + " " + args + " 2>" + err_file).c_str(), "r");
+  Cli r{-1, "", ""};
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+  const int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_file);
+  r.err.assign(std::istreambuf_iterator<char>(err), {});
+  fs::remove(err_file);
+  return r;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("the footprint is the documented formula") {
+  const ke::Spec spec = spec_with(kHonest, 1 << 15);
+  const std::size_t n = 1 << 15;
+  const ke::MemoryFootprint f = ke::memory_footprint(spec, cpu_info());
+  // The largest workload's buffers, one copy each: x, idx and y, z.
+  CHECK(f.problem_bytes == 4 * n * 4);
+  CHECK(f.input_bytes == 2 * n * 4);
+  CHECK(f.output_bytes == n * 4);
+  CHECK(f.inout_bytes == n * 4);
+  CHECK(f.arena_bytes == 0);  // a kernel reference: no PyTorch arena
+  // The candidate's block, the reference's, and a base for the inout param: no third block.
+  CHECK(f.worker_bytes == 2 * f.problem_bytes + f.inout_bytes);
+  CHECK(f.fixed_bytes == 0);  // the CPU: no context, no flush buffer
+  CHECK(f.worker_bytes <= 3 * f.problem_bytes);
+
+  SUBCASE("a reference on another device: the candidate's device holds a copy of its outputs") {
+    ke::Spec other = spec;
+    other.reference.device = "cuda";
+    const ke::MemoryFootprint g = ke::memory_footprint(other, cpu_info());
+    CHECK(g.worker_bytes == g.problem_bytes + g.output_bytes + 2 * g.inout_bytes);
+  }
+  SUBCASE("a PyTorch reference on a GPU: an arena of two blocks, the bridge bounded by one copy, fixed costs") {
+    ke::Spec torch = spec;
+    torch.reference.pytorch = true;
+    ke::DeviceInfo gpu;
+    gpu.id = "cuda:0";
+    gpu.kind = "cuda";
+    gpu.properties["l2_cache_bytes"] = std::to_string(50 * MiB);
+    const ke::MemoryFootprint g = ke::memory_footprint(torch, gpu);
+    CHECK(g.arena_bytes == 2 * 4 * n * 4);  // each buffer on 64 bytes, as the arena carves it: already aligned
+    CHECK(g.worker_bytes == g.arena_bytes + g.problem_bytes);
+    CHECK(g.worker_bytes <= 3 * g.problem_bytes);
+    CHECK(g.fixed_bytes == 512 * MiB + 100 * MiB + 1024 * MiB + 100 * MiB);
+    // Odd sizes: the arena rounds each buffer up to 64 bytes.
+    ke::Spec odd = spec_with(kHonest, 1001);
+    odd.reference.pytorch = true;
+    CHECK(ke::memory_footprint(odd, gpu).arena_bytes == 2 * 4 * ((1001 * 4 + 63) / 64 * 64));
+  }
+}
+
+TEST_CASE("the device's memory: told, from the environment, or the device's own figure") {
+  ke::DeviceInfo gpu;
+  gpu.id = "cuda:0";
+  gpu.kind = "cuda";
+  gpu.properties["memory"] = "79.2 GiB";  // as the CUDA device formats it
+  CHECK(ke::device_memory_bytes(gpu, 123) == 123);
+  ::unsetenv("KE_DEVICE_MEMORY");
+  CHECK(ke::device_memory_bytes(gpu) == static_cast<std::size_t>(79.2 * 1073741824.0));
+  gpu.properties["memory_bytes"] = "85045870592";
+  CHECK(ke::device_memory_bytes(gpu) == 85045870592ull);
+  ::setenv("KE_DEVICE_MEMORY", "40G", 1);
+  CHECK(ke::device_memory_bytes(gpu) == 40ull << 30);
+  ::setenv("KE_DEVICE_MEMORY", "1048576", 1);
+  CHECK(ke::device_memory_bytes(gpu) == MiB);
+  ::unsetenv("KE_DEVICE_MEMORY");
+  CHECK(ke::device_memory_bytes(cpu_info()) > 0);  // the host's available memory
+  CHECK(ke::usable_memory_bytes(2000) == 1900);
+}
+
+TEST_CASE("jobs are lowered to what memory allows, and say why") {
+  const ke::Spec spec = spec_with(kHonest, 1 << 18);  // 4 MiB of tensors; a worker holds 9 MiB
+  const ke::MemoryFootprint f = ke::memory_footprint(spec, cpu_info());
+  REQUIRE(f.per_worker() == 9 * MiB);
+  std::string why;
+  // Plenty: a small problem keeps its jobs (under a quarter of the device).
+  CHECK(ke::jobs_that_fit(spec, cpu_info(), 1ull << 30, 3, &why) == 3);
+  CHECK(why.empty());
+  // The device holds two (19 of 20 MiB usable; 18 for two), the budget of 3 x 4 MiB one.
+  CHECK(ke::jobs_that_fit(spec, cpu_info(), 20 * MiB, 3, &why) == 1);
+  CHECK(why.find("--jobs lowered from 3 to 1") != std::string::npos);
+  CHECK(why.find("budget") != std::string::npos);
+  // A device of 40 MiB: the budget (a quarter of it is 10 MiB, 3 x the problem 12 MiB) holds one worker.
+  why.clear();
+  CHECK(ke::jobs_that_fit(spec, cpu_info(), 40 * MiB, 3, &why) == 1);
+  // 160 MiB: a quarter is 40 MiB, four workers' worth; three asked, three kept.
+  why.clear();
+  CHECK(ke::jobs_that_fit(spec, cpu_info(), 160 * MiB, 3, &why) == 3);
+  CHECK(why.empty());
+  // On a GPU each worker also holds a context and a flush buffer (640 MiB here): limited by the device rather
+  // than the budget, and the message names the device's usable bytes.
+  ke::DeviceInfo gpu;
+  gpu.id = "cuda:0";
+  gpu.kind = "cuda";
+  why.clear();
+  CHECK(ke::jobs_that_fit(spec, gpu, 2048 * MiB, 3, &why) == 2);
+  CHECK_MESSAGE(why.find("usable of the device's") != std::string::npos, why);
+  // Unknown memory: nothing is lowered.
+  CHECK(ke::jobs_that_fit(spec, cpu_info(), 0, 3) == 3);
+}
+
+TEST_CASE("a problem that cannot fit is refused before anything runs, with the numbers") {
+  const ke::Spec spec = spec_with(kHonest, 1 << 18);
+  ke::EvalOptions options;
+  options.device_memory_bytes = 8 * MiB;  // a worker needs 9 MiB
+  try {
+    ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), options);
+    FAIL("a problem needing 9 MiB was let onto a device of 8 MiB");
+  } catch (const ke::Error& e) {
+    CHECK(e.code() == ke::ErrorCode::DeviceUnavailable);
+    const std::string message = e.what();
+    CHECK(message.find("does not fit cpu") != std::string::npos);
+    CHECK_MESSAGE(message.find("needs 9.4 MB") != std::string::npos, message);         // 9 MiB
+    CHECK_MESSAGE(message.find("the device has 8.4 MB") != std::string::npos, message);  // 8 MiB
+  }
+  // Through a worker, the same refusal reaches the host as the same error.
+  ke::WorkerOptions wo;
+  wo.eval = options;
+  try {
+    ke::WorkerEvaluator evaluator(spec, "cpu", wo);
+    FAIL("the worker took a problem that cannot fit");
+  } catch (const ke::Error& e) {
+    CHECK(e.code() == ke::ErrorCode::DeviceUnavailable);
+    CHECK(std::string(e.what()).find("does not fit") != std::string::npos);
+  }
+}
+
+TEST_CASE("a worker evaluator keeps the jobs memory allows") {
+  const ke::Spec spec = spec_with(kHonest, 1 << 18);
+  ke::WorkerOptions wo;
+  wo.jobs = 3;
+  wo.eval.device_memory_bytes = 20 * MiB;
+  ke::WorkerEvaluator evaluator(spec, "cpu", wo);
+  CHECK(evaluator.jobs() == 1);
+  const ke::Evaluation e = evaluator.evaluate({kHonest, ke::Language::c, {}}, 7);
+  CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
+  wo.eval.device_memory_bytes = 0;
+  ke::WorkerEvaluator roomy(spec, "cpu", wo);
+  CHECK(roomy.jobs() == 3);
+}
+
+TEST_CASE("every call sees inputs no earlier call saw, with timing rotated from the reference's block") {
+  const ke::Spec spec = spec_with(kHonest, 1 << 15);  // 128 KB inputs: rotated, not drawn afresh
+  ke::WorkerOptions wo;
+  wo.timeout_s = 120;
+  wo.eval.min_reps = 60;  // many timed calls, checked and not, so the reference's block is copied into often
+  ke::WorkerEvaluator evaluator(spec, "cpu", wo);
+  // A kernel that crashes when any input set comes back: verification, warm-up and every timed call each
+  // give it one it never saw, over several evaluations (its memory outlives them in the worker).
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    const ke::Evaluation e = evaluator.evaluate({remembering(false), ke::Language::c, {}}, seed);
+    REQUIRE_MESSAGE(e.status == ke::Status::ok, e.message);
+    CHECK(e.timings.size() == 2);
+    CHECK(e.timings[0].samples >= 60);
+  }
+  // The test has teeth: a sorted input is copied as it is into every timed call (a rotation would unsort
+  // it), so a kernel that remembers that input alone sees it again, and crashes.
+  const ke::Evaluation caught = evaluator.evaluate({remembering(true), ke::Language::c, {}}, 9);
+  CHECK(caught.status == ke::Status::crashed);
+}
+
+TEST_CASE("the command line: a problem that cannot fit exits 3 naming the bytes; lowered jobs said once") {
+  const fs::path dir = fs::temp_directory_path() / ("ke_memory_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string spec_path = (dir / "memory.json").string();
+  {
+    std::ofstream out(spec_path);
+    out << spec_json(kHonest, 1 << 18);
+  }
+  const std::string common = "run " + spec_path + " --no-db --max-evals 2 --device cpu";
+  const Cli refused = cli(common, "KE_DEVICE_MEMORY=8M");
+  CHECK(refused.code == 3);
+  CHECK_MESSAGE(refused.err.find("does not fit cpu") != std::string::npos, refused.err);
+  CHECK(refused.err.find("the device has") != std::string::npos);
+  CHECK(refused.err.find("Traceback") == std::string::npos);
+
+  const Cli lowered = cli(common + " --jobs 3", "KE_DEVICE_MEMORY=20M");
+  CHECK_MESSAGE(lowered.code == 0, lowered.err);
+  CHECK_MESSAGE(count_of(lowered.err, "--jobs lowered from 3 to 1") == 1, lowered.err);
+  fs::remove_all(dir);
+}
