@@ -720,7 +720,9 @@ int cmd_run(const std::vector<std::string>& args) {
     evaluator = multi;
     multi_devices = multi;
   } else {
-    evaluator = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wo);
+    auto workers = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wo);
+    concurrent = workers->jobs();  // lowered where the device's memory holds fewer (it said so)
+    evaluator = workers;
   }
   const ke::DeviceInfo info = evaluator->device_info();
   // What the model is told of the device: the ceilings a kernel can reach, the toolchain, the limits.
@@ -931,7 +933,7 @@ int cmd_sweep(const std::vector<std::string>& args) {
   so.out = out;
   so.spec_file = c.spec_path;
   so.commit = vm.count("commit") ? commit : describe_commit(c.spec_path);
-  so.jobs = jobs;
+  so.jobs = evaluator.jobs();  // lowered where the device's memory holds fewer
   so.max_points = max_points;
   so.time_limit_s = time_limit;
   const bool tty = isatty(2) != 0;

@@ -417,6 +417,9 @@ class Server:
 
     def workload(self, sizes):
         if sizes != self.sizes or self.model is None:
+            # The last workload's module goes before the next is built: two sets of weights never coexist.
+            self.model, self.weights, self.compiled = None, [], None
+            self.release_cached()
             configure(self.module, sizes)
             self.model = build_model(self.module, self.device, self.model_seed)
             self.names = forward_names(self.model, len(draw_inputs(self.module, self.device, 0)))
@@ -425,7 +428,20 @@ class Server:
             self.weights = [(key, weight_name(key), t) for key, t in self.model.state_dict().items()]
             self.compiled = None
             self.sizes = sizes
+            inputs = None  # a full draw, made only to name the inputs: let go before the next one
+            self.release_cached()
         return self.model
+
+    # Temporaries cached by PyTorch past this many bytes go back to the device after a draw or a run: kept,
+    # get_inputs()' tensors and the module's outputs (and its intermediates) would stay reserved beside the
+    # arena, where the bridge needs one of them at a time and other processes on the GPU need the rest.
+    # Below it the cache stays, for a small problem's speed.
+    RELEASE_BYTES = 256 << 20
+
+    def release_cached(self):
+        if self.device.type == "cuda" and \
+                torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device) >= self.RELEASE_BYTES:
+            torch.cuda.empty_cache()
 
     def sync(self):
         # The worker reads the arena as soon as it has the reply: PyTorch's work on it must be done.
@@ -468,6 +484,8 @@ class Server:
                                      f"module's {list(t.shape)}")
                 v.copy_(t)
         self.sync()
+        inputs = x = None  # get_inputs()' tensors, copied into the arena: not kept
+        self.release_cached()
         return {"ok": True}
 
     def prepare(self, request):
@@ -515,6 +533,8 @@ class Server:
                 raise Unmappable(f"output '{name}': the spec's shape {list(v.shape)}, the module's {list(o.shape)}")
             v.copy_(o)
         self.sync()
+        outputs = result = o = None  # the module's outputs, copied into the arena: not kept
+        self.release_cached()
         reply = {"ok": True}
         if time_us is not None and request.get("timed", False):
             reply["time_us"] = time_us
