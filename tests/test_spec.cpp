@@ -232,6 +232,50 @@ TEST_CASE("other accepted forms: inline source, integer shapes, numeric strings,
   CHECK(spec.reference.device == "cpu");
 }
 
+TEST_CASE("a dimension may be an integer expression over the sizes, evaluated per workload") {
+  // What a PyTorch problem's derived signature gives: a convolution's output, H - K + 1; flattened features.
+  const Spec spec = parse_spec(spec_json({{"params", R"([
+        {"name": "x", "dtype": "f32", "shape": ["N", "H"], "role": "in"},
+        {"name": "y", "dtype": "f32", "shape": ["N", "H - K + 1", "cdiv(H, 2) * 3", "(H + 1) / 4"], "role": "out"},
+        {"name": "N", "dtype": "i64", "role": "size"},
+        {"name": "H", "dtype": "i64", "role": "size"},
+        {"name": "K", "dtype": "i64", "role": "size"}])"},
+                                          {"workloads", R"([{"N": 2, "H": 10, "K": 3}, {"N": 1, "H": 7, "K": 7}])"},
+                                          {"constraints", ""}, {"tunables", ""}}),
+                               inline_path);
+  CHECK(spec.params[1].shape == std::vector<std::string>{"N", "H - K + 1", "cdiv(H, 2) * 3", "(H + 1) / 4"});
+  CHECK(spec.element_count(spec.params[1], spec.workloads[0]) == 2 * 8 * 15 * 2);
+  CHECK(spec.element_count(spec.params[1], spec.workloads[1]) == 1 * 1 * 12 * 2);
+  // The spec file writes the expressions back as they were, and reads them again.
+  const Spec again = parse_spec(to_json(spec), inline_path);
+  CHECK(again.params[1].shape == spec.params[1].shape);
+}
+
+TEST_CASE("an expression dimension: only sizes, well formed, and positive in every workload") {
+  std::string message = bad_spec(spec_json({{"params", R"([
+      {"name": "x", "dtype": "f32", "shape": ["N - K"], "role": "in"},
+      {"name": "N", "dtype": "i64", "role": "size"}])"}}));
+  check_names_field(message, "params[0].shape[0]");
+  CHECK(contains(message, "\"K\" in \"N - K\" is not a size param"));
+  message = bad_spec(spec_json({{"params", R"([
+      {"name": "x", "dtype": "f32", "shape": ["N - alpha"], "role": "in"},
+      {"name": "alpha", "dtype": "f32", "role": "scalar", "value": 2},
+      {"name": "N", "dtype": "i64", "role": "size"}])"}}));
+  CHECK(contains(message, "\"alpha\" in \"N - alpha\" is not a size param"));
+  message = bad_spec(spec_json({{"params", R"([
+      {"name": "x", "dtype": "f32", "shape": ["N +* 2"], "role": "in"},
+      {"name": "N", "dtype": "i64", "role": "size"}])"}}));
+  check_names_field(message, "params[0].shape[0]");
+  CHECK(contains(message, "neither an integer, a size param nor an integer expression"));
+  // 1000 - 1000 is no dimension: the workload that makes it so is named.
+  message = bad_spec(spec_json({{"params", R"([
+      {"name": "x", "dtype": "f32", "shape": ["N - 1000"], "role": "in"},
+      {"name": "N", "dtype": "i64", "role": "size"}])"},
+                                {"workloads", R"([{"N": 1024}, {"N": 1000}])"}}));
+  check_names_field(message, "workloads[1]");
+  CHECK(contains(message, "dimension 0 \"N - 1000\" is 0 here: a dimension must be positive"));
+}
+
 // One case per mistake: each names the file and the field.
 
 TEST_CASE("unknown fields are refused at every level, naming the field") {

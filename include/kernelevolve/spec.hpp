@@ -41,7 +41,9 @@ struct Param {
   std::string name;
   DType dtype = DType::f32;
   Role role = Role::in;
-  std::vector<std::string> shape;  // buffers: each dimension is a size name or an integer literal
+  // Buffers: each dimension is an integer literal, a size name, or an integer expression over the sizes
+  // ("H - K + 1"), evaluated per workload.
+  std::vector<std::string> shape;
   double value = 0.0;              // scalars: the fixed value
   bool is_buffer() const { return role == Role::in || role == Role::out || role == Role::inout; }
 };

@@ -131,6 +131,14 @@ std::optional<std::int64_t> parse_literal(const std::string& text) {
   return text[0] == '-' ? -value : value;
 }
 
+// A buffer's dimension under a workload: an integer literal, a size's name, or an integer expression over
+// the sizes ("H - K + 1", "C * H * W", "cdiv(N, 2)"). Throws Error(BadSpec) on an unbound name.
+std::int64_t dimension(const std::string& dim, const Bindings& workload) {
+  if (auto literal = parse_literal(dim)) return *literal;
+  if (auto found = workload.find(dim); found != workload.end()) return found->second;
+  return Expr::parse(dim, "dimension \"" + dim + "\"").eval(workload);
+}
+
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& item : items) out += (out.empty() ? "" : " ") + item;
@@ -209,9 +217,23 @@ class Validator {
         const std::string dim_field = field + "[" + std::to_string(d) + "]";
         if (auto literal = parse_literal(dim)) {
           if (*literal <= 0) fail(dim_field, "dimension " + dim + " must be positive");
-        } else if (!sizes_.count(dim)) {
-          fail(dim_field, "\"" + dim + "\" is not a size param (sizes: " + join({sizes_.begin(), sizes_.end()}) +
-                              ")");
+        } else if (is_identifier(dim)) {
+          if (!sizes_.count(dim))
+            fail(dim_field, "\"" + dim + "\" is not a size param (sizes: " + join({sizes_.begin(), sizes_.end()}) +
+                                ")");
+        } else {
+          // An expression over the sizes, evaluated per workload (check_workloads: it must be positive there).
+          std::optional<Expr> expr;
+          try {
+            expr = Expr::parse(dim, dim_field);
+          } catch (const Error&) {
+            fail(dim_field, "\"" + dim + "\" is neither an integer, a size param nor an integer expression over the "
+                            "sizes (+ - * / %, cdiv, min, max, parentheses)");
+          }
+          for (const auto& name : expr->names())
+            if (!sizes_.count(name))
+              fail(dim_field, "\"" + name + "\" in \"" + dim + "\" is not a size param (sizes: " +
+                                  join({sizes_.begin(), sizes_.end()}) + "); a dimension reads the sizes only");
         }
       }
     }
@@ -233,9 +255,21 @@ class Validator {
       for (const Param& param : spec_.params) {
         if (!param.is_buffer()) continue;
         std::int64_t bytes = static_cast<std::int64_t>(dtype_size(param.dtype));
-        for (const auto& dim : param.shape) {
-          auto literal = parse_literal(dim);
-          if (__builtin_mul_overflow(bytes, literal ? *literal : workload.at(dim), &bytes))
+        for (std::size_t d = 0; d < param.shape.size(); ++d) {
+          const std::string& dim = param.shape[d];
+          std::int64_t extent = 0;
+          try {
+            extent = dimension(dim, workload);
+          } catch (const Error& error) {
+            std::string problem = error.what();
+            const std::size_t start = problem.find("cannot evaluate ");
+            if (start != std::string::npos) problem.erase(0, start);
+            fail(field, "buffer \"" + param.name + "\" dimension " + std::to_string(d) + " \"" + dim + "\": " + problem);
+          }
+          if (extent <= 0)
+            fail(field, "buffer \"" + param.name + "\" dimension " + std::to_string(d) + " \"" + dim + "\" is " +
+                            std::to_string(extent) + " here: a dimension must be positive");
+          if (__builtin_mul_overflow(bytes, extent, &bytes))
             fail(field, "buffer \"" + param.name + "\" is too large for 64-bit sizes");
         }
       }
@@ -444,14 +478,13 @@ std::int64_t Spec::element_count(const Param& buffer, const Bindings& workload) 
   std::int64_t count = 1;
   for (const std::string& dim : buffer.shape) {
     std::int64_t extent = 0;
-    if (auto literal = parse_literal(dim)) {
-      extent = *literal;
-    } else {
-      auto found = workload.find(dim);
-      if (found == workload.end())
-        throw Error(ErrorCode::BadSpec, (path.empty() ? name : path) + ": param \"" + buffer.name +
-                                            "\": the workload does not bind size \"" + dim + "\"");
-      extent = found->second;
+    if (!parse_literal(dim) && is_identifier(dim) && !workload.count(dim))
+      throw Error(ErrorCode::BadSpec, (path.empty() ? name : path) + ": param \"" + buffer.name +
+                                          "\": the workload does not bind size \"" + dim + "\"");
+    try {
+      extent = dimension(dim, workload);
+    } catch (const Error& error) {
+      throw Error(ErrorCode::BadSpec, (path.empty() ? name : path) + ": param \"" + buffer.name + "\": " + error.what());
     }
     if (__builtin_mul_overflow(count, extent, &count))
       throw Error(ErrorCode::BadSpec, (path.empty() ? name : path) + ": param \"" + buffer.name +

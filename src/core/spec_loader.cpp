@@ -347,7 +347,7 @@ class Loader {
           else param.shape.push_back(std::to_string(integer(dim, dim_field)));
         }
       } else if (param.is_buffer()) {
-        fail(field + ".shape", "missing (required for a buffer: size names or integers)");
+        fail(field + ".shape", "missing (required for a buffer: integers, size names or expressions over the sizes)");
       }
       if (auto* scalar_value = optional(f, "value")) {
         if (param.role != Role::scalar) fail(field + ".value", "only a scalar param takes a value");
