@@ -17,6 +17,8 @@
 #include <cmath>
 #include <simdjson.h>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "pytorch/python.hpp"
 
@@ -284,6 +286,111 @@ TEST_CASE("pytorch: get_workloads() gives a workload each, one signature for all
     CHECK_FALSE(fs::exists(dir / "refused" / "cpu.json"));
   }
   fs::remove_all(dir);
+}
+
+namespace {
+std::vector<std::string> shape_of(const ke::Spec& spec, const std::string& name) { return param(spec, name).shape; }
+using Shape = std::vector<std::string>;
+}  // namespace
+
+TEST_CASE("pytorch: a 0-d tensor is a one-element buffer: a loss, a scalar weight, a 0-d input, BatchNorm's counter" *
+          doctest::skip(!have_torch())) {
+  const ke::Spec loss = ke::load_pytorch_problem(fixture("hinge_loss.py"));
+  std::vector<std::string> names;
+  for (const ke::Param& p : loss.params) names.push_back(p.name);
+  CHECK(names == std::vector<std::string>{"predictions", "targets", "out", "batch_size"});
+  CHECK(shape_of(loss, "predictions") == Shape{"batch_size"});
+  CHECK(shape_of(loss, "out") == Shape{"1"});
+  CHECK(param(loss, "out").role == ke::Role::out);
+  CHECK(param(loss, "out").dtype == ke::DType::f32);
+
+  const ke::Spec scalar = ke::load_pytorch_problem(fixture("scalar_weight.py"));
+  CHECK(shape_of(scalar, "x") == Shape{"batch_size", "features"});
+  CHECK(shape_of(scalar, "shift") == Shape{"1"});  // a 0-d input
+  CHECK(shape_of(scalar, "alpha") == Shape{"1"});  // nn.Parameter(torch.tensor(0.5))
+  CHECK(shape_of(scalar, "out") == Shape{"batch_size", "features"});
+
+  const ke::Spec bn = ke::load_pytorch_problem(fixture("batchnorm_eval.py"));
+  CHECK(shape_of(bn, "x") == Shape{"batch_size", "num_features", "height", "width"});
+  CHECK(shape_of(bn, "bn_running_var") == Shape{"num_features"});
+  CHECK(shape_of(bn, "bn_num_batches_tracked") == Shape{"1"});
+  CHECK(param(bn, "bn_num_batches_tracked").dtype == ke::DType::i64);
+  CHECK(shape_of(bn, "out") == Shape{"batch_size", "num_features", "height", "width"});
+
+  // The bridge gives the module its 0-d tensors as 0-d and copies a 0-d output into its [1] buffer: right
+  // seeds pass against PyTorch, and a wrong loss is caught.
+  for (const auto& [problem, seed] : std::vector<std::pair<std::string, std::string>>{
+           {"hinge_loss.py", "hinge_loss_seed.c"}, {"scalar_weight.py", "scalar_weight_seed.c"}}) {
+    CAPTURE(problem);
+    const Cli r = cli("check " + fixture(problem) + " --seed-kernel " + fixture(seed) + " --json");
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    CHECK_MESSAGE(r.out.find("\"seed\": {\"status\": \"ok\"") != std::string::npos, r.out);
+  }
+  const fs::path wrong = fs::temp_directory_path() / ("ke_hinge_wrong_" + std::to_string(::getpid()) + ".c");
+  {
+    std::ifstream in(fixture("hinge_loss_seed.c"));
+    std::string source((std::istreambuf_iterator<char>(in)), {});
+    const std::string mean = "sum / (double)batch_size";
+    REQUIRE(source.find(mean) != std::string::npos);
+    source.replace(source.find(mean), mean.size(), "sum");  // the sum, not the mean
+    std::ofstream(wrong) << source;
+  }
+  const Cli bad = cli("check " + fixture("hinge_loss.py") + " --seed-kernel " + wrong.string() + " --json");
+  CHECK(bad.code == 1);
+  CHECK_MESSAGE(bad.out.find("\"status\": \"incorrect\"") != std::string::npos, bad.out);
+  fs::remove(wrong);
+}
+
+TEST_CASE("pytorch: dimensions are named by the global they follow, not by their value" * doctest::skip(!have_torch())) {
+  // batch_size = out_channels = height = width = 16, in_channels = kernel_size = 3.
+  const ke::Spec conv = ke::load_pytorch_problem(fixture("conv_shared.py"));
+  CHECK(shape_of(conv, "x") == Shape{"batch_size", "in_channels", "height", "width"});
+  CHECK(shape_of(conv, "conv_weight") == Shape{"out_channels", "in_channels", "kernel_size", "kernel_size"});
+  CHECK(shape_of(conv, "conv_bias") == Shape{"out_channels"});
+  CHECK(shape_of(conv, "out") == Shape{"batch_size", "out_channels", "height - kernel_size + 1", "width - kernel_size + 1"});
+  for (const std::string size : {"batch_size", "out_channels", "height", "width", "in_channels", "kernel_size"})
+    CHECK_MESSAGE(param(conv, size).role == ke::Role::size, size);
+  REQUIRE(conv.workloads.size() == 1);
+  CHECK(conv.workloads[0] == ke::Bindings{{"batch_size", 16}, {"out_channels", 16}, {"height", 16}, {"width", 16},
+                                          {"in_channels", 3}, {"kernel_size", 3}});
+  // The cost's bytes are every buffer's, at any sizes; a constant that is no size is in the notes.
+  REQUIRE(conv.cost_bytes.has_value());
+  const ke::Bindings other{{"batch_size", 2}, {"out_channels", 5}, {"height", 9}, {"width", 7}, {"in_channels", 3},
+                           {"kernel_size", 2}};
+  CHECK(conv.cost_bytes->eval(other) == 4 * (2 * 3 * 9 * 7 + 5 * 3 * 2 * 2 + 5 + 2 * 5 * 8 * 6));
+  CHECK_MESSAGE(conv.notes.find("scale = 0.5") != std::string::npos, conv.notes);
+  CHECK_MESSAGE(conv.notes.find("meta device") != std::string::npos, conv.notes);
+
+  const ke::Spec matmul = ke::load_pytorch_problem(fixture("matmul_shared.py"));  // M = N
+  CHECK(shape_of(matmul, "A") == Shape{"M", "K"});
+  CHECK(shape_of(matmul, "B") == Shape{"K", "N"});
+  CHECK(shape_of(matmul, "out") == Shape{"M", "N"});
+
+  // Through a strided convolution, a pool and a flatten: the linear layer's input features follow the sizes
+  // as the module computes them, at the sizes derived and at others.
+  const ke::Spec deep = ke::load_pytorch_problem(fixture("conv_pool_linear.py"));
+  CHECK(shape_of(deep, "x") == Shape{"batch_size", "3", "height", "width"});
+  const ke::Expr features = ke::Expr::parse(shape_of(deep, "fc_weight").at(1));
+  for (const auto& [c, h, w] : std::vector<std::tuple<int, int, int>>{{4, 20, 18}, {3, 21, 25}, {7, 8, 9}, {1, 40, 13}}) {
+    CAPTURE(features.text());
+    const ke::Bindings sizes{{"channels", c}, {"height", h}, {"width", w}};
+    CHECK(features.eval(sizes) == c * (((h - 1) / 2 + 1) / 2) * (((w - 1) / 2 + 1) / 2));
+  }
+
+  // import writes the expressions into the spec, which loads back, and a derivation that needed the data
+  // says so.
+  const fs::path dir = fs::temp_directory_path() / ("ke_pytorch_names_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const Cli imported = cli("import " + fixture("conv_shared.py") + " -o " + dir.string());
+  REQUIRE_MESSAGE(imported.code == 0, imported.err);
+  const ke::Spec written = ke::load_spec((dir / "cpu.json").string());
+  CHECK(shape_of(written, "out") == shape_of(conv, "out"));
+  CHECK(written.cost_bytes.has_value());
+  fs::remove_all(dir);
+  const ke::Spec real = ke::load_pytorch_problem(fixture("embedding_bag.py"));  // int(lengths.sum()) needs data
+  CHECK_MESSAGE(real.notes.find("by a real call") != std::string::npos, real.notes);
+  CHECK(shape_of(real, "indices") == Shape{"num_indices"});
+  CHECK(shape_of(real, "offsets") == Shape{"batch_size"});
 }
 
 TEST_CASE("pytorch: every problem of problems/pytorch passes check on the CPU against PyTorch" *

@@ -15,6 +15,8 @@
 #       or a baseline, eager or torch.compile, timed), "prepare" says whether a mode can run here. Only
 #       the module named at start ever runs: a request carries offsets, dtypes, shapes, sizes, seeds and
 #       a mode, never code or paths.
+import ast
+import copy
 import importlib.util
 import inspect
 import json
@@ -38,7 +40,11 @@ class Unmappable(Exception):
     pass
 
 
-def load_module(path):
+def load_module(path, overrides=None):
+    """The problem's module. `overrides` gives some of its top-level int globals other values, in the source
+    itself (`height = width = 128` with height overridden becomes `height = 129; width = 128`), so that
+    globals computed from them follow (`bias_shape = (out_channels, 1, 1)`): what deriving the signature
+    perturbs."""
     directory = os.path.dirname(os.path.abspath(path))
     if directory not in sys.path:
         sys.path.insert(0, directory)
@@ -46,12 +52,42 @@ def load_module(path):
     if spec is None or spec.loader is None:
         raise Unmappable(f"{path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    if overrides:
+        with open(path) as f:
+            tree = override_globals(ast.parse(f.read(), path), overrides)
+        exec(compile(tree, path, "exec"), module.__dict__)
+        for name, value in overrides.items():  # one assigned some other way (in a branch, by a function)
+            if type(getattr(module, name, None)) is int:
+                setattr(module, name, value)
+    else:
+        spec.loader.exec_module(module)
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, name):
             raise Unmappable(f"{path} defines no {name}: a problem in KernelBench's format has class Model(nn.Module), "
                              "get_inputs() and get_init_inputs()")
     return module
+
+
+def override_globals(tree, overrides):
+    body = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            if len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Tuple) and isinstance(stmt.value, ast.Tuple) \
+                    and len(stmt.targets[0].elts) == len(stmt.value.elts):
+                pairs = list(zip(stmt.targets[0].elts, stmt.value.elts))  # a, b = 1, 2
+            else:
+                pairs = [(t, stmt.value) for t in stmt.targets]  # a = b = 1
+            if any(isinstance(t, ast.Name) and t.id in overrides for t, _ in pairs):
+                for t, v in pairs:
+                    if isinstance(t, ast.Name) and t.id in overrides:
+                        v = ast.Constant(overrides[t.id])
+                    body.append(ast.copy_location(ast.Assign(targets=[t], value=copy.deepcopy(v)), stmt))
+                continue
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in overrides:
+            stmt.value = ast.Constant(overrides[stmt.target.id])
+        body.append(stmt)
+    tree.body = body
+    return ast.fix_missing_locations(tree)
 
 
 def int_globals(module):
@@ -170,47 +206,186 @@ def workload_text(w):
     return "{" + ", ".join(f"{k}: {v}" for k, v in w.items()) + "}"
 
 
-class Call:
-    """One call of the module at its globals' current values: what a signature is derived from."""
+# Deriving the signature. Factory functions (torch.randn in get_inputs(), a layer's weights) make their
+# tensors on the device a derivation runs on: PyTorch's meta device where the module allows, so nothing is
+# allocated and a 16 GB problem derives in a second. `with torch.device(...)` is PyTorch 2's; this mode
+# (after PyTorch 2's torch/utils/_device.py) works on torch 1.13 too.
+FACTORY_NAMES = ("empty", "empty_strided", "zeros", "ones", "full", "rand", "randn", "randint", "randperm", "arange",
+                 "range", "linspace", "logspace", "eye", "tensor", "as_tensor", "asarray", "scalar_tensor", "normal",
+                 "bartlett_window", "blackman_window", "hamming_window", "hann_window", "kaiser_window",
+                 "tril_indices", "triu_indices")
+FACTORIES = {f for f in (getattr(torch, n, None) for n in FACTORY_NAMES) if f is not None}
 
-    def __init__(self, module, device, check_data_dependence):
-        model = build_model(module, device, 0)
-        self.inputs = draw_inputs(module, device, 1)
-        self.names = forward_names(model, len(self.inputs))
-        with torch.no_grad():
-            self.outputs = as_outputs(model(*self.inputs))
-        self.state = model.state_dict()
+
+def meta_kernels():
+    """Meta kernels that torch 1.13 lacks, for the operators KernelBench uses: max_pool3d (PyTorch 2 has it).
+    Registered once, only where missing, so a module that uses it derives on meta too."""
+    global META_LIBRARY
+    if META_LIBRARY is not None:
+        return
+    META_LIBRARY = False
+    try:
+        torch.nn.functional.max_pool3d(torch.empty(1, 1, 1, 1, 1, device="meta"), 1)
+        return
+    except Exception:
+        pass
+
+    def triple(v):
+        if isinstance(v, (list, tuple)):
+            return tuple(v) * 3 if len(v) == 1 else tuple(v) if len(v) == 3 else None
+        return (v, v, v)
+
+    def max_pool3d_with_indices(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+        k, p, d = triple(kernel_size), triple(padding), triple(dilation)
+        s = triple(stride) or k
+        out = []
+        for i in range(3):
+            n = x.shape[-3 + i]
+            span = n + 2 * p[i] - d[i] * (k[i] - 1) - 1
+            o = (-(-span // s[i]) if ceil_mode else span // s[i]) + 1
+            if ceil_mode and (o - 1) * s[i] >= n + p[i]:
+                o -= 1
+            out.append(o)
+        shape = tuple(x.shape[:-3]) + tuple(out)
+        return x.new_empty(shape), x.new_empty(shape, dtype=torch.int64)
+
+    try:
+        META_LIBRARY = torch.library.Library("aten", "IMPL", "Meta")
+        META_LIBRARY.impl("max_pool3d_with_indices", max_pool3d_with_indices)
+    except Exception:
+        META_LIBRARY = False
+
+
+META_LIBRARY = None
+
+
+class OnDevice(torch.overrides.TorchFunctionMode):
+    """Factories without a device make their tensors on `device`; while `shapes` is a list, the shape of
+    every tensor a call returns is recorded (a forward's intermediates, from which a dimension that follows a
+    computation of the sizes is found step by step)."""
+
+    def __init__(self, device):
+        super().__init__()
+        self.device = torch.device(device)
+        self.shapes = None
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            factory = func in FACTORIES
+        except TypeError:
+            factory = False
+        if factory and kwargs.get("device") is None and not any(isinstance(a, torch.Tensor) for a in args):
+            kwargs = dict(kwargs, device=self.device)
+        result = func(*args, **kwargs)
+        if self.shapes is not None and len(self.shapes) < 4096:
+            for t in (result if isinstance(result, (tuple, list)) else (result,)):
+                if isinstance(t, torch.Tensor):
+                    self.shapes.append(tuple(t.shape))
+        return result
+
+
+def total_flops(model, inputs):
+    """PyTorch's count of the forward's FLOPs where it has a counter (torch.utils.flop_counter, PyTorch 2.1
+    and later; it works on meta tensors), else None."""
+    try:
+        from torch.utils.flop_counter import FlopCounterMode
+    except ImportError:
+        return None
+    try:
+        counter = FlopCounterMode(display=False)
+        with counter, torch.no_grad():
+            model(*inputs)
+        return int(counter.get_total_flops())
+    except Exception:
+        return None
+
+
+def first_line(e):
+    """An exception's first sentence."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    text = text.split(". ")[0]
+    return f"{type(e).__name__}: {text}"[:300] if text else type(e).__name__
+
+
+class Sample:
+    """One call of the module at some values of its globals (`overrides`, in the source; `assigned`, set after
+    loading as a workload sets them): the kernel's parameters with numeric shapes, the globals' values, and
+    the forward's intermediate shapes."""
+
+    def __init__(self, path, device, meta, overrides=None, assigned=None, check_data_dependence=False, flops=False):
+        mode = OnDevice("meta" if meta else device)
+        with mode:
+            module = load_module(path, overrides)
+            configure(module, assigned)
+            self.module = module
+            torch.manual_seed(0)
+            self.init = list(module.get_init_inputs())
+            model = module.Model(*self.init)
+            if not meta:
+                model = model.to(device)
+            model.eval()
+            torch.manual_seed(1)
+            inputs = [x.to(device) if isinstance(x, torch.Tensor) and not meta else x for x in module.get_inputs()]
         self.sizes = dict(int_globals(module))
+        self.names = forward_names(model, len(inputs))
+        self.state = model.state_dict()
+        tensors = [(f"input '{n}'", x) for n, x in zip(self.names, inputs) if isinstance(x, torch.Tensor)] + \
+                  [(f"weight '{k}'", t) for k, t in self.state.items()]
+        versions = [t._version for _, t in tensors]
+        mode.shapes = []
+        with mode, torch.no_grad():
+            result = model(*inputs)
+        self.intermediates, mode.shapes = mode.shapes, None
+        self.outputs = as_outputs(result)
+        # A kernel reads its inputs and weights and writes its outputs: a module that changes an input or a
+        # weight as it runs has no such form (an output that is a view of an input is fine: it is copied).
+        for (what, t), version in zip(tensors, versions):
+            if t._version != version:
+                raise Unmappable(f"forward writes into its {what} in place: a kernel's inputs and weights are "
+                                 "read-only, and its outputs are buffers of their own")
         for i, o in enumerate(self.outputs):
-            if any(isinstance(x, torch.Tensor) and storage_ptr(x) == storage_ptr(o) for x in self.inputs) or \
-                    any(storage_ptr(t) == storage_ptr(o) for t in self.state.values()):
-                raise Unmappable(f"output {i} is written in place into an input or a weight: a kernel's outputs must "
-                                 "be buffers of their own")
             if o.dtype not in DTYPES:
                 raise Unmappable(f"output {i} has dtype {o.dtype}, which no kernel parameter type holds")
-        if not check_data_dependence:
-            return
-        # A second draw: shapes that follow the data, not the sizes, cannot be a fixed signature.
-        again = draw_inputs(module, device, 2)
-        with torch.no_grad():
-            outputs2 = as_outputs(model(*again))
+        self.flops = total_flops(model, inputs) if flops else None
+        self.inputs = inputs
+        self.params = self.make_params()
+        if meta:
+            # A draw that gives other shapes is a signature that follows the data. Shapes computed from the
+            # data raise on meta tensors, so that the derivation falls back to a real call, which checks them.
+            with OnDevice("meta"):
+                torch.manual_seed(2)
+                again = list(module.get_inputs())
+            self.check_same_inputs(again)
+        elif check_data_dependence:
+            with OnDevice(device):
+                torch.manual_seed(2)
+                again = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+            self.check_same_inputs(again)
+            with torch.no_grad():
+                outputs2 = as_outputs(model(*again))
+            for i, (a, b) in enumerate(zip(self.outputs, outputs2)):
+                if tuple(a.shape) != tuple(b.shape):
+                    raise Unmappable(f"output {i} has a data-dependent shape ({list(a.shape)} for one draw of the "
+                                     f"inputs, {list(b.shape)} for another)")
+
+    def check_same_inputs(self, again):
         for i, (a, b) in enumerate(zip(self.inputs, again)):
-            if isinstance(a, torch.Tensor) and tuple(a.shape) != tuple(b.shape):
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and tuple(a.shape) != tuple(b.shape):
                 raise Unmappable(f"input '{self.names[i]}' has shape {list(a.shape)} in one draw of get_inputs() and "
                                  f"{list(b.shape)} in another")
-        for i, (a, b) in enumerate(zip(self.outputs, outputs2)):
-            if tuple(a.shape) != tuple(b.shape):
-                raise Unmappable(f"output {i} has a data-dependent shape ({list(a.shape)} for one draw of the inputs, "
-                                 f"{list(b.shape)} for another)")
 
-    def params(self):
-        """The kernel's parameters for this call, in order (inputs, weights, outputs), shapes as numbers."""
+    def make_params(self):
+        """The kernel's parameters for this call, in order (inputs, weights, outputs), shapes as numbers. A 0-d
+        tensor (a loss, a scalar weight, BatchNorm's num_batches_tracked) is a one-element buffer, [1]."""
+        def shape(t):
+            return list(t.shape) if t.dim() > 0 else [1]
         params = []
         for name, x in zip(self.names, self.inputs):
             if isinstance(x, torch.Tensor):
                 if x.dtype not in DTYPES:
                     raise Unmappable(f"input '{name}' has dtype {x.dtype}, which no kernel parameter type holds")
-                params.append({"name": name, "dtype": DTYPES[x.dtype], "role": "in", "shape": list(x.shape)})
+                params.append({"name": name, "dtype": DTYPES[x.dtype], "role": "in", "shape": shape(x)})
             elif type(x) is int or type(x) is bool:
                 params.append({"name": name, "dtype": "i64", "role": "scalar", "value": int(x)})
             elif type(x) is float:
@@ -221,12 +396,16 @@ class Call:
         for key, t in self.state.items():
             if t.dtype not in DTYPES:
                 raise Unmappable(f"weight '{key}' has dtype {t.dtype}, which no kernel parameter type holds")
-            params.append({"name": weight_name(key), "dtype": DTYPES[t.dtype], "role": "in",
-                           "shape": list(t.shape), "state": key})
+            params.append({"name": weight_name(key), "dtype": DTYPES[t.dtype], "role": "in", "shape": shape(t),
+                           "state": key})
         for i, o in enumerate(self.outputs):
             params.append({"name": "out" if len(self.outputs) == 1 else f"out{i}", "dtype": DTYPES[o.dtype],
-                           "role": "out", "shape": list(o.shape)})
+                           "role": "out", "shape": shape(o)})
         return params
+
+    def dims(self):
+        """Every dimension of the parameters, in order: ((param index, dim index), value)."""
+        return [((i, d), v) for i, p in enumerate(self.params) for d, v in enumerate(p.get("shape", []))]
 
 
 def signature_change(base, other):
@@ -246,70 +425,429 @@ def signature_change(base, other):
     return None
 
 
+# Integer expressions as the spec reads them (include/kernelevolve/expr.hpp): + - * and / truncating toward
+# zero like C. An expression here is (text, values over the samples, top operator or None for an atom).
+def c_div(a, b):
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def operand(e, op, right):
+    """e's text as an operand of op, parenthesized so that the spec's parser reads it back the same:
+    a - (b + c), a * (b / c) and a / (b * c) keep theirs, as / truncates."""
+    text, _, top = e
+    if top is None:
+        return text
+    if op in "*/" and top in "+-":
+        return f"({text})"
+    if right and (op == "-" and top in "+-" or op == "*" and top == "/" or op == "/"):
+        return f"({text})"
+    return text
+
+
+def combine(op, a, b):
+    va, vb = a[1], b[1]
+    if op == "+":
+        values = tuple(x + y for x, y in zip(va, vb))
+    elif op == "-":
+        values = tuple(x - y for x, y in zip(va, vb))
+    elif op == "*":
+        values = tuple(x * y for x, y in zip(va, vb))
+    else:
+        if any(y == 0 for y in vb):
+            return None
+        values = tuple(c_div(x, y) for x, y in zip(va, vb))
+    return (f"{operand(a, op, False)} {op} {operand(b, op, True)}", values, op)
+
+
+def plus(text, top, b):
+    if b == 0:
+        return text
+    return f"{text} + {b}" if b > 0 else f"{text} - {-b}"
+
+
+def affine(e, target):
+    """target as c * e + b, or (e + a) / s + b: how a convolution's or a pool's output follows its input."""
+    text, values, top = e
+    t0, e0 = target[0], values[0]
+    for i in range(1, len(values)):
+        if values[i] != e0:
+            de, dt = values[i] - e0, target[i] - t0
+            if dt != 0 and dt % de == 0:
+                c = dt // de
+                b = t0 - c * e0
+                if all(c * x + b == t for x, t in zip(values, target)):
+                    if c == 1:
+                        return plus(text, top, b)
+                    if c == -1:
+                        return plus(f"-{operand(e, '*', True)}", "*", b)
+                    return plus(f"{c} * {operand(e, '*', True)}", "*", b)
+            break
+    for s in range(2, 9):
+        for a in range(0, s):
+            b = t0 - c_div(e0 + a, s)
+            if all(x + a >= 0 and c_div(x + a, s) + b == t for x, t in zip(values, target)):
+                inner = (plus(text, top, a), None, "+" if a else top)
+                return plus(f"{operand(inner, '/', False)} / {s}", "/", b)
+    return None
+
+
+def solve(target, leaves, max_size):
+    """An integer expression over `leaves` whose values are `target` at every sample: a bottom-up enumeration
+    of expressions up to `max_size` nodes, one kept per distinct list of values (observational equivalence),
+    each also tried under an affine step. None where there is none that small."""
+    target = tuple(target)
+    seen = set()
+    levels = {1: []}
+    for leaf in leaves:
+        if leaf[1] == target:
+            return leaf[0]
+        if leaf[1] not in seen:
+            seen.add(leaf[1])
+            levels[1].append(leaf)
+            found = affine(leaf, target)
+            if found:
+                return found
+    for size in range(3, max_size + 1, 2):
+        levels[size] = []
+        for left_size in range(1, size - 1, 2):
+            right_size = size - 1 - left_size
+            for a in levels[left_size]:
+                for b in levels[right_size]:
+                    for op in "+-*/":
+                        if op in "+*" and left_size > right_size:
+                            continue  # a + b is b + a
+                        e = combine(op, a, b)
+                        if e is None or e[1] in seen or any(abs(v) > 1 << 62 for v in e[1]):
+                            continue
+                        if e[1] == target:
+                            return e[0]
+                        seen.add(e[1])
+                        levels[size].append(e)
+                        found = affine(e, target)
+                        if found:
+                            return found
+                        if len(seen) > 50000:
+                            return None
+    return None
+
+
+def evaluate(text, sizes):
+    """An expression of ours at some sizes (C's truncating division)."""
+    def ev(node):
+        if isinstance(node, ast.Expression):
+            return ev(node.body)
+        if isinstance(node, ast.Constant):
+            return int(node.value)
+        if isinstance(node, ast.Name):
+            return sizes[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -ev(node.operand)
+        if isinstance(node, ast.BinOp):
+            a, b = ev(node.left), ev(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, ast.Div):
+                return c_div(a, b)
+        raise ValueError(f"not an expression of ours: {text}")
+    return ev(ast.parse(str(text), mode="eval"))
+
+
+def perturbed_values(value, meta):
+    # On meta, sizes cost nothing; on a real call they stay near the module's own (its memory is the limit).
+    candidates = [value + 1, value + 3, 2 * value, value + 2, value + 5] if meta else \
+        [value - 1, value + 1, value - 2, value + 2, value - 3]
+    return [c for c in dict.fromkeys(candidates) if c >= 1 and c != value]
+
+
+class Namer:
+    """Finds what each dimension follows. Samples: the base call, each int global changed in turn (a global
+    whose change fails, or changes the signature beyond its sizes, is no size; one that changes no dimension
+    neither), and a few with every size changed at once, so that products and sums are told apart. A global
+    that some dimension equals in all its samples is a size; every dimension is then the size it equals, an
+    expression over the sizes it follows (found bottom-up, using the forward's intermediate shapes as steps),
+    or, following nothing, a number."""
+
+    def __init__(self, derive, base, globals_order, log):
+        self.derive, self.base, self.log = derive, base, log
+        base_dims = base.dims()
+        self.sizes = []          # the globals that are sizes, in definition order
+        self.singles = {}        # global -> its perturbed samples
+        self.not_sizes = {}      # global -> why not
+        for g in globals_order:
+            value = base.sizes.get(g)
+            if value is None or value <= 0:
+                continue
+            # Three values each on meta (cheap), two for real: enough points that an expression which
+            # matches them all is the rule and not a coincidence.
+            got, tries, wanted = [], 0, 3 if derive.meta else 2
+            for v in perturbed_values(value, derive.meta):
+                if len(got) == wanted or tries == wanted + 2:
+                    break
+                tries += 1
+                try:
+                    s = derive({g: v})
+                except Exception as e:
+                    self.not_sizes.setdefault(g, f"{g} = {v} fails ({first_line(e)})")
+                    continue
+                change = signature_change(base.params, s.params)
+                if change:
+                    got = []
+                    self.not_sizes[g] = f"{g} = {v} changes the signature: {change}"
+                    break
+                if [d for _, d in s.dims()] == [d for _, d in base_dims]:
+                    self.not_sizes[g] = f"no dimension follows {g}"
+                    got = []
+                    break
+                got.append(s)
+            if not got:
+                continue
+            samples = [base] + got
+            if any(all(s.dims()[k][1] == s.sizes[g] for s in samples) for k in range(len(base_dims))):
+                self.sizes.append(g)
+                self.singles[g] = got
+                self.not_sizes.pop(g, None)
+            else:
+                self.not_sizes[g] = f"no dimension equals {g}"
+        # Every size changed at once, with the values each took alone (mixed), then with their changes
+        # doubled and tripled (a size that must stay even stays even): products are told from sums.
+        self.joints = []
+        if len(self.sizes) >= 1:
+            for j in range(4 if derive.meta else 2):
+                over = {}
+                for i, g in enumerate(self.sizes):
+                    choices = [s.sizes[g] for s in self.singles[g]]
+                    pick = choices[(i + j) % len(choices)]
+                    over[g] = pick if j < 2 else base.sizes[g] + j * (pick - base.sizes[g])
+                try:
+                    s = derive(over)
+                except Exception:
+                    continue
+                if not signature_change(base.params, s.params):
+                    self.joints.append(s)
+        self.samples = [base] + [s for g in self.sizes for s in self.singles[g]] + self.joints
+        self.vectors = {g: tuple(s.sizes[g] for s in self.samples) for g in self.sizes}
+        self.library = None
+
+    def deps(self, values):
+        """The sizes whose own samples change `values` (a tuple over the samples)."""
+        out, index = [], 1
+        for g in self.sizes:
+            n = len(self.singles[g])
+            if any(values[index + k] != values[0] for k in range(n)):
+                out.append(g)
+            index += n
+        return out
+
+    def name(self, values, use_library=True):
+        """A dimension's values over the samples as a size's name, an expression, or a number (an int)."""
+        values = tuple(values)
+        if len(set(values)) == 1:
+            return values[0]
+        for g in self.sizes:
+            if self.vectors[g] == values:
+                return g
+        deps = self.deps(values)
+        leaves = [(g, self.vectors[g], None) for g in deps]
+        found = solve(values, leaves, 7 if len(leaves) <= 3 else 5)
+        if found is None and use_library:
+            steps = [e for e in self.steps() if set(e[3]) <= set(deps)][-6:]
+            found = solve(values, leaves + [(t, v, p) for t, v, p, _ in steps], 5)
+        return strip_parentheses(found) if found is not None else values[0]
+
+    def steps(self):
+        """The forward's intermediate dimensions as expressions over the sizes, in the order the forward made
+        them: each found from the sizes and the steps before it (a pool of a convolution of the input)."""
+        if self.library is not None:
+            return self.library
+        self.library = []
+        if any(len(s.intermediates) != len(self.base.intermediates) for s in self.samples):
+            return self.library
+        known = {v: g for g, v in self.vectors.items()}
+        for k, shape in enumerate(self.base.intermediates):
+            if len(self.library) >= 64:
+                break
+            if any(len(s.intermediates[k]) != len(shape) for s in self.samples):
+                return self.library
+            for d in range(len(shape)):
+                values = tuple(s.intermediates[k][d] for s in self.samples)
+                if len(set(values)) == 1 or values in known:
+                    continue
+                deps = self.deps(values)
+                leaves = [(g, self.vectors[g], None) for g in deps] + \
+                         [(t, v, p) for t, v, p, dp in self.library if set(dp) <= set(deps)][-6:]
+                text = solve(values, leaves, 5 if len(leaves) <= 6 else 3)
+                known[values] = text
+                if text is not None:
+                    self.library.append((text if text.isidentifier() else f"({text})", values, None, deps))
+        return self.library
+
+
+def strip_parentheses(text):
+    while text.startswith("(") and text.endswith(")"):
+        depth = 0
+        for i, c in enumerate(text):
+            depth += c == "("
+            depth -= c == ")"
+            if depth == 0 and i < len(text) - 1:
+                return text
+        text = text[1:-1]
+    return text
+
+
+def constants_of(base, sizes):
+    """The module's constants that are neither tensors nor sizes, for the notes: its top-level values (ints
+    that no dimension follows, floats, tuples, strings) and get_init_inputs()'s values that are not ints."""
+    out = []
+    for k, v in vars(base.module).items():
+        if k.startswith("_") or k in sizes:
+            continue
+        if isinstance(v, (bool, int, float, str)) or (isinstance(v, (tuple, list)) and len(v) <= 16 and
+                                                      all(isinstance(x, (bool, int, float, str)) for x in v)):
+            out.append({"name": k, "value": repr(v)})
+    try:
+        names = [p for p in inspect.signature(base.module.Model.__init__).parameters if p != "self"]
+    except (TypeError, ValueError):
+        names = []
+    for i, v in enumerate(base.init):
+        if isinstance(v, torch.Tensor) or type(v) is int:
+            continue
+        name = names[i] if i < len(names) else f"get_init_inputs()[{i}]"
+        if not any(c["name"] == name and c["value"] == repr(v) for c in out):
+            out.append({"name": f"Model({name})", "value": repr(v)})
+    return out
+
+
+def product_text(factors):
+    parts = [str(f) if isinstance(f, int) or str(f).isidentifier() else f"({f})" for f in factors]
+    return " * ".join(parts) if parts else "1"
+
+
+def bytes_expression(params):
+    """The bytes the kernel reads and writes, an expression in the sizes: every buffer's elements times its
+    dtype's size, literal terms summed."""
+    constant, terms = 0, {}
+    for p in params:
+        if "shape" not in p:
+            continue
+        width = torch.empty(0, dtype=TORCH_DTYPES[p["dtype"]]).element_size()
+        literal, symbolic = width, []
+        for d in p["shape"]:
+            if isinstance(d, int):
+                literal *= d
+            else:
+                symbolic.append(d)
+        if not symbolic:
+            constant += literal
+        else:
+            key = product_text(symbolic)
+            terms[key] = terms.get(key, 0) + literal
+    out = [f"{w} * {t}" if w != 1 else t for t, w in terms.items()]
+    if constant or not out:
+        out.append(str(constant))
+    return " + ".join(out)
+
+
 def describe(path, device, sizes):
     module = load_module(path)
     configure(module, sizes)
     defaults = dict(int_globals(module))
     workloads = requested_workloads(module, defaults)
+    base_sizes = {**(sizes or {}), **workloads[0]}
 
     def label(i):
         return f"get_workloads()[{i}] {workload_text(workloads[i])}"
 
-    calls = []
-    for i, w in enumerate(workloads):
-        for k, v in defaults.items():  # each workload from the module's own values, not from the previous one
-            setattr(module, k, v)
-        configure(module, w)
+    class Derive:
+        def __init__(self, meta):
+            self.meta = meta
+
+        def __call__(self, overrides, check=False, flops=False):
+            # The base call sets the globals as a workload does; a perturbed one changes them in the source.
+            if not overrides:
+                return Sample(path, device, self.meta, assigned=base_sizes, check_data_dependence=check, flops=flops)
+            return Sample(path, device, self.meta, overrides={**base_sizes, **overrides}, flops=flops)
+
+    meta_kernels()
+    derive = Derive(meta=True)
+    derivation = "meta"
+    try:
+        base = derive({}, flops=True)
+    except Unmappable:
+        raise
+    except Exception as e:
+        # The meta device cannot run every module (an .item(), a shape from the data, an op without a meta
+        # kernel): the module's own size, for real, on the requested device.
+        derivation = f"real: {first_line(e)}"
+        derive = Derive(meta=False)
         try:
-            calls.append(Call(module, device, check_data_dependence=i == 0))
-        except Unmappable as e:
-            raise Unmappable(f"{label(i)}: {e}" if len(workloads) > 1 else str(e)) from None
-    # The signature is derived once, from the first call; every other workload must give the same one.
-    params = calls[0].params()
-    others = [c.params() for c in calls[1:]]
-    for i, other in enumerate(others, 1):
-        change = signature_change(params, other)
-        if change:
-            raise Unmappable(f"{label(i)} changes the kernel's signature derived from {label(0)}: {change}")
+            base = derive({}, check=True, flops=True)
+        except Unmappable as u:
+            raise Unmappable(f"{label(0)}: {u}" if len(workloads) > 1 else str(u)) from None
+    namer = Namer(derive, base, list(defaults), log=None)
+    params = [dict(p, shape=list(p["shape"])) if "shape" in p else dict(p) for p in base.params]
+    for (i, d), _ in base.dims():
+        params[i]["shape"][d] = namer.name(tuple(s.params[i]["shape"][d] for s in namer.samples))
+    used = []
+    for p in params:
+        for d in p.get("shape", []):
+            if isinstance(d, str):
+                for g in namer.sizes:
+                    if g not in used and g in ast_names(d):
+                        used.append(g)
+    used = [g for g in namer.sizes if g in used]
+    for g in used:
+        params.append({"name": g, "dtype": "i64", "role": "size"})
 
-    # A dimension is named after the first int global (in definition order) that has its value in every
-    # workload; 0 and 1 are never names. A dimension that follows no global is a literal if it never changes.
-    names_in_order = list(defaults)
-    sizes_seen = {}  # size name -> its value in each workload, in order of first appearance
-
-    def shape_of(index):
-        dims = []
-        for d in range(len(params[index]["shape"])):
-            values = tuple([params[index]["shape"][d]] + [o[index]["shape"][d] for o in others])
-            name = next((k for k in names_in_order
-                         if tuple(c.sizes[k] for c in calls) == values and any(v not in (0, 1) for v in values)), None)
-            if name is not None:
-                sizes_seen.setdefault(name, values)
-                dims.append(name)
-            elif len(set(values)) == 1:
-                dims.append(values[0])
-            else:
-                changed = next(i for i, v in enumerate(values) if v != values[0])
-                raise Unmappable(f"{label(changed)}: dimension {d} of '{params[index]['name']}' is {values[changed]} "
-                                 f"there and {values[0]} in {label(0)}, and no int global of the module has those "
-                                 "values: a size that changes must be a global of its own")
-        return dims
-
-    for index, p in enumerate(params):
-        if "shape" in p:
-            p["shape"] = shape_of(index)
-    for name, values in sizes_seen.items():
-        params.append({"name": name, "dtype": "i64", "role": "size"})
-    # A global a workload changes must reach the kernel as a size: the reference is run with the sizes alone.
+    # Every workload of get_workloads() (its globals set as the reference will set them) must give the same
+    # signature, and each of its shapes must be what the signature's expressions give at its sizes.
+    bound = []
     for i, w in enumerate(workloads):
+        if i == 0:
+            call = base
+        else:
+            try:
+                call = Sample(path, device, derive.meta, assigned={**(sizes or {}), **w})
+            except Unmappable as e:
+                raise Unmappable(f"{label(i)}: {e}") from None
+            change = signature_change(base.params, call.params)
+            if change:
+                raise Unmappable(f"{label(i)} changes the kernel's signature derived from {label(0)}: {change}")
+        values = {g: call.sizes[g] for g in used}
+        for (pi, d), actual in call.dims():
+            dim = params[pi]["shape"][d]
+            expected = dim if isinstance(dim, int) else evaluate(dim, values)
+            if expected != actual:
+                raise Unmappable(f"{label(i)}: dimension {d} of '{params[pi]['name']}' is {actual} there, but the "
+                                 f"signature's {dim} gives {expected}: a size that changes must be a global of its "
+                                 "own, or follow the globals as the derived expression does")
         for k, v in w.items():
-            if k not in sizes_seen and v != defaults[k]:
+            if k not in used and v != defaults[k]:
                 raise Unmappable(f"{label(i)} sets '{k}', but no dimension of the kernel's signature follows it: a "
                                  f"workload binds sizes only, and the reference would run with {k} = {defaults[k]}")
-    bound = [{name: values[i] for name, values in sizes_seen.items()} for i in range(len(calls))]
-    return {"params": params, "workload": bound[0], "workloads": bound, "forward": calls[0].names,
+        bound.append(values)
+
+    cost = {"bytes": bytes_expression(params)}
+    if base.flops is not None:
+        flops = [s.flops for s in namer.samples]
+        if all(f is not None for f in flops):
+            named = namer.name(flops, use_library=False)
+            if isinstance(named, str) or len(set(flops)) == 1:
+                cost["flops"] = str(named)
+            elif len(workloads) == 1:
+                cost["flops"] = str(base.flops)  # the base workload's count: the only one it is used at
+    return {"params": params, "workload": bound[0], "workloads": bound, "forward": base.names,
             "dtypes": sorted({p["dtype"] for p in params if p["role"] != "size"}),
-            "torch": torch.__version__}
+            "derivation": derivation, "cost": cost, "constants": constants_of(base, used),
+            "not_sizes": namer.not_sizes, "torch": torch.__version__}
+
+
+def ast_names(text):
+    return {n.id for n in ast.walk(ast.parse(str(text), mode="eval")) if isinstance(n, ast.Name)}
 
 
 class Arena:
@@ -404,6 +942,12 @@ class Timer:
         return out, self.start.elapsed_time(self.stop) * 1000.0
 
 
+def as_module(view, zero_d):
+    """An arena view as the module has the tensor: a 0-d tensor's [1] view as 0-d, so that it broadcasts as
+    the module's own does."""
+    return view.view(()) if zero_d and view.numel() == 1 else view
+
+
 class Server:
     def __init__(self, args, arena):
         self.module = load_module(args.module)
@@ -422,7 +966,10 @@ class Server:
             self.release_cached()
             configure(self.module, sizes)
             self.model = build_model(self.module, self.device, self.model_seed)
-            self.names = forward_names(self.model, len(draw_inputs(self.module, self.device, 0)))
+            inputs = draw_inputs(self.module, self.device, 0)
+            self.names = forward_names(self.model, len(inputs))
+            # A 0-d tensor is a one-element buffer, [1], in the arena; the module gets it as 0-d, as its own.
+            self.zero_d = {n for n, x in zip(self.names, inputs) if isinstance(x, torch.Tensor) and x.dim() == 0}
             # The weights by parameter name, once per workload: every run and draw looks them up. The
             # state dict's tensors are the module's own, so a copy into them is a copy into the module.
             self.weights = [(key, weight_name(key), t) for key, t in self.model.state_dict().items()]
@@ -454,7 +1001,7 @@ class Server:
         args = []
         for name in self.names:
             if name in views:
-                args.append(self.arena.view(views[name]))
+                args.append(as_module(self.arena.view(views[name]), name in self.zero_d))
             elif name in scalars:
                 args.append(scalars[name])
             else:
@@ -463,7 +1010,7 @@ class Server:
 
     def params(self, request):
         views = request["views"]
-        return {key: self.arena.view(views[name]) for key, name, _ in self.weights if name in views}
+        return {key: as_module(self.arena.view(views[name]), t.dim() == 0) for key, name, t in self.weights if name in views}
 
     def draw(self, request):
         self.workload(request.get("sizes"))
@@ -471,14 +1018,14 @@ class Server:
         views = request["views"]
         for name, x in zip(self.names, inputs):
             if name in views and isinstance(x, torch.Tensor):
-                v = self.arena.view(views[name])
+                v = as_module(self.arena.view(views[name]), x.dim() == 0)
                 if tuple(v.shape) != tuple(x.shape):
                     raise Unmappable(f"input '{name}': the spec's shape {list(v.shape)} for this workload, the problem's "
                                      f"get_inputs() {list(x.shape)}")
                 v.copy_(x)
         for _, name, t in self.weights:
             if name in views:
-                v = self.arena.view(views[name])
+                v = as_module(self.arena.view(views[name]), t.dim() == 0)
                 if tuple(v.shape) != tuple(t.shape):
                     raise Unmappable(f"weight '{name}': the spec's shape {list(v.shape)} for this workload, the "
                                      f"module's {list(t.shape)}")
@@ -515,7 +1062,7 @@ class Server:
             else:
                 for _, name, weight in self.weights:
                     if name in request["views"]:
-                        weight.copy_(self.arena.view(request["views"][name]))
+                        weight.copy_(as_module(self.arena.view(request["views"][name]), weight.dim() == 0))
                 if mode == "compile":
                     if self.compiled is None:
                         self.compiled = torch.compile(model)
@@ -528,7 +1075,7 @@ class Server:
         if len(names) != len(outputs):
             raise Unmappable(f"the module returned {len(outputs)} outputs, the spec names {len(names)}")
         for name, o in zip(names, outputs):
-            v = self.arena.view(request["views"][name])
+            v = as_module(self.arena.view(request["views"][name]), o.dim() == 0)
             if tuple(v.shape) != tuple(o.shape):
                 raise Unmappable(f"output '{name}': the spec's shape {list(v.shape)}, the module's {list(o.shape)}")
             v.copy_(o)

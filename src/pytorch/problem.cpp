@@ -1,6 +1,7 @@
-// A PyTorch problem as a Spec: the bridge describes one call of the module per workload (its inputs,
-// weights, outputs and their shapes, with each dimension named after the module's int global of that value),
-// and this turns the description into the signature, workloads and launch a spec file would give.
+// A PyTorch problem as a Spec: the bridge derives the module's signature (its inputs, weights, outputs and
+// their shapes, each dimension named after the module's int global it follows, or an expression over them),
+// on PyTorch's meta device where it can, and this turns the description into the signature, workloads,
+// cost and launch a spec file would give.
 #include <simdjson.h>
 
 #include <algorithm>
@@ -88,6 +89,13 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
     for (auto [name, value] : w.get_object()) workload[std::string(name)] = value.get_int64().value();
     spec.workloads.push_back(std::move(workload));
   }
+  // The cost, for the roofline: bytes from the signature, flops from PyTorch's counter where it has one.
+  simdjson::dom::object cost;
+  if (doc["cost"].get(cost) == simdjson::SUCCESS) {
+    std::string_view text;
+    if (cost["bytes"].get(text) == simdjson::SUCCESS) spec.cost_bytes = Expr::parse(std::string(text), path + ": cost.bytes");
+    if (cost["flops"].get(text) == simdjson::SUCCESS) spec.cost_flops = Expr::parse(std::string(text), path + ": cost.flops");
+  }
   spec.reference.pytorch = true;
   spec.reference.file = absolute;
   spec.reference.source = read_file(absolute);
@@ -116,7 +124,29 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
   }
   spec.notes = "Derived from the PyTorch module " + fs::path(path).filename().string() +
                " (KernelBench format): the kernel computes what Model.forward computes, with the module's weights "
-               "passed as input buffers named after their state-dict keys.";
+               "passed as input buffers named after their state-dict keys; a 0-d tensor is a one-element buffer.";
+  // What the kernel is not told: the module's constants, fixed in every workload (a scale passed to
+  // Model(), a stride); a kernel must compute with them as the module does.
+  std::string constants;
+  simdjson::dom::array listed;
+  if (doc["constants"].get(listed) == simdjson::SUCCESS) {
+    for (simdjson::dom::element c : listed) {
+      std::string_view name, value;
+      if (c["name"].get(name) != simdjson::SUCCESS || c["value"].get(value) != simdjson::SUCCESS) continue;
+      constants += (constants.empty() ? "" : ", ") + std::string(name) + " = " + std::string(value);
+    }
+  }
+  if (!constants.empty()) spec.notes += " The module's constants (not sizes; fixed): " + constants + ".";
+  // How the signature was derived: on the meta device (nothing allocated), or by a real call and why.
+  if (std::string_view derivation; doc["derivation"].get(derivation) == simdjson::SUCCESS) {
+    if (derivation == "meta") {
+      spec.notes += " Signature derived on PyTorch's meta device.";
+    } else {
+      std::string why(derivation);
+      if (why.rfind("real: ", 0) == 0) why.erase(0, 6);
+      spec.notes += " Signature derived by a real call, as the meta device could not run the module: " + why + ".";
+    }
+  }
   spec.validate();
   return spec;
 }
