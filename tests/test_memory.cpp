@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/report.hpp>
@@ -281,4 +282,98 @@ TEST_CASE("the command line: a problem that cannot fit exits 3 naming the bytes;
   CHECK_MESSAGE(lowered.code == 0, lowered.err);
   CHECK_MESSAGE(count_of(lowered.err, "--jobs lowered from 3 to 1") == 1, lowered.err);
   fs::remove_all(dir);
+}
+
+namespace {
+
+std::shared_ptr<ke::Device> cuda_or_null(std::string& why) {
+  try {
+    return ke::open_device("cuda:0");
+  } catch (const std::exception& e) {
+    why = e.what();
+    return nullptr;
+  }
+}
+
+// The CUDA form of spec_with: one element per thread; thread 0 of block 0 remembers a digest of every
+// input set in __device__ globals (or of idx alone) and traps when one comes back. Run on a lent GPU.
+std::string cuda_spec_json(bool remember, bool idx_only) {
+  std::string kernel = R"(
+#ifndef THREADS
+#define THREADS 256
+#endif
+__device__ unsigned long long seen[8192];
+__device__ int seen_count;
+// 512 elements spread over the buffer (one thread reads them all: a whole buffer would take it milliseconds):
+// two copies rotated differently differ in them.
+__device__ unsigned long long digest(const void* p, long long bytes, unsigned long long h) {
+  const unsigned int* w = (const unsigned int*)p;
+  const long long n = bytes / 4;
+  for (long long k = 0; k < 512; ++k) h = (h ^ w[(k * 7919 + 3) % n]) * 1099511628211ull;
+  return h;
+}
+extern "C" __global__ void f(const float* x, const int* idx, float* y, float* z, long long N) {
+  const long long i = (long long)blockIdx.x * THREADS + threadIdx.x;
+)";
+  if (remember) {
+    kernel += R"(  if (i == 0) {
+    unsigned long long h = digest(idx, N * 4, 1469598103934665603ull);
+)" + std::string(idx_only ? "" : "    h = digest(x, N * 4, h);\n    h = digest(z, N * 4, h);\n") + R"(    h ^= (unsigned long long)N;
+    for (int k = 0; k < seen_count; ++k) if (seen[k] == h) __trap();
+    if (seen_count < 8192) seen[seen_count++] = h;
+  }
+  __syncthreads();
+)";
+  }
+  kernel += R"(  if (i < N) { y[i] = 2 * x[i] + 0 * (float)(idx[i] - idx[i]); z[i] += x[i]; }
+}
+)";
+  const std::string reference = R"(
+extern "C" __global__ void f(const float* x, const int* idx, float* y, float* z, long long N) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < N) { y[i] = 2 * x[i] + 0 * (float)(idx[i] - idx[i]); z[i] += x[i]; }
+})";
+  return R"J({"name": "memory_cuda", "language": "cuda", "entry": "f",
+    "params": [{"name": "x", "dtype": "f32", "shape": ["N"], "role": "in"},
+               {"name": "idx", "dtype": "i32", "shape": ["N"], "role": "in"},
+               {"name": "y", "dtype": "f32", "shape": ["N"], "role": "out"},
+               {"name": "z", "dtype": "f32", "shape": ["N"], "role": "inout"},
+               {"name": "N", "dtype": "i64", "role": "size"}],
+    "workloads": [{"N": 32768}, {"N": 1000}],
+    "inputs": {"idx": {"low": 0, "high": 1000, "sorted": true}},
+    "launch": {"grid": ["cdiv(N, THREADS)", 1, 1], "block": ["THREADS", 1, 1], "shared_bytes": "0"},
+    "tunables": {"THREADS": [256]},
+    "reference": {"source": )J" + ke::json_quote(reference) + R"(}, "seed": {"source": )" + ke::json_quote(kernel) + "}}";
+}
+
+}  // namespace
+
+TEST_CASE("cuda: every timed call's inputs are new on a GPU too; the device's memory is read; a problem past it is refused") {
+  std::string why;
+  const auto gpu = cuda_or_null(why);
+  if (!gpu) {
+    MESSAGE("skipped: no CUDA device here: " << why);
+    return;
+  }
+  const ke::DeviceInfo info = gpu->info();
+  ::unsetenv("KE_DEVICE_MEMORY");
+  CHECK(ke::device_memory_bytes(info) > (1ull << 30));  // from the device's "memory" property
+  const ke::Spec spec = ke::parse_spec(cuda_spec_json(true, false), "memory_cuda.json");
+  const ke::MemoryFootprint f = ke::memory_footprint(spec, info);
+  CHECK(f.fixed_bytes >= 512 * MiB);  // a context and a flush buffer
+  ke::EvalOptions told;
+  told.device_memory_bytes = 256 * MiB;
+  CHECK_THROWS_AS(ke::LocalEvaluator(spec, gpu, told), ke::Error);
+
+  ke::WorkerOptions wo;
+  wo.timeout_s = 120;
+  wo.eval.min_reps = 60;
+  ke::WorkerEvaluator evaluator(spec, "cuda:0", wo);
+  for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+    const ke::Evaluation e = evaluator.evaluate({spec.seed.source, ke::Language::cuda, spec.seed_tunables()}, seed);
+    REQUIRE_MESSAGE(e.status == ke::Status::ok, e.message);
+  }
+  const ke::Spec teeth = ke::parse_spec(cuda_spec_json(true, true), "memory_cuda.json");
+  const ke::Evaluation caught = evaluator.evaluate({teeth.seed.source, ke::Language::cuda, teeth.seed_tunables()}, 9);
+  CHECK_MESSAGE(caught.status == ke::Status::crashed, caught.message);
 }
