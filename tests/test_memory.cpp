@@ -19,6 +19,7 @@
 #include <string>
 
 #include "pytorch/python.hpp"
+#include "pytorch/torch_reference.hpp"
 
 namespace fs = std::filesystem;
 namespace ke = kernelevolve;
@@ -376,4 +377,27 @@ TEST_CASE("cuda: every timed call's inputs are new on a GPU too; the device's me
   const ke::Spec teeth = ke::parse_spec(cuda_spec_json(true, true), "memory_cuda.json");
   const ke::Evaluation caught = evaluator.evaluate({teeth.seed.source, ke::Language::cuda, teeth.seed_tunables()}, 9);
   CHECK_MESSAGE(caught.status == ke::Status::crashed, caught.message);
+}
+
+TEST_CASE("pytorch: the arena is two blocks, and a kernel's and a baseline's evaluations both fit it") {
+  try {
+    ke::pytorch::find_python();
+  } catch (const ke::Error& e) {
+    MESSAGE("skipped: no Python here imports torch (Debian: apt-get install python3-torch): " << e.what());
+    return;
+  }
+  const ke::Spec spec = ke::load_spec(std::string(KE_SOURCE_DIR) + "/problems/pytorch/relu_nchw/cpu.json");
+  const auto cpu = ke::open_device("cpu");
+  ke::pytorch::TorchReference reference(spec, cpu);
+  CHECK(reference.arena_bytes() == ke::memory_footprint(spec, cpu->info()).arena_bytes);
+  // x and out of the larger workload, each on 64 bytes, twice.
+  const std::size_t block = 2 * ((8ull * 24 * 40 * 56 * 4 + 63) / 64 * 64);
+  CHECK(reference.arena_bytes() == 2 * block);
+  ke::LocalEvaluator evaluator(spec, cpu);
+  const ke::Evaluation seed = evaluator.evaluate({spec.seed.source, ke::Language::c, spec.seed_tunables()}, 3);
+  CHECK_MESSAGE(seed.status == ke::Status::ok, seed.message);
+  const ke::Evaluation eager = evaluator.evaluate({"eager", ke::Language::pytorch, spec.seed_tunables()}, 4);
+  CHECK_MESSAGE(eager.status == ke::Status::ok, eager.message);  // both its blocks in the arena
+  const ke::Evaluation again = evaluator.evaluate({spec.seed.source, ke::Language::c, spec.seed_tunables()}, 5);
+  CHECK_MESSAGE(again.status == ke::Status::ok, again.message);  // after the arena's second half went back
 }
