@@ -1,5 +1,6 @@
 // The kernelevolve tool as a user drives it: exit codes, messages, --json, and an end-to-end run
-// that must find a kernel several times faster than its seed.
+// that must find a kernel several times faster than its seed (by construction of the kernels, not by luck
+// of the machine: tests/fixtures/cli/colsum_passes_seed.c).
 #include <doctest/doctest.h>
 #include <sys/wait.h>
 
@@ -185,12 +186,14 @@ TEST_CASE("check passes a correct seed and fails a wrong one") {
 }
 
 TEST_CASE("run finds a kernel several times faster than the seed, and reports it in JSON") {
-  const auto o = kernelevolve("run " + fixture("e2e/colsum.json") + " --max-evals 12 --json --no-db");
+  // The column sum whose kernel repeats its work 16 / BLOCK times below BLOCK 16: every BLOCK above 1 is
+  // faster than the seed by construction, BLOCK 16 and up at least 16 times, whatever the machine's load.
+  const auto o = kernelevolve("run " + fixture("cli/colsum_passes.json") + " --max-evals 12 --json --no-db");
   REQUIRE_MESSAGE(o.code == 0, o.err);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   REQUIRE(parser.parse(o.out).get(doc) == simdjson::SUCCESS);
-  CHECK(std::string_view(doc["spec"].get_string().value()) == "colsum");
+  CHECK(std::string_view(doc["spec"].get_string().value()) == "colsum_passes");
   const int64_t evaluations = doc["evaluations"].get_int64().value();
   CHECK(evaluations <= 12);
   CHECK(evaluations >= 2);
@@ -200,6 +203,8 @@ TEST_CASE("run finds a kernel several times faster than the seed, and reports it
   CHECK(counted == evaluations);
   simdjson::dom::element best = doc["best"];
   const double speedup = best["speedup"].get_double().value();
+  // The parameter search spends the 10 points of the space within 12 evaluations, so BLOCK 16 or more (one
+  // pass instead of 16) is among them: several times faster, with room to spare for any noise.
   CHECK_MESSAGE(speedup > 3.0, "speedup " << speedup);
   CHECK(best["tunables"]["BLOCK"].get_int64().value() > 1);
   CHECK(std::string_view(best["source"].get_string().value()).find("colsum") != std::string_view::npos);
@@ -216,8 +221,10 @@ TEST_CASE("run finds a kernel several times faster than the seed, and reports it
     ++w;
   }
   // The best was confirmed: timed again against the seed, interleaved, on fresh inputs; the reported
-  // speedup is the confirmation's, within the rounds' range.
-  CHECK(best["confirmed"].get_bool().value());
+  // speedup is the confirmation's, within the rounds' range. Whether the search's own figure is borne out
+  // depends on how the machine's load moved between the seed's measurement and the rounds: that is the
+  // rule's business, not this test's. Borne out, it is the node reported; not borne out, the note says why,
+  // and the next fastest is tried (the report lists the ones passed over).
   simdjson::dom::element confirmation = best["confirmation"];
   CHECK(confirmation["node"].get_int64().value() == best["node"].get_int64().value());
   CHECK(confirmation["rounds"].get_int64().value() == 3);
@@ -228,6 +235,29 @@ TEST_CASE("run finds a kernel several times faster than the seed, and reports it
   CHECK(range.at(0).get_double().value() <= speedup * 1.1);  // medians of rounds vs rounds: close, not exact
   CHECK(range.at(1).get_double().value() >= speedup * 0.9);
   CHECK(best["search_speedup"].get_double().value() > 1.0);
+  const bool confirmed = best["confirmed"].get_bool().value();
+  CHECK(confirmation["confirmed"].get_bool().value() == confirmed);
+  const std::string_view note = confirmation["note"].get_string().value();
+  bool listed = false;  // the reported node among those not borne out
+  simdjson::dom::array unconfirmed = doc["unconfirmed"].get_array().value();  // a local, as above
+  for (simdjson::dom::element passed_over : unconfirmed) {
+    CHECK_FALSE(passed_over["confirmed"].get_bool().value());
+    listed |= passed_over["node"].get_int64().value() == best["node"].get_int64().value();
+    // Tried before the one borne out: faster by the search's figure.
+    if (confirmed) {
+      CHECK(passed_over["search_speedup"].get_double().value() >=
+            best["search_speedup"].get_double().value() * (1 - 1e-5));  // JSON keeps 6 digits
+    }
+  }
+  if (confirmed) {
+    CHECK(note.empty());
+    CHECK_FALSE(listed);
+  } else {
+    // None of the nodes tried was borne out: the fastest is reported with its rounds' (honest) figure.
+    CHECK_MESSAGE(note.find("the search measured") != std::string_view::npos, note);
+    CHECK(listed);
+    MESSAGE("no search figure was borne out; the report gives the rounds': " << note);
+  }
 }
 
 TEST_CASE("the best's diagnosis: in run --json, under show's table, and any node's with show --node") {

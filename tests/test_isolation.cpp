@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <kernelevolve/kernelevolve.hpp>
 #include <map>
@@ -33,6 +35,24 @@ struct Counts final : ke::Observer {
   }
 };
 
+// Notes the wall time of each evaluation that came back ok, to show how far inside the time limit they stay.
+class WallClock final : public ke::FitnessEvaluator {
+ public:
+  explicit WallClock(std::shared_ptr<ke::FitnessEvaluator> inner) : inner_(std::move(inner)) {}
+  ke::Evaluation evaluate(const ke::Candidate& candidate, std::uint64_t input_seed) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    ke::Evaluation e = inner_->evaluate(candidate, input_seed);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (e.status == ke::Status::ok) slowest_ok_s = std::max(slowest_ok_s, s);
+    return e;
+  }
+  ke::DeviceInfo device_info() override { return inner_->device_info(); }
+  double slowest_ok_s = 0;
+
+ private:
+  std::shared_ptr<ke::FitnessEvaluator> inner_;
+};
+
 }  // namespace
 
 TEST_CASE("hostile kernels land in the right status; the honest fast one is best; the host lives on") {
@@ -40,9 +60,15 @@ TEST_CASE("hostile kernels land in the right status; the honest fast one is best
   const fs::path state = fs::temp_directory_path() / ("ke_feed_" + std::to_string(getpid()));
   fs::remove(state);
   ke::WorkerOptions options;
-  options.timeout_s = 3;  // the infinite loop must be cut off quickly
+  // The infinite loop must be cut off, and every other kernel finish far inside the limit on a slow, busy or
+  // instrumented machine: the slowest honest one, the flooding kernel (4,000 lines a call, those to stderr each
+  // a system call through the sandbox's filter), took 0.5 s on the 2-core development VM, a 20th of the limit.
+  // Timing stops at 10 ms of kernel time per workload: the margins below are by construction, not by precision.
+  options.timeout_s = 10;
   options.eval.trials = 3;
-  auto evaluator = std::make_shared<ke::WorkerEvaluator>(spec, "cpu", options);
+  options.eval.target_ms = 10;
+  auto worker = std::make_shared<ke::WorkerEvaluator>(spec, "cpu", options);
+  auto evaluator = std::make_shared<WallClock>(worker);
   auto mutator = std::make_shared<ke::CommandMutator>(hostile("feed.sh") + " " + state.string() + " " + hostile(""), 30);
   int kernels = 0;
   for (const auto& entry : fs::directory_iterator(hostile(""))) kernels += entry.path().extension() == ".c";
@@ -69,6 +95,19 @@ TEST_CASE("hostile kernels land in the right status; the honest fast one is best
   CHECK(seen["timeout"] == 1);
   CHECK(seen["incorrect"] >= 6);
   CHECK(seen["invalid"] >= 2);
+  // The best is the honest fast kernel, by a margin its construction guarantees rather than the machine: the
+  // seed makes 64 passes over the data and the flooding kernel 128, where it makes one (the fixtures say so).
+  // A figure of 2 is far inside that on any machine, busy or instrumented; the ordering rule (a lead beyond
+  // either's spread) and the confirmation (a lower node is confirmed only if it beats the seed) cannot pick
+  // the flooding kernel, which is slower than the seed.
+  for (const ke::Node& node : graph.nodes()) {
+    if (node.evaluation.status != ke::Status::ok) continue;
+    MESSAGE("node " << node.id << " (" << node.candidate.source.substr(0, node.candidate.source.find('\n'))
+                    << "): " << node.speedup << "x, spread " << ke::relative_spread(node.evaluation));
+  }
+  MESSAGE("the slowest evaluation that was ok took " << evaluator->slowest_ok_s << " s of the " << options.timeout_s
+                                                     << " s limit");
+  if (result.confirmation) MESSAGE("confirmation of node " << result.confirmation->node << ": " << result.confirmation->speedup << "x");
   REQUIRE(result.best.has_value());
   const ke::Node& best = graph.node(*result.best);
   CHECK(best.candidate.source.find("expect: ok (fast)") != std::string::npos);
@@ -82,7 +121,7 @@ TEST_CASE("hostile kernels land in the right status; the honest fast one is best
       CHECK(node.evaluation.message.find("SIGSEGV") != std::string::npos);
     }
     if (node.evaluation.status == ke::Status::timeout) {
-      CHECK(node.evaluation.message.find("time limit of 3 s") != std::string::npos);
+      CHECK(node.evaluation.message.find("time limit of 10 s") != std::string::npos);
       // The limit hit the kernel's run (its first call, in verification), not its compile: the message says so.
       CHECK_MESSAGE(node.evaluation.message.find("while verifying w0") != std::string::npos, node.evaluation.message);
     }
@@ -91,7 +130,7 @@ TEST_CASE("hostile kernels land in the right status; the honest fast one is best
     }
   }
   // Every crash and timeout replaced its worker.
-  CHECK(evaluator->workers_started() >= 1 + seen["crashed"] + seen["timeout"]);
+  CHECK(worker->workers_started() >= 1 + seen["crashed"] + seen["timeout"]);
 }
 
 TEST_CASE("workers in parallel keep results apart, and the time limit derives from the seed") {
@@ -156,7 +195,7 @@ TEST_CASE("the command mutator records a command's failures, never throws them")
   // The request carries the spec and the parent's source.
   m = mutate("grep -q '\"entry\": \"scale\"' && printf '```c\\nvoid scale(const float* x, float* y, long n) {}\\n```\\n'");
   REQUIRE(m.child);
-  CHECK(m.prompt.find("40009") != std::string::npos);
+  CHECK(m.prompt.find("pass < 64") != std::string::npos);
   CHECK(m.answer.find("```c") != std::string::npos);
 }
 

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -150,8 +151,12 @@ TEST_CASE("garbage is a recorded failure: malformed JSON, no answer text, no cod
 }
 
 TEST_CASE("a slow answer times out and is a recorded failure") {
+  // The answer would take 60 s, the limit is 0.3 s: the call must end at the limit, not at the answer. The
+  // bound checked sits far from both, so that a slow or busy machine (the prompt built, the request sent, under
+  // a sanitizer) cannot reach it, and waiting for the answer could not pass it. The server stops its wait
+  // when the test ends.
   FakeModelServer server;
-  server.push({200, FakeModelServer::openai(kBetter), {}, 2000});
+  server.push({200, FakeModelServer::openai(kBetter), {}, 60000});
   Fixture f;
   auto o = options_for(server);
   o.timeout_s = 0.3;
@@ -159,9 +164,11 @@ TEST_CASE("a slow answer times out and is a recorded failure") {
   ke::LlmMutator mutator(o);
   const auto start = std::chrono::steady_clock::now();
   const ke::Mutation m = f.mutate(mutator);
+  const auto waited = std::chrono::steady_clock::now() - start;
   CHECK_FALSE(m.child);
   CHECK(m.error.find("no answer") != std::string::npos);
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(1500));
+  MESSAGE("the call ended after " << std::chrono::duration<double>(waited).count() << " s");
+  CHECK(waited < std::chrono::seconds(20));
 }
 
 TEST_CASE("a missing key variable is named, and nothing is sent") {
@@ -367,19 +374,44 @@ TEST_CASE("the knowledge base: passages apply by device and language (front matt
 TEST_CASE("a recorded run: the model's kernel becomes the best, and the parameter search improves it") {
   // The model answers once with a new structure that declares its own tunable, CHUNK, whose default
   // is deliberately small; the parameter steps that follow must find a larger, faster CHUNK.
+  // Which kernel is faster is fixed by construction, not left to the machine (issue 27): every kernel here sums
+  // the columns a chunk at a time, rows in order, and repeats the whole sum some number of times (a compiler
+  // barrier between passes keeps each one). The seed (chunks of 1 column) makes 16 passes; the model's kernel
+  // 64 / CHUNK, so 4 at its default of 16 and 1 from CHUNK 64 on. Each kernel asserted faster below makes 4
+  // times fewer passes, over chunks no narrower, against a factor of 1.5 asserted. Small workloads keep the
+  // seed's 16 passes cheap.
   const std::string model_kernel =
       "Process CHUNK columns per pass over the rows, accumulating straight into y in row order.\n"
       "```c\n#include <stdint.h>\n// ke:tunable CHUNK 16 64 512 4096\n#ifndef CHUNK\n#define CHUNK 16\n#endif\n"
       "void colsum(const float* restrict x, float* restrict y, int64_t M, int64_t N) {\n"
-      "  for (int64_t j0 = 0; j0 < N; j0 += CHUNK) {\n"
-      "    const int64_t j1 = j0 + CHUNK < N ? j0 + CHUNK : N;\n"
-      "    for (int64_t j = j0; j < j1; ++j) y[j] = 0.0f;\n"
-      "    for (int64_t i = 0; i < M; ++i)\n"
-      "      for (int64_t j = j0; j < j1; ++j) y[j] += x[i * N + j];\n"
+      "  for (int pass = 0; pass < (CHUNK < 64 ? 64 / CHUNK : 1); ++pass) {\n"
+      "    for (int64_t j0 = 0; j0 < N; j0 += CHUNK) {\n"
+      "      const int64_t j1 = j0 + CHUNK < N ? j0 + CHUNK : N;\n"
+      "      for (int64_t j = j0; j < j1; ++j) y[j] = 0.0f;\n"
+      "      for (int64_t i = 0; i < M; ++i)\n"
+      "        for (int64_t j = j0; j < j1; ++j) y[j] += x[i * N + j];\n"
+      "    }\n"
+      "    __asm__ volatile(\"\" : : : \"memory\");\n"
       "  }\n}\n```\n";
+  ke::Spec spec = colsum();
+  spec.workloads = {{{"M", 256}, {"N", 256}}, {{"M", 200}, {"N", 301}}};
+  spec.seed.source =
+      "#include <stdint.h>\n#ifndef BLOCK\n#define BLOCK 1\n#endif\n"
+      "void colsum(const float* x, float* y, int64_t M, int64_t N) {\n"
+      "  for (int pass = 0; pass < 16; ++pass) {\n"
+      "    for (int64_t j0 = 0; j0 < N; j0 += BLOCK) {\n"
+      "      const int64_t j1 = j0 + BLOCK < N ? j0 + BLOCK : N;\n"
+      "      float acc[BLOCK];\n"
+      "      for (int64_t j = j0; j < j1; ++j) acc[j - j0] = 0.0f;\n"
+      "      for (int64_t i = 0; i < M; ++i)\n"
+      "        for (int64_t j = j0; j < j1; ++j) acc[j - j0] += x[i * N + j];\n"
+      "      for (int64_t j = j0; j < j1; ++j) y[j] = acc[j - j0];\n"
+      "    }\n"
+      "    __asm__ volatile(\"\" : : : \"memory\");\n"
+      "  }\n}\n";
+  spec.validate();
   FakeModelServer server;
   server.push({200, FakeModelServer::openai(model_kernel, 900)});
-  const ke::Spec spec = colsum();
   auto evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device("cpu"));
   auto llm = std::make_shared<ke::LlmMutator>(options_for(server));
   auto mix = std::make_shared<ke::MixMutator>(llm, std::make_shared<ke::ParamMutator>(0.0), /*param_steps=*/6);

@@ -809,9 +809,10 @@ TEST_CASE("a run killed with SIGKILL mid-search reopens clean, resumes, and keep
   REQUIRE(posix_spawn(&pid, cli_path.c_str(), &fa, nullptr, argv.data(), environ) == 0);
   posix_spawn_file_actions_destroy(&fa);
 
-  // Wait for a few committed nodes, reading the file while the run writes it, then kill it.
+  // Wait for a few committed nodes, reading the file while the run writes it, then kill it. The deadline only
+  // bounds a run that never commits: some seconds' work, given minutes for a sanitizer on a loaded machine.
   std::int64_t committed = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(300);
   while (committed < 4 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     if (!fs::exists(db)) continue;
@@ -857,15 +858,25 @@ TEST_CASE("a run killed with SIGKILL mid-search reopens clean, resumes, and keep
   CHECK(doc["evaluations"].get_int64().value() == nodes_before + 3);
   // The search's figure keeps its best; the reported one is the confirmation's (the best and the seed
   // timed again side by side), which may differ from a seed timed long ago. On a loaded machine the
-  // confirmation may not bear the best out, and then the next best is reported: the graph still holds the
-  // best (checked below), and the report says which node it confirmed.
+  // confirmation may not bear the best out, and then the next best is tried: the graph still holds the
+  // best (checked below), and the report says which node it confirmed and which it passed over. What is
+  // checked is that rule, not a figure (issue 27): nodes are tried fastest first by the search's figure, and
+  // only those that claim to beat the seed; the first borne out is reported; when none is, the fastest tried.
+  const std::int64_t reported = doc["best"]["node"].get_int64().value();
+  const double reported_figure = doc["best"]["search_speedup"].get_double().value();
   const bool confirmed = doc["best"]["confirmed"].get_bool().value();
-  if (confirmed) {
-    CHECK(doc["best"]["search_speedup"].get_double().value() >= best_before * (1 - 1e-5));  // JSON keeps 6 digits
-  } else {
-    MESSAGE("the resumed run's best was not borne out by its confirmation; the next best is reported");
+  std::set<std::int64_t> passed_over;
+  const simdjson::dom::array unconfirmed = doc["unconfirmed"].get_array().value();  // a local: see test_cli
+  for (simdjson::dom::element c : unconfirmed) {
+    passed_over.insert(c["node"].get_int64().value());
+    CHECK(c["search_speedup"].get_double().value() > 1.0);
+    if (confirmed) CHECK(c["search_speedup"].get_double().value() >= reported_figure * (1 - 1e-5));  // 6 digits
   }
-  CHECK(doc["best"]["speedup"].get_double().value() > 1.0);
+  if (!confirmed) {
+    MESSAGE("the resumed run's best was not borne out by its confirmation; the next best is reported");
+    CHECK((reported == 0 || passed_over.count(reported) == 1));
+  }
+  CHECK((reported == 0 || reported_figure > 1.0));
 
   ke::Store store(db);
   CHECK(store.integrity_check() == "ok");
@@ -878,6 +889,14 @@ TEST_CASE("a run killed with SIGKILL mid-search reopens clean, resumes, and keep
   double best_after = 0;
   for (const auto& n : after.graph.nodes()) best_after = std::max(best_after, n.speedup);
   CHECK(best_after >= best_before);  // the search's best is never lost by a kill and a resume
+  // Borne out, the reported node is the fastest by the search's figure but for those passed over before it.
+  if (confirmed) {
+    double fastest_left = 0;
+    for (const auto& n : after.graph.nodes()) {
+      if (n.evaluation.status == ke::Status::ok && passed_over.count(n.id) == 0) fastest_left = std::max(fastest_left, n.speedup);
+    }
+    CHECK(reported_figure >= fastest_left * (1 - 1e-5));
+  }
   CHECK_FALSE(store.run(1).finished_at.empty());
 }
 

@@ -74,8 +74,11 @@ TEST_CASE("a memoizing CPU kernel times no faster than the honest kernel it copi
   }
   for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
     MESSAGE("workload " << w << ": honest " << honest_us[w] << " us, memoizing " << memo_us[w] << " us");
-    // A remembered product is a copy: tens of times faster. Within the spread plus 15% of noise is no gain.
-    CHECK(memo_us[w] >= honest_us[w] * 0.85 - 3 * honest_spread[w]);
+    // A remembered product is a copy of at most 64 KB, a few microseconds, where the product takes some 140 us
+    // (the 2-core development VM): tens of times faster. Missing, the memoizing kernel does all the honest
+    // one's work and more, so only noise can put it ahead: the bound lets noise of 2x pass (a busy machine,
+    // every round of one kernel slowed and none of the other's) and still fails a cheat by a wide margin.
+    CHECK(memo_us[w] >= honest_us[w] * 0.5 - 3 * honest_spread[w]);
   }
 }
 
