@@ -18,7 +18,7 @@ COLUMNS = ["level", "problem", "import", "reason", "signature", "bytes", "peak_m
 
 # A signature past this many buffers lists the first few inputs and every output, and counts the rest:
 # level 3's networks carry hundreds of weights, which would drown the table.
-SHOWN_INPUTS = 4
+SHOWN_INPUTS = 3
 
 
 def one_line(text, limit=160):
@@ -156,7 +156,7 @@ def report(tsv, md, device):
             "| --: | --- | --- | --- | --: | --: | --: | --: | --- |"]
     for r in rows:
         sig = r["signature"] if r["import"] == "imported" else re.sub(r"^\S+\.py:? ", "", r["reason"])
-        sig = "`" + one_line(sig, 120).replace("`", "'") + "`" if sig else ""
+        sig = "`" + one_line(sig, 180).replace("`", "'") + "`" if sig else ""
         status = r["status"]
         if r["status"] not in ("ok", "refused") and (r["compile_reason"] or r["eager_reason"]):
             why = re.sub(r"^\S+\.py:? ", "", r["eager_reason"] or r["compile_reason"])  # the row names the file
