@@ -98,6 +98,8 @@ for dev in "${devices[@]}"; do
   esac
 done
 if [ "${devices[0]}" = cpu ]; then import_device=cpu; else import_device=cuda; fi
+# nvidia-smi numbers GPUs by PCI bus; CUDA, unless told, fastest first: make cuda:N the GPU whose memory is read.
+export CUDA_DEVICE_ORDER=${CUDA_DEVICE_ORDER:-PCI_BUS_ID}
 if [ "$import_device" = cuda ] && [ -z "$smi" ]; then
   echo "census: no nvidia-smi: the peak device memory is not measured" >&2
 fi
