@@ -24,6 +24,7 @@ import math
 import mmap
 import os
 import sys
+import time
 import traceback
 
 import torch
@@ -268,6 +269,9 @@ class OnDevice(torch.overrides.TorchFunctionMode):
         super().__init__()
         self.device = torch.device(device)
         self.shapes = None
+        self.small_real = False  # small tensors on the CPU instead of meta: see Sample
+
+    SMALL = 1 << 16
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -278,6 +282,9 @@ class OnDevice(torch.overrides.TorchFunctionMode):
         if factory and kwargs.get("device") is None and not any(isinstance(a, torch.Tensor) for a in args):
             kwargs = dict(kwargs, device=self.device)
         result = func(*args, **kwargs)
+        if factory and self.small_real and isinstance(result, torch.Tensor) and result.is_meta and \
+                result.numel() <= self.SMALL:
+            result = func(*args, **dict(kwargs, device="cpu"))
         if self.shapes is not None and len(self.shapes) < 4096:
             for t in (result if isinstance(result, (tuple, list)) else (result,)):
                 if isinstance(t, torch.Tensor):
@@ -321,7 +328,18 @@ class Sample:
             self.module = module
             torch.manual_seed(0)
             self.init = list(module.get_init_inputs())
-            model = module.Model(*self.init)
+            try:
+                model = module.Model(*self.init)
+            except Exception:
+                if not meta:
+                    raise
+                # A constructor that reads values (Swin's [x.item() for x in torch.linspace(...)]): again,
+                # with its small tensors real, and then every weight on meta.
+                mode.small_real = True
+                torch.manual_seed(0)
+                model = module.Model(*self.init)
+                mode.small_real = False
+                model = model.to("meta")
             if not meta:
                 model = model.to(device)
             model.eval()
@@ -473,7 +491,7 @@ def affine(e, target):
     for i in range(1, len(values)):
         if values[i] != e0:
             de, dt = values[i] - e0, target[i] - t0
-            if dt != 0 and dt % de == 0:
+            if dt != 0 and dt % de == 0 and dt // de > 0:  # -(k - h) comes as h - k, with its operands swapped
                 c = dt // de
                 b = t0 - c * e0
                 if all(c * x + b == t for x, t in zip(values, target)):
@@ -489,6 +507,42 @@ def affine(e, target):
             if all(x + a >= 0 and c_div(x + a, s) + b == t for x, t in zip(values, target)):
                 inner = (plus(text, top, a), None, "+" if a else top)
                 return plus(f"{operand(inner, '/', False)} / {s}", "/", b)
+    return None
+
+
+def linear(target, leaves):
+    """target as (c1 * g1 + c2 * g2 + ... + a) / s + b over the sizes g: a convolution's output in its input,
+    kernel, stride, padding and dilation, whatever they are. The slopes by least squares, rounded, then checked
+    exactly at every sample."""
+    n, k = len(target), len(leaves)
+    if k == 0 or n < k + 2:
+        return None
+    rows = [[float(leaf[1][i]) for leaf in leaves] + [1.0] for i in range(n)]
+    try:
+        solution = torch.linalg.lstsq(torch.tensor(rows, dtype=torch.float64),
+                                      torch.tensor([[float(t)] for t in target], dtype=torch.float64)).solution
+    except Exception:
+        return None
+    slopes = [float(x) for x in solution[:k, 0]]
+    for s in range(1, 17):
+        coeffs = [round(x * s) for x in slopes]
+        if not any(coeffs) or any(abs(x * s - c) > 0.3 for x, c in zip(slopes, coeffs)):
+            continue
+        values = [sum(c * leaf[1][i] for c, leaf in zip(coeffs, leaves)) for i in range(n)]
+        for a in range(s):
+            b = target[0] - c_div(values[0] + a, s)
+            if not all(v + a >= 0 and c_div(v + a, s) + b == t for v, t in zip(values, target)):
+                continue
+            terms = sorted(((c, leaf[0]) for c, leaf in zip(coeffs, leaves) if c), key=lambda t: t[0] < 0)
+            text = ""
+            for c, name in terms:
+                word = name if abs(c) == 1 else f"{abs(c)} * {name}"
+                text = (f"-{word}" if c < 0 else word) if not text else f"{text} {'-' if c < 0 else '+'} {word}"
+            if s == 1:
+                return plus(text, "+", a + b)
+            return plus(f"({plus(text, '+', a)}) / {s}" if len(terms) > 1 or a else f"{text} / {s}", "/", b)
+        if s == 1 and all(abs(x - round(x)) < 1e-6 for x in slopes):
+            return None  # integral slopes that do not fit: no division will
     return None
 
 
@@ -578,9 +632,15 @@ class Namer:
         self.sizes = []          # the globals that are sizes, in definition order
         self.singles = {}        # global -> its perturbed samples
         self.not_sizes = {}      # global -> why not
+        # Real calls run at the module's own size: past a minute of them, the globals left are not examined
+        # (their dimensions stay numbers) rather than an import that takes an hour.
+        deadline = None if derive.meta else time.monotonic() + 60
         for g in globals_order:
             value = base.sizes.get(g)
             if value is None or value <= 0:
+                continue
+            if deadline is not None and time.monotonic() > deadline:
+                self.not_sizes[g] = "not examined: the derivation's real calls took their minute"
                 continue
             # Three values each on meta (cheap), two for real: enough points that an expression which
             # matches them all is the rule and not a coincidence.
@@ -653,7 +713,9 @@ class Namer:
                 return g
         deps = self.deps(values)
         leaves = [(g, self.vectors[g], None) for g in deps]
-        found = solve(values, leaves, 7 if len(leaves) <= 3 else 5)
+        found = linear(values, leaves)
+        if found is None:
+            found = solve(values, leaves, 7 if len(leaves) <= 3 else 5)
         if found is None and use_library:
             steps = [e for e in self.steps() if set(e[3]) <= set(deps)][-6:]
             found = solve(values, leaves + [(t, v, p) for t, v, p, _ in steps], 5)
@@ -769,16 +831,16 @@ def describe(path, device, sizes):
         def __call__(self, overrides, check=False, flops=False):
             # The base call sets the globals as a workload does; a perturbed one changes them in the source.
             if not overrides:
-                return Sample(path, device, self.meta, assigned=base_sizes, check_data_dependence=check, flops=flops)
-            return Sample(path, device, self.meta, overrides={**base_sizes, **overrides}, flops=flops)
+                return Sample(path, device, self.meta, assigned=base_sizes, check_data_dependence=check, flops=True)
+            return Sample(path, device, self.meta, overrides={**base_sizes, **overrides}, flops=True)
 
     meta_kernels()
     derive = Derive(meta=True)
     derivation = "meta"
     try:
         base = derive({}, flops=True)
-    except Unmappable:
-        raise
+    except (Unmappable, AttributeError, NameError, ImportError, SyntaxError):
+        raise  # the module's own mistake, or a function this PyTorch lacks: a real call fails the same
     except Exception as e:
         # The meta device cannot run every module (an .item(), a shape from the data, an op without a meta
         # kernel): the module's own size, for real, on the requested device.
@@ -865,6 +927,15 @@ class Arena:
             self.base = open_ipc(self.device, args.arena_ipc, size)
         else:
             raise Unmappable(f"no arena on a {self.device.type} device")
+
+    def release(self, offset):
+        """Gives the memfd's pages from `offset` on back to the system (the worker, confined, cannot): what
+        only a baseline's second block used. Later reads see zeros; the mapping stays."""
+        if self.device.type != "cpu" or not hasattr(self.map, "madvise") or not hasattr(mmap, "MADV_REMOVE"):
+            return
+        start = -(-int(offset) // mmap.PAGESIZE) * mmap.PAGESIZE
+        if start < len(self.map):
+            self.map.madvise(mmap.MADV_REMOVE, start, len(self.map) - start)
 
     def view(self, spec):
         # The same few views come back in every request: made once (a reference trial's host cost is
@@ -1102,6 +1173,9 @@ def serve(args):
                 reply = server.run(request)
             elif op == "prepare":
                 reply = server.prepare(request)
+            elif op == "release":
+                arena.release(request.get("from", 0))
+                reply = {"ok": True}
             elif op == "quit":
                 break
             else:
