@@ -253,7 +253,11 @@ TEST_CASE("the module cache") {
   REQUIRE(again.ok());
   CHECK(again.cached);
   CHECK(again.kernel == first.kernel);
-  CHECK(again.compile_ms < first.compile_ms);
+  // A hit is a lookup, microseconds, against a compile's milliseconds: the fastest of a few lookups, so that
+  // one preempted on a busy machine cannot make it look dearer than the compile.
+  double lookup_ms = again.compile_ms;
+  for (int i = 0; i < 4; ++i) lookup_ms = std::min(lookup_ms, device.compile(vector_add(2)).compile_ms);
+  CHECK(lookup_ms < first.compile_ms);
   CompileResult other = device.compile(vector_add(5));
   REQUIRE(other.ok());
   CHECK_FALSE(other.cached);

@@ -205,7 +205,9 @@ TEST_CASE("cuda memoizing kernel times no faster than the honest kernel it copie
   }
   for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
     MESSAGE("workload " << w << ": honest " << honest_us[w] << " us, memoizing " << memo_us[w] << " us");
-    CHECK(memo_us[w] >= honest_us[w] * 0.85 - 3 * spread[w]);
+    // A remembered sum is a copy of the output alone: many times faster. Noise of 2x passes (issue 27: a
+    // bound at 0.85 was a figure of the machine's quiet), a cheat still fails (tests/test_trust.cpp alike).
+    CHECK(memo_us[w] >= honest_us[w] * 0.5 - 3 * spread[w]);
   }
 }
 
