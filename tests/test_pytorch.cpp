@@ -359,6 +359,12 @@ TEST_CASE("pytorch: dimensions are named by the global they follow, not by their
                            {"kernel_size", 2}};
   CHECK(conv.cost_bytes->eval(other) == 4 * (2 * 3 * 9 * 7 + 5 * 3 * 2 * 2 + 5 + 2 * 5 * 8 * 6));
   CHECK_MESSAGE(conv.notes.find("scale = 0.5") != std::string::npos, conv.notes);
+  // A GPU start launches a thread per output element: the expressions are factors in parentheses.
+  ke::PytorchProblemOptions cuda;
+  cuda.language = ke::Language::cuda;
+  const ke::Spec gpu = ke::load_pytorch_problem(fixture("conv_shared.py"), cuda);
+  REQUIRE(gpu.launch.has_value());
+  CHECK(gpu.launch->grid[0].eval(gpu.bindings(gpu.workloads[0], {{"BLOCK", 256}})) == (16 * 16 * 14 * 14 + 255) / 256);
   CHECK_MESSAGE(conv.notes.find("meta device") != std::string::npos, conv.notes);
 
   const ke::Spec matmul = ke::load_pytorch_problem(fixture("matmul_shared.py"));  // M = N

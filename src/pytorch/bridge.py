@@ -898,6 +898,8 @@ def describe(path, device, sizes):
         flops = [s.flops for s in namer.samples]
         if all(f is not None for f in flops):
             named = namer.name(flops, use_library=False)
+            if not isinstance(named, str) and len(set(flops)) > 1:
+                named = flops_per_element(flops, params, namer) or named
             if isinstance(named, str) or len(set(flops)) == 1:
                 cost["flops"] = str(named)
             elif len(workloads) == 1:
@@ -906,6 +908,22 @@ def describe(path, device, sizes):
             "dtypes": sorted({p["dtype"] for p in params if p["role"] != "size"}),
             "derivation": derivation, "cost": cost, "constants": constants_of(base, used),
             "not_sizes": namer.not_sizes, "torch": torch.__version__}
+
+
+def flops_per_element(flops, params, namer):
+    """The FLOPs as a buffer's elements times an expression: a convolution's are its output's elements times
+    2 * in_channels * kernel_size * kernel_size, a matrix product's its output's times 2 * K."""
+    for i, p in enumerate(params):
+        if p["role"] not in ("out", "in") or "shape" not in p or all(isinstance(d, int) for d in p["shape"]):
+            continue
+        elements = [math.prod(s.params[i]["shape"]) for s in namer.samples]
+        if any(e == 0 or f % e for f, e in zip(flops, elements)):
+            continue
+        per = tuple(f // e for f, e in zip(flops, elements))
+        named = namer.name(per, use_library=False)
+        if isinstance(named, str) or len(set(per)) == 1:
+            return product_text([named] + list(p["shape"])) if named != 1 else product_text(list(p["shape"]))
+    return None
 
 
 def ast_names(text):

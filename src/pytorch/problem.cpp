@@ -107,8 +107,11 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
     for (const Param& p : spec.params)
       if (!out && p.role == Role::out) out = &p;
     std::string elements;
-    for (const std::string& d : out ? out->shape : std::vector<std::string>{})
-      elements += (elements.empty() ? "" : " * ") + d;
+    for (const std::string& d : out ? out->shape : std::vector<std::string>{}) {
+      // A dimension that is an expression (H - K + 1) is a factor only in parentheses.
+      const bool atom = is_identifier(d) || d.find_first_not_of("0123456789") == std::string::npos;
+      elements += (elements.empty() ? "" : " * ") + (atom ? d : "(" + d + ")");
+    }
     if (elements.empty()) elements = "1";
     LaunchRule rule;
     rule.grid[0] = Expr::parse("cdiv(" + elements + ", BLOCK)");
