@@ -955,15 +955,6 @@ class Arena:
         if start < len(self.map):
             self.map.madvise(mmap.MADV_REMOVE, start, len(self.map) - start)
 
-    def release(self, offset):
-        """Gives the memfd's pages from `offset` on back to the system (the worker, confined, cannot): what
-        only a baseline's second block used. Later reads see zeros; the mapping stays."""
-        if self.device.type != "cpu" or not hasattr(self.map, "madvise") or not hasattr(mmap, "MADV_REMOVE"):
-            return
-        start = -(-int(offset) // mmap.PAGESIZE) * mmap.PAGESIZE
-        if start < len(self.map):
-            self.map.madvise(mmap.MADV_REMOVE, start, len(self.map) - start)
-
     def view(self, spec):
         # The same few views come back in every request: made once (a reference trial's host cost is
         # mostly this process's own overhead).
@@ -1200,9 +1191,6 @@ def serve(args):
                 reply = server.run(request)
             elif op == "prepare":
                 reply = server.prepare(request)
-            elif op == "release":
-                arena.release(request.get("from", 0))
-                reply = {"ok": True}
             elif op == "release":
                 arena.release(request.get("from", 0))
                 reply = {"ok": True}
