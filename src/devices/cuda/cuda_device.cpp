@@ -216,7 +216,10 @@ DeviceInfo describe(const Api& api, int index, CUdevice dev) {
   p["memory_clock_mhz"] = std::to_string(attr(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE) / 1000);
   p["memory_bus_bits"] = std::to_string(attr(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH));
   std::size_t total = 0;
-  if (api.cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) p["memory"] = format_bytes(static_cast<double>(total));
+  if (api.cuDeviceTotalMem(&total, dev) == CUDA_SUCCESS) {
+    p["memory"] = format_bytes(static_cast<double>(total));
+    p["memory_bytes"] = std::to_string(total);  // exact, for the memory check (the text is rounded)
+  }
   CUuuid uuid{};
   if (api.cuDeviceGetUuid(&uuid, dev) == CUDA_SUCCESS) p["uuid"] = uuid_string(uuid);
   int driver = 0;
