@@ -4,10 +4,12 @@
 #   probe
 #       exits 0: this interpreter imports torch.
 #   describe --module FILE [--device D] [--sizes JSON]
-#       prints the kernel signature derived from one call of the module (README, "Bring your PyTorch
-#       module") and its workloads: one per entry of the problem's get_workloads(), if it has one, each of
-#       which must give the same signature; else the one observed. Or {"error": ...} naming what could not
-#       be mapped, and exits.
+#       prints the kernel signature derived from the module (README, "Bring your PyTorch module"): on the
+#       meta device where it can (else by a real call on D, saying why in "derivation"), each dimension named
+#       after the global it follows or an expression over them, with the cost ("bytes", "flops" where
+#       PyTorch counts them), the module's constants, and its workloads: one per entry of the problem's
+#       get_workloads(), if it has one, each of which must give the same signature; else the one observed.
+#       Or {"error": ...} naming what could not be mapped, and exits.
 #   serve --module FILE --device D (--arena-fd N | --arena-ipc HEX) --arena-bytes B [--model-seed S]
 #       answers requests, one JSON line each on stdin, with one JSON line on stdout: "draw" writes the
 #       problem's own inputs (get_inputs() under a seed) and the module's weights into the shared arena,
@@ -815,7 +817,13 @@ def bytes_expression(params):
 
 
 def describe(path, device, sizes):
-    module = load_module(path)
+    try:
+        with OnDevice("meta"):  # a module that makes tensors as it loads makes them on meta here too
+            module = load_module(path)
+    except Unmappable:
+        raise
+    except Exception:
+        module = load_module(path)
     configure(module, sizes)
     defaults = dict(int_globals(module))
     workloads = requested_workloads(module, defaults)
