@@ -86,7 +86,8 @@ stage_sanitize() {
   # Two tests at a time: the tests are independent (each works in folders named for its own process, and
   # timings of evaluations on one device, in any process, take turns under the device's timing lock), and
   # under ASan much of a test's time is waiting (on workers, a child process, a time limit running out,
-  # the timing lock), which the other test fills. A test's margins are by construction, not by the machine's
+  # the timing lock), which the other test fills (five tests of a plain build on the loaded 2-core VM, twice:
+  # 49 and 67 s one at a time, 32 and 50 s two at a time, a quarter to a third less). A test's margins are by construction, not by the machine's
   # quiet (issue 27), so the load of the other one cannot fail it: the tests changed for it passed two at a
   # time beside two busy loops. The limit per test stays ctest's default, said here: a lower one is not safe,
   # since test_cli (49 problems checked) took 615 s in that run, a plain build; a limit that kills a slow
