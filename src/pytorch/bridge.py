@@ -25,6 +25,7 @@ import json
 import math
 import mmap
 import os
+import re
 import sys
 import time
 import traceback
@@ -862,14 +863,14 @@ def describe(path, device, sizes):
     params = [dict(p, shape=list(p["shape"])) if "shape" in p else dict(p) for p in base.params]
     for (i, d), _ in base.dims():
         params[i]["shape"][d] = namer.name(tuple(s.params[i]["shape"][d] for s in namer.samples))
+    # The size params in the order the dimensions first name them (the kernel's signature, as before).
     used = []
     for p in params:
         for d in p.get("shape", []):
             if isinstance(d, str):
-                for g in namer.sizes:
-                    if g not in used and g in ast_names(d):
+                for g in ast_names(d):
+                    if g in namer.sizes and g not in used:
                         used.append(g)
-    used = [g for g in namer.sizes if g in used]
     for g in used:
         params.append({"name": g, "dtype": "i64", "role": "size"})
 
@@ -935,7 +936,12 @@ def flops_per_element(flops, params, namer):
 
 
 def ast_names(text):
-    return {n.id for n in ast.walk(ast.parse(str(text), mode="eval")) if isinstance(n, ast.Name)}
+    """The names an expression reads, in the order it reads them."""
+    names = []
+    for n in ast.walk(ast.parse(str(text), mode="eval")):
+        if isinstance(n, ast.Name) and n.id not in names:
+            names.append(n.id)
+    return sorted(names, key=lambda name: re.search(r"\b" + re.escape(name) + r"\b", text).start())
 
 
 class Arena:
