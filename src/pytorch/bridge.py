@@ -764,12 +764,16 @@ def strip_parentheses(text):
     return text
 
 
-def constants_of(base, sizes):
+def constants_of(base, sizes, samples):
     """The module's constants that are neither tensors nor sizes, for the notes: its top-level values (ints
-    that no dimension follows, floats, tuples, strings) and get_init_inputs()'s values that are not ints."""
+    that no dimension follows, floats, tuples, strings) and get_init_inputs()'s values that are not ints. A
+    global computed from the sizes (bias_shape = (out_channels, 1, 1)) follows them: no constant."""
     out = []
     for k, v in vars(base.module).items():
         if k.startswith("_") or k in sizes:
+            continue
+        if any(repr(vars(s.module).get(k)) != repr(v) for s in samples if any(s.sizes.get(g) != base.sizes.get(g)
+                                                                              for g in sizes)):
             continue
         if isinstance(v, (bool, int, float, str)) or (isinstance(v, (tuple, list)) and len(v) <= 16 and
                                                       all(isinstance(x, (bool, int, float, str)) for x in v)):
@@ -781,6 +785,8 @@ def constants_of(base, sizes):
     for i, v in enumerate(base.init):
         if isinstance(v, torch.Tensor) or type(v) is int:
             continue
+        if any(i < len(s.init) and repr(s.init[i]) != repr(v) for s in samples):
+            continue  # it follows the sizes
         name = names[i] if i < len(names) else f"get_init_inputs()[{i}]"
         if not any(c["name"] == name and c["value"] == repr(v) for c in out):
             out.append({"name": f"Model({name})", "value": repr(v)})
@@ -915,7 +921,7 @@ def describe(path, device, sizes):
                 cost["flops"] = str(base.flops)  # the base workload's count: the only one it is used at
     return {"params": params, "workload": bound[0], "workloads": bound, "forward": base.names,
             "dtypes": sorted({p["dtype"] for p in params if p["role"] != "size"}),
-            "derivation": derivation, "cost": cost, "constants": constants_of(base, used),
+            "derivation": derivation, "cost": cost, "constants": constants_of(base, used, namer.samples),
             "not_sizes": namer.not_sizes, "torch": torch.__version__}
 
 
