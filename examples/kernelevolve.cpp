@@ -1155,6 +1155,11 @@ int cmd_import(const std::vector<std::string>& args) {
     for (const auto& [k, v] : w) std::cout << " " << k << "=" << v;
     std::cout << "\n";
   }
+  // The notes say how the signature was derived (on meta, or by a real call and why) and name the module's
+  // constants: what a person should read before trusting the derived names.
+  std::cout << "  cost: bytes " << (spec.cost_bytes ? spec.cost_bytes->text() : "unknown") << ", flops "
+            << (spec.cost_flops ? spec.cost_flops->text() : "unknown") << "\n";
+  std::cout << "  notes: " << spec.notes << "\n";
   std::cout << "next: add tunables and a seed to it, then: kernelevolve check " << out.string()
             << "\n  (or let a model or a command write the first kernel: kernelevolve run " << out.string()
             << " --mutator command|llm|mix ...)\n";

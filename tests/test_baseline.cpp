@@ -14,24 +14,15 @@
 
 #include "pytorch/python.hpp"
 #include "support/cli_runner.hpp"
+#include "support/have_torch.hpp"
 
 namespace fs = std::filesystem;
 namespace ke = kernelevolve;
 
 namespace {
 
-bool have_torch() {
-  static const bool found = [] {
-    try {
-      ke::pytorch::find_python();
-      return true;
-    } catch (const ke::Error&) {
-      return false;
-    }
-  }();
-  return found;
-}
-const char* const kNoTorch = "no Python here imports torch (Debian: apt-get install python3-torch)";
+using ke_test::have_torch;
+using ke_test::kNoTorch;
 
 std::string source(const std::string& path) { return std::string(KE_SOURCE_DIR) + "/" + path; }
 

@@ -20,6 +20,7 @@
 
 #include "pytorch/python.hpp"
 #include "pytorch/torch_reference.hpp"
+#include "support/cli_runner.hpp"
 
 namespace fs = std::filesystem;
 namespace ke = kernelevolve;
@@ -87,24 +88,8 @@ void f(const float* x, const int32_t* idx, float* y, float* z, int64_t N) {
 })";
 }
 
-struct Cli {
-  int code;
-  std::string out, err;
-};
-
-Cli cli(const std::string& args, const std::string& env) {
-  const std::string err_file = (fs::temp_directory_path() / ("ke_memory_err_" + std::to_string(::getpid()))).string();
-  FILE* p = popen((env + " " + std::string(KE_CLI) + " " + args + " 2>" + err_file).c_str(), "r");
-  Cli r{-1, "", ""};
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(err), {});
-  fs::remove(err_file);
-  return r;
-}
+using Cli = ke_test::CliOutcome;
+Cli cli(const std::string& args, const std::string& env = "") { return ke_test::run_cli_in(env, args); }
 
 std::size_t count_of(const std::string& text, const std::string& what) {
   std::size_t n = 0;

@@ -21,6 +21,8 @@
 #include <vector>
 
 #include "pytorch/python.hpp"
+#include "support/cli_runner.hpp"
+#include "support/have_torch.hpp"
 
 namespace fs = std::filesystem;
 namespace ke = kernelevolve;
@@ -29,37 +31,11 @@ namespace {
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/pytorch/" + name; }
 
-bool have_torch() {
-  static const bool found = [] {
-    try {
-      ke::pytorch::find_python();
-      return true;
-    } catch (const ke::Error&) {
-      return false;
-    }
-  }();
-  return found;
-}
-const char* const kNoTorch = "no Python here imports torch (Debian: apt-get install python3-torch)";
+using ke_test::have_torch;
+using ke_test::kNoTorch;
 
-struct Cli {
-  int code;
-  std::string out, err;
-};
-
-Cli cli(const std::string& args, const std::string& env = "") {
-  const std::string err_file = (fs::temp_directory_path() / ("ke_pytorch_err_" + std::to_string(::getpid()))).string();
-  FILE* p = popen((env + " " + std::string(KE_CLI) + " " + args + " 2>" + err_file).c_str(), "r");
-  Cli r{-1, "", ""};
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_file);
-  r.err.assign(std::istreambuf_iterator<char>(err), {});
-  fs::remove(err_file);
-  return r;
-}
+using Cli = ke_test::CliOutcome;
+Cli cli(const std::string& args, const std::string& env = "") { return ke_test::run_cli_in(env, args); }
 
 const ke::Param& param(const ke::Spec& spec, const std::string& name) {
   const ke::Param* p = spec.find_param(name);

@@ -37,14 +37,15 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
-// The command-line tool (KE_CLI) with `args`, through the shell, stderr kept apart from stdout.
-inline CliOutcome run_cli(const std::string& args) {
+// The command-line tool (KE_CLI) with `args`, through the shell, stderr kept apart from stdout; `env`, if
+// not empty, is put before it (`KE_DEVICE_MEMORY=8M`).
+inline CliOutcome run_cli_in(const std::string& env, const std::string& args) {
   static std::atomic<int> counter{0};
   const std::string err_file = (std::filesystem::temp_directory_path() /
                                 ("ke_cli_err_" + std::to_string(getpid()) + "_" + std::to_string(counter++)))
                                    .string();
   CliOutcome o;
-  FILE* p = popen((std::string(KE_CLI) + " " + args + " 2>" + err_file).c_str(), "r");
+  FILE* p = popen((env + (env.empty() ? "" : " ") + std::string(KE_CLI) + " " + args + " 2>" + err_file).c_str(), "r");
   REQUIRE(p != nullptr);
   std::array<char, 4096> buf;
   std::size_t n;
@@ -56,5 +57,7 @@ inline CliOutcome run_cli(const std::string& args) {
   std::filesystem::remove(err_file);
   return o;
 }
+
+inline CliOutcome run_cli(const std::string& args) { return run_cli_in("", args); }
 
 }  // namespace ke_test
