@@ -16,7 +16,10 @@
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/report.hpp>
 #include <kernelevolve/spec.hpp>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "pytorch/python.hpp"
 #include "pytorch/torch_reference.hpp"
@@ -388,4 +391,106 @@ TEST_CASE("pytorch: the arena is two blocks, and a kernel's and a baseline's eva
   CHECK_MESSAGE(eager.status == ke::Status::ok, eager.message);  // both its blocks in the arena
   const ke::Evaluation again = evaluator.evaluate({spec.seed.source, ke::Language::c, spec.seed_tunables()}, 5);
   CHECK_MESSAGE(again.status == ke::Status::ok, again.message);  // after the arena's second half went back
+}
+
+namespace {
+
+// The processes this one started that are a PyTorch bridge serving workers: shared ones (a control socket,
+// children of this process) and a worker's own (children of a worker).
+struct Bridges {
+  int shared = 0, own = 0;
+};
+Bridges count_bridges() {
+  Bridges b;
+  const std::string me = std::to_string(::getpid());
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    for (char& c : cmdline) c = c ? c : ' ';
+    if (cmdline.find(" serve --module ") == std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const std::size_t close = text.rfind(')');
+    std::istringstream rest(close == std::string::npos ? "" : text.substr(close + 2));
+    std::string state, ppid;
+    rest >> state >> ppid;
+    if (cmdline.find("--control-fd") != std::string::npos) {
+      b.shared += ppid == me;
+    } else {
+      b.own += 1;
+    }
+  }
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("pytorch: the workers of a device share one reference process and one arena, held in turn") {
+  try {
+    ke::pytorch::find_python();
+  } catch (const ke::Error& e) {
+    MESSAGE("skipped: no Python here imports torch (Debian: apt-get install python3-torch): " << e.what());
+    return;
+  }
+  const ke::Spec spec = ke::load_spec(std::string(KE_SOURCE_DIR) + "/problems/pytorch/relu_nchw/cpu.json");
+  // The arithmetic: shared, a worker holds only its fixed part, and the reference is counted once.
+  ke::DeviceInfo gpu;
+  gpu.id = "cuda:0", gpu.kind = "cuda";
+  gpu.properties["l2_cache_bytes"] = std::to_string(50 * MiB);
+  const ke::MemoryFootprint own = ke::memory_footprint(spec, gpu), shared = ke::memory_footprint(spec, gpu, true);
+  CHECK(shared.worker_bytes == 0);
+  CHECK(shared.shared_bytes == own.worker_bytes + (1024 + 100) * MiB);
+  CHECK(shared.for_jobs(1) == own.for_jobs(1));  // one worker holds the same either way
+  CHECK(shared.for_jobs(3) == own.for_jobs(1) + 2 * shared.fixed_bytes);
+  // A problem of 16 GB on an 80 GB card: one worker of its own (3 P each), three sharing.
+  ke::Spec big = spec;
+  big.workloads = {{{"batch_size", 256}, {"channels", 128}, {"height", 256}, {"width", 256}}};
+  std::string why;
+  CHECK(ke::jobs_that_fit(big, gpu, 80ull << 30, 3, &why) == 1);
+  CHECK(ke::jobs_that_fit(big, gpu, 80ull << 30, 3, &why, true) == 3);
+  CHECK(ke::shares_reference(spec, "cuda:1", std::nullopt));
+  CHECK_FALSE(ke::shares_reference(spec, "cpu", false));
+  CHECK(ke::shares_reference(spec, "cpu", true));
+
+  // On the CPU, asked for: three workers, one bridge (a child of this process), none of their own.
+  ke::WorkerOptions wo;
+  wo.jobs = 3;
+  wo.timeout_s = 120;
+  wo.share_reference = true;
+  ke::WorkerEvaluator evaluator(spec, "cpu", wo);
+  REQUIRE(evaluator.jobs() == 3);
+  const ke::Candidate seed{spec.seed.source, ke::Language::c, spec.seed_tunables()};
+  // Wrong: negative inputs pass through. A crash while the arena is held (the kernel runs on its blocks).
+  ke::Candidate wrong = seed, crash = seed;
+  wrong.source = "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
+                 "int64_t w) { for (int64_t i = 0; i < b * c * h * w; ++i) out[i] = x[i]; }\n";
+  crash.source = "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
+                 "int64_t w) { __builtin_trap(); }\n";
+  const std::vector<ke::Candidate> work{seed, wrong, crash, seed, {"eager", ke::Language::pytorch, {}}, seed};
+  std::vector<ke::Evaluation> got(work.size());
+  {
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < work.size(); ++i) {
+      threads.emplace_back([&, i] { got[i] = evaluator.evaluate(work[i], 10 + i); });
+    }
+    for (auto& t : threads) t.join();
+  }
+  // The workers, all started now and idle, hold no bridge of their own.
+  const Bridges bridges = count_bridges();
+  CHECK(bridges.shared == 1);
+  CHECK(bridges.own == 0);
+  CHECK_MESSAGE(got[0].status == ke::Status::ok, got[0].message);
+  CHECK_MESSAGE(got[1].status == ke::Status::incorrect, got[1].message);
+  CHECK_MESSAGE(got[2].status == ke::Status::crashed, got[2].message);
+  CHECK_MESSAGE(got[3].status == ke::Status::ok, got[3].message);
+  CHECK_MESSAGE(got[4].status == ke::Status::ok, got[4].message);
+  CHECK_MESSAGE(got[5].status == ke::Status::ok, got[5].message);
+  // The crashed worker held the arena when it died: its end gave the arena back, and the next evaluation
+  // (on a replacement worker, whose socket is new) has it.
+  const ke::Evaluation after = evaluator.evaluate(seed, 99);
+  CHECK_MESSAGE(after.status == ke::Status::ok, after.message);
+  CHECK(evaluator.workers_started() >= 4);
+  CHECK(count_bridges().shared == 1);
 }

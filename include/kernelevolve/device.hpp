@@ -175,6 +175,13 @@ class Device {
     (void)bytes, (void)handle;
     return nullptr;
   }
+  // Memory another process allocated and exported (`handle` as allocate_shared gives it: a shared PyTorch
+  // reference's arena), opened as `bytes` of this device; closed, not freed, when the buffer goes. Null
+  // where the device cannot; throws Error(DeviceUnavailable) when the handle does not open.
+  virtual std::unique_ptr<Buffer> open_shared(const std::string& handle, std::size_t bytes) {
+    (void)handle, (void)bytes;
+    return nullptr;
+  }
   // `bytes` at `offset` in `parent` (a buffer of this device) as a buffer of this device, owning nothing:
   // it must not outlive `parent`. `released` runs when it is destroyed. Null where the device cannot.
   virtual std::unique_ptr<Buffer> view(Buffer& parent, std::size_t offset, std::size_t bytes,

@@ -85,22 +85,32 @@ struct MemoryFootprint {
   std::size_t worker_bytes = 0;
   // What one worker holds whatever the problem: CUDA contexts and L2 flush buffers (an estimate).
   std::size_t fixed_bytes = 0;
+  // What the workers of one device hold once between them: a shared PyTorch reference (its arena, its own
+  // tensors, its process's fixed part). Then worker_bytes is 0: a worker holds only its fixed part.
+  std::size_t shared_bytes = 0;
   std::size_t per_worker() const { return worker_bytes + fixed_bytes; }
+  std::size_t for_jobs(std::size_t jobs) const { return shared_bytes + jobs * per_worker(); }
 };
-MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device);
+// `shared_reference`: a PyTorch problem's workers share one reference process and arena (WorkerOptions).
+MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device, bool shared_reference = false);
 // The device's memory in bytes: `told` when not 0, else $KE_DEVICE_MEMORY (bytes, or with a K, M, G or T
 // suffix, binary), else the device's own figure (a GPU's total memory; on the CPU, what the kernel calls
 // available now). 0 when none is known: nothing is then checked.
 std::size_t device_memory_bytes(const DeviceInfo& device, std::size_t told = 0);
 // What a run may use of `device_bytes`: all but a twentieth, kept for fragmentation and other processes.
 std::size_t usable_memory_bytes(std::size_t device_bytes);
-// Throws Error(DeviceUnavailable) when one worker cannot fit, naming the bytes it needs and the device has.
+// Throws Error(DeviceUnavailable) when one worker cannot fit, naming the bytes it needs and the device has
+// (the same whether it shares its reference or not: a shared one holds what its own would).
 void check_fits(const Spec& spec, const DeviceInfo& device, std::size_t device_bytes);
 // How many of `jobs` workers a run keeps on one device: as many as its usable memory holds, and beyond the
 // first only while they hold at most three times the problem's bytes or a quarter of the device, whichever
 // is more. When fewer than `jobs`, `why` (if given) says why, with the numbers.
 int jobs_that_fit(const Spec& spec, const DeviceInfo& device, std::size_t device_bytes, int jobs,
-                  std::string* why = nullptr);
+                  std::string* why = nullptr, bool shared_reference = false);
+// Whether a PyTorch problem's workers on `device_id` share one reference (WorkerOptions::share_reference):
+// unset, on a GPU (where verification and timing hold the device alone anyway), not on the CPU (where
+// workers verify side by side).
+bool shares_reference(const Spec& spec, const std::string& device_id, std::optional<bool> asked);
 
 class FitnessEvaluator {
  public:
@@ -177,6 +187,9 @@ struct WorkerOptions {
   SandboxMode sandbox = SandboxMode::strict;
   // Nsight Compute's path (find_nsight_compute()), for hardware_counters(); empty: none are collected.
   std::string nsight_compute;
+  // A PyTorch problem's workers share one reference process and one arena (README, "What a run holds on
+  // the device"): unset, on a CUDA GPU; true or false to say. $KE_SHARE_REFERENCE=0 or 1 when unset.
+  std::optional<bool> share_reference;
 };
 
 // Evaluates each candidate in a persistent worker process (kernelevolve-worker) that this evaluator

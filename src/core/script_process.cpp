@@ -20,7 +20,7 @@ extern char** environ;
 namespace kernelevolve {
 
 ScriptChild spawn_script(const std::string& python, const std::string& script, const std::vector<std::string>& args,
-                         int shared_fd) {
+                         const std::vector<int>& fds) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw Error(ErrorCode::Internal, std::string("pipe: ") + std::strerror(errno));
   if (::pipe2(out, O_CLOEXEC) != 0) {
@@ -33,7 +33,9 @@ ScriptChild spawn_script(const std::string& python, const std::string& script, c
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   if (err >= 0) posix_spawn_file_actions_adddup2(&fa, err, 2);
-  if (shared_fd >= 0) posix_spawn_file_actions_adddup2(&fa, shared_fd, 3);
+  for (std::size_t i = 0; i < fds.size(); ++i) {
+    if (fds[i] >= 0) posix_spawn_file_actions_adddup2(&fa, fds[i], 3 + static_cast<int>(i));
+  }
   std::vector<std::string> argv_text = {python, "-c", script};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -66,7 +68,7 @@ std::string stderr_tail(int fd, std::size_t keep) {
 
 std::string run_script(const std::string& python, const std::string& script, const std::vector<std::string>& args,
                        double timeout_s, const std::string& what) {
-  ScriptChild s = spawn_script(python, script, args, -1);
+  ScriptChild s = spawn_script(python, script, args, {});
   ::close(s.to);
   std::string out;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -107,9 +109,9 @@ std::string run_script(const std::string& python, const std::string& script, con
 }
 
 ScriptProcess::ScriptProcess(const std::string& python, const std::string& script, const std::vector<std::string>& args,
-                             int shared_fd, std::string what)
+                             const std::vector<int>& fds, std::string what)
     : what_(std::move(what)) {
-  ScriptChild s = spawn_script(python, script, args, shared_fd);
+  ScriptChild s = spawn_script(python, script, args, fds);
   pid_ = s.pid, to_ = s.to, from_ = s.from, err_ = s.err;
 }
 

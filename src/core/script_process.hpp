@@ -9,14 +9,14 @@
 namespace kernelevolve {
 
 // Starts `python -c script args...`: stdin and stdout are pipes, stderr an anonymous file (read back for
-// messages, never blocking the child); `shared_fd` (or -1) becomes its descriptor 3. Throws
+// messages, never blocking the child); `fds` become its descriptors 3, 4, ... (a -1 leaves one out). Throws
 // Error(DeviceUnavailable) when the interpreter cannot be started.
 struct ScriptChild {
   pid_t pid = -1;
   int to = -1, from = -1, err = -1;
 };
 ScriptChild spawn_script(const std::string& python, const std::string& script, const std::vector<std::string>& args,
-                         int shared_fd);
+                         const std::vector<int>& fds);
 
 // The last `keep` bytes of what a child wrote to its stderr file, trailing blank lines cut.
 std::string stderr_tail(int fd, std::size_t keep = 4000);
@@ -32,7 +32,7 @@ std::string run_script(const std::string& python, const std::string& script, con
 class ScriptProcess {
  public:
   ScriptProcess(const std::string& python, const std::string& script, const std::vector<std::string>& args,
-                int shared_fd, std::string what);
+                const std::vector<int>& fds, std::string what);
   virtual ~ScriptProcess();
   ScriptProcess(const ScriptProcess&) = delete;
   ScriptProcess& operator=(const ScriptProcess&) = delete;

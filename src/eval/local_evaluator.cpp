@@ -684,7 +684,7 @@ std::string gb(std::size_t bytes) {
 
 }  // namespace
 
-MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device) {
+MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device, bool shared_reference) {
   MemoryFootprint f;
   std::size_t aligned_total = 0;  // of the workload with the most, for the arena
   for (const Bindings& w : spec.workloads) {
@@ -727,6 +727,15 @@ MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device) {
     // A worker's CUDA context and its L2 flush buffer; a PyTorch bridge's context (cuBLAS's and cuDNN's
     // workspaces included) and its timer's flush buffer.
     f.fixed_bytes = (512ull << 20) + flush + (spec.reference.pytorch ? (1ull << 30) + flush : 0);
+    if (spec.reference.pytorch && shared_reference) {
+      f.fixed_bytes -= (1ull << 30) + flush;
+      f.shared_bytes = (1ull << 30) + flush;
+    }
+  }
+  if (spec.reference.pytorch && shared_reference) {
+    // The bridge's arena and tensors, once for all the workers; a worker maps the arena, holding nothing more.
+    f.shared_bytes += f.worker_bytes;
+    f.worker_bytes = 0;
   }
   return f;
 }
@@ -755,11 +764,13 @@ void check_fits(const Spec& spec, const DeviceInfo& device, std::size_t device_b
   throw Error(ErrorCode::DeviceUnavailable, msg.str());
 }
 
-int jobs_that_fit(const Spec& spec, const DeviceInfo& device, std::size_t device_bytes, int jobs, std::string* why) {
+int jobs_that_fit(const Spec& spec, const DeviceInfo& device, std::size_t device_bytes, int jobs, std::string* why,
+                  bool shared_reference) {
   if (device_bytes == 0 || jobs <= 1) return std::max(1, jobs);
-  const MemoryFootprint f = memory_footprint(spec, device);
+  const MemoryFootprint f = memory_footprint(spec, device, shared_reference);
   const std::size_t usable = usable_memory_bytes(device_bytes);
-  const std::size_t by_device = f.per_worker() > 0 ? usable / f.per_worker() : static_cast<std::size_t>(jobs);
+  const std::size_t room = usable > f.shared_bytes ? usable - f.shared_bytes : 0;
+  const std::size_t by_device = f.per_worker() > 0 ? room / f.per_worker() : static_cast<std::size_t>(jobs);
   // Workers past the first overlap only compilation with the device's work (verification and timing hold the
   // device alone): worth their memory while the run stays within three times the problem's bytes, or a
   // quarter of the device for a small problem.
@@ -770,8 +781,9 @@ int jobs_that_fit(const Spec& spec, const DeviceInfo& device, std::size_t device
   if (fit < jobs && why) {
     std::ostringstream msg;
     msg << "--jobs lowered from " << jobs << " to " << fit << " on " << device.id << ": each worker holds "
-        << gb(f.per_worker()) << " for this problem (" << gb(f.problem_bytes) << " of tensors), and " << jobs
-        << " would hold " << gb(static_cast<std::size_t>(jobs) * f.per_worker()) << ", over ";
+        << gb(f.per_worker()) << " for this problem (" << gb(f.problem_bytes) << " of tensors)";
+    if (f.shared_bytes) msg << " beside the " << gb(f.shared_bytes) << " of the reference they share";
+    msg << ", and " << jobs << " would hold " << gb(f.for_jobs(static_cast<std::size_t>(jobs))) << ", over ";
     if (by_device < by_budget) {
       msg << "the " << gb(usable) << " usable of the device's " << gb(device_bytes);
     } else {
@@ -780,6 +792,16 @@ int jobs_that_fit(const Spec& spec, const DeviceInfo& device, std::size_t device
     *why = msg.str();
   }
   return fit;
+}
+
+bool shares_reference(const Spec& spec, const std::string& device_id, std::optional<bool> asked) {
+  if (!spec.reference.pytorch) return false;
+  const bool cpu = device_id == "cpu" || device_id.rfind("cpu:", 0) == 0;
+  if (!cpu && device_id.rfind("cuda", 0) != 0) return false;  // a PyTorch reference runs beside these two only
+  if (!asked) {
+    if (const char* env = std::getenv("KE_SHARE_REFERENCE"); env && (*env == '0' || *env == '1')) asked = *env == '1';
+  }
+  return asked.value_or(!cpu);
 }
 
 LocalEvaluator::LocalEvaluator(Spec spec, std::shared_ptr<Device> device, EvalOptions options,

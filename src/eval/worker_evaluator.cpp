@@ -28,6 +28,7 @@
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/report.hpp"
+#include "pytorch/shared_bridge.hpp"
 
 extern char** environ;
 
@@ -116,6 +117,33 @@ struct WorkerEvaluator::Impl {
   bool have_info = false;
   double timeout = 0;  // seconds; 0 until derived
   std::atomic<int> started{0};
+  // A PyTorch problem's reference, shared by the workers (shares_reference): started when the first worker
+  // has opened the device and found that the problem fits it.
+  bool share = false;
+  std::mutex bridge_mutex;
+  std::unique_ptr<pytorch::SharedBridge> bridge;
+
+  // Gives a worker that said which device it opened its socket to the shared bridge and the arena.
+  void hand_bridge(Worker& w, simdjson::dom::element said) {
+    int socket_fd = -1, memfd = -1;
+    pytorch::SharedArena arena;
+    {
+      std::lock_guard lock(bridge_mutex);
+      if (!bridge) {
+        const DeviceInfo device = wire::device_info_from_json(simdjson::to_string(said["device"].value()));
+        bridge = std::make_unique<pytorch::SharedBridge>(spec, device);
+      }
+      socket_fd = bridge->connect();
+      memfd = bridge->memfd();
+      arena = bridge->arena_for_worker(-1, -1);
+    }
+    std::vector<int> fds{socket_fd};
+    if (memfd >= 0) fds.push_back(memfd);
+    const bool sent = wire::write_frame(w.fd, "{\"type\": \"bridge\", \"arena\": " + pytorch::to_json(arena) + "}") &&
+                      wire::send_fds(w.fd, fds);
+    ::close(socket_fd);
+    if (!sent) throw Error(ErrorCode::Internal, "the worker " + worker_path + " ended before it had the shared reference");
+  }
 
   // Reaps a worker: gives it a moment to finish dying (so its real exit status is seen), then kills it.
   static std::string reap(Worker& w, bool kill_now) {
@@ -170,16 +198,31 @@ struct WorkerEvaluator::Impl {
     w.fd = sv[0];
     started += 1;
     std::string reply;
-    if (!wire::write_frame(w.fd, init_message) ||
-        wire::read_frame(w.fd, reply, static_cast<int>(options.first_timeout_s * 1000)) != wire::ReadStatus::ok) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element msg;
+    auto next_frame = [&] {
+      if (wire::read_frame(w.fd, reply, static_cast<int>(options.first_timeout_s * 1000)) != wire::ReadStatus::ok) {
+        const std::string how = reap(w, false);
+        throw Error(ErrorCode::Internal, "the worker " + worker_path + " failed to start: " + how);
+      }
+      if (parser.parse(reply).get(msg) != simdjson::SUCCESS) {
+        reap(w, true);
+        throw Error(ErrorCode::Internal, "the worker answered garbage at start");
+      }
+    };
+    if (!wire::write_frame(w.fd, init_message)) {
       const std::string how = reap(w, false);
       throw Error(ErrorCode::Internal, "the worker " + worker_path + " failed to start: " + how);
     }
-    simdjson::dom::parser parser;
-    simdjson::dom::element msg;
-    if (parser.parse(reply).get(msg) != simdjson::SUCCESS) {
-      reap(w, true);
-      throw Error(ErrorCode::Internal, "the worker answered garbage at start");
+    next_frame();
+    if (msg["type"].get_string().value() == "device") {
+      try {
+        hand_bridge(w, msg);
+      } catch (...) {
+        reap(w, true);
+        throw;
+      }
+      next_frame();
     }
     const std::string_view type = msg["type"].get_string().value();
     if (type == "error") {
@@ -300,7 +343,12 @@ struct WorkerEvaluator::Impl {
     }
     const std::string_view type = msg["type"].get_string().value();
     if (type == "error") {
-      throw Error(static_cast<ErrorCode>(msg["code"].get_int64().value()), std::string(msg["message"].get_string().value()));
+      std::string message(msg["message"].get_string().value());
+      // A shared reference that died says why on its standard error, which only the host reads.
+      if (std::lock_guard lock(bridge_mutex); bridge && message.find("shared PyTorch reference") != std::string::npos) {
+        if (const std::string tail = bridge->error_tail(); !tail.empty()) message += "\n" + tail;
+      }
+      throw Error(static_cast<ErrorCode>(msg["code"].get_int64().value()), message);
     }
     const std::string device = e.device;
     e = wire::evaluation_from_json(simdjson::to_string(msg["evaluation"].value()));
@@ -319,7 +367,9 @@ WorkerEvaluator::WorkerEvaluator(Spec spec, std::string device_id, WorkerOptions
   spec.validate();
   if (options.jobs < 1) throw Error(ErrorCode::BadUsage, "WorkerEvaluator: jobs must be at least 1");
   impl_->worker_path = find_worker(options.worker_path);
-  impl_->init_message = "{\"type\": \"init\", " + init_fields(spec, device_id, options.eval, options.sandbox) + "}";
+  impl_->share = shares_reference(spec, device_id, options.share_reference);
+  impl_->init_message = "{\"type\": \"init\", " + init_fields(spec, device_id, options.eval, options.sandbox) +
+                        ", \"share_reference\": " + (impl_->share ? "true" : "false") + "}";
   impl_->spec = std::move(spec);
   impl_->device_id = std::move(device_id);
   impl_->options = options;
@@ -328,10 +378,11 @@ WorkerEvaluator::WorkerEvaluator(Spec spec, std::string device_id, WorkerOptions
   // Start one worker now, so a missing device or a broken worker is reported at once. It refuses a problem
   // that cannot fit the device (LocalEvaluator checks before it allocates).
   impl_->start(impl_->workers[0]);
-  // As many workers as the device's memory holds, each with its own blocks and reference.
+  // As many workers as the device's memory holds, each with its own blocks and reference, or beside the
+  // reference they share.
   std::string why;
   const int fit = jobs_that_fit(impl_->spec, impl_->info, device_memory_bytes(impl_->info, options.eval.device_memory_bytes),
-                                options.jobs, &why);
+                                options.jobs, &why, impl_->share);
   if (fit < options.jobs) {
     std::fprintf(stderr, "kernelevolve: %s\n", why.c_str());
     impl_->workers.resize(static_cast<std::size_t>(fit));
@@ -348,6 +399,7 @@ WorkerEvaluator::~WorkerEvaluator() {
       Impl::reap(w, false);
     }
   }
+  impl_->bridge.reset();  // after the workers, which map its arena
 }
 
 Evaluation WorkerEvaluator::evaluate(const Candidate& candidate, std::uint64_t input_seed) {

@@ -18,6 +18,7 @@
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/report.hpp"
+#include "pytorch/torch_reference.hpp"
 #include "sandbox/worker_sandbox.hpp"
 #include "triton/triton_compiler.hpp"
 
@@ -40,6 +41,7 @@ struct Init {
   std::string device_id;
   ke::EvalOptions options;
   ke::SandboxMode sandbox_mode = ke::SandboxMode::strict;
+  bool share_reference = false;  // the host's shared PyTorch reference, not one of our own
 };
 
 Init read_init(simdjson::dom::element init) {
@@ -51,6 +53,7 @@ Init read_init(simdjson::dom::element init) {
     out.sandbox_mode = ke::parse_sandbox_mode(std::string(m)).value_or(ke::SandboxMode::strict);
   }
   out.sandbox_mode = ke::sandbox::worker_mode(out.sandbox_mode, out.device_id);
+  if (bool share = false; init["share_reference"].get(share) == simdjson::SUCCESS) out.share_reference = share;
   return out;
 }
 
@@ -116,6 +119,28 @@ int profile_once(const char* request_path) {
   }
 }
 
+// The reference this worker shares with the others of its device: it says which device it opened (once the
+// problem is known to fit, so that a refusal comes before the host allocates anything), and the host
+// answers with the arena and, over the socket, the descriptors: its socket to the bridge, and on the CPU
+// the arena's memfd.
+std::shared_ptr<ke::Device> shared_reference(const ke::Spec& spec, const std::shared_ptr<ke::Device>& device,
+                                             const ke::EvalOptions& options) {
+  ke::check_fits(spec, device->info(), ke::device_memory_bytes(device->info(), options.device_memory_bytes));
+  wire::write_frame(wire::kWorkerFd, "{\"type\": \"device\", \"device\": " + wire::to_json(device->info()) + "}");
+  std::string frame;
+  simdjson::dom::parser parser;
+  simdjson::dom::element msg;
+  if (wire::read_frame(wire::kWorkerFd, frame, -1) != wire::ReadStatus::ok || parser.parse(frame).get(msg) != simdjson::SUCCESS) {
+    throw ke::Error(ke::ErrorCode::Internal, "no shared reference came from the host");
+  }
+  ke::pytorch::SharedArena arena = ke::pytorch::shared_arena_from_json(simdjson::to_string(msg["arena"].value()));
+  const std::vector<int> fds = wire::receive_fds(wire::kWorkerFd, 60000);
+  if (fds.empty()) throw ke::Error(ke::ErrorCode::Internal, "the shared reference's descriptors did not come");
+  arena.socket_fd = fds[0];
+  arena.memfd = fds.size() > 1 ? fds[1] : -1;
+  return std::make_shared<ke::pytorch::TorchReference>(spec, device, arena);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -160,7 +185,9 @@ int main(int argc, char** argv) {
     ke::SandboxReport sandbox = ke::sandbox::prepare_worker(sandbox_mode, device_id, options.timing_lock);
     device = ke::open_device(device_id);
     options.check_threads = true;  // this process starts no threads of its own
-    evaluator = std::make_unique<ke::LocalEvaluator>(spec, device, options);
+    std::shared_ptr<ke::Device> reference;
+    if (init.share_reference) reference = shared_reference(spec, device, options);
+    evaluator = std::make_unique<ke::LocalEvaluator>(spec, device, options, reference);
     // The host learns when the reference runs, so a crash or hang there is blamed on the reference.
     evaluator->on_reference([](bool running) {
       wire::write_frame(wire::kWorkerFd, running ? "{\"type\": \"reference\", \"running\": true}"

@@ -17,8 +17,13 @@
 #       or a baseline, eager or torch.compile, timed), "prepare" says whether a mode can run here. Only
 #       the module named at start ever runs: a request carries offsets, dtypes, shapes, sizes, seeds and
 #       a mode, never code or paths.
+#   serve ... --control-fd N [--arena-alloc]
+#       the same for the workers of one device at once (a bridge the host starts): each worker's socket
+#       arrives over the control socket N; the arena has one holder at a time ("acquire", "yield"); on a
+#       GPU the bridge allocates it and its greeting carries "arena_ipc"; it ends when stdin does.
 import ast
 import copy
+import ctypes
 import importlib.util
 import inspect
 import json
@@ -956,15 +961,20 @@ def ast_names(text):
 
 class Arena:
     """The memory KernelEvolve shares with this process: a memfd on the CPU; on a GPU, device memory the
-    worker allocated and exported with cuIpcGetMemHandle, opened here, so no trial's tensors cross the bus."""
+    worker allocated and exported with cuIpcGetMemHandle, opened here, so no trial's tensors cross the bus.
+    A bridge that the workers of a GPU share allocates it itself (--arena-alloc), and they open it: it
+    outlives any one of them."""
 
     def __init__(self, args):
         self.device = torch.device(args.device)
         self.views = {}
+        self.ipc_handle = ""  # what the workers open the arena by, where this process allocated it
         size = args.arena_bytes
         if self.device.type == "cpu":
             self.map = mmap.mmap(args.arena_fd, size)
             self.base = torch.frombuffer(self.map, dtype=torch.uint8) if size > 0 else torch.empty(0, dtype=torch.uint8)
+        elif self.device.type == "cuda" and args.arena_alloc:
+            self.base, self.ipc_handle = allocate_ipc(self.device, size)
         elif self.device.type == "cuda":
             self.base = open_ipc(self.device, args.arena_ipc, size)
         else:
@@ -996,34 +1006,59 @@ class Arena:
         return view
 
 
-def open_ipc(device, handle_hex, size):
-    """The worker's allocation, as a uint8 tensor on `device`: cuIpcOpenMemHandle in the primary context,
-    the one PyTorch uses, and __cuda_array_interface__ to wrap the pointer without a copy."""
-    import ctypes
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
 
+
+def cuda_driver(device):
+    """libcuda, with `device`'s primary context (the one PyTorch uses) created and current."""
     torch.cuda.set_device(device)
-    torch.empty(1, device=device)  # makes PyTorch create (and make current) the device's primary context
-    lib = ctypes.CDLL("libcuda.so.1")
+    torch.empty(1, device=device)
+    return ctypes.CDLL("libcuda.so.1")
 
-    class Handle(ctypes.Structure):
-        _fields_ = [("reserved", ctypes.c_char * 64)]
 
-    opener = getattr(lib, "cuIpcOpenMemHandle_v2", None) or lib.cuIpcOpenMemHandle
-    opener.argtypes = [ctypes.POINTER(ctypes.c_uint64), Handle, ctypes.c_uint]
-    handle = Handle.from_buffer_copy(bytes.fromhex(handle_hex))
-    pointer = ctypes.c_uint64(0)
-    status = opener(ctypes.byref(pointer), handle, 1)  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
-    if status != 0:
-        raise Unmappable(f"cuIpcOpenMemHandle failed with CUresult {status}")
-
+def as_tensor(device, pointer, size):
+    """`size` bytes of device memory at `pointer` as a uint8 tensor, without a copy (__cuda_array_interface__)."""
     class Shared:
-        __cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (pointer.value, False),
+        __cuda_array_interface__ = {"shape": (size,), "typestr": "|u1", "data": (pointer, False),
                                     "version": 2, "strides": None}
 
     holder = Shared()
     tensor = torch.as_tensor(holder, device=device)
     tensor._kernelevolve_holder = holder
     return tensor
+
+
+def open_ipc(device, handle_hex, size):
+    """The worker's allocation, as a uint8 tensor on `device`: cuIpcOpenMemHandle in the primary context."""
+    lib = cuda_driver(device)
+    opener = getattr(lib, "cuIpcOpenMemHandle_v2", None) or lib.cuIpcOpenMemHandle
+    opener.argtypes = [ctypes.POINTER(ctypes.c_uint64), IpcHandle, ctypes.c_uint]
+    handle = IpcHandle.from_buffer_copy(bytes.fromhex(handle_hex))
+    pointer = ctypes.c_uint64(0)
+    status = opener(ctypes.byref(pointer), handle, 1)  # CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+    if status != 0:
+        raise Unmappable(f"cuIpcOpenMemHandle failed with CUresult {status}")
+    return as_tensor(device, pointer.value, size)
+
+
+def allocate_ipc(device, size):
+    """`size` bytes of `device` for the workers to open: cuMemAlloc, not PyTorch's caching allocator (whose
+    blocks may share an allocation with other tensors, and which empty_cache() would give back), exported
+    with cuIpcGetMemHandle. Returns the tensor and the handle in hex. Freed when this process ends."""
+    lib = cuda_driver(device)
+    alloc = getattr(lib, "cuMemAlloc_v2", None) or lib.cuMemAlloc
+    alloc.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+    pointer = ctypes.c_uint64(0)
+    status = alloc(ctypes.byref(pointer), max(int(size), 1))
+    if status != 0:
+        raise Unmappable(f"cuMemAlloc of the arena ({size} bytes) failed with CUresult {status}")
+    lib.cuIpcGetMemHandle.argtypes = [ctypes.POINTER(IpcHandle), ctypes.c_uint64]
+    handle = IpcHandle()
+    status = lib.cuIpcGetMemHandle(ctypes.byref(handle), pointer)
+    if status != 0:
+        raise Unmappable(f"cuIpcGetMemHandle failed with CUresult {status}")
+    return as_tensor(device, pointer.value, size), bytes(handle).hex()
 
 
 class Timer:
@@ -1201,30 +1236,145 @@ class Server:
         return reply
 
 
+class Client:
+    """One line-protocol peer of serve: the worker that started this bridge (stdin and stdout), or, in a
+    bridge the workers of a GPU share, one worker's socket. Lines are cut from what arrives, so that one
+    slow or dead peer never blocks the others' requests."""
+
+    def __init__(self, read_fd, write_fd):
+        self.read_fd, self.write_fd = read_fd, write_fd
+        self.pending = b""
+
+    def read_lines(self):
+        """The complete lines that arrived; None at end of input (the peer is gone)."""
+        try:
+            data = os.read(self.read_fd, 1 << 16)
+        except OSError:
+            data = b""
+        if not data:
+            return None
+        self.pending += data
+        *lines, self.pending = self.pending.split(b"\n")
+        return lines
+
+    def send(self, reply):
+        """False when the peer is gone (a worker killed while it waited)."""
+        view = memoryview((json.dumps(reply) + "\n").encode())
+        try:
+            while view:
+                view = view[os.write(self.write_fd, view):]
+        except OSError:
+            return False
+        return True
+
+    def close(self):
+        for fd in {self.read_fd, self.write_fd}:
+            if fd > 2:
+                os.close(fd)
+
+
 def serve(args):
+    """Answers the worker that started it on stdin and stdout; or, with --control-fd, the workers of one
+    GPU (or CPU) at once, each on a socket the host sends over that control socket with SCM_RIGHTS, until
+    the host closes stdin. A shared bridge's arena holds one evaluation's blocks at a time, so it has one
+    holder: "acquire" waits until the arena is free, "yield" frees it, and so does the holder's end (a
+    worker killed mid-evaluation); "draw", "run" and "release" are the holder's alone."""
+    import select
+    import socket
+    from collections import deque
+
     arena = Arena(args)
     server = Server(args, arena)
-    print(json.dumps({"ok": True, "torch": torch.__version__}), flush=True)
-    for line in sys.stdin:
-        try:
-            request = json.loads(line)
-            op = request.get("op")
-            if op == "draw":
-                reply = server.draw(request)
-            elif op == "run":
-                reply = server.run(request)
-            elif op == "prepare":
-                reply = server.prepare(request)
-            elif op == "release":
-                arena.release(request.get("from", 0))
-                reply = {"ok": True}
-            elif op == "quit":
-                break
-            else:
-                reply = {"ok": False, "error": f"unknown request {op!r}"}
-        except Exception as e:  # the reference's own failure, told to KernelEvolve, which blames the reference
-            reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
-        print(json.dumps(reply), flush=True)
+    greeting = {"ok": True, "torch": torch.__version__}
+    if arena.ipc_handle:
+        greeting["arena_ipc"] = arena.ipc_handle
+    print(json.dumps(greeting), flush=True)
+    shared = args.control_fd >= 0
+    control = socket.socket(fileno=args.control_fd) if shared else None
+    clients = {} if shared else {0: Client(0, 1)}
+    holder, waiting = None, deque()
+
+    def grant_next():
+        nonlocal holder
+        holder = None
+        while waiting and holder is None:
+            client = waiting.popleft()
+            if client.read_fd in clients and client.send({"ok": True}):
+                holder = client
+
+    def drop(client):
+        clients.pop(client.read_fd, None)
+        if client in waiting:
+            waiting.remove(client)
+        if holder is client:
+            grant_next()
+        client.close()
+
+    def answer(client, request):
+        """The reply to `request`, or None where the reply waits (an acquire while another holds the arena)."""
+        nonlocal holder
+        op = request.get("op")
+        if op == "acquire":
+            if holder is None or holder is client:
+                holder = client
+                return {"ok": True}
+            waiting.append(client)
+            return None
+        if op == "yield":
+            if holder is client:
+                grant_next()
+            return {"ok": True}
+        if shared and op in ("draw", "run", "release") and holder is not client:
+            return {"ok": False, "error": f"'{op}' from a worker that does not hold the arena (acquire first)"}
+        if op == "draw":
+            return server.draw(request)
+        if op == "run":
+            return server.run(request)
+        if op == "prepare":
+            return server.prepare(request)
+        if op == "release":
+            arena.release(request.get("from", 0))
+            return {"ok": True}
+        return {"ok": False, "error": f"unknown request {op!r}"}
+
+    running = True
+    while running and (shared or clients):
+        watched = list(clients) + ([control.fileno(), 0] if shared else [])
+        ready, _, _ = select.select(watched, [], [])
+        for fd in ready:
+            if shared and fd == 0:  # the host: its end of input ends the bridge
+                if not os.read(0, 4096):
+                    running = False
+                continue
+            if shared and fd == control.fileno():
+                try:
+                    _, fds, _, _ = socket.recv_fds(control, 16, 8)
+                except OSError:
+                    fds = []
+                for new in fds:
+                    clients[new] = Client(new, new)
+                continue
+            client = clients.get(fd)
+            if client is None:
+                continue
+            lines = client.read_lines()
+            if lines is None:
+                drop(client)
+                continue
+            for line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    request = json.loads(line)
+                    if request.get("op") == "quit":
+                        running = False
+                        break
+                    reply = answer(client, request)
+                except Exception as e:  # the reference's own failure, told to KernelEvolve, which blames the reference
+                    reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+                if reply is not None and not client.send(reply):
+                    drop(client)
+                    break
     # Out at once, without Python's and PyTorch's teardown: while this process lives, the arena it opened
     # (the worker's GPU memory, 2 P) stays allocated after the worker has gone, and a confined worker cannot
     # wait for it. On the lent H100 a run that started right after an 8 GB one saw 16.8 GB still in use.
@@ -1242,6 +1392,8 @@ def main():
     parser.add_argument("--arena-fd", type=int, default=-1)
     parser.add_argument("--arena-bytes", type=int, default=0)
     parser.add_argument("--arena-ipc", default="")
+    parser.add_argument("--arena-alloc", action="store_true")
+    parser.add_argument("--control-fd", type=int, default=-1)
     parser.add_argument("--model-seed", type=int, default=0)
     args = parser.parse_args()
     if args.mode == "probe":  # torch imported: this interpreter will do

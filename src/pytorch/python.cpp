@@ -16,7 +16,7 @@ namespace {
 // Whether `python` runs and imports torch (a few seconds: torch's import).
 bool imports_torch(const std::string& python) {
   try {
-    ScriptChild s = spawn_script(python, kBridgeScript, {"probe"}, -1);
+    ScriptChild s = spawn_script(python, kBridgeScript, {"probe"}, {});
     ::close(s.to);
     ::close(s.from);
     if (s.err >= 0) ::close(s.err);

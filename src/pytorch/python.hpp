@@ -20,12 +20,12 @@ std::string find_python();
 // with its error output when it crashes, or is killed after `timeout_s`.
 std::string run_bridge(const std::vector<std::string>& args, double timeout_s);
 
-// A bridge in `serve` mode (ScriptProcess): one JSON request line in, one JSON reply line out. `shared_fd`
-// (a memfd, or -1) is handed to it as descriptor 3.
+// A bridge in `serve` mode (ScriptProcess): one JSON request line in, one JSON reply line out. `fds` (a
+// memfd; a control socket) are handed to it as descriptors 3, 4, ...
 class BridgeProcess : public ScriptProcess {
  public:
-  BridgeProcess(const std::vector<std::string>& args, int shared_fd)
-      : ScriptProcess(find_python(), kBridgeScript, args, shared_fd, "the PyTorch reference process") {}
+  BridgeProcess(const std::vector<std::string>& args, const std::vector<int>& fds)
+      : ScriptProcess(find_python(), kBridgeScript, args, fds, "the PyTorch reference process") {}
 };
 
 }  // namespace kernelevolve::pytorch

@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -55,16 +56,36 @@ class ArenaBuffer final : public Buffer {
   std::size_t bytes_, reserved_;
 };
 
-TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candidate_device)
-    : spec_(spec), candidate_device_(std::move(candidate_device)) {
+void TorchReference::describe_device() {
   const DeviceInfo& cand = candidate_device_->info();
   if (cand.kind != "cpu" && cand.kind != "cuda") {
-    throw Error(ErrorCode::DeviceUnavailable, spec.path + ": a PyTorch reference runs beside the CPU or a CUDA GPU; " +
+    throw Error(ErrorCode::DeviceUnavailable, spec_.path + ": a PyTorch reference runs beside the CPU or a CUDA GPU; " +
                                                   cand.id + " is " + cand.kind);
   }
   info_ = cand;
   info_.id = "pytorch:" + cand.id;
   info_.kind = "pytorch";
+}
+
+TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candidate_device, const SharedArena& shared)
+    : spec_(spec), candidate_device_(std::move(candidate_device)), socket_(shared.socket_fd) {
+  arena_fd_ = shared.memfd;
+  describe_device();
+  arena_bytes_ = shared.bytes;
+  if (socket_ < 0) throw Error(ErrorCode::Internal, "a shared PyTorch reference without a socket to it");
+  if (candidate_device_->info().kind == "cuda") {
+    device_arena_ = candidate_device_->open_shared(shared.ipc_handle, arena_bytes_);
+    if (!device_arena_) throw Error(ErrorCode::DeviceUnavailable, candidate_device_->info().id + " cannot open shared memory");
+  } else {
+    if (arena_fd_ < 0) throw Error(ErrorCode::Internal, "a shared PyTorch reference on the CPU without its arena");
+    map_host_arena();
+  }
+}
+
+TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candidate_device)
+    : spec_(spec), candidate_device_(std::move(candidate_device)) {
+  describe_device();
+  const DeviceInfo& cand = candidate_device_->info();
   // One evaluation's argument blocks at a time: the candidate's (a kernel's on a GPU, where the arena is the
   // device's memory; a baseline's, which runs here, on either) and the reference's. Timed calls rotate their
   // inputs from the reference's block, so no third block is needed (memory_footprint, fitness.hpp).
@@ -76,11 +97,11 @@ TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candida
     device_arena_ = candidate_device_->allocate_shared(arena_bytes_, handle);
     if (!device_arena_) throw Error(ErrorCode::DeviceUnavailable, cand.id + " cannot share memory with PyTorch's process");
     bridge_args.insert(bridge_args.end(), {"--arena-ipc", handle});
-    bridge_ = std::make_unique<BridgeProcess>(bridge_args, -1);
+    bridge_ = std::make_unique<BridgeProcess>(bridge_args, std::vector<int>{});
   } else {
     open_host_arena();
     bridge_args.insert(bridge_args.end(), {"--arena-fd", "3"});
-    bridge_ = std::make_unique<BridgeProcess>(bridge_args, arena_fd_);
+    bridge_ = std::make_unique<BridgeProcess>(bridge_args, std::vector<int>{arena_fd_});
   }
   const std::string hello = bridge_->greeting();
   if (hello.find("\"ok\": true") == std::string::npos) {
@@ -94,6 +115,10 @@ void TorchReference::open_host_arena() {
   if (arena_fd_ < 0 || ::ftruncate(arena_fd_, static_cast<off_t>(arena_bytes_)) != 0) {
     throw Error(ErrorCode::Internal, std::string("the PyTorch reference's shared memory: ") + std::strerror(errno));
   }
+  map_host_arena();
+}
+
+void TorchReference::map_host_arena() {
   void* map = ::mmap(nullptr, arena_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, arena_fd_, 0);
   if (map == MAP_FAILED) throw Error(ErrorCode::Internal, std::string("mmap: ") + std::strerror(errno));
   arena_ = static_cast<unsigned char*>(map);
@@ -101,6 +126,7 @@ void TorchReference::open_host_arena() {
 
 TorchReference::~TorchReference() {
   bridge_.reset();  // the bridge first: it maps the arena
+  if (socket_ >= 0) ::close(socket_);  // a shared bridge sees us gone, and frees the arena if we held it
   device_arena_.reset();
   if (arena_) ::munmap(arena_, arena_bytes_);
   if (arena_fd_ >= 0) ::close(arena_fd_);
@@ -132,6 +158,12 @@ CompileResult TorchReference::compile(const KernelSource& source) {
 std::unique_ptr<Buffer> TorchReference::allocate(std::size_t bytes) {
   std::lock_guard lock(mutex_);
   const std::size_t reserved = aligned(bytes);
+  if (shared() && !holding_) {
+    // Until the arena is ours: the other workers' evaluations use it in turn.
+    const std::string why = ask("{\"op\": \"acquire\"}");
+    if (!why.empty()) throw Error(ErrorCode::Internal, "the shared PyTorch reference refused its arena: " + why);
+    holding_ = true;
+  }
   if (arena_used_ + reserved > arena_bytes_) {
     throw Error(ErrorCode::Internal, "the PyTorch reference's shared memory (" + std::to_string(arena_bytes_) +
                                          " bytes) is full: one evaluation's buffers were expected to fit");
@@ -175,7 +207,7 @@ void TorchReference::release(std::size_t) {
   // One evaluation's blocks at a time: all of it is free again. On the CPU, what lies past the first block
   // (only a baseline's evaluation reaches it) goes back to the system: a kernel's evaluation never touches it.
   // The bridge does it: the worker, confined, may not (its sandbox denies fallocate and madvise's removal).
-  if (arena_fd_ >= 0 && high_water_ > arena_bytes_ / 2 && bridge_) {
+  if (arena_fd_ >= 0 && high_water_ > arena_bytes_ / 2 && (bridge_ || holding_)) {
     try {
       (void)ask("{\"op\": \"release\", \"from\": " + std::to_string(arena_bytes_ / 2) + "}");
     } catch (const std::exception&) {
@@ -184,6 +216,37 @@ void TorchReference::release(std::size_t) {
   }
   arena_used_ = 0;
   high_water_ = 0;
+  if (holding_) {
+    holding_ = false;
+    try {
+      (void)ask("{\"op\": \"yield\"}");
+    } catch (const std::exception&) {
+      // The bridge is gone: the next request says so where it can be reported.
+    }
+  }
+}
+
+std::string TorchReference::request(const std::string& line) {
+  if (bridge_) return bridge_->request(line);
+  const std::string out = line + "\n";
+  for (std::size_t sent = 0; sent < out.size();) {
+    const ssize_t n = ::write(socket_, out.data() + sent, out.size() - sent);  // SIGPIPE is ignored in a worker
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(ErrorCode::Internal, "the shared PyTorch reference process has ended (" + std::string(std::strerror(errno)) + ")");
+    sent += static_cast<std::size_t>(n);
+  }
+  for (;;) {
+    if (const auto end = pending_.find('\n'); end != std::string::npos) {
+      std::string reply = pending_.substr(0, end);
+      pending_.erase(0, end + 1);
+      return reply;
+    }
+    char chunk[4096];
+    const ssize_t n = ::read(socket_, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw Error(ErrorCode::Internal, "the shared PyTorch reference process has ended while answering");
+    pending_.append(chunk, static_cast<std::size_t>(n));
+  }
 }
 
 std::string TorchReference::views_request(void** args, bool outputs) const {
@@ -243,7 +306,7 @@ std::string TorchReference::views_request(void** args, bool outputs) const {
 }
 
 std::string TorchReference::ask(const std::string& request, std::string* reply_out) {
-  const std::string reply = bridge_->request(request);
+  const std::string reply = this->request(request);
   if (reply_out) *reply_out = reply;
   simdjson::dom::parser parser;
   simdjson::dom::element doc;

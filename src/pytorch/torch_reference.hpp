@@ -16,6 +16,7 @@
 #include "kernelevolve/device.hpp"
 #include "kernelevolve/spec.hpp"
 #include "pytorch/python.hpp"
+#include "pytorch/shared_bridge.hpp"
 
 namespace kernelevolve::pytorch {
 
@@ -23,6 +24,10 @@ class TorchReference final : public Device {
  public:
   // `candidate_device` is where candidates run; the reference runs on the same device (the CPU or a CUDA GPU).
   TorchReference(const Spec& spec, std::shared_ptr<Device> candidate_device);
+  // A worker's view of a bridge it shares with the other workers of its device (SharedBridge): it talks to
+  // it on `shared.socket_fd` and opens the arena itself; it holds the arena from an evaluation's first
+  // allocation to its last buffer's release. Takes the descriptors.
+  TorchReference(const Spec& spec, std::shared_ptr<Device> candidate_device, const SharedArena& shared);
   ~TorchReference() override;
 
   const DeviceInfo& info() override;
@@ -43,6 +48,8 @@ class TorchReference final : public Device {
   bool shares_candidate_memory() const { return device_arena_ != nullptr; }
   // The arena's size: MemoryFootprint::arena_bytes (fitness.hpp).
   std::size_t arena_bytes() const { return arena_bytes_; }
+  // Whether the bridge and the arena are shared with other workers.
+  bool shared() const { return socket_ >= 0; }
 
   // Writes get_inputs() under `seed` into the input buffers of `args` (the launch's layout) and the
   // module's weights into its weight buffers. Throws Error(BadSpec) when the module fails or its shapes
@@ -50,7 +57,11 @@ class TorchReference final : public Device {
   void draw(void** args, std::uint64_t seed);
 
  private:
+  void describe_device();
   void open_host_arena();
+  void map_host_arena();
+  // One request line to the bridge, its reply line back (the bridge of our own, or the shared one's socket).
+  std::string request(const std::string& line);
   std::string views_request(void** args, bool outputs) const;
   std::size_t offset_of(const void* data) const;
   // Sends a request; returns why it failed, or empty. The reply line goes to `reply` when given.
@@ -68,6 +79,9 @@ class TorchReference final : public Device {
   int live_buffers_ = 0;
   std::mutex mutex_;
   std::unique_ptr<BridgeProcess> bridge_;
+  int socket_ = -1;        // to a shared bridge
+  std::string pending_;    // what arrived on socket_ past the last reply
+  bool holding_ = false;   // the shared arena, acquired for the evaluation under way
   friend class ArenaBuffer;
   void release(std::size_t bytes);
 };

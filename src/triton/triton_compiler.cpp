@@ -97,7 +97,7 @@ Compiler::Compiler(const std::string& python, const std::string& confine_library
   const char* mode_name = mode == SandboxMode::strict ? "strict" : mode == SandboxMode::basic ? "basic" : "off";
   std::vector<std::string> args = {"serve", "--mode", mode_name};
   if (!confine_library.empty()) args.insert(args.end(), {"--confine", confine_library});
-  helper_ = std::make_unique<ScriptProcess>(python, kHelperScript, args, -1, "Triton's compile helper (" + python + ")");
+  helper_ = std::make_unique<ScriptProcess>(python, kHelperScript, args, std::vector<int>{}, "Triton's compile helper (" + python + ")");
   // Its first line comes once Triton is imported and a first kernel compiled (about a second).
   const std::string greeting = helper_->greeting(120);
   simdjson::dom::parser parser;

@@ -95,6 +95,8 @@ bool resolve_driver(void* lib, Api& api, std::string& missing) {
   ok &= resolve(lib, api.cuMemAlloc, {"cuMemAlloc_v2"}, missing);
   ok &= resolve(lib, api.cuMemFree, {"cuMemFree_v2"}, missing);
   ok &= resolve(lib, api.cuIpcGetMemHandle, {"cuIpcGetMemHandle"}, missing);
+  ok &= resolve(lib, api.cuIpcOpenMemHandle, {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"}, missing);
+  ok &= resolve(lib, api.cuIpcCloseMemHandle, {"cuIpcCloseMemHandle"}, missing);
   ok &= resolve(lib, api.cuMemcpyHtoDAsync, {"cuMemcpyHtoDAsync_v2"}, missing);
   ok &= resolve(lib, api.cuMemcpyDtoHAsync, {"cuMemcpyDtoHAsync_v2"}, missing);
   ok &= resolve(lib, api.cuMemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"}, missing);

@@ -431,6 +431,32 @@ class CudaDevice final : public gpu::GpuDevice {
     return buffer;
   }
 
+  std::unique_ptr<Buffer> open_shared(const std::string& handle, std::size_t bytes) override {
+    CUipcMemHandle ipc{};
+    if (handle.size() != 2 * sizeof ipc.reserved || handle.find_first_not_of("0123456789abcdef") != std::string::npos) {
+      throw Error(ErrorCode::DeviceUnavailable, context().id() + ": not a CUDA IPC handle: \"" + handle.substr(0, 40) + "\"");
+    }
+    for (std::size_t i = 0; i < sizeof ipc.reserved; ++i) {
+      ipc.reserved[i] = static_cast<char>(std::stoi(handle.substr(2 * i, 2), nullptr, 16));
+    }
+    CUdeviceptr ptr = 0;
+    std::string error;
+    {
+      auto lock = context().acquire();
+      const CUresult r = api_.cuIpcOpenMemHandle(&ptr, ipc, 1);  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+      if (r != CUDA_SUCCESS) error = context().failed("cuIpcOpenMemHandle", r);
+    }
+    if (!error.empty()) {
+      throw Error(ErrorCode::DeviceUnavailable, context().id() + ": cannot open the memory another process shares: " + error);
+    }
+    gpu::Context* ctx = &context();
+    const Api* api = &api_;
+    return adopt(static_cast<gpu::DevicePtr>(ptr), bytes, [ctx, api, ptr] {
+      auto lock = ctx->acquire();
+      api->cuIpcCloseMemHandle(ptr);  // fails harmlessly on a lost context
+    });
+  }
+
  protected:
   std::string target(const KernelSource& ks, std::string& log) override {
     if (ks.language != Language::triton) return target_arch(ks, cc_, log);

@@ -256,6 +256,10 @@ std::unique_ptr<Buffer> GpuDevice::view(Buffer& parent, std::size_t offset, std:
   return std::make_unique<GpuBuffer>(ctx_, p->ptr() + offset, bytes, std::move(released));
 }
 
+std::unique_ptr<Buffer> GpuDevice::adopt(DevicePtr ptr, std::size_t bytes, std::function<void()> released) {
+  return std::make_unique<GpuBuffer>(ctx_, ptr, bytes, std::move(released));
+}
+
 CompileResult GpuDevice::compile(const KernelSource& ks) {
   const auto start = Clock::now();
   CompileResult result;

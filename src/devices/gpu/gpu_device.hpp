@@ -180,6 +180,9 @@ class GpuDevice : public Device {
   virtual Build build(const KernelSource& ks, const std::string& target, std::string& log) = 0;
 
   Context& context() { return *ctx_; }
+  // `bytes` at `ptr`, memory this device did not allocate (another process's, opened over IPC), as a buffer
+  // of this device; `released` runs when it is destroyed.
+  std::unique_ptr<Buffer> adopt(DevicePtr ptr, std::size_t bytes, std::function<void()> released);
   // Languages this device compiles besides its own (a backend that has Triton adds it).
   std::vector<Language> more_languages_;
 
