@@ -4,7 +4,8 @@
 # census's baselines (eager and torch.compile at each problem's own size) until the call's budget is spent.
 # Carry build-gpu (scripts/bundle-gpu.sh) and a KernelBench checkout's levels (kernelbench/, git-ignored).
 #
-#   bench/gpu_issue27.sh [--budget SEC] [STEP...]     steps: imports tests memory baselines (default: all)
+#   bench/gpu_issue27.sh [--budget SEC] [STEP...]     steps: imports tests memory baselines (default: all),
+#                                                     and retry (the imports that failed, imported again)
 set -uo pipefail
 export KE_PYTHON=${KE_PYTHON:-/opt/torch/.venv/bin/python3} PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/ke-issue27}; mkdir -p "$out"
@@ -15,16 +16,18 @@ left() { echo $(( budget - ($(date +%s) - start) )); }
 nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv,noheader | tee "$out/gpus.csv"
 gpus=$(nvidia-smi --query-gpu=index --format=csv,noheader | sed 's/^/cuda:/' | paste -sd,)
 mkdir -p /tmp/census; cp kernelbench/census/* /tmp/census/ 2>/dev/null
-census() {  # deadline limit
+census() {  # deadline limit [more arguments]
+  local deadline=$1 limit=$2; shift 2
   bench/kernelbench.sh kernelbench --device "$gpus" --cli build-gpu/kernelevolve --jobs 14 \
-    --out /tmp/census/kernelbench.md --limit "$2" --deadline "$1" 2>&1 | tail -12
+    --out /tmp/census/kernelbench.md --limit "$limit" --deadline "$deadline" "$@" 2>&1 | tail -12
 }
 for step in "${steps[@]}"; do
   echo "== $step ($(left) s left)"
   case $step in
-    imports) census 0 240 ;;
+    imports) census 1 240 ;;  # a deadline of 1 s: imports only (0 would be none)
+    retry) census 1 240 --retry --only 'level3/' ;;
     tests)
-      for t in "test_memory -tc=*GPU*" "test_pytorch -tc=*CUDA*" "test_cuda_device" ; do
+      for t in "test_memory -tc=*GPU*" "test_pytorch -tc=*CUDA*" "test_baseline" "test_cuda_device" ; do
         set -- $t; s=$(date +%s); timeout 150 build-gpu/tests/$t >"/tmp/$1.log" 2>&1; rc=$?
         echo "$1 rc=$rc $(( $(date +%s) - s ))s: $(grep -E '^\[doctest\] (test cases|assertions)' /tmp/$1.log | tr '\n' ' ')"
         [ $rc -eq 0 ] || grep -B2 -A10 -E 'ERROR|FATAL' "/tmp/$1.log" | head -40

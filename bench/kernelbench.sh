@@ -110,7 +110,7 @@ mkdir -p "$work"
 export KB_WORK=$work KB_LIMIT=$limit KB_CLI=$cli KB_IMPORT_DEVICE=$import_device KB_IMPORTS=$imports
 start=$(date +%s)
 
-header=$'level\tproblem\timport\treason\tsignature\tbytes\tpeak_mb\teager_us\tcompile_us\tstatus\teager_reason\tcompile_reason\tseconds'
+header=$'level\tproblem\timport\treason\tsignature\tbytes\tpeak_mb\teager_us\tcompile_us\tstatus\teager_reason\tcompile_reason\tseconds\tcard'
 [ -s "$tsv" ] || echo "$header" >"$tsv"
 [ -s "$imports" ] || printf 'level\tproblem\trc\timport\treason\tsignature\tbytes\n' >"$imports"
 
@@ -166,7 +166,7 @@ import_row() { awk -F'\t' -v l="$1" -v n="$2" '$1 == l && $2 == n { row = $0 } E
 # One problem's baselines on one device, alone there; its row appended to the TSV.
 measure() {
   local level=$1 f=$2 dev=$3 gpu=$4 lane=$5
-  local name rc what reason sig bytes t0 peak eager compiled status eager_why compile_why d poller idle brc why b
+  local name rc what reason sig bytes t0 peak eager compiled status eager_why compile_why d poller idle brc why b card
   name=$(basename "$f" .py)
   # Split at \x1f, not at tabs: IFS's whitespace would merge an empty field (no reason) with the next.
   IFS=$'\x1f' read -r _ _ rc what reason sig bytes < <(import_row "$level" "$name" | tr '\t' '\037')
@@ -176,6 +176,9 @@ measure() {
   fi
   t0=$(date +%s)
   peak="-" eager="-" compiled="-" status="" eager_why="" compile_why=""
+  # The card's name: a census made over several calls of the device tool may mix H100 and H200 rows.
+  card=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${gpu:-0}" 2>/dev/null | head -1)
+  [ -n "$gpu" ] && [ -n "$card" ] || card=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   if [ "$what" != imported ]; then
     status=$what
   else
@@ -209,8 +212,8 @@ measure() {
   fi
   {
     flock 9
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$level" "$name" "$what" "$reason" "$sig" "$bytes" "$peak" \
-      "$eager" "$compiled" "$status" "$eager_why" "$compile_why" "$(( $(date +%s) - t0 ))" >>"$tsv"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$level" "$name" "$what" "$reason" "$sig" "$bytes" "$peak" \
+      "$eager" "$compiled" "$status" "$eager_why" "$compile_why" "$(( $(date +%s) - t0 ))" "${card:--}" >>"$tsv"
     echo "census: [$(( $(wc -l <"$tsv") - 1 ))/${#files[@]}]${lane:+ $lane:} level$level/$name: $status; eager $eager us," \
       "compile $compiled us, peak $peak MiB, $(( $(date +%s) - t0 )) s" >&2
     publish

@@ -14,7 +14,7 @@ import re
 import sys
 
 COLUMNS = ["level", "problem", "import", "reason", "signature", "bytes", "peak_mb", "eager_us", "compile_us",
-           "status", "eager_reason", "compile_reason", "seconds"]
+           "status", "eager_reason", "compile_reason", "seconds", "card"]
 
 # A signature past this many buffers lists the first few inputs and every output, and counts the rest:
 # level 3's networks carry hundreds of weights, which would drown the table.
@@ -131,7 +131,11 @@ def report(tsv, md, device):
     refusals = collections.Counter(reason_kind(r["reason"]) for r in rows if r["import"] != "imported")
     own_size = [r for r in imported if r["eager_us"] not in ("", "-")]
     compiled = [r for r in imported if r["compile_us"] not in ("", "-")]
+    cards = collections.Counter(r["card"] or "?" for r in imported if r["eager_us"] not in ("", "-"))
     out = [f"# KernelBench census on {device}", ""]
+    if cards:
+        # Calls of the device tool may land on different cards: times compare only within one card.
+        out.append("- cards the baselines ran on: " + ", ".join(f"{k} ({v} problems)" for k, v in cards.most_common()))
     out.append(f"- imported {len(imported)} of {len(rows)}")
     by_level = collections.defaultdict(lambda: [0, 0])
     for r in rows:
@@ -146,14 +150,23 @@ def report(tsv, md, device):
         out.append("- not imported, by reason:")
         for reason, n in refusals.most_common():
             out.append(f"  - {n} × {reason}")
-    peaks = [(float(r["peak_mb"]), int(r["bytes"])) for r in imported
+    peaks = [(float(r["peak_mb"]), int(r["bytes"]), f"level {r['level']} {r['problem']}") for r in imported
              if re.fullmatch(r"[0-9.]+", r["peak_mb"] or "") and re.fullmatch(r"[0-9]+", r["bytes"] or "") and int(r["bytes"]) > 0]
-    if peaks:
-        ratios = sorted(p * 2**20 / b for p, b in peaks)
-        out.append(f"- peak device memory over the problem's bytes: median {ratios[len(ratios) // 2]:.1f}×, "
-                   f"largest {ratios[-1]:.1f}× ({len(ratios)} problems)")
-    out += ["", "| level | problem | import | signature (or why not) | bytes (MiB) | peak (MiB) | eager µs | compile µs | status |",
-            "| --: | --- | --- | --- | --: | --: | --: | --: | --- |"]
+    # Below a GiB the fixed part (the CUDA contexts of the worker and of PyTorch's process, cuBLAS's and
+    # cuDNN's workspaces: about 2 GB) is most of the peak, so the ratio says little there.
+    big = sorted((p * 2**20 / b, name) for p, b, name in peaks if b >= 2**30 and p > 0)
+    if big:
+        out.append(f"- peak device memory over the problem's bytes, problems of 1 GiB or more: median "
+                   f"{big[len(big) // 2][0]:.2f}×, largest {big[-1][0]:.2f}× ({big[-1][1]}; {len(big)} problems); "
+                   f"the module's own intermediates included")
+    ratios = sorted(float(r["eager_us"]) / float(r["compile_us"]) for r in compiled
+                    if re.fullmatch(r"[0-9.]+", r["eager_us"]) and re.fullmatch(r"[0-9.]+", r["compile_us"]))
+    if ratios:
+        faster = sum(x > 1 for x in ratios)
+        out.append(f"- torch.compile over eager (eager time / compile time, same card and call): median "
+                   f"{ratios[len(ratios) // 2]:.2f}×, faster on {faster} of {len(ratios)}")
+    out += ["", "| level | problem | import | signature (or why not) | bytes (MiB) | peak (MiB) | eager µs | compile µs | status | card |",
+            "| --: | --- | --- | --- | --: | --: | --: | --: | --- | --- |"]
     for r in rows:
         sig = r["signature"] if r["import"] == "imported" else re.sub(r"^\S+\.py:? ", "", r["reason"])
         sig = "`" + one_line(sig, 180).replace("`", "'") + "`" if sig else ""
@@ -162,7 +175,7 @@ def report(tsv, md, device):
             why = re.sub(r"^\S+\.py:? ", "", r["eager_reason"] or r["compile_reason"])  # the row names the file
             status += ": " + one_line(why, 160)
         out.append(f"| {r['level']} | {r['problem']} | {r['import']} | {sig} | {mib(r['bytes'])} | {r['peak_mb']} | "
-                   f"{r['eager_us']} | {r['compile_us']} | {status} |")
+                   f"{r['eager_us']} | {r['compile_us']} | {status} | {r['card']} |")
     with open(md + ".tmp", "w") as f:
         f.write("\n".join(out) + "\n")
     os.replace(md + ".tmp", md)

@@ -346,3 +346,26 @@ TEST_CASE("hardware counters of each new best: on the node before observers see 
   CHECK(r2.counters_error == "no profiler here");
   CHECK(r2.counted_nodes == 0);
 }
+
+TEST_CASE("the roofline floor: flops count unless cost.flops_floor is false; the rate stays either way") {
+  ke::DeviceInfo device;
+  device.id = device.kind = "cpu";
+  device.peak_flops_per_s = 1e9;   // 1024 flops: 1.024 us
+  device.peak_bytes_per_s = 1e12;  // 8 KiB: 0.008 us
+  const std::string json = R"({"name": "floor", "language": "c", "entry": "f",
+    "params": [{"name": "x", "dtype": "f32", "shape": ["N"], "role": "in"},
+               {"name": "y", "dtype": "f32", "shape": ["N"], "role": "out"}, {"name": "N", "dtype": "i64", "role": "size"}],
+    "workloads": [{"N": 1024}], "reference": {"source": "void f(const float* x, float* y, long N) {}"},
+    "seed": {"source": "void f(const float* x, float* y, long N) {}"},
+    "cost": {"flops": "N", "bytes": "8 * N"FLOOR}})";
+  auto spec_with = [&](const std::string& floor) {
+    std::string text = json;
+    text.replace(text.find("FLOOR"), 5, floor);
+    return ke::parse_spec(text, "floor.json");
+  };
+  const ke::Spec counted = spec_with(""), rates_only = spec_with(R"(, "flops_floor": false)");
+  const ke::Bindings w = counted.workloads[0];
+  CHECK(ke::roofline_floor_us(counted, w, {}, device) == doctest::Approx(1.024));
+  CHECK(ke::roofline_floor_us(rates_only, w, {}, device) == doctest::Approx(8192 / 1e12 * 1e6));
+  CHECK(ke::achieved_flops_per_s(rates_only, w, {}, 1.0) == doctest::Approx(1024e6));
+}

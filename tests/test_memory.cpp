@@ -425,6 +425,57 @@ Bridges count_bridges() {
   return b;
 }
 
+
+// Three workers evaluate at once a right kernel, a wrong one, one that crashes (while its worker holds the
+// arena) and the eager baseline; all get their right status, one bridge serves them, and the arena the
+// crashed worker held goes on to the next evaluation.
+void check_shared_workers(const ke::Spec& spec, const std::string& device, std::optional<bool> share,
+                          const std::string& wrong_source, const std::string& crash_source) {
+  ke::WorkerOptions wo;
+  wo.jobs = 3;
+  wo.timeout_s = 120;
+  wo.share_reference = share;
+  ke::WorkerEvaluator evaluator(spec, device, wo);
+  REQUIRE(evaluator.jobs() == 3);
+  const ke::Candidate seed{spec.seed.source, spec.language, spec.seed_tunables()};
+  ke::Candidate wrong = seed, crash = seed;
+  wrong.source = wrong_source;
+  crash.source = crash_source;
+  const std::vector<ke::Candidate> work{seed, wrong, crash, seed, {"eager", ke::Language::pytorch, spec.seed_tunables()}, seed};
+  std::vector<ke::Evaluation> got(work.size());
+  {
+    std::vector<std::thread> threads;
+    for (std::size_t i = 0; i < work.size(); ++i) {
+      threads.emplace_back([&, i] {
+        try {
+          got[i] = evaluator.evaluate(work[i], 10 + i);
+        } catch (const std::exception& e) {  // the run's end (a reference that failed): said below
+          got[i].status = ke::Status::invalid;
+          got[i].message = std::string("evaluate threw: ") + e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+  // The workers, all started now and idle, hold no bridge of their own.
+  const Bridges bridges = count_bridges();
+  CHECK(bridges.shared == 1);
+  CHECK(bridges.own == 0);
+  CHECK_MESSAGE(got[0].status == ke::Status::ok, got[0].message);
+  CHECK_MESSAGE(got[1].status == ke::Status::incorrect, got[1].message);
+  CHECK_MESSAGE(got[2].status == ke::Status::crashed, got[2].message);
+  CHECK_MESSAGE(got[3].status == ke::Status::ok, got[3].message);
+  CHECK_MESSAGE(got[4].status == ke::Status::ok, got[4].message);
+  CHECK_MESSAGE(got[5].status == ke::Status::ok, got[5].message);
+  // The crashed worker held the arena when it died: its end gave the arena back (else this one would wait
+  // for it past its time limit), and its replacement opens the same arena on a socket of its own.
+  for (std::uint64_t seed_value = 99; seed_value < 102; ++seed_value) {
+    const ke::Evaluation after = evaluator.evaluate(seed, seed_value);
+    CHECK_MESSAGE(after.status == ke::Status::ok, after.message);
+  }
+  CHECK(count_bridges().shared == 1);
+}
+
 }  // namespace
 
 TEST_CASE("pytorch: the workers of a device share one reference process and one arena, held in turn") {
@@ -455,42 +506,32 @@ TEST_CASE("pytorch: the workers of a device share one reference process and one 
   CHECK(ke::shares_reference(spec, "cpu", true));
 
   // On the CPU, asked for: three workers, one bridge (a child of this process), none of their own.
-  ke::WorkerOptions wo;
-  wo.jobs = 3;
-  wo.timeout_s = 120;
-  wo.share_reference = true;
-  ke::WorkerEvaluator evaluator(spec, "cpu", wo);
-  REQUIRE(evaluator.jobs() == 3);
-  const ke::Candidate seed{spec.seed.source, ke::Language::c, spec.seed_tunables()};
-  // Wrong: negative inputs pass through. A crash while the arena is held (the kernel runs on its blocks).
-  ke::Candidate wrong = seed, crash = seed;
-  wrong.source = "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
-                 "int64_t w) { for (int64_t i = 0; i < b * c * h * w; ++i) out[i] = x[i]; }\n";
-  crash.source = "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
-                 "int64_t w) { __builtin_trap(); }\n";
-  const std::vector<ke::Candidate> work{seed, wrong, crash, seed, {"eager", ke::Language::pytorch, {}}, seed};
-  std::vector<ke::Evaluation> got(work.size());
-  {
-    std::vector<std::thread> threads;
-    for (std::size_t i = 0; i < work.size(); ++i) {
-      threads.emplace_back([&, i] { got[i] = evaluator.evaluate(work[i], 10 + i); });
-    }
-    for (auto& t : threads) t.join();
+  check_shared_workers(spec, "cpu", true,
+                       "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
+                       "int64_t w) { for (int64_t i = 0; i < b * c * h * w; ++i) out[i] = x[i]; }\n",
+                       "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
+                       "int64_t w) { __builtin_trap(); }\n");
+}
+
+TEST_CASE("cuda: pytorch: the workers of a GPU share one reference process and its arena, by default") {
+  try {
+    ke::pytorch::find_python();
+  } catch (const ke::Error& e) {
+    MESSAGE("skipped: no Python here imports torch: " << e.what());
+    return;
   }
-  // The workers, all started now and idle, hold no bridge of their own.
-  const Bridges bridges = count_bridges();
-  CHECK(bridges.shared == 1);
-  CHECK(bridges.own == 0);
-  CHECK_MESSAGE(got[0].status == ke::Status::ok, got[0].message);
-  CHECK_MESSAGE(got[1].status == ke::Status::incorrect, got[1].message);
-  CHECK_MESSAGE(got[2].status == ke::Status::crashed, got[2].message);
-  CHECK_MESSAGE(got[3].status == ke::Status::ok, got[3].message);
-  CHECK_MESSAGE(got[4].status == ke::Status::ok, got[4].message);
-  CHECK_MESSAGE(got[5].status == ke::Status::ok, got[5].message);
-  // The crashed worker held the arena when it died: its end gave the arena back, and the next evaluation
-  // (on a replacement worker, whose socket is new) has it.
-  const ke::Evaluation after = evaluator.evaluate(seed, 99);
-  CHECK_MESSAGE(after.status == ke::Status::ok, after.message);
-  CHECK(evaluator.workers_started() >= 4);
-  CHECK(count_bridges().shared == 1);
+  std::string why;
+  if (!cuda_or_null(why)) {
+    MESSAGE("skipped: no CUDA device here: " << why);
+    return;
+  }
+  const ke::Spec spec = ke::load_spec(std::string(KE_SOURCE_DIR) + "/problems/pytorch/relu_nchw/cuda.json");
+  // A kernel that traps poisons its worker's context while the worker holds the arena, which lives on in the
+  // bridge's.
+  check_shared_workers(spec, "cuda:0", std::nullopt,
+                       "extern \"C\" __global__ void relu_nchw(const float* x, float* out, long long b, long long c, "
+                       "long long h, long long w) { long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; "
+                       "if (t < b * c * h * w) out[t] = x[t]; }\n",
+                       "extern \"C\" __global__ void relu_nchw(const float* x, float* out, long long b, long long c, "
+                       "long long h, long long w) { __trap(); }\n");
 }

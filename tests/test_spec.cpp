@@ -597,3 +597,11 @@ TEST_CASE("Candidate::key identifies source and tunables") {
   Candidate d{"s", Language::c, {{"A1", 2}}};
   CHECK(c.key() != d.key());
 }
+
+TEST_CASE("cost.flops_floor: a boolean, written back only when false") {
+  CHECK(parse_spec(spec_json(), inline_path).cost_flops_floor);
+  const Spec rates_only = parse_spec(spec_json({{"cost", R"({"flops": "N", "bytes": "8 * N", "flops_floor": false})"}}), inline_path);
+  CHECK_FALSE(rates_only.cost_flops_floor);
+  CHECK_FALSE(parse_spec(to_json(rates_only), inline_path).cost_flops_floor);
+  CHECK(contains(bad_spec(spec_json({{"cost", R"({"flops": "N", "flops_floor": "no"})"}})), "cost.flops_floor"));
+}

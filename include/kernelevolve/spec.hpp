@@ -112,6 +112,9 @@ struct Spec {
   std::vector<Expr> constraints;
   std::optional<Expr> cost_flops;
   std::optional<Expr> cost_bytes;
+  // Whether cost_flops bound a time from below (the roofline floor): false where they count a direct
+  // algorithm that a faster one may beat (a convolution by Winograd or FFT): then they give rates only.
+  bool cost_flops_floor = true;
   std::string notes;
   std::string path;  // the spec file, or empty when built in C++
 

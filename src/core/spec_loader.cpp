@@ -209,8 +209,13 @@ class Loader {
         spec.constraints.push_back(expr(value, item("constraints", i++)));
     }
     if (auto* cost = optional(top, "cost")) {
-      Fields c = fields(*cost, "cost", {"flops", "bytes"});
+      Fields c = fields(*cost, "cost", {"flops", "bytes", "flops_floor"});
       if (auto* flops = optional(c, "flops")) spec.cost_flops = expr(*flops, "cost.flops");
+      if (auto* floor = optional(c, "flops_floor")) {
+        if (floor->get(spec.cost_flops_floor)) {
+          fail("cost.flops_floor", std::string("expected true or false, not ") + type_name(*floor));
+        }
+      }
       if (auto* bytes = optional(c, "bytes")) spec.cost_bytes = expr(*bytes, "cost.bytes");
     }
     if (auto* notes = optional(top, "notes")) spec.notes = string(*notes, "notes");

@@ -118,6 +118,7 @@ std::string to_json(const Spec& spec) {
     out << ", \"cost\": {";
     if (spec.cost_flops) out << "\"flops\": " << quote(spec.cost_flops->text());
     if (spec.cost_bytes) out << (spec.cost_flops ? ", " : "") << "\"bytes\": " << quote(spec.cost_bytes->text());
+    if (spec.cost_flops && !spec.cost_flops_floor) out << ", \"flops_floor\": false";
     out << "}";
   }
   if (!spec.notes.empty()) out << ", \"notes\": " << quote(spec.notes);

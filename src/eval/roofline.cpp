@@ -58,7 +58,9 @@ double roofline_floor_us(const Spec& spec, const Bindings& workload, const Bindi
   // The floor uses the fastest rate anything could reach (caches included), so no honest time is under it.
   const double byte_rate = device.floor_bytes_per_s > 0 ? device.floor_bytes_per_s : device.peak_bytes_per_s;
   if (bytes > 0 && byte_rate > 0) floor_s = std::max(floor_s, bytes / byte_rate);
-  if (flops > 0 && device.peak_flops_per_s > 0) floor_s = std::max(floor_s, flops / device.peak_flops_per_s);
+  if (flops > 0 && device.peak_flops_per_s > 0 && spec.cost_flops_floor) {
+    floor_s = std::max(floor_s, flops / device.peak_flops_per_s);
+  }
   return floor_s * 1e6;
 }
 
