@@ -41,14 +41,6 @@ class ArenaBuffer final : public Buffer {
   void download(void* host, std::size_t bytes) const override { std::memcpy(host, data_, std::min(bytes, bytes_)); }
   void* host_address() const override { return data_; }
   void copy_from(const Buffer& source) override { source.download(data_, std::min(bytes_, source.bytes())); }
-  // In place where the source is host memory too: the default goes through two host copies of the buffer.
-  void copy_rotated(const Buffer& source, std::size_t bytes, std::size_t shift) override {
-    const auto* from = static_cast<const unsigned char*>(source.host_address());
-    if (!from || bytes > bytes_ || bytes > source.bytes()) return Buffer::copy_rotated(source, bytes, shift);
-    shift %= bytes ? bytes : 1;
-    std::memcpy(data_, from + shift, bytes - shift);
-    std::memcpy(data_ + (bytes - shift), from, shift);
-  }
 
  private:
   TorchReference* owner_;

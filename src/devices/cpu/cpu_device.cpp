@@ -410,13 +410,6 @@ class CpuBuffer final : public Buffer {
   void copy_from(const Buffer& source) override {
     source.download(data_, std::min(bytes_, source.bytes()));  // a memcpy when the source is a CPU buffer too
   }
-  void copy_rotated(const Buffer& source, std::size_t bytes, std::size_t shift) override {
-    const auto* from = static_cast<const unsigned char*>(source.host_address());
-    if (!from || bytes > bytes_ || bytes > source.bytes()) return Buffer::copy_rotated(source, bytes, shift);
-    shift %= bytes ? bytes : 1;
-    std::memcpy(data_, from + shift, bytes - shift);
-    std::memcpy(data_ + (bytes - shift), from, shift);
-  }
   void upload(const void* host, std::size_t bytes) override {
     check(bytes, "upload");
     if (bytes) std::memcpy(data_, host, bytes);
