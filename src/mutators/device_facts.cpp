@@ -39,6 +39,7 @@ std::string cpu_facts(const DeviceInfo& d, Language language) {
     if (!v.empty()) caches += (caches.empty() ? "" : ", ") + std::string(c).substr(6) + " " + v;
   }
   if (!caches.empty()) out << "Caches: " << caches << ".\n";
+  // mutators::note_features reads this line back to choose the knowledge base's notes (`requires:`).
   if (const std::string isa = property(d, "isa"); !isa.empty()) out << "Vector extensions enabled: " << isa << ".\n";
   if (const std::string cc = property(d, "compiler"); !cc.empty()) {
     out << "Compiler: " << cc << ", " << property(d, "flags") << "; the kernel is " << to_string(language) << ".\n";
@@ -53,6 +54,7 @@ std::string cpu_facts(const DeviceInfo& d, Language language) {
 std::string gpu_facts(const DeviceInfo& d, Language language) {
   std::ostringstream out;
   const bool nvidia = d.kind == "cuda";
+  // "(cuda:0, sm_90): " is read back by mutators::note_features, like the CPU's extensions.
   out << d.name << " (" << d.id << ", " << property(d, "arch") << "): " << d.compute_units << (nvidia ? " SMs" : " CUs")
       << ", warp " << property(d, "warp_size") << ".\n";
   out << "Per " << (nvidia ? "SM" : "CU") << ": " << property(d, "registers_per_sm") << " registers, "

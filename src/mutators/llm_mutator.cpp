@@ -206,12 +206,16 @@ struct LlmMutator::Impl {
     }
   }
 
-  // Passages that apply to the run's device and language only (a CPU kernel's prompt gets no warps).
+  // Passages that apply to the run's device and language only (a CPU kernel's prompt gets no warps), and
+  // whose `requires:` the device meets (no AVX-512 advice for a CPU without it). The device's features are
+  // read from its description, which is all these options carry of it; a description written otherwise
+  // leaves them unknown, and then no passage is dropped for them.
   void knowledge_section(std::ostringstream& out, std::string query, const Spec& spec) const {
     if (!knowledge || options.knowledge_budget_chars == 0) return;
     mutators::Applies to;
     to.language = to_string(spec.language);
     to.device = device_kind(spec.language);
+    to.features = mutators::note_features(options.device_description);
     const auto passages = knowledge->retrieve(query, options.knowledge_budget_chars, to);
     if (passages.empty()) return;
     out << "\n## Notes from the knowledge base\n";
