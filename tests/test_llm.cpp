@@ -210,7 +210,7 @@ TEST_CASE("the prompt carries the compiler log and the worst mismatch of recent 
   CHECK(m.prompt.find("y[17] = 0.5, expected 2.25") != std::string::npos);
   // Every time is labelled with its workload, and the prompt says how the figures are made.
   CHECK(m.prompt.find("Workloads: w0 {") != std::string::npos);
-  CHECK(m.prompt.find("median times w0 1000 us, w1 1000 us") != std::string::npos);
+  CHECK(m.prompt.find("median times w0 1000 ±0 us, w1 1000 ±0 us") != std::string::npos);
   CHECK(m.prompt.find("geometric mean over the workloads") != std::string::npos);
   CHECK(m.prompt.find("caches are not flushed") != std::string::npos);  // a CPU kernel's timing
   CHECK(server.requests().at(0).body.find("frobnicate") != std::string::npos);
@@ -289,7 +289,7 @@ TEST_CASE("the prompt gives the parent's diagnosis per workload, a GPU's resourc
                 m.prompt);
   // The best (the child, at 50 us: 84 GB/s) gets its own, and among the parent's children its line names the
   // bound of each workload.
-  CHECK(m.prompt.find("## Best kernel so far (node 1): ok, 20x over the seed, median times w0 50 us (memory-bound)") !=
+  CHECK(m.prompt.find("## Best kernel so far (node 1): ok, 20x over the seed, median times w0 50 ±0 us (memory-bound)") !=
         std::string::npos);
   CHECK(m.prompt.find("\nDiagnosis:\n- w0 50.0 us, 84.0 GB/s (84% of copy peak), 21.0 GFLOP/s (4% of FMA peak), "
                       "memory-bound\n") != std::string::npos);
@@ -563,6 +563,12 @@ TEST_CASE("live tunables: a tunable belongs to a candidate while its source, or 
   const ke::Bindings kept = ke::mutators::live_tunables(
       spec, "// ke:tunable CHUNK 8 16\nvoid colsum() { int c = CHUNK; }\n", ke::Language::c, {{"BLOCK", 4}, {"THREADS", 64}});
   CHECK(kept == ke::Bindings{{"CHUNK", 8}, {"THREADS", 64}});
+  // A declared tunable keeps the parent's value while the declaration lists it, else starts at its first.
+  const std::string reads = "void colsum() { int c = CHUNK; }\n";
+  CHECK(ke::mutators::live_tunables(spec, "// ke:tunable CHUNK 8 16 32\n" + reads, ke::Language::c, {{"CHUNK", 16}}) ==
+        ke::Bindings{{"CHUNK", 16}});
+  CHECK(ke::mutators::live_tunables(spec, "// ke:tunable CHUNK 4 8\n" + reads, ke::Language::c, {{"CHUNK", 16}}) ==
+        ke::Bindings{{"CHUNK", 4}});
 }
 
 TEST_CASE("live tunables: the parameter search never varies a tunable its parent does not read") {
@@ -679,4 +685,34 @@ TEST_CASE("a model's answer that is its parent again, up to comments and spacing
   CHECK(server.requests().size() >= 2);
   REQUIRE(evolver.graph().size() == 2);  // the seed and the model's first kernel; the repeat was not added
   CHECK(r.stop_reason.find("only known points") != std::string::npos);
+}
+
+TEST_CASE("the prompt gives the marks to beat (a PyTorch problem's baselines), spreads, and the tunable rule") {
+  FakeModelServer server;
+  for (int i = 0; i < 2; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::Node& seed = f.graph.node(0);
+  seed.evaluation.timings = {{1000, 990, 1020, 7.5, 5}, {800, 790, 810, 3, 5}};
+  ke::Baseline eager{"eager", {}}, compile{"compile", {}};
+  eager.evaluation.status = ke::Status::ok;
+  eager.evaluation.timings = {{2000, 1990, 2100, 12, 5}, {400, 399, 402, 1, 5}};
+  compile.evaluation.status = ke::Status::compile_error;
+  compile.evaluation.message = "torch 1.13 has no torch.compile";
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation m = mutator.mutate({f.spec, f.graph, {0}, f.rng, {}, nullptr, {eager, compile}});
+  REQUIRE_MESSAGE(m.child.has_value(), m.error);
+  CHECK_MESSAGE(m.prompt.find("## The marks to beat (measured in this run, as the kernels are)\n"
+                              "- PyTorch eager: w0 2000 ±12 us, w1 400 ±1 us\n"
+                              "- torch.compile: no time (compile_error: torch 1.13 has no torch.compile)\n") != std::string::npos,
+                m.prompt);
+  // The parent's speedup over eager beside the one over the seed: sqrt(2000/1000 * 400/800) = 1.
+  CHECK_MESSAGE(m.prompt.find("ok, 1x over the seed, 1x over PyTorch eager, median times w0 1000 ±7.5 us, w1 800 ±3 us") !=
+                    std::string::npos,
+                m.prompt);
+  CHECK(m.prompt.find("over torch.compile") == std::string::npos);  // no time, no speedup
+  // The rule the child's tunables follow, as live_tunables applies it, is in what the model is told.
+  CHECK(server.requests().at(0).body.find("evaluated first at the parent's value of each tunable") != std::string::npos);
+  // Without baselines (a spec's problem) there is no such section.
+  const ke::Mutation plain = f.mutate(mutator);
+  CHECK(plain.prompt.find("marks to beat") == std::string::npos);
 }

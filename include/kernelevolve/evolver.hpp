@@ -34,15 +34,6 @@ struct Confirmation {
   bool failed_again = false;
 };
 
-// A PyTorch problem's module run as users run it, measured in the run beside the candidates with the same
-// protocol (verified against the reference, timed with the same timer, cache flush and input rotation):
-// "eager", and "compile" (torch.compile) where this PyTorch has it. An evaluation that is not ok says why
-// the baseline has no time.
-struct Baseline {
-  std::string name;
-  Evaluation evaluation;
-};
-
 struct RunResult {
   // Node 0, the baseline of every speedup: the spec's seed, or the first kernel a mutator wrote for a
   // problem without one; -1 when no first kernel could be written.

@@ -28,6 +28,15 @@ struct LlmPrice {
   bool operator==(const LlmPrice&) const = default;
 };
 
+// A PyTorch problem's module run as users run it, measured in the run beside the candidates with the same
+// protocol (verified against the reference, timed with the same timer, cache flush and input rotation):
+// "eager", and "compile" (torch.compile) where this PyTorch has it. An evaluation that is not ok says why
+// the baseline has no time.
+struct Baseline {
+  std::string name;
+  Evaluation evaluation;
+};
+
 struct MutationContext {
   const Spec& spec;
   const SearchGraph& graph;
@@ -41,6 +50,9 @@ struct MutationContext {
   // The search's policy, which the parameter mutator asks for a point (SelectionPolicy::propose_point);
   // null: none to ask.
   SelectionPolicy* policy = nullptr;
+  // The marks a user wants beaten, measured in this run (a PyTorch problem's eager and torch.compile): a
+  // model's prompt gives their times and each node's speedup over them beside the one over the seed.
+  std::vector<Baseline> baselines = {};
 };
 
 struct Mutation {

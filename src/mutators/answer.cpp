@@ -201,7 +201,12 @@ Bindings live_tunables(const Spec& spec, const std::string& source, Language lan
   for (const auto& [name, value] : from) {
     if (tunable_is_live(spec, source, language, name)) out[name] = value;
   }
-  for (const auto& [name, values] : declared_tunables(source)) out.emplace(name, values.front());
+  // A declared tunable keeps the parent's value while the declaration still lists it (an edit that left the
+  // declaration alone keeps what the parameter search found), else starts at its first value.
+  for (const auto& [name, values] : declared_tunables(source)) {
+    const auto kept = out.find(name);
+    if (kept == out.end() || std::find(values.begin(), values.end(), kept->second) == values.end()) out[name] = values.front();
+  }
   return out;
 }
 

@@ -37,9 +37,16 @@ std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::st
 // nothing about the kernel: the parameter search leaves it alone and a rewrite drops it.
 bool tunable_is_live(const Spec& spec, const std::string& source, Language language, const std::string& name);
 
-// The candidate's tunables, its dead ones dropped, the ones its source declares (`ke:tunable`) added with their
-// first value: what a rewrite's child keeps.
+// The candidate's tunables, its dead ones dropped: what a rewrite's child is first evaluated at (the rule the
+// prompt states, kTunableRule). A tunable it still reads keeps the parent's value, and so does one its source
+// declares (`ke:tunable NAME v1 v2 ...`) where the declaration lists that value; a declared one the parent
+// lacks, or whose value the declaration no longer lists, starts at the first value declared.
 Bindings live_tunables(const Spec& spec, const std::string& source, Language language, const Bindings& from);
+// live_tunables' rule as a model's prompt states it.
+inline constexpr const char* kTunableRule =
+    "A new kernel is evaluated first at the parent's value of each tunable it still uses, where its declaration (if "
+    "it declares the tunable) lists that value; a tunable it declares anew, or whose parent value it no longer "
+    "lists, starts at the first value declared. The parameter search then explores the other values.";
 
 // The last `max` characters of a log, behind `marker` when cut: what a prompt or an error line keeps.
 inline std::string tail(const std::string& text, std::size_t max, const std::string& marker = "[...]\n") {

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <iomanip>
 #include <sstream>
 #include <thread>
 
@@ -34,11 +35,19 @@ std::string bindings_text(const Bindings& b) {
   return out.empty() ? "(none)" : out;
 }
 
+// A workload's median with its spread (the median absolute deviation of its launches): a model tells a
+// change from noise by it.
+std::string time_text(const WorkloadTiming& t) {
+  std::ostringstream out;
+  out << t.median_us << " ±" << std::setprecision(2) << t.mad_us << " us";
+  return out.str();
+}
+
 std::string times_text(const Node& n) {
   std::ostringstream out;
-  const auto t = n.evaluation.median_us();
+  const auto& t = n.evaluation.timings;
   for (std::size_t i = 0; i < t.size(); ++i) {
-    out << (i ? ", " : "") << "w" << i << " " << t[i] << " us";
+    out << (i ? ", " : "") << "w" << i << " " << time_text(t[i]);
     // The bound alone where a node is one of many (lineage, siblings); the parent and the best get it all.
     if (n.diagnosis && i < n.diagnosis->workloads.size() && n.diagnosis->workloads[i].bound != Bound::unknown) {
       out << " (" << to_string(n.diagnosis->workloads[i].bound) << ")";
@@ -70,10 +79,43 @@ std::string diagnosis_lines(const Node& n, bool legend) {
   return out.str();
 }
 
-std::string outcome(const Node& n) {
+// A baseline as a person names it.
+std::string mark_name(const Baseline& b) {
+  return b.name == "eager" ? "PyTorch eager" : b.name == "compile" ? "torch.compile" : b.name;
+}
+
+// The marks to beat that the run measured: their times per workload, with their spreads, or why not.
+std::string marks_section(const std::vector<Baseline>& marks) {
+  if (marks.empty()) return "";
+  std::ostringstream out;
+  out << "\n## The marks to beat (measured in this run, as the kernels are)\n";
+  for (const Baseline& b : marks) {
+    out << "- " << mark_name(b) << ": ";
+    if (b.evaluation.status != Status::ok) {
+      out << "no time (" << to_string(b.evaluation.status)
+          << (b.evaluation.message.empty() ? "" : ": " + b.evaluation.message.substr(0, 200)) << ")\n";
+      continue;
+    }
+    const auto& t = b.evaluation.timings;
+    for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << "w" << i << " " << time_text(t[i]);
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string outcome(const Node& n, const std::vector<Baseline>& marks = {}) {
   std::ostringstream out;
   out << to_string(n.evaluation.status);
-  if (n.evaluation.status == Status::ok) out << ", " << n.speedup << "x over the seed, median times " << times_text(n);
+  if (n.evaluation.status == Status::ok) {
+    out << ", " << n.speedup << "x over the seed";
+    // Beside the seed, what a user wants beaten: speedups over the baselines, on the same workloads.
+    for (const Baseline& b : marks) {
+      if (const double x = speedup(b.evaluation, n.evaluation); x > 0) {
+        out << ", " << std::setprecision(3) << x << std::setprecision(6) << "x over " << mark_name(b);
+      }
+    }
+    out << ", median times " << times_text(n);
+  }
   if (!n.evaluation.message.empty()) out << ": " << n.evaluation.message;
   return out.str();
 }
@@ -115,8 +157,7 @@ struct LlmMutator::Impl {
         "start no threads, do no I/O, never exit; do all the work inside the call.\n";
     std::string tunables =
         "You may declare tunables the parameter search will explore, one per line: "
-        "`// ke:tunable NAME v1 v2 v3` (the first value is the default), used as a macro guarded by "
-        "#ifndef NAME.";
+        "`// ke:tunable NAME v1 v2 v3`, used as a macro guarded by #ifndef NAME. " + std::string(mutators::kTunableRule);
     if (triton) {
       // Triton's own terms: a Python module, constexpr tunables, the launch is not the kernel's to write.
       rules += "A Triton kernel is a Python module with one @triton.jit entry (helpers may be @triton.jit too): "
@@ -125,9 +166,8 @@ struct LlmMutator::Impl {
                "order, then each tunable it uses as `NAME: tl.constexpr`. Mask every load and store at the edges.\n";
       tunables =
           "You may declare tunables the parameter search will explore, one per line: "
-          "`# ke:tunable NAME v1 v2 v3` (the first value is the default), each a `NAME: tl.constexpr` "
-          "parameter of the entry. num_warps and num_stages are tunables too, Triton's compile options, "
-          "never parameters.";
+          "`# ke:tunable NAME v1 v2 v3`, each a `NAME: tl.constexpr` parameter of the entry. num_warps and "
+          "num_stages are tunables too, Triton's compile options, never parameters. " + std::string(mutators::kTunableRule);
     }
     if (first) {
       return "You are an expert performance engineer. You write " + lang +
@@ -154,7 +194,9 @@ struct LlmMutator::Impl {
     // How the figures below are made, so that a model reads them right.
     out << "\nTiming: the median of many launches per workload, each on inputs no earlier launch saw (rotated "
         << (is_cpu_language(spec.language) ? "among copies; caches are not flushed" : "among copies, the L2 flushed before each")
-        << "); \"Nx over the seed\" is the geometric mean over the workloads of the seed's time over the kernel's.";
+        << "), \"±\" its spread (the median absolute deviation of the launches); \"Nx over the seed\" is the "
+           "geometric mean over the workloads of the seed's time over the kernel's, and likewise over a baseline. "
+           "Each node's figures are one evaluation's: a difference within a few spreads may be noise.";
     out << "\nTolerance: |out - ref| <= " << spec.tolerance.atol << " + " << spec.tolerance.rtol << " * |ref|\n";
     const bool triton = spec.language == Language::triton;
     if (spec.launch && triton) {
@@ -229,6 +271,7 @@ struct LlmMutator::Impl {
     std::ostringstream out;
     if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
     problem_section(out, spec);
+    out << marks_section(ctx.baselines);
     out << "\n## Parameters, in order\n";
     for (const Param& p : spec.params) {
       if (spec.language == Language::triton) {
@@ -274,7 +317,8 @@ struct LlmMutator::Impl {
     std::ostringstream out;
     if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
     problem_section(out, spec);
-    out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent) << "\n" << diagnosis_lines(parent, true)
+    out << marks_section(ctx.baselines);
+    out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n" << diagnosis_lines(parent, true)
         << "Tunables: " << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language) << "\n"
         << parent.candidate.source << (parent.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
 
@@ -284,7 +328,7 @@ struct LlmMutator::Impl {
         out << "\n## How the parent came to be (its lineage)\n";
         for (NodeId id : chain) {
           const Node& n = g.node(id);
-          out << "- node " << id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n) << "\n";
+          out << "- node " << id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n, ctx.baselines) << "\n";
         }
       }
     }
@@ -295,7 +339,7 @@ struct LlmMutator::Impl {
         std::size_t shown = 0;
         for (auto it = kids.rbegin(); it != kids.rend() && shown < 8; ++it, ++shown) {
           const Node& n = g.node(*it);
-          out << "- node " << n.id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n) << "\n";
+          out << "- node " << n.id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n, ctx.baselines) << "\n";
         }
       }
     }
@@ -313,7 +357,7 @@ struct LlmMutator::Impl {
       if (!failures.empty()) out << "\n## Recent failures to avoid\n" << failures;
       if (const auto best = g.best(); best && *best != parent.id) {
         const Node& b = g.node(*best);
-        out << "\n## Best kernel so far (node " << b.id << "): " << outcome(b) << "\n" << diagnosis_lines(b, !parent.diagnosis)
+        out << "\n## Best kernel so far (node " << b.id << "): " << outcome(b, ctx.baselines) << "\n" << diagnosis_lines(b, !parent.diagnosis)
             << "Tunables: " << bindings_text(b.candidate.tunables) << "\n```" << to_string(b.candidate.language) << "\n"
             << b.candidate.source << (b.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
       }

@@ -472,7 +472,7 @@ RunResult Evolver::run() {
       if (const auto other = unspent_parent()) parents[0] = *other;
     }
     const auto mutate_start = std::chrono::steady_clock::now();
-    Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, parents, rng, {}, s.policy.get()});
+    Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, parents, rng, {}, s.policy.get(), result.baselines});
     const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
     result.state.tokens += m.tokens;
     result.state.cost_usd += m.cost_usd;
