@@ -528,6 +528,25 @@ TEST_CASE("the command mutator's request for a first kernel carries the referenc
   CHECK(std::string_view(doc["signature"]["params"].at(1)["role"]) == "out");
   CHECK(std::string_view(doc["signature"]["params"].at(2)["role"]) == "size");
   CHECK(std::string_view(doc["failed_attempts"].at(0)["compile_log"]).find("frobnicate") != std::string_view::npos);
+  CHECK(doc["baselines"].get_array().size() == 0);
+  // With the run's marks to beat, an improve request carries them, times and spreads, as a model's prompt does.
+  ke::Node seed;
+  seed.mutator = "seed";
+  seed.candidate = {"void k() {}", ke::Language::c, {}};
+  seed.evaluation.status = ke::Status::ok;
+  seed.evaluation.timings = {{100, 90, 110, 4.5, 5}};
+  graph.add(seed);
+  ke::Baseline eager{"eager", {}};
+  eager.evaluation.status = ke::Status::ok;
+  eager.evaluation.timings = {{250, 240, 260, 3, 5}};
+  const std::string improve = ke::mutation_request_json({spec, graph, {0}, rng, {}, nullptr, {eager}});
+  simdjson::dom::parser parser2;
+  simdjson::dom::element doc2;
+  REQUIRE_MESSAGE(parser2.parse(improve).get(doc2) == simdjson::SUCCESS, improve);
+  CHECK(std::string_view(doc2["baselines"].at(0)["name"]) == "eager");
+  CHECK(double(doc2["baselines"].at(0)["time_us"].at(0)) == 250);
+  CHECK(double(doc2["baselines"].at(0)["mad_us"].at(0)) == 3);
+  CHECK(double(doc2["parent"]["mad_us"].at(0)) == 4.5);
 
   // The command answers a full source; edits have nothing to apply to.
   const std::string kernel = "void k(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = 2 * x[i]; }";

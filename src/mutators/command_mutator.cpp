@@ -19,8 +19,10 @@ std::string node_json(const Node& n, bool with_source) {
   out << "{\"id\": " << n.id << ", \"mutator\": " << json_quote(n.mutator) << ", \"note\": " << json_quote(n.note)
       << ", \"status\": " << json_quote(to_string(n.evaluation.status)) << ", \"message\": " << json_quote(n.evaluation.message)
       << ", \"speedup\": " << n.speedup << ", \"tunables\": " << json_object(n.candidate.tunables) << ", \"time_us\": [";
-  const auto t = n.evaluation.median_us();
-  for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i];
+  const auto& t = n.evaluation.timings;
+  for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i].median_us;
+  out << "], \"mad_us\": [";
+  for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i].mad_us;
   out << "]";
   if (n.diagnosis) out << ", \"diagnosis\": " << diagnosis_json(*n.diagnosis);
   if (!n.evaluation.compile_log.empty()) out << ", \"compile_log\": " << json_quote(tail(n.evaluation.compile_log, 4000));
@@ -32,6 +34,23 @@ std::string node_json(const Node& n, bool with_source) {
   }
   if (with_source) out << ", \"source\": " << json_quote(n.candidate.source);
   out << "}";
+  return out.str();
+}
+
+// The marks to beat (MutationContext::baselines): each one's name, status, and times with their spreads.
+std::string baselines_json(const std::vector<Baseline>& marks) {
+  std::ostringstream out;
+  out << "[";
+  for (std::size_t b = 0; b < marks.size(); ++b) {
+    const Evaluation& e = marks[b].evaluation;
+    out << (b ? ", " : "") << "{\"name\": " << json_quote(marks[b].name) << ", \"status\": " << json_quote(to_string(e.status))
+        << ", \"message\": " << json_quote(e.message) << ", \"time_us\": [";
+    for (std::size_t i = 0; i < e.timings.size(); ++i) out << (i ? ", " : "") << e.timings[i].median_us;
+    out << "], \"mad_us\": [";
+    for (std::size_t i = 0; i < e.timings.size(); ++i) out << (i ? ", " : "") << e.timings[i].mad_us;
+    out << "]}";
+  }
+  out << "]";
   return out.str();
 }
 
@@ -70,7 +89,8 @@ std::string mutation_request_json(const MutationContext& ctx) {
         << signature_json(ctx.spec) << ", \"reference\": " << reference_json(ctx.spec)
         << ", \"parent\": null, \"failed_attempts\": [";
     for (std::size_t i = 0; i < ctx.failed_attempts.size(); ++i) out << (i ? ", " : "") << node_json(ctx.failed_attempts[i], true);
-    out << "], \"recent_failures\": [], \"nodes\": " << ctx.graph.size() << "}";
+    out << "], \"recent_failures\": [], \"baselines\": " << baselines_json(ctx.baselines)
+        << ", \"nodes\": " << ctx.graph.size() << "}";
     return out.str();
   }
   const Node& parent = ctx.graph.node(ctx.parents.at(0));
@@ -88,7 +108,7 @@ std::string mutation_request_json(const MutationContext& ctx) {
   if (const auto best = ctx.graph.best(); best && *best != parent.id) {
     out << ", \"best\": " << node_json(ctx.graph.node(*best), true);
   }
-  out << ", \"nodes\": " << ctx.graph.size() << "}";
+  out << ", \"baselines\": " << baselines_json(ctx.baselines) << ", \"nodes\": " << ctx.graph.size() << "}";
   return out.str();
 }
 
