@@ -326,16 +326,30 @@ int cmd_check(const std::vector<std::string>& args) {
   ke::Candidate seed{spec.seed.source, spec.seed.language.value_or(spec.language), spec.seed_tunables()};
   ke::Candidate reference{spec.reference.source, spec.reference.language.value_or(spec.language), spec.seed_tunables()};
   const ke::DeviceInfo info = evaluator->device_info();
+  // Why the reference gets no time of its own, in words a person reads beside the seed's (empty: it is timed).
+  const std::string reference_untimed = [&]() -> std::string {
+    const ke::Language ref_language = spec.reference.language.value_or(spec.language);
+    if (spec.reference.pytorch) {
+      return "a PyTorch module: it checks the seed's outputs; its time is PyTorch eager's, which run and "
+             "`kernelevolve baseline` measure";
+    }
+    if (ref_language != spec.language) {
+      return std::string("a ") + ke::to_string(ref_language) + " kernel, not " + ke::to_string(spec.language) +
+             " like the candidates: it checks the seed's outputs; its time is no time to beat";
+    }
+    if (spec.reference.device && *spec.reference.device != info.kind) {
+      return "written for " + *spec.reference.device + ", not this " + info.kind +
+             " device: it checks the seed's outputs; its time is no time to beat here";
+    }
+    return "";
+  }();
   ke::Evaluation seed_eval, ref_eval;
   try {
     if (!spec.seed.source.empty()) seed_eval = evaluator->evaluate(seed, 1);
     // The reference checked against itself: it must be deterministic, and it gives the time to beat. (A
     // PyTorch module is no kernel of the spec's language: it is checked as the seed's reference only.)
     // Nor is a reference in another language than the candidates' (a CUDA reference of a Triton problem).
-    const bool own_language = spec.reference.language.value_or(spec.language) == spec.language;
-    if (!spec.reference.pytorch && own_language && (!spec.reference.device || *spec.reference.device == info.kind)) {
-      ref_eval = evaluator->evaluate(reference, 2);
-    }
+    if (reference_untimed.empty()) ref_eval = evaluator->evaluate(reference, 2);
   } catch (const ke::Error& e) {
     if (e.code() != ke::ErrorCode::Internal) throw;
     // The reference itself crashed or hung (the worker said it was running the reference).
@@ -348,18 +362,35 @@ int cmd_check(const std::vector<std::string>& args) {
     return 1;
   }
   if (c.json) {
-    auto times = [](const ke::Evaluation& e) {
+    // A time not measured is null, never NaN or an empty list (as run's report writes a baseline without one).
+    auto times = [&](const ke::Evaluation& e) {
+      if (e.status != ke::Status::ok) return std::string("null");
       std::string out = "[";
-      for (std::size_t i = 0; i < e.timings.size(); ++i) out += (i ? ", " : "") + std::to_string(e.timings[i].median_us);
+      for (std::size_t i = 0; i < e.timings.size(); ++i) {
+        const double t = e.timings[i].median_us;
+        out += (i ? ", " : "") + (std::isfinite(t) ? std::to_string(t) : std::string("null"));
+      }
       return out + "]";
     };
     std::cout << "{\"spec\": " << ke::json_quote(spec.name) << ", \"device\": " << ke::json_quote(info.id + " " + info.name)
-              << ", \"seed\": {\"status\": " << ke::json_quote(ke::to_string(seed_eval.status))
+              << ", \"seed\": {\"status\": "
+              << ke::json_quote(spec.seed.source.empty() ? "none" : ke::to_string(seed_eval.status))
               << ", \"message\": " << ke::json_quote(seed_eval.message) << ", \"time_us\": " << times(seed_eval)
-              << "}, \"reference\": {\"status\": " << ke::json_quote(ke::to_string(ref_eval.status))
-              << ", \"time_us\": " << times(ref_eval) << "}, \"sandbox\": "
+              << "}, \"reference\": {\"status\": "
+              << ke::json_quote(reference_untimed.empty() ? ke::to_string(ref_eval.status) : "not_timed")
+              << ", \"time_us\": " << times(ref_eval) << ", \"reason\": "
+              << (reference_untimed.empty() ? std::string("null") : ke::json_quote(reference_untimed)) << "}, \"sandbox\": "
               << ke::json_quote(in_process ? "none" : sandbox_name) << "}\n";
   } else {
+    // A time, or "-" where there is none (the lines after the table say why): never a NaN read as a result.
+    auto time_cell = [](const ke::Evaluation& e, std::size_t w) {
+      if (e.status != ke::Status::ok || w >= e.timings.size() || !std::isfinite(e.timings[w].median_us)) {
+        return std::string("-");
+      }
+      char cell[32];
+      std::snprintf(cell, sizeof cell, "%.1f us", e.timings[w].median_us);
+      return std::string(cell);
+    };
     std::cout << spec.name << " on " << info.id << " (" << info.name << ")\n";
     for (const ke::Param& p : spec.params) {
       if (p.role != ke::Role::in && p.role != ke::Role::inout) continue;
@@ -369,10 +400,12 @@ int cmd_check(const std::vector<std::string>& args) {
     for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
       std::string name;
       for (const auto& [k, v] : spec.workloads[w]) name += (name.empty() ? "" : " ") + k + "=" + std::to_string(v);
-      std::printf("  %-28s seed %10.1f us   reference %10.1f us\n", name.c_str(),
-                  seed_eval.status == ke::Status::ok ? seed_eval.timings[w].median_us : NAN,
-                  ref_eval.status == ke::Status::ok ? ref_eval.timings[w].median_us : NAN);
+      std::printf("  %-28s seed %13s   reference %13s\n", name.c_str(), time_cell(seed_eval, w).c_str(),
+                  reference_untimed.empty() ? time_cell(ref_eval, w).c_str() : "not timed");
     }
+    // Every "-" and "not timed" above is said in words below: the seed's status, the reference's failure, or why
+    // the reference is not timed.
+    if (!reference_untimed.empty()) std::cout << "  reference: not timed (" << reference_untimed << ")\n";
     if (spec.seed.source.empty()) {
       std::cout << "  seed: none (a model or command mutator writes the first kernel; or give --seed-kernel FILE)\n";
     } else {

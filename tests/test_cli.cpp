@@ -328,3 +328,65 @@ TEST_CASE("check of an embedding bag with ranged indices passes, and shows how e
   CHECK(o.out.find("input idx (i32): integers in [0, V - 1]") != std::string::npos);
   CHECK(o.out.find("input offsets (i64): sorted integers in [0, NNZ]") != std::string::npos);
 }
+
+// Issue 33: a figure that was not measured says so. A PyTorch module is the seed's reference, not a kernel
+// timed beside it (its time is PyTorch eager's): check printed "reference nan us", which reads as a failure.
+TEST_CASE("check of a PyTorch problem says the reference is not timed, and prints no nan") {
+  const std::string problem = std::string(KE_SOURCE_DIR) + "/problems/pytorch/relu_nchw/cpu.json";
+  const auto o = kernelevolve("check " + problem);
+  REQUIRE_MESSAGE(o.code == 0, o.out << o.err);
+  CHECK_MESSAGE(o.out.find("nan") == std::string::npos, o.out);
+  CHECK_MESSAGE(o.out.find("reference     not timed") != std::string::npos, o.out);
+  CHECK_MESSAGE(o.out.find("reference: not timed (a PyTorch module") != std::string::npos, o.out);
+  CHECK_MESSAGE(o.out.find("PyTorch eager") != std::string::npos, o.out);
+  CHECK_MESSAGE(o.out.find(" us ") != std::string::npos, o.out);  // the seed's times are still there
+}
+
+TEST_CASE("check --json of a PyTorch problem: the reference's time is null with a reason, never NaN") {
+  const std::string problem = std::string(KE_SOURCE_DIR) + "/problems/pytorch/relu_nchw/cpu.json";
+  const auto o = kernelevolve("check " + problem + " --json");
+  REQUIRE_MESSAGE(o.code == 0, o.out << o.err);
+  for (const char* nan : {"nan", "NaN", "inf"}) CHECK_MESSAGE(o.out.find(nan) == std::string::npos, o.out);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  REQUIRE_MESSAGE(parser.parse(o.out).get(doc) == simdjson::SUCCESS, o.out);
+  CHECK(std::string(doc["reference"]["status"].get_string().value()) == "not_timed");
+  CHECK(doc["reference"]["time_us"].is_null());
+  CHECK(std::string(doc["reference"]["reason"].get_string().value()).find("PyTorch") != std::string::npos);
+  CHECK(std::string(doc["seed"]["status"].get_string().value()) == "ok");
+  CHECK(doc["seed"]["time_us"].get_array().value().size() == 2);
+}
+
+TEST_CASE("check of a kernel reference still times it: a number, not 'not timed'") {
+  const auto o = kernelevolve("check " + fixture("e2e/colsum.json"));
+  REQUIRE_MESSAGE(o.code == 0, o.out << o.err);
+  CHECK_MESSAGE(o.out.find("not timed") == std::string::npos, o.out);
+  CHECK_MESSAGE(o.out.find("nan") == std::string::npos, o.out);
+  const auto json = kernelevolve("check " + fixture("e2e/colsum.json") + " --json");
+  REQUIRE_MESSAGE(json.code == 0, json.out << json.err);
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  REQUIRE_MESSAGE(parser.parse(json.out).get(doc) == simdjson::SUCCESS, json.out);
+  CHECK(std::string(doc["reference"]["status"].get_string().value()) == "ok");
+  CHECK(doc["reference"]["reason"].is_null());
+  for (auto t : doc["reference"]["time_us"].get_array().value()) CHECK(t.get_double().value() > 0);
+}
+
+TEST_CASE("run's table writes '-' with a legend for a rate the spec's cost cannot give, not 0.00") {
+  ke_test::TempDir dir("ke_cli_unknown_rate");
+  for (const char* file : {"colsum_ref.c", "colsum_seed.c"}) {
+    std::filesystem::copy_file(fixture(std::string("e2e/") + file), dir / file);
+  }
+  std::ifstream in(fixture("e2e/colsum.json"));
+  std::string spec((std::istreambuf_iterator<char>(in)), {});
+  const std::string flops = "\"flops\": \"M * N\", ";
+  REQUIRE(spec.find(flops) != std::string::npos);
+  spec.erase(spec.find(flops), flops.size());
+  std::ofstream(dir / "colsum.json") << spec;
+  const auto o = kernelevolve("run " + (dir / "colsum.json") + " --no-db --max-evals 2");
+  REQUIRE_MESSAGE(o.code == 0, o.out << o.err);
+  CHECK_MESSAGE(o.out.find("- is unknown: GFLOP/s: the spec has no cost.flops") != std::string::npos, o.out);
+  CHECK_MESSAGE(o.out.find(" 0.00 ") == std::string::npos, o.out);
+  CHECK_MESSAGE(o.out.find("nan") == std::string::npos, o.out);
+  CHECK_MESSAGE(o.out.find("null") == std::string::npos, o.out);
+}

@@ -38,6 +38,12 @@ std::string dollars(double x) {
   return buf;
 }
 
+// A ratio for a person: "1.23x", or words where it was not measured (JSON writes null instead).
+std::string ratio_text(double x) {
+  if (!std::isfinite(x)) return "no ratio (not measured)";
+  return number(x) + "x";
+}
+
 template <class F>
 std::string array(std::size_t n, F f) {
   std::string out = "[";
@@ -96,9 +102,9 @@ std::string confirmation_json(const Confirmation& c) {
 std::string confirmation_text(const Confirmation& c) {
   std::ostringstream out;
   out << (c.confirmed ? "confirmed" : "NOT confirmed") << ": node " << c.node << ", " << c.rounds
-      << " rounds against the seed, interleaved, on fresh inputs: " << number(c.speedup) << "x (rounds "
-      << number(c.speedup_low) << "x to " << number(c.speedup_high) << "x); the search measured "
-      << number(c.search_speedup) << "x";
+      << " rounds against the seed, interleaved, on fresh inputs: " << ratio_text(c.speedup) << " (rounds "
+      << ratio_text(c.speedup_low) << " to " << ratio_text(c.speedup_high) << "); the search measured "
+      << ratio_text(c.search_speedup);
   if (!c.confirmed && !c.note.empty()) out << " (" << c.note << ")";
   return out.str();
 }
@@ -243,6 +249,16 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   std::snprintf(line, sizeof line, "  %-28s %12s %12s %9s %10s %10s %9s\n", "workload", "seed us", "best us",
                 "speedup", "GB/s", "GFLOP/s", "roofline");
   out << line;
+  // A rate the spec's cost or the device's peak cannot give is "-", never a 0 read as a measurement.
+  const bool bytes_known = spec.cost_bytes.has_value();
+  const bool flops_known = spec.cost_flops.has_value();
+  const bool roofline_known = (bytes_known && device.peak_bytes_per_s > 0) || (flops_known && device.peak_flops_per_s > 0);
+  auto cell = [](double x, const char* format, bool known) {
+    if (!known || !std::isfinite(x)) return std::string("-");
+    char text[32];
+    std::snprintf(text, sizeof text, format, x);
+    return std::string(text);
+  };
   for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
     std::string name;
     for (const auto& [k, v] : spec.workloads[w]) name += (name.empty() ? "" : " ") + k + "=" + std::to_string(v);
@@ -251,14 +267,21 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
     const double s = confirmed_times ? result.confirmation->seed_time_us[w] : seed.evaluation.timings[w].median_us;
     const double b = confirmed_times ? result.confirmation->best_time_us[w] : best.evaluation.timings[w].median_us;
     const Bindings& tun = best.candidate.tunables;
-    std::snprintf(line, sizeof line, "  %-28s %12.1f %12.1f %8.2fx %10.2f %10.2f %8.1f%%\n", name.c_str(), s, b,
-                  s / b, achieved_bytes_per_s(spec, spec.workloads[w], tun, b) / 1e9,
-                  achieved_flops_per_s(spec, spec.workloads[w], tun, b) / 1e9,
-                  100 * roofline_share(spec, spec.workloads[w], tun, b, device));
+    std::snprintf(line, sizeof line, "  %-28s %12s %12s %9s %10s %10s %9s\n", name.c_str(), cell(s, "%.1f", true).c_str(),
+                  cell(b, "%.1f", true).c_str(), cell(s / b, "%.2fx", true).c_str(),
+                  cell(achieved_bytes_per_s(spec, spec.workloads[w], tun, b) / 1e9, "%.2f", bytes_known).c_str(),
+                  cell(achieved_flops_per_s(spec, spec.workloads[w], tun, b) / 1e9, "%.2f", flops_known).c_str(),
+                  cell(100 * roofline_share(spec, spec.workloads[w], tun, b, device), "%.1f%%", roofline_known).c_str());
     out << line;
   }
+  // The "-" of a column in words, as the diagnosis says them: a figure without its cost or peak is unknown, not 0.
+  std::string unknown;
+  if (!bytes_known) unknown += "; GB/s: the spec has no cost.bytes";
+  if (!flops_known) unknown += "; GFLOP/s: the spec has no cost.flops";
+  if (!roofline_known) unknown += "; roofline: no peak of this device for the spec's costs";
+  if (!unknown.empty()) out << "  - is unknown: " << unknown.substr(2) << "\n";
   const double reported = has_confirmation ? result.confirmation->speedup : best.speedup;
-  out << "  best: node " << best.id << ", " << number(reported) << "x over the seed (geometric mean), tunables";
+  out << "  best: node " << best.id << ", " << ratio_text(reported) << " over the seed (geometric mean), tunables";
   for (const auto& [k, v] : best.candidate.tunables) out << " " << k << "=" << v;
   out << "\n  lineage:";
   for (NodeId id : graph.lineage(best.id)) out << " " << id;
@@ -280,7 +303,12 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
       std::snprintf(line, sizeof line, " %.1f us", t.median_us);
       out << line;
     }
-    out << "; the best is " << number(speedup_over(b.evaluation, best)) << "x faster (geometric mean)\n";
+    const double over = speedup_over(b.evaluation, best);
+    if (std::isfinite(over)) {
+      out << "; the best is " << ratio_text(over) << " faster (geometric mean)\n";
+    } else {
+      out << "; no ratio to the best (not timed on the same workloads)\n";
+    }
   }
   const std::vector<NodeId> fastest = fastest_per_workload(spec, graph, best);
   for (std::size_t w = 0; w < fastest.size(); ++w) {

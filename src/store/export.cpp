@@ -21,6 +21,14 @@ std::string number(double x, const char* format = "%.6g") {
   return buf;
 }
 
+// An element's value for a person: a NaN a kernel wrote is a value, "NaN", not JSON's null for "none".
+std::string element_text(double x) {
+  if (std::isnan(x)) return "NaN";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
 std::string workload_name(const Bindings& w) {
   std::string name;
   for (const auto& [k, v] : w) name += (name.empty() ? "" : " ") + k + "=" + std::to_string(v);
@@ -157,14 +165,15 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
                   one_line(n.mutator, 9).c_str(), to_string(n.evaluation.status));
     std::string line = cell;
     for (std::size_t w = 0; w < names.size(); ++w) {
-      if (w < n.evaluation.timings.size()) {
+      // "-": not timed (a failure before timing, or a NaN no clock gives), never "nan" read as a time.
+      if (w < n.evaluation.timings.size() && std::isfinite(n.evaluation.timings[w].median_us)) {
         std::snprintf(cell, sizeof cell, " %11.1f", n.evaluation.timings[w].median_us);
       } else {
         std::snprintf(cell, sizeof cell, " %11s", "-");
       }
       line += cell;
     }
-    if (n.evaluation.status == Status::ok) {
+    if (n.evaluation.status == Status::ok && std::isfinite(n.speedup)) {
       std::snprintf(cell, sizeof cell, " %7.2fx%s", n.speedup, best && *best == n.id ? "*" : " ");
     } else {
       std::snprintf(cell, sizeof cell, " %8s ", "-");
@@ -230,8 +239,8 @@ std::string show_node_text(const Store& store, RunId run, NodeId id) {
   }
   if (e.worst) {
     // An ok node keeps its worst element too: how near the tolerance it came.
-    out << (e.status == Status::ok ? "worst element (within tolerance): " : "worst mismatch: ") << e.worst->buffer << "[" << e.worst->index << "] = " << number(e.worst->got)
-        << ", expected " << number(e.worst->expected) << " (workload " << e.worst->workload << ")\n";
+    out << (e.status == Status::ok ? "worst element (within tolerance): " : "worst mismatch: ") << e.worst->buffer << "[" << e.worst->index << "] = " << element_text(e.worst->got)
+        << ", expected " << element_text(e.worst->expected) << " (workload " << e.worst->workload << ")\n";
   }
   if (!e.compile_log.empty()) {
     const std::size_t keep = 2000;
