@@ -19,6 +19,7 @@
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/report.hpp"
+#include "devices/gpu/common.hpp"
 #include "mutators/answer.hpp"
 #include "mutators/http_client.hpp"
 #include "mutators/knowledge.hpp"
@@ -197,6 +198,21 @@ struct LlmMutator::Impl {
         << "), \"±\" its spread (the median absolute deviation of the launches); \"Nx over the seed\" is the "
            "geometric mean over the workloads of the seed's time over the kernel's, and likewise over a baseline. "
            "Each node's figures are one evaluation's: a difference within a few spreads may be noise.";
+    if (is_cpu_language(spec.language)) {
+      // Whether the data is cold in memory or warm in cache decides what to optimize: say where it is.
+      out << "\nInputs: each timed call's inputs are a rotated copy written just before the call, so they are warm "
+             "in cache as far as they fit (compare with the caches above):";
+      for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
+        double bytes = 0;
+        for (const Param& p : spec.params) {
+          if (p.role == Role::in || p.role == Role::inout) {
+            bytes += static_cast<double>(spec.element_count(p, spec.workloads[w])) * static_cast<double>(dtype_size(p.dtype));
+          }
+        }
+        out << " w" << w << " " << gpu::format_bytes(bytes);
+      }
+      out << ".";
+    }
     out << "\nTolerance: |out - ref| <= " << spec.tolerance.atol << " + " << spec.tolerance.rtol << " * |ref|\n";
     const bool triton = spec.language == Language::triton;
     if (spec.launch && triton) {
