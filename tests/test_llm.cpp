@@ -721,3 +721,33 @@ TEST_CASE("the prompt gives the marks to beat (a PyTorch problem's baselines), s
   const ke::Mutation plain = f.mutate(mutator);
   CHECK(plain.prompt.find("marks to beat") == std::string::npos);
 }
+
+TEST_CASE("a parent whose lead over its own parent is inside the spreads is labelled as possible noise") {
+  FakeModelServer server;
+  for (int i = 0; i < 3; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  f.graph.node(0).evaluation.timings = {{1000, 950, 1050, 30, 5}, {1000, 950, 1050, 30, 5}};
+  auto child_of_seed = [&](double us, double mad) {
+    ke::Node n;
+    n.parents = {0};
+    n.mutator = "param";
+    n.candidate = {f.spec.seed.source, ke::Language::c, {{"BLOCK", static_cast<std::int64_t>(us)}}};
+    n.evaluation.status = ke::Status::ok;
+    n.evaluation.timings = {{us, us, us, mad, 5}, {us, us, us, mad, 5}};
+    n.speedup = 1000 / us;
+    return f.graph.add(n);
+  };
+  const ke::NodeId close = child_of_seed(980, 30);  // 2% ahead, spreads of 3%: a tie
+  const ke::NodeId clear = child_of_seed(500, 5);   // 2x ahead
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation noisy = mutator.mutate({f.spec, f.graph, {close}, f.rng});
+  CHECK_MESSAGE(noisy.prompt.find("Noise: the parent's lead over its own parent (node 0, 1x over the seed) is within the "
+                                  "spread of single measurements") != std::string::npos,
+                noisy.prompt);
+  // It is not the best, and the prompt says why it was given anyway and how the best compares.
+  CHECK(noisy.prompt.find("(The search picks parents to explore, not only the best: the best so far, node " +
+                          std::to_string(clear) + ", is faster by more than the noise") != std::string::npos);
+  const ke::Mutation real = mutator.mutate({f.spec, f.graph, {clear}, f.rng});
+  CHECK(real.prompt.find("Noise:") == std::string::npos);
+  CHECK(real.prompt.find("The search picks parents") == std::string::npos);  // it is the best
+}

@@ -337,6 +337,19 @@ struct LlmMutator::Impl {
     out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n" << diagnosis_lines(parent, true)
         << "Tunables: " << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language) << "\n"
         << parent.candidate.source << (parent.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
+    // A lead inside the spreads of single measurements is not one a model should build a story on.
+    if (!parent.parents.empty() && parent.evaluation.status == Status::ok) {
+      const Node& grand = g.node(parent.parents.front());
+      if (grand.evaluation.status == Status::ok && parent.speedup > grand.speedup && !beats(parent, grand)) {
+        out << "Noise: the parent's lead over its own parent (node " << grand.id << ", " << grand.speedup
+            << "x over the seed) is within the spread of single measurements; it may be no gain at all.\n";
+      }
+    }
+    if (const auto best = g.best(); best && *best != parent.id && memory != "fresh") {
+      out << "(The search picks parents to explore, not only the best: the best so far, node " << *best
+          << (beats(g.node(*best), parent) ? ", is faster by more than the noise" : ", leads by less than the noise")
+          << ", and is shown below.)\n";
+    }
 
     if (memory == "inherit" || memory == "both") {
       const auto chain = g.lineage(parent.id);
