@@ -751,3 +751,31 @@ TEST_CASE("a parent whose lead over its own parent is inside the spreads is labe
   CHECK(real.prompt.find("Noise:") == std::string::npos);
   CHECK(real.prompt.find("The search picks parents") == std::string::npos);  // it is the best
 }
+
+TEST_CASE("a knowledge note the lineage's prompts gave already is named, not repeated") {
+  FakeModelServer server;
+  for (int i = 0; i < 2; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation first = f.mutate(mutator);
+  REQUIRE_MESSAGE(first.child.has_value(), first.error);
+  const std::size_t notes = first.prompt.find("## Notes from the knowledge base\n### ");
+  REQUIRE_MESSAGE(notes != std::string::npos, first.prompt);
+  const std::size_t title_at = notes + std::string("## Notes from the knowledge base\n").size();
+  const std::string title = first.prompt.substr(title_at, first.prompt.find('\n', title_at) - title_at);
+  // The child that prompt wrote, ok and faster; the next prompt, for its child, names the note instead.
+  ke::Node child;
+  child.parents = {0};
+  child.mutator = "llm";
+  child.candidate = *first.child;
+  child.prompt = first.prompt;
+  child.evaluation.status = ke::Status::ok;
+  child.evaluation.timings = {{500, 500, 500, 1, 5}, {500, 500, 500, 1, 5}};
+  child.speedup = 2;
+  const ke::NodeId id = f.graph.add(child);
+  const ke::Mutation second = mutator.mutate({f.spec, f.graph, {id}, f.rng});
+  CHECK_MESSAGE(second.prompt.find(title + ": given in the prompt that wrote node " + std::to_string(id) + ", not repeated\n") !=
+                    std::string::npos,
+                second.prompt);
+  CHECK(second.prompt.find(title + "\n") == std::string::npos);
+}

@@ -268,7 +268,10 @@ struct LlmMutator::Impl {
   // whose `requires:` the device meets (no AVX-512 advice for a CPU without it). The device's features are
   // read from its description, which is all these options carry of it; a description written otherwise
   // leaves them unknown, and then no passage is dropped for them.
-  void knowledge_section(std::ostringstream& out, std::string query, const Spec& spec) const {
+  // A passage the lineage's prompts (`earlier`: the prompts that made the parent and its ancestors) gave
+  // already is named, not repeated, so that the prompt leaves room for what is new.
+  void knowledge_section(std::ostringstream& out, std::string query, const Spec& spec,
+                         const std::vector<const Node*>& earlier = {}) const {
     if (!knowledge || options.knowledge_budget_chars == 0) return;
     mutators::Applies to;
     to.language = to_string(spec.language);
@@ -277,7 +280,17 @@ struct LlmMutator::Impl {
     const auto passages = knowledge->retrieve(query, options.knowledge_budget_chars, to);
     if (passages.empty()) return;
     out << "\n## Notes from the knowledge base\n";
-    for (const auto& p : passages) out << "### " << p.heading << " (" << p.file << ")\n" << p.text << "\n";
+    for (const auto& p : passages) {
+      const std::string title = "### " + p.heading + " (" + p.file + ")";
+      const auto given = std::find_if(earlier.begin(), earlier.end(), [&](const Node* n) {
+        return n->prompt.find(title + "\n") != std::string::npos;
+      });
+      if (given != earlier.end()) {
+        out << title << ": given in the prompt that wrote node " << (*given)->id << ", not repeated\n";
+      } else {
+        out << title << "\n" << p.text << "\n";
+      }
+    }
   }
 
   // The prompt for the first kernel of a problem without a seed: the reference to translate, each param of
@@ -397,7 +410,9 @@ struct LlmMutator::Impl {
       const Node& n = g.node(id);
       if (n.evaluation.status != Status::ok) query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
     }
-    knowledge_section(out, query, spec);
+    std::vector<const Node*> earlier;
+    for (NodeId id : g.lineage(parent.id)) earlier.push_back(&g.node(id));
+    knowledge_section(out, query, spec, earlier);
     out << "\n## Task\nWrite a faster correct version of the parent kernel.\n";
     return out.str();
   }
