@@ -779,3 +779,41 @@ TEST_CASE("a knowledge note the lineage's prompts gave already is named, not rep
                 second.prompt);
   CHECK(second.prompt.find(title + "\n") == std::string::npos);
 }
+
+TEST_CASE("the parent a model builds on is measured again when the run can: confirmed, not confirmed, or a single measurement") {
+  FakeModelServer server;
+  for (int i = 0; i < 3; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::Node child;
+  child.parents = {0};
+  child.mutator = "llm";
+  child.candidate = {f.spec.seed.source, ke::Language::c, {{"BLOCK", 2}}};
+  child.evaluation.status = ke::Status::ok;
+  child.evaluation.timings = {{740, 740, 740, 5, 5}, {740, 740, 740, 5, 5}};
+  child.speedup = 1.35;
+  const ke::NodeId id = f.graph.add(child);
+  ke::LlmMutator mutator(options_for(server));
+  // No way to measure again: the prompt says the figures are one evaluation's.
+  ke::Mutation m = mutator.mutate({f.spec, f.graph, {id}, f.rng});
+  CHECK(m.prompt.find("Single measurement: its figures are one evaluation's") != std::string::npos);
+  // The run measured it again: 0.93x, and the search's 1.35x is not borne out.
+  ke::Confirmation outlier;
+  outlier.node = id;
+  outlier.rounds = 2;
+  outlier.speedup = 0.93, outlier.speedup_low = 0.91, outlier.speedup_high = 0.95, outlier.search_speedup = 1.35;
+  std::vector<ke::NodeId> asked;
+  auto confirm = [&](ke::NodeId n) -> const ke::Confirmation* {
+    asked.push_back(n);
+    return &outlier;
+  };
+  m = mutator.mutate({f.spec, f.graph, {id}, f.rng, {}, nullptr, {}, confirm});
+  CHECK_MESSAGE(m.prompt.find("Not confirmed: measured again against the seed, interleaved, 2 rounds on fresh inputs: 0.93x "
+                              "(rounds 0.91x to 0.95x); the search's 1.35x was an outlier") != std::string::npos,
+                m.prompt);
+  CHECK(asked == std::vector<ke::NodeId>{id});  // the parent; the seed is the reference point, never asked
+  outlier.confirmed = true;
+  outlier.speedup = 1.33;
+  m = mutator.mutate({f.spec, f.graph, {id}, f.rng, {}, nullptr, {}, confirm});
+  CHECK(m.prompt.find("Confirmed: measured again against the seed, interleaved, 2 rounds on fresh inputs: 1.33x") !=
+        std::string::npos);
+}

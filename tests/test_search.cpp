@@ -631,3 +631,57 @@ TEST_CASE("the graph knows a point by its code: comments, blank lines and spacin
   dedented.source = "@triton.jit\ndef k(x):\n    if x:\n        pass\n        return\n";
   CHECK_FALSE(t.contains(dedented));
 }
+
+namespace {
+
+// The parameter search, asking the run to measure each parent again first, as a model's mutator does.
+struct ConfirmingMutator final : ke::Mutator {
+  ke::ParamMutator params;
+  std::map<ke::NodeId, const ke::Confirmation*> got;
+  bool had_callback = false;
+  bool same_answer = true;
+  std::string name() const override { return "confirming"; }
+  ke::Mutation mutate(const ke::MutationContext& ctx) override {
+    had_callback = had_callback || static_cast<bool>(ctx.confirm);
+    if (ctx.confirm && !ctx.parents.empty()) {
+      const ke::Confirmation* c = ctx.confirm(ctx.parents[0]);
+      same_answer = same_answer && c == ctx.confirm(ctx.parents[0]);  // once per node
+      if (c) got[ctx.parents[0]] = c;
+    }
+    return params.mutate(ctx);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a parent is measured again against the seed before a mutator builds on it, once per node") {
+  auto spec = grid_spec();
+  auto evaluator = std::make_shared<SurfaceEvaluator>();
+  auto mutator = std::make_shared<ConfirmingMutator>();
+  ke::EvolverOptions options;
+  options.confirm_rounds = 0;  // the run's end apart: only the parents' re-measurements
+  ke::Evolver evolver(spec, evaluator, mutator, std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(12), options);
+  const ke::RunResult r = evolver.run();
+  REQUIRE(mutator->had_callback);
+  CHECK(mutator->same_answer);
+  REQUIRE_FALSE(mutator->got.empty());
+  for (const auto& [id, c] : mutator->got) {
+    CHECK(id != 0);  // the seed is the reference point
+    CHECK(c->node == id);
+    CHECK(c->rounds == 2);
+    CHECK(c->confirmed);  // the surface is deterministic: the search's figure is borne out
+    const ke::Node& node = evolver.graph().node(id);
+    CHECK(c->speedup == doctest::Approx(node.speedup));
+    // Its search evaluation and the two rounds; no more, however often it was a parent.
+    CHECK(evaluator->seen.count(node.candidate.key()) == 3);
+  }
+  // Not counted as the search's evaluations.
+  CHECK(r.state.evaluations == 12);
+  // Off: no callback at all.
+  options.confirm_parent_rounds = 0;
+  auto quiet = std::make_shared<ConfirmingMutator>();
+  ke::Evolver off(spec, std::make_shared<SurfaceEvaluator>(), quiet, std::make_shared<ke::GreedyPolicy>(),
+                  ke::max_evaluations(12), options);
+  off.run();
+  CHECK_FALSE(quiet->had_callback);
+}

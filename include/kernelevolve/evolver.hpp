@@ -17,23 +17,6 @@
 
 namespace kernelevolve {
 
-// The best node timed again at the end of a run, interleaved with the seed on fresh inputs (best, seed,
-// best, seed, ...) and verified again each time: the speedup a run reports is this one, not the search's.
-struct Confirmation {
-  NodeId node = -1;
-  bool confirmed = false;   // the search's figure lies within the confirmation's band
-  int rounds = 0;
-  std::vector<double> best_time_us, seed_time_us;      // per workload: the median over rounds
-  std::vector<double> best_spread_us, seed_spread_us;  // per workload: half the range over rounds
-  double speedup = 0;                        // geometric mean over workloads of seed time / best time
-  double speedup_low = 0, speedup_high = 0;  // the least and the greatest of the single rounds' speedups
-  double search_speedup = 0;                 // what the search measured for the node
-  std::string note;                          // why it was not confirmed
-  // The node itself was not ok when evaluated again (wrong on fresh inputs, crashed, timed out): it is
-  // never the run's best.
-  bool failed_again = false;
-};
-
 struct RunResult {
   // Node 0, the baseline of every speedup: the spec's seed, or the first kernel a mutator wrote for a
   // problem without one; -1 when no first kernel could be written.
@@ -103,6 +86,10 @@ struct EvolverOptions {
   int confirm_rounds = 3;
   // Nodes tried, best first, until one's search figure is borne out by its confirmation.
   int confirm_candidates = 3;
+  // Before a model builds on a parent (or names the best), it and the seed are evaluated again, interleaved,
+  // this many times each, once per node, so the prompt's figure is a confirmed one (0: off; the prompt then
+  // says "single measurement"). Not counted in the evaluation budget; the time budget covers it.
+  int confirm_parent_rounds = 2;
   // A problem without a seed: how many times the mutator is asked for the first kernel (a mutator error,
   // or a kernel that is not ok, uses one) before the run ends without one.
   int first_kernel_attempts = 3;

@@ -2,6 +2,7 @@
 // by a language model, the output of an external command, or the host's own.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -37,6 +38,24 @@ struct Baseline {
   Evaluation evaluation;
 };
 
+// A node timed again, interleaved with the seed on fresh inputs (node, seed, node, seed, ...) and verified
+// again each time: the best at the end of a run (the speedup a run reports is this one, not the search's),
+// and a parent before a model builds on it (MutationContext::confirm).
+struct Confirmation {
+  NodeId node = -1;
+  bool confirmed = false;   // the search's figure lies within the confirmation's band
+  int rounds = 0;
+  std::vector<double> best_time_us, seed_time_us;      // per workload: the median over rounds
+  std::vector<double> best_spread_us, seed_spread_us;  // per workload: half the range over rounds
+  double speedup = 0;                        // geometric mean over workloads of seed time / best time
+  double speedup_low = 0, speedup_high = 0;  // the least and the greatest of the single rounds' speedups
+  double search_speedup = 0;                 // what the search measured for the node
+  std::string note;                          // why it was not confirmed
+  // The node itself was not ok when evaluated again (wrong on fresh inputs, crashed, timed out): it is
+  // never the run's best.
+  bool failed_again = false;
+};
+
 struct MutationContext {
   const Spec& spec;
   const SearchGraph& graph;
@@ -53,6 +72,10 @@ struct MutationContext {
   // The marks a user wants beaten, measured in this run (a PyTorch problem's eager and torch.compile): a
   // model's prompt gives their times and each node's speedup over them beside the one over the seed.
   std::vector<Baseline> baselines = {};
+  // Re-measures a node against the seed, as the run's end confirms its best (once per node; later calls give
+  // the same): a model's prompt asks it for the parent it builds on and the best it names, and says
+  // "confirmed" or "single measurement". Empty, or null back: no re-measurement (a single measurement).
+  std::function<const Confirmation*(NodeId)> confirm = {};
 };
 
 struct Mutation {

@@ -121,6 +121,33 @@ std::string outcome(const Node& n, const std::vector<Baseline>& marks = {}) {
   return out.str();
 }
 
+// Whether a node's figures were borne out when it was measured again against the seed (the parent a
+// model builds on, the best it is shown), or are one evaluation's.
+std::string confirmation_text(const MutationContext& ctx, const Node& n) {
+  if (n.id == 0 || n.evaluation.status != Status::ok) return "";  // the seed is what speedups are taken against
+  const Confirmation* c = ctx.confirm ? ctx.confirm(n.id) : nullptr;
+  std::ostringstream out;
+  out << std::setprecision(3);
+  if (!c) {
+    out << "Single measurement: its figures are one evaluation's, not measured again.\n";
+  } else if (c->failed_again) {
+    out << "Measured again against the seed, it was not ok: " << c->note << ". Do not build on its figures.\n";
+  } else if (c->rounds == 0) {
+    out << "Single measurement: measuring it again failed (" << c->note << ").\n";
+  } else {
+    out << (c->confirmed ? "Confirmed" : "Not confirmed") << ": measured again against the seed, interleaved, "
+        << c->rounds << " rounds on fresh inputs: " << c->speedup << "x (rounds " << c->speedup_low << "x to "
+        << c->speedup_high << "x)";
+    if (c->confirmed) {
+      out << ", bearing out the search's " << c->search_speedup << "x.\n";
+    } else {
+      out << "; the search's " << c->search_speedup << "x was an outlier: take " << c->speedup
+          << "x as its speed when judging its children.\n";
+    }
+  }
+  return out.str();
+}
+
 // What went wrong with a failed child, in the detail a model can act on.
 std::string failure_detail(const Node& n) {
   std::ostringstream out;
@@ -347,7 +374,8 @@ struct LlmMutator::Impl {
     if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
     problem_section(out, spec);
     out << marks_section(ctx.baselines);
-    out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n" << diagnosis_lines(parent, true)
+    out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n"
+        << confirmation_text(ctx, parent) << diagnosis_lines(parent, true)
         << "Tunables: " << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language) << "\n"
         << parent.candidate.source << (parent.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
     // A lead inside the spreads of single measurements is not one a model should build a story on.
@@ -399,7 +427,8 @@ struct LlmMutator::Impl {
       if (!failures.empty()) out << "\n## Recent failures to avoid\n" << failures;
       if (const auto best = g.best(); best && *best != parent.id) {
         const Node& b = g.node(*best);
-        out << "\n## Best kernel so far (node " << b.id << "): " << outcome(b, ctx.baselines) << "\n" << diagnosis_lines(b, !parent.diagnosis)
+        out << "\n## Best kernel so far (node " << b.id << "): " << outcome(b, ctx.baselines) << "\n"
+            << confirmation_text(ctx, b) << diagnosis_lines(b, !parent.diagnosis)
             << "Tunables: " << bindings_text(b.candidate.tunables) << "\n```" << to_string(b.candidate.language) << "\n"
             << b.candidate.source << (b.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
       }
