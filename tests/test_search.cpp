@@ -637,7 +637,7 @@ namespace {
 // The parameter search, asking the run to measure each parent again first, as a model's mutator does.
 struct ConfirmingMutator final : ke::Mutator {
   ke::ParamMutator params;
-  std::map<ke::NodeId, const ke::Confirmation*> got;
+  std::map<ke::NodeId, ke::Confirmation> got;  // copies: the run owns what it answers, until it ends
   bool had_callback = false;
   bool same_answer = true;
   std::string name() const override { return "confirming"; }
@@ -646,7 +646,7 @@ struct ConfirmingMutator final : ke::Mutator {
     if (ctx.confirm && !ctx.parents.empty()) {
       const ke::Confirmation* c = ctx.confirm(ctx.parents[0]);
       same_answer = same_answer && c == ctx.confirm(ctx.parents[0]);  // once per node
-      if (c) got[ctx.parents[0]] = c;
+      if (c) got[ctx.parents[0]] = *c;
     }
     return params.mutate(ctx);
   }
@@ -667,11 +667,11 @@ TEST_CASE("a parent is measured again against the seed before a mutator builds o
   REQUIRE_FALSE(mutator->got.empty());
   for (const auto& [id, c] : mutator->got) {
     CHECK(id != 0);  // the seed is the reference point
-    CHECK(c->node == id);
-    CHECK(c->rounds == 2);
-    CHECK(c->confirmed);  // the surface is deterministic: the search's figure is borne out
+    CHECK(c.node == id);
+    CHECK(c.rounds == 2);
+    CHECK(c.confirmed);  // the surface is deterministic: the search's figure is borne out
     const ke::Node& node = evolver.graph().node(id);
-    CHECK(c->speedup == doctest::Approx(node.speedup));
+    CHECK(c.speedup == doctest::Approx(node.speedup));
     // Its search evaluation and the two rounds; no more, however often it was a parent.
     CHECK(evaluator->seen.count(node.candidate.key()) == 3);
   }
