@@ -817,3 +817,16 @@ TEST_CASE("the parent a model builds on is measured again when the run can: conf
   CHECK(m.prompt.find("Confirmed: measured again against the seed, interleaved, 2 rounds on fresh inputs: 1.33x") !=
         std::string::npos);
 }
+
+TEST_CASE("a noisy machine is said in the prompt, from the seed's own spread") {
+  FakeModelServer server;
+  for (int i = 0; i < 2; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::LlmMutator mutator(options_for(server));
+  CHECK(f.mutate(mutator).prompt.find("this machine is noisy") == std::string::npos);  // the seed's spread is 0
+  f.graph.node(0).evaluation.timings = {{1000, 800, 1300, 100, 5}, {1000, 900, 1100, 20, 5}};
+  const ke::Mutation m = f.mutate(mutator);
+  CHECK_MESSAGE(m.prompt.find("Noise: this machine is noisy: the seed's launches spread by 10% of their median (median "
+                              "absolute deviation); a difference under about 20% is not one") != std::string::npos,
+                m.prompt);
+}

@@ -685,3 +685,35 @@ TEST_CASE("a parent is measured again against the seed before a mutator builds o
   off.run();
   CHECK_FALSE(quiet->had_callback);
 }
+
+namespace {
+
+// The surface, on a machine whose launches spread by a tenth of their median.
+class NoisySurface final : public ke::FitnessEvaluator {
+ public:
+  SurfaceEvaluator surface;
+  ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t seed) override {
+    ke::Evaluation e = surface.evaluate(c, seed);
+    for (auto& t : e.timings) t.mad_us = 0.1 * t.median_us;
+    return e;
+  }
+  ke::DeviceInfo device_info() override { return surface.device_info(); }
+};
+
+}  // namespace
+
+TEST_CASE("on a noisy machine the confirmations take twice their rounds") {
+  auto spec = grid_spec();
+  auto quiet = std::make_shared<SurfaceEvaluator>();
+  ke::Evolver calm(spec, quiet, std::make_shared<ke::ParamMutator>(), std::make_shared<ke::GreedyPolicy>(),
+                   ke::max_evaluations(1000));
+  const ke::RunResult a = calm.run();
+  REQUIRE(a.confirmation.has_value());
+  CHECK(a.confirmation->rounds == 3);
+  auto noisy = std::make_shared<NoisySurface>();
+  ke::Evolver loud(spec, noisy, std::make_shared<ke::ParamMutator>(), std::make_shared<ke::GreedyPolicy>(),
+                   ke::max_evaluations(1000));
+  const ke::RunResult b = loud.run();
+  REQUIRE(b.confirmation.has_value());
+  CHECK(b.confirmation->rounds == 6);
+}

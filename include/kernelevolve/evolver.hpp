@@ -82,7 +82,8 @@ struct EvolverOptions {
   // Consecutive mutator errors (an unreachable model, garbage answers, a failing command) after which the
   // search stops: each may have cost minutes of retries, and the next is unlikely to differ.
   int max_consecutive_mutator_errors = 8;
-  // At the end, the best node and the seed are evaluated again, interleaved, this many times each (0: off).
+  // At the end, the best node and the seed are evaluated again, interleaved, this many times each (0: off);
+  // twice as many on a noisy machine (kNoisyMachine), as for confirm_parent_rounds.
   int confirm_rounds = 3;
   // Nodes tried, best first, until one's search figure is borne out by its confirmation.
   int confirm_candidates = 3;

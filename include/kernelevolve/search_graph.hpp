@@ -38,6 +38,9 @@ struct Node {
 
 // The largest relative spread (median absolute deviation over median) of an evaluation's workloads.
 double relative_spread(const Evaluation& evaluation);
+// A machine whose seed spreads by more than this (relative_spread) is noisy: the prompt says so, and the
+// run's confirmations (of the best, of a model's parents) take twice their rounds.
+inline constexpr double kNoisyMachine = 0.05;
 // Whether `challenger` is faster than `incumbent` by more than the larger of their relative spreads:
 // closer than that, the two are a tie (noise is not a signal).
 bool beats(const Node& challenger, const Node& incumbent);

@@ -373,6 +373,12 @@ struct LlmMutator::Impl {
     std::ostringstream out;
     if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
     problem_section(out, spec);
+    // How noisy this machine is, from the seed's own launches: what a difference has to beat to mean anything.
+    if (const double noise = relative_spread(g.node(0).evaluation); noise > kNoisyMachine) {
+      out << "Noise: this machine is noisy: the seed's launches spread by " << std::lround(noise * 100)
+          << "% of their median (median absolute deviation); a difference under about " << std::lround(2 * noise * 100)
+          << "% is not one, and the run measures its confirmations twice as long.\n";
+    }
     out << marks_section(ctx.baselines);
     out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n"
         << confirmation_text(ctx, parent) << diagnosis_lines(parent, true)

@@ -235,6 +235,11 @@ RunResult Evolver::run() {
     return node;
   };
 
+  // On a noisy machine (the seed's launches spread by more than kNoisyMachine of their median) a
+  // confirmation takes twice the rounds: its median then stands on more evidence.
+  auto rounds_for = [&](int rounds) {
+    return s.graph.size() > 0 && relative_spread(s.graph.node(0).evaluation) > kNoisyMachine ? 2 * rounds : rounds;
+  };
   // The best node against the seed, again, interleaved and verified (DESIGN.md): a node whose search
   // figure is not borne out gives way to the next best of its class.
   auto confirm_best = [&] {
@@ -263,7 +268,7 @@ RunResult Evolver::run() {
     for (std::size_t i = 0; i < ranked.size() && i < static_cast<std::size_t>(s.options.confirm_candidates); ++i) {
       if (ranked[i]->speedup <= 1.0) break;  // nothing left that claims to beat the seed
       Confirmation c = confirm_node(*s.evaluator, class_index, *ranked[i], seed_node,
-                                    s.options.confirm_rounds, s.options.confirm_noise,
+                                    rounds_for(s.options.confirm_rounds), s.options.confirm_noise,
                                     input_seed(s.options.seed, 1'000'000'000 + static_cast<NodeId>(100 * i)));
       for (Observer* o : s.observers) o->on_confirmation(c);
       if (c.confirmed) {
@@ -471,7 +476,7 @@ RunResult Evolver::run() {
       const std::vector<std::string> classes = s.evaluator->device_classes();
       const auto at = std::find(classes.begin(), classes.end(), node.evaluation.device);
       const std::size_t class_index = at == classes.end() ? 0 : static_cast<std::size_t>(at - classes.begin());
-      Confirmation c = confirm_node(*s.evaluator, class_index, node, s.graph.node(0), s.options.confirm_parent_rounds,
+      Confirmation c = confirm_node(*s.evaluator, class_index, node, s.graph.node(0), rounds_for(s.options.confirm_parent_rounds),
                                     s.options.confirm_noise, input_seed(s.options.seed, 2'000'000'000 + 100 * id));
       return &prompt_confirmations.emplace(id, std::move(c)).first->second;
     };
