@@ -227,7 +227,9 @@ TEST_CASE("run finds a kernel several times faster than the seed, and reports it
   // and the next fastest is tried (the report lists the ones passed over).
   simdjson::dom::element confirmation = best["confirmation"];
   CHECK(confirmation["node"].get_int64().value() == best["node"].get_int64().value());
-  CHECK(confirmation["rounds"].get_int64().value() == 3);
+  // Three rounds, or six where the seed's launches spread by more than 5% (a noisy machine: kNoisyMachine).
+  const std::int64_t rounds = confirmation["rounds"].get_int64().value();
+  CHECK((rounds == 3 || rounds == 6));
   CHECK(confirmation["best_time_us"].get_array().value().size() == 2);
   CHECK(confirmation["seed_time_us"].get_array().value().size() == 2);
   CHECK(confirmation["speedup"].get_double().value() == doctest::Approx(speedup));
