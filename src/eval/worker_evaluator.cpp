@@ -135,7 +135,7 @@ struct WorkerEvaluator::Impl {
       }
       socket_fd = bridge->connect();
       memfd = bridge->memfd();
-      arena = bridge->arena_for_worker(-1, -1);
+      arena = bridge->arena();
     }
     std::vector<int> fds{socket_fd};
     if (memfd >= 0) fds.push_back(memfd);

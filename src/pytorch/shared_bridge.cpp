@@ -92,35 +92,27 @@ int SharedBridge::connect() {
 
 std::string SharedBridge::error_tail() const { return bridge_ ? bridge_->error_tail() : std::string(); }
 
-SharedArena SharedBridge::arena_for_worker(int socket_fd, int memfd) const {
+SharedArena SharedBridge::arena() const {
   SharedArena a;
-  a.socket_fd = socket_fd;
-  a.memfd = memfd_ >= 0 ? memfd : -1;
   a.ipc_handle = ipc_handle_;
   a.bytes = arena_bytes_;
   return a;
 }
 
 std::string to_json(const SharedArena& a) {
-  return "{\"socket_fd\": " + std::to_string(a.socket_fd) + ", \"memfd\": " + std::to_string(a.memfd) +
-         ", \"ipc\": " + json_quote(a.ipc_handle) + ", \"bytes\": " + std::to_string(a.bytes) + "}";
+  return "{\"ipc\": " + json_quote(a.ipc_handle) + ", \"bytes\": " + std::to_string(a.bytes) + "}";
 }
 
 SharedArena shared_arena_from_json(const std::string& json) {
   SharedArena a;
-  if (json.empty()) return a;
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(json).get(doc) != simdjson::SUCCESS) throw Error(ErrorCode::Internal, "bad shared bridge: " + json);
-  std::int64_t socket_fd = -1, memfd = -1;
   std::uint64_t bytes = 0;
   std::string_view ipc;
-  if (doc["socket_fd"].get(socket_fd) != simdjson::SUCCESS || doc["memfd"].get(memfd) != simdjson::SUCCESS ||
-      doc["bytes"].get(bytes) != simdjson::SUCCESS || doc["ipc"].get(ipc) != simdjson::SUCCESS) {
+  if (doc["bytes"].get(bytes) != simdjson::SUCCESS || doc["ipc"].get(ipc) != simdjson::SUCCESS) {
     throw Error(ErrorCode::Internal, "bad shared bridge: " + json);
   }
-  a.socket_fd = static_cast<int>(socket_fd);
-  a.memfd = static_cast<int>(memfd);
   a.bytes = bytes;
   a.ipc_handle = ipc;
   return a;

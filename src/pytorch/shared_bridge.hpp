@@ -18,7 +18,8 @@ namespace kernelevolve::pytorch {
 
 class BridgeProcess;
 
-// What a worker needs to use a shared bridge (the init message's "bridge", and descriptors it inherits).
+// What a worker needs to use a shared bridge: the arena as the host describes it (ipc_handle, bytes: the
+// "bridge" frame), and the descriptors it receives beside it (socket_fd, memfd).
 struct SharedArena {
   int socket_fd = -1;      // the worker's socket to the bridge
   int memfd = -1;          // the arena on the CPU; -1 on a GPU
@@ -39,8 +40,8 @@ class SharedBridge {
   // A new worker's socket to the bridge: the worker's end (the caller hands it to the worker and closes it
   // here). Throws Error(Internal) when the bridge has ended.
   int connect();
-  // The arena as a worker opens it; socket_fd and memfd are the descriptor numbers it has them under.
-  SharedArena arena_for_worker(int socket_fd, int memfd) const;
+  // The arena as a worker opens it, less the descriptors (connect(), memfd()), which it receives apart.
+  SharedArena arena() const;
   // What the bridge last wrote to its standard error (a reference that crashed says why there).
   std::string error_tail() const;
   int memfd() const { return memfd_; }
@@ -55,9 +56,8 @@ class SharedBridge {
   std::size_t arena_bytes_ = 0;
 };
 
-// The init message's "bridge" member and back (eval/wire carries the rest of the init message).
+// The "bridge" frame's arena and back: ipc_handle and bytes (descriptors travel beside it, not in it).
 std::string to_json(const SharedArena& arena);
-// Empty `json` (no shared bridge): socket_fd stays -1.
 SharedArena shared_arena_from_json(const std::string& json);
 
 }  // namespace kernelevolve::pytorch

@@ -2,7 +2,6 @@
 
 #include <simdjson.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
