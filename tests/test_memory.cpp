@@ -24,6 +24,7 @@
 #include "pytorch/python.hpp"
 #include "pytorch/torch_reference.hpp"
 #include "support/cli_runner.hpp"
+#include "support/have_torch.hpp"
 
 namespace fs = std::filesystem;
 namespace ke = kernelevolve;
@@ -368,10 +369,8 @@ TEST_CASE("cuda: every timed call's inputs are new on a GPU too; the device's me
 }
 
 TEST_CASE("pytorch: the arena is two blocks, and a kernel's and a baseline's evaluations both fit it") {
-  try {
-    ke::pytorch::find_python();
-  } catch (const ke::Error& e) {
-    MESSAGE("skipped: no Python here imports torch (Debian: apt-get install python3-torch): " << e.what());
+  if (!ke_test::have_torch()) {
+    MESSAGE("skipped: " << ke_test::kNoTorch);
     return;
   }
   const ke::Spec spec = ke::load_spec(std::string(KE_SOURCE_DIR) + "/problems/pytorch/relu_nchw/cpu.json");
@@ -479,10 +478,8 @@ void check_shared_workers(const ke::Spec& spec, const std::string& device, std::
 }  // namespace
 
 TEST_CASE("pytorch: the workers of a device share one reference process and one arena, held in turn") {
-  try {
-    ke::pytorch::find_python();
-  } catch (const ke::Error& e) {
-    MESSAGE("skipped: no Python here imports torch (Debian: apt-get install python3-torch): " << e.what());
+  if (!ke_test::have_torch()) {
+    MESSAGE("skipped: " << ke_test::kNoTorch);
     return;
   }
   const ke::Spec spec = ke::load_spec(std::string(KE_SOURCE_DIR) + "/problems/pytorch/relu_nchw/cpu.json");
@@ -514,10 +511,8 @@ TEST_CASE("pytorch: the workers of a device share one reference process and one 
 }
 
 TEST_CASE("cuda: pytorch: the workers of a GPU share one reference process and its arena, by default") {
-  try {
-    ke::pytorch::find_python();
-  } catch (const ke::Error& e) {
-    MESSAGE("skipped: no Python here imports torch: " << e.what());
+  if (!ke_test::have_torch()) {
+    MESSAGE("skipped: " << ke_test::kNoTorch);
     return;
   }
   std::string why;
