@@ -20,6 +20,7 @@ KE_API ke_status ke_evolver_options_init(ke_evolver_options* options, unsigned i
     const ke_evolver_options defaults KE_EVOLVER_OPTIONS_INIT;
     const std::size_t size = version == 1   ? offsetof(ke_evolver_options, confirm_rounds)
                              : version == 2 ? offsetof(ke_evolver_options, warm_start_stores)
+                             : version == 3 ? offsetof(ke_evolver_options, confirm_parent_rounds)
                                             : sizeof defaults;
     std::memcpy(options, &defaults, size);
     options->version = version;
@@ -54,8 +55,12 @@ KE_API ke_status ke_evolver_create(ke_evolver** out, const ke_spec* spec, const 
         }
         ev->warm_start = ke::find_warm_kernels(stores, ev->spec, static_cast<std::size_t>(options->warm_start_max));
       }
+      if (options->version >= 4) ev->confirm_parent_rounds = options->confirm_parent_rounds;
     }
     if (ev->confirm_rounds < 0) fail(KE_ERROR_INVALID_ARGUMENT, "'options->confirm_rounds' must not be negative");
+    if (ev->confirm_parent_rounds < 0) {
+      fail(KE_ERROR_INVALID_ARGUMENT, "'options->confirm_parent_rounds' must not be negative");
+    }
     if (ev->jobs < 1) fail(KE_ERROR_INVALID_ARGUMENT, "'options->jobs' must be at least 1");
     if (ev->in_process && ev->jobs > 1) {
       fail(KE_ERROR_INVALID_ARGUMENT, "in-process evaluation runs one candidate at a time: 'options->jobs' must be 1");

@@ -251,6 +251,7 @@ struct ke_evolver : capi::Handle<capi::Tag::evolver> {
   int trials = 5;
   int max_consecutive_mutator_failures = 64;
   int confirm_rounds = 3;
+  int confirm_parent_rounds = 2;
   std::vector<ke::WarmKernel> warm_start;  // found at creation, from the options' stores
 
   capi::MutatorRecipe mutator{"param", std::make_shared<ke::ParamMutator>(), {}};

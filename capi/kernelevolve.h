@@ -546,9 +546,15 @@ typedef struct ke_evolver_options {
   const char* const* warm_start_stores;
   size_t warm_start_store_count;
   int warm_start_max;
+  /* Version 4. Before a model mutator builds on a parent (or its prompt names the best), that node and the
+   * seed are evaluated again, interleaved, this many times each, once per node and outside the evaluation
+   * budget, and the prompt says whether the parent's figure was confirmed; 0: off, and the prompt says
+   * "Single measurement". Twice as many on a noisy machine, as for confirm_rounds. A version-3 struct gets
+   * the default, 2. */
+  int confirm_parent_rounds;
 } ke_evolver_options;
-#define KE_EVOLVER_OPTIONS_VERSION 3
-#define KE_EVOLVER_OPTIONS_INIT {KE_EVOLVER_OPTIONS_VERSION, NULL, 1, 1, 0, 0.0, NULL, NULL, 5, 64, 3, NULL, 0, 3}
+#define KE_EVOLVER_OPTIONS_VERSION 4
+#define KE_EVOLVER_OPTIONS_INIT {KE_EVOLVER_OPTIONS_VERSION, NULL, 1, 1, 0, 0.0, NULL, NULL, 5, 64, 3, NULL, 0, 3, 2}
 KE_API ke_status ke_evolver_options_init(ke_evolver_options* options, unsigned int version);
 
 /* Copies and validates the spec (it may be destroyed after). `options` may be NULL for the defaults.

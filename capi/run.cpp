@@ -143,6 +143,7 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
   if (const auto multi = std::dynamic_pointer_cast<ke::MultiDeviceEvaluator>(evaluator)) options.jobs = multi->slots();
   options.max_consecutive_mutator_failures = ev.max_consecutive_mutator_failures;
   options.confirm_rounds = ev.confirm_rounds;
+  options.confirm_parent_rounds = ev.confirm_parent_rounds;
   options.warm_start = ev.warm_start;
   ke::Evolver evolver_cxx(ev.spec, evaluator, mutator, ke::make_policy(ev.policy, ev.policy_options),
                           ev.stop, options);

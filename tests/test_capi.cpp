@@ -15,6 +15,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "kernelevolve.h"
+#include "support/fake_model_server.hpp"
 
 namespace {
 
@@ -1415,6 +1417,113 @@ TEST_CASE("capi: warm start from another problem's store (options version 3); a 
   std::remove(db.c_str());
   std::remove((db + "-wal").c_str());
   std::remove((db + "-shm").c_str());
+}
+
+namespace {
+
+// A model's rewrites, each faster than the last: its `pass` (code, not a comment: the graph knows a kernel by its
+// code) sets its time.
+std::string rewrite(int pass) {
+  return "Sum more columns per pass.\n```c\n#include <stdint.h>\nstatic const int pass = " + std::to_string(pass) +
+         ";\nvoid colsum(const float* x, float* y, int64_t M, int64_t N) {\n"
+         "  for (int64_t j = 0; j < N; ++j) { float s = 0; for (int64_t i = 0; i < M; ++i) s += x[i * N + j]; y[j] = s; }\n"
+         "}\n```\n";
+}
+
+// Times a kernel by its pass (1000 us for the seed, 1000 / (pass + 1) for pass N) and counts the calls.
+int pass_evaluate(const ke_candidate* c, ke_evaluation* e, void* user_data) {
+  auto* calls = static_cast<int*>(user_data);
+  *calls += 1;
+  const char* source = nullptr;
+  std::size_t workloads = 0;
+  if (ke_candidate_source(&source, c) != KE_OK || ke_candidate_workload_count(&workloads, c) != KE_OK) return 1;
+  const char* pass = std::strstr(source, "static const int pass = ");
+  const double time_us = pass ? 1000.0 / (std::atoi(pass + 24) + 1) : 1000.0;
+  ke_evaluation_set_status(e, KE_EVAL_OK);
+  for (std::size_t w = 0; w < workloads; ++w) ke_evaluation_set_time_us(e, w, time_us, 1.0);
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("capi: confirm_parent_rounds (options version 4): the parent a model builds on is measured again, or not") {
+  Spec spec;
+  REQUIRE(ke_spec_load(spec.out(), fixture("e2e/colsum.json").c_str()) == KE_OK);
+  ke_evolver_options o = KE_EVOLVER_OPTIONS_INIT;
+  CHECK(o.confirm_parent_rounds == 2);
+  o.confirm_rounds = 0;  // only the parents' confirmations are counted here
+  o.confirm_parent_rounds = -1;
+  ke_evolver* refused = nullptr;
+  CHECK(ke_evolver_create(&refused, spec, &o) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(ke_last_error(), "confirm_parent_rounds"));
+
+  // Three evaluations: the seed, a rewrite of it, then a rewrite of that (greedy: the best is the parent).
+  struct Outcome {
+    int calls = 0;
+    std::string second_prompt;
+  };
+  auto run_with = [&](int rounds) -> std::optional<Outcome> {
+    ke_test::FakeModelServer server;
+    for (int pass = 1; pass <= 3; ++pass) server.push({200, ke_test::FakeModelServer::openai(rewrite(pass))});
+    ke_llm_mutator_options lo;
+    REQUIRE(ke_llm_mutator_options_init(&lo, KE_LLM_MUTATOR_OPTIONS_VERSION) == KE_OK);
+    const std::string url = server.url();
+    lo.base_url = url.c_str();
+    lo.model = "test-model";
+    lo.max_retries = 0;
+    lo.timeout_s = 5;
+    lo.device_description = "cpu: a test CPU";
+    Mutator llm;
+    if (ke_mutator_llm_create(llm.out(), &lo) != KE_OK) return std::nullopt;  // a build without the model mutator
+    o.confirm_parent_rounds = rounds;
+    Evolver ev;
+    REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
+    Outcome out;
+    REQUIRE(ke_evolver_set_evaluator(ev, "made-up device", pass_evaluate, &out.calls) == KE_OK);
+    REQUIRE(ke_evolver_set_mutator(ev, llm) == KE_OK);
+    REQUIRE(ke_evolver_set_policy(ev, "greedy", nullptr, nullptr, 0) == KE_OK);
+    Rule three;
+    REQUIRE(ke_stop_rule_max_evaluations(three.out(), 3) == KE_OK);
+    REQUIRE(ke_evolver_set_stop_rule(ev, three) == KE_OK);
+    Result r;
+    REQUIRE_MESSAGE(ke_evolver_run(r.out(), ev) == KE_OK, ke_last_error());
+    std::size_t n = 0;
+    REQUIRE(ke_result_node_count(&n, r) == KE_OK);
+    REQUIRE(n == 3);
+    const ke_node* second = nullptr;
+    REQUIRE(ke_result_node(&second, r, 2) == KE_OK);
+    std::int64_t parent = -1;
+    REQUIRE(ke_node_parent(&parent, second, 0) == KE_OK);
+    CHECK(parent == 1);
+    out.second_prompt = text(ke_node_prompt, second);
+    return out;
+  };
+  const auto off = run_with(0);
+  if (!off) {
+    MESSAGE("this build has no model mutator (no ke_llm): only the option's refusal is checked");
+    return;
+  }
+  CHECK(off->calls == 3);  // nothing measured again
+  CHECK_MESSAGE(contains(off->second_prompt.c_str(), "Single measurement: its figures are one evaluation's"),
+                off->second_prompt);
+  const auto on = run_with(3);
+  REQUIRE(on);
+  CHECK(on->calls == 3 + 2 * 3);  // node 1 and the seed, three rounds each, once
+  CHECK_MESSAGE(contains(on->second_prompt.c_str(), "Confirmed: measured again against the seed, interleaved, 3 rounds on "
+                                                     "fresh inputs: 2x"),
+                on->second_prompt);
+
+  // A caller built against the version-3 header has no confirm_parent_rounds: init writes nothing there, and
+  // create gives it the default.
+  ke_evolver_options older;
+  std::memset(&older, 0xab, sizeof older);
+  REQUIRE(ke_evolver_options_init(&older, 3) == KE_OK);
+  CHECK(older.version == 3);
+  CHECK(older.warm_start_max == 3);
+  const auto* tail = reinterpret_cast<const unsigned char*>(&older) + offsetof(ke_evolver_options, confirm_parent_rounds);
+  CHECK(std::all_of(tail, tail + sizeof older.confirm_parent_rounds, [](unsigned char b) { return b == 0xab; }));
+  Evolver old_caller;
+  CHECK(ke_evolver_create(old_caller.out(), spec, &older) == KE_OK);  // 0xabababab is not read as rounds
 }
 
 TEST_CASE("capi: a PyTorch problem without a seed: the parameter mutator is refused, check says so, a command writes it") {
