@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -469,4 +471,40 @@ TEST_CASE("the device registry") {
   CHECK(code_of("bogus:x") == ErrorCode::BadUsage);
   CHECK(code_of("cuda:x") == ErrorCode::BadUsage);
   CHECK(code_of("") == ErrorCode::BadUsage);
+}
+
+TEST_CASE("ceilings that moved since the previous measurement on this machine are said; the file keeps the last") {
+  char dir_template[] = "/tmp/ke-ceilings-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  const char* old_dir = std::getenv("KE_CACHE_DIR");
+  const std::string kept = old_dir ? old_dir : "";
+  ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
+  auto measured = [](double copy_gbs) {
+    return [copy_gbs](DeviceInfo& d) {
+      d.peak_bytes_per_s = copy_gbs * 1e9;
+      d.peak_flops_per_s = 100e9;
+    };
+  };
+  DeviceInfo info;
+  info.name = "Made-up CPU (R) 9000";
+  CHECK(compare_with_previous_ceilings(info, measured(16.4)).empty());  // nothing before it
+  CHECK(ceiling_history_file(info.name).parent_path() == dir);
+  CHECK(compare_with_previous_ceilings(info, measured(15.0)).empty());  // within kCeilingShift
+  CHECK_FALSE(info.properties.count(kCeilingsMovedProperty));
+  const std::string moved = compare_with_previous_ceilings(info, measured(8.4));
+  CHECK(moved == "copy 8.4 GB/s, 44% under the 15.0 GB/s measured before on this device");
+  CHECK(info.properties[kCeilingsMovedProperty] == moved);
+  // The comparison is with the last measurement, not the first: 8.4 again has not moved.
+  DeviceInfo again;
+  again.name = info.name;
+  CHECK(compare_with_previous_ceilings(again, measured(8.4)).empty());
+  CHECK_FALSE(again.properties.count(kCeilingsMovedProperty));
+  // Another CPU model has its own file.
+  DeviceInfo other;
+  other.name = "Another CPU";
+  CHECK(compare_with_previous_ceilings(other, measured(30)).empty());
+
+  if (old_dir) ::setenv("KE_CACHE_DIR", kept.c_str(), 1); else ::unsetenv("KE_CACHE_DIR");
+  std::filesystem::remove_all(dir);
 }

@@ -830,3 +830,64 @@ TEST_CASE("a noisy machine is said in the prompt, from the seed's own spread") {
                               "absolute deviation); a difference under about 20% is not one") != std::string::npos,
                 m.prompt);
 }
+
+TEST_CASE("a CPU kernel's prompt says how many input copies each call touches and which cache level they fit") {
+  FakeModelServer server;
+  for (int i = 0; i < 3; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;  // colsum: w0 a 1024 x 1024 float matrix (4 MiB), w1 777 x 1531 (about 4.5 MiB)
+  ke::LlmOptions o = options_for(server);
+  // The device's caches as describe_device_for_model writes them: the prompt reads them back.
+  ke::DeviceInfo cpu;
+  cpu.id = "cpu", cpu.kind = "cpu", cpu.name = "Made-up CPU";
+  cpu.properties = {{"cache_l1d", "32 KiB"}, {"cache_l1i", "32 KiB"}, {"cache_l2", "1 MiB"}, {"cache_l3", "32 MiB"}};
+  o.device_description = ke::describe_device_for_model(cpu, ke::Language::c);
+  REQUIRE(o.device_description.find("Caches: l1d 32 KiB, l2 1 MiB, l3 32 MiB.") != std::string::npos);
+  ke::LlmMutator with_l3(o);
+  const ke::Mutation fits = f.mutate(with_l3);
+  CHECK_MESSAGE(fits.prompt.find("w0 2 copies of 4 MiB, 8 MiB in all: larger than L2 (1 MiB), within L3 (32 MiB): "
+                                 "expect them warm in L3, not in L1d/L2;") != std::string::npos,
+                fits.prompt);
+  CHECK(fits.prompt.find("w1 2 copies of 5 MiB, 9 MiB in all: larger than L2 (1 MiB), within L3 (32 MiB)") !=
+        std::string::npos);
+  CHECK(fits.prompt.find("an input of 64 KiB or less is drawn afresh instead") != std::string::npos);
+
+  // A smaller last level: the copies do not fit any cache.
+  o.device_description = "cpu: a test CPU\nCaches: l1d 48 KiB, l2 2 MiB, l3 6 MiB.\n";
+  ke::LlmMutator small_l3(o);
+  const ke::Mutation spills = f.mutate(small_l3);
+  CHECK_MESSAGE(spills.prompt.find("w0 2 copies of 4 MiB, 8 MiB in all: larger than L3 (6 MiB): expect them cold, "
+                                   "from memory;") != std::string::npos,
+                spills.prompt);
+  CHECK(spills.prompt.find("within L") == std::string::npos);
+
+  // No caches in the description: the sizes alone, to compare with whatever the device section says.
+  o.device_description = "cpu: a test CPU";
+  ke::LlmMutator no_caches(o);
+  const ke::Mutation unknown = f.mutate(no_caches);
+  CHECK(unknown.prompt.find("w0 2 copies of 4 MiB, 8 MiB in all; w1") != std::string::npos);
+  CHECK(unknown.prompt.find("(compare with the caches above).") != std::string::npos);
+}
+
+TEST_CASE("ceilings that moved between runs are in the device facts and make the prompt call the machine noisy") {
+  FakeModelServer server;
+  for (int i = 0; i < 2; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::DeviceInfo cpu;
+  cpu.id = "cpu", cpu.kind = "cpu", cpu.name = "Made-up CPU";
+  cpu.peak_bytes_per_s = 8.4e9;
+  ke::LlmOptions o = options_for(server);
+  o.device_description = ke::describe_device_for_model(cpu, ke::Language::c);
+  ke::LlmMutator steady(o);
+  CHECK(f.mutate(steady).prompt.find("this machine is noisy") == std::string::npos);
+
+  cpu.properties[ke::kCeilingsMovedProperty] = "copy 8.4 GB/s, 49% under the 16.4 GB/s measured before on this device";
+  o.device_description = ke::describe_device_for_model(cpu, ke::Language::c);
+  CHECK(o.device_description.find("Ceilings moved: copy 8.4 GB/s, 49% under the 16.4 GB/s measured before on this "
+                                  "device: shares of these ceilings are rough.\n") != std::string::npos);
+  ke::LlmMutator moved(o);
+  const ke::Mutation m = f.mutate(moved);
+  CHECK_MESSAGE(m.prompt.find("Noise: this machine is noisy: its measured ceilings moved between runs (copy 8.4 GB/s, "
+                              "49% under the 16.4 GB/s measured before on this device), so shares of peak are rough; the "
+                              "run measures its confirmations twice as long.") != std::string::npos,
+                m.prompt);
+}

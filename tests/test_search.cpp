@@ -717,3 +717,41 @@ TEST_CASE("on a noisy machine the confirmations take twice their rounds") {
   REQUIRE(b.confirmation.has_value());
   CHECK(b.confirmation->rounds == 6);
 }
+
+namespace {
+
+// The surface, on a device whose measured ceilings moved since the previous measurement on it.
+class MovedCeilingsSurface final : public ke::FitnessEvaluator {
+ public:
+  SurfaceEvaluator surface;
+  ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t seed) override { return surface.evaluate(c, seed); }
+  ke::DeviceInfo device_info() override {
+    ke::DeviceInfo d = surface.device_info();
+    d.properties[ke::kCeilingsMovedProperty] = "copy 8.4 GB/s, 49% under the 16.4 GB/s measured before on this device";
+    return d;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("ceilings that moved between runs make a noisy machine: the result and the report say so, confirmations double") {
+  auto spec = grid_spec();
+  ke::Evolver calm(spec, std::make_shared<SurfaceEvaluator>(), std::make_shared<ke::ParamMutator>(),
+                   std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(1000));
+  const ke::RunResult a = calm.run();
+  CHECK(a.ceilings_moved.empty());
+  CHECK(ke::run_report_json(spec, ke::DeviceInfo{}, calm.graph(), a, 1).find("\"ceilings_moved\": null") != std::string::npos);
+  auto moved = std::make_shared<MovedCeilingsSurface>();
+  ke::Evolver loud(spec, moved, std::make_shared<ke::ParamMutator>(), std::make_shared<ke::GreedyPolicy>(),
+                   ke::max_evaluations(1000));
+  const ke::RunResult b = loud.run();
+  CHECK(b.ceilings_moved == "copy 8.4 GB/s, 49% under the 16.4 GB/s measured before on this device");
+  REQUIRE(b.confirmation.has_value());
+  CHECK(b.confirmation->rounds == 6);
+  const ke::DeviceInfo device = moved->device_info();
+  CHECK(ke::run_report_json(spec, device, loud.graph(), b, 1)
+            .find("\"ceilings_moved\": \"copy 8.4 GB/s, 49% under the 16.4 GB/s measured before on this device\"") !=
+        std::string::npos);
+  CHECK(ke::run_report_text(spec, device, loud.graph(), b).find("noisy machine: the device's ceilings moved") !=
+        std::string::npos);
+}

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernelevolve/ceiling_shift.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/search_graph.hpp"
@@ -38,6 +39,9 @@ struct RunResult {
   // that failed did (after one failure no more are asked for: the next would fail the same way).
   int counted_nodes = 0;
   std::string counters_error;
+  // The device's ceilings that moved since the previous measurement on it (kCeilingsMovedProperty), in words;
+  // empty when none did. Such a machine is noisy: the confirmations took twice their rounds.
+  std::string ceilings_moved;
 };
 
 // Receives progress. Called on the thread that runs the Evolver.
@@ -83,7 +87,8 @@ struct EvolverOptions {
   // search stops: each may have cost minutes of retries, and the next is unlikely to differ.
   int max_consecutive_mutator_errors = 8;
   // At the end, the best node and the seed are evaluated again, interleaved, this many times each (0: off);
-  // twice as many on a noisy machine (kNoisyMachine), as for confirm_parent_rounds.
+  // twice as many on a noisy machine (kNoisyMachine, or ceilings that moved: kCeilingShift), as for
+  // confirm_parent_rounds.
   int confirm_rounds = 3;
   // Nodes tried, best first, until one's search figure is borne out by its confirmation.
   int confirm_candidates = 3;

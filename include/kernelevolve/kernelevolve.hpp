@@ -1,6 +1,7 @@
 // KernelEvolve: evolves faster compute kernels. This header includes every public part.
 #pragma once
 #include "kernelevolve/candidate.hpp"
+#include "kernelevolve/ceiling_shift.hpp"
 #include "kernelevolve/counters.hpp"
 #include "kernelevolve/device.hpp"
 #include "kernelevolve/diagnosis.hpp"

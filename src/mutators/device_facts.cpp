@@ -1,14 +1,21 @@
 // The device as a model's prompt states it. The ceilings are the ones a kernel can reach: a CPU kernel runs
 // on the calling thread, so one core's, not the machine's; a model told the machine's peak chases a number
 // no single-threaded kernel can reach.
+#include "mutators/device_facts.hpp"
+
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
+#include "kernelevolve/ceiling_shift.hpp"
 #include "kernelevolve/mutator.hpp"
 
 namespace kernelevolve {
 
 namespace {
+
+const char* const kCachesLabel = "Caches: ";
+const char* const kMovedLabel = "Ceilings moved: ";
 
 std::string property(const DeviceInfo& d, const std::string& key) {
   const auto it = d.properties.find(key);
@@ -22,6 +29,13 @@ std::string rate(double value, const char* unit) {
   return out.str();
 }
 
+// Ceilings that moved since the previous measurement on this device (DeviceInfo's kCeilingsMovedProperty):
+// read back by mutators::description_ceilings_moved for the prompt's noise paragraph.
+std::string moved_line(const DeviceInfo& d) {
+  const std::string moved = property(d, kCeilingsMovedProperty);
+  return moved.empty() ? "" : kMovedLabel + moved + ": shares of these ceilings are rough.\n";
+}
+
 std::string cpu_facts(const DeviceInfo& d, Language language) {
   std::ostringstream out;
   out << d.name << " (" << d.id << ", target CPU " << property(d, "llvm_cpu") << ", " << d.compute_units
@@ -32,13 +46,14 @@ std::string cpu_facts(const DeviceInfo& d, Language language) {
         << "-bit vectors, 2 FMA units, " << property(d, "max_ghz").substr(0, 4) << " GHz)";
   }
   if (d.peak_bytes_per_s > 0) out << ", memory copy " << rate(d.peak_bytes_per_s / 1e9, "GB/s") << " (measured on one thread)";
-  out << ".\n";
+  out << ".\n" << moved_line(d);
   std::string caches;
   for (const char* c : {"cache_l1d", "cache_l2", "cache_l3"}) {
     const std::string v = property(d, c);
     if (!v.empty()) caches += (caches.empty() ? "" : ", ") + std::string(c).substr(6) + " " + v;
   }
-  if (!caches.empty()) out << "Caches: " << caches << ".\n";
+  // mutators::description_caches reads this line back to say which cache a workload's inputs fit.
+  if (!caches.empty()) out << kCachesLabel << caches << ".\n";
   // mutators::note_features reads this line back to choose the knowledge base's notes (`requires:`).
   if (const std::string isa = property(d, "isa"); !isa.empty()) out << "Vector extensions enabled: " << isa << ".\n";
   if (const std::string cc = property(d, "compiler"); !cc.empty()) {
@@ -65,7 +80,8 @@ std::string gpu_facts(const DeviceInfo& d, Language language) {
   if (const std::string memory = property(d, "memory"); !memory.empty()) out << "Memory " << memory << ". ";
   if (const std::string l2 = property(d, "l2_cache"); !l2.empty()) out << "L2 " << l2 << ". ";
   out << "Ceilings: copy " << (d.peak_bytes_per_s > 0 ? rate(d.peak_bytes_per_s / 1e9, "GB/s") + " (measured)" : "unknown")
-      << ", fp32 FMA " << (d.peak_flops_per_s > 0 ? rate(d.peak_flops_per_s / 1e12, "TFLOP/s") : "unknown") << ".\n";
+      << ", fp32 FMA " << (d.peak_flops_per_s > 0 ? rate(d.peak_flops_per_s / 1e12, "TFLOP/s") : "unknown") << ".\n"
+      << moved_line(d);
   if (language == Language::triton) {
     out << "Compiler: Triton's, to PTX for " << property(d, "arch") << ", loaded by the CUDA driver "
         << property(d, "driver_api") << ".\n";
@@ -96,5 +112,43 @@ std::string describe_device_for_model(const DeviceInfo& device, Language languag
   }
   return out;
 }
+
+namespace mutators {
+
+std::vector<CacheSize> description_caches(const std::string& device_description) {
+  std::vector<CacheSize> caches;
+  std::istringstream in(device_description);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(kCachesLabel, 0) != 0) continue;
+    // "l1d 48 KiB, l2 2 MiB, l3 32 MiB."
+    std::istringstream items(line.substr(std::string(kCachesLabel).size()));
+    for (std::string item; std::getline(items, item, ',');) {
+      std::istringstream words(item);
+      std::string name, unit;
+      double value = 0;
+      if (!(words >> name >> value >> unit) || value <= 0 || name.empty() || name[0] != 'l') continue;
+      if (!unit.empty() && unit.back() == '.') unit.pop_back();
+      const double scale = unit == "B" ? 1 : unit == "KiB" ? 1024.0 : unit == "MiB" ? 1048576.0 : unit == "GiB" ? 1073741824.0 : 0;
+      if (scale == 0 || name.back() == 'i') continue;  // an instruction cache holds no data
+      name[0] = 'L';
+      caches.push_back({name, value * scale});
+    }
+    break;
+  }
+  return caches;
+}
+
+std::string description_ceilings_moved(const std::string& device_description) {
+  std::istringstream in(device_description);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(kMovedLabel, 0) != 0) continue;
+    std::string moved = line.substr(std::string(kMovedLabel).size());
+    if (const std::size_t end = moved.find(": shares of these ceilings"); end != std::string::npos) moved.resize(end);
+    return moved;
+  }
+  return "";
+}
+
+}  // namespace mutators
 
 }  // namespace kernelevolve

@@ -21,6 +21,7 @@
 #include "kernelevolve/report.hpp"
 #include "devices/gpu/common.hpp"
 #include "mutators/answer.hpp"
+#include "mutators/device_facts.hpp"
 #include "mutators/http_client.hpp"
 #include "mutators/knowledge.hpp"
 
@@ -163,6 +164,52 @@ std::string failure_detail(const Node& n) {
   return out.str();
 }
 
+// Where a CPU kernel's inputs are when it is called, so that a model knows whether to optimize for memory
+// or for cache. Each timed call's inputs are written just before it (local_evaluator.cpp, step 3): an input
+// over kInputsDrawnAfreshBytes is copied, rotated, from a base copy of the same size, which is read as it is
+// written (two copies touched: the base and the kernel's); a smaller one (of a spec that is not a PyTorch
+// problem) is drawn afresh into the kernel's buffer (one copy). The copies' total is held against the data
+// caches the device description lists.
+std::string inputs_in_cache(const Spec& spec, const std::string& device_description) {
+  constexpr double kInputsDrawnAfreshBytes = 64 * 1024;  // local_evaluator.cpp's kDrawnAfresh
+  const std::vector<mutators::CacheSize> caches = mutators::description_caches(device_description);
+  std::ostringstream out;
+  out << "Inputs: each timed call's inputs are a rotated copy written just before the call, copied from a base "
+         "copy of the same size (an input of "
+      << gpu::format_bytes(kInputsDrawnAfreshBytes) << " or less is drawn afresh instead), so the last copies "
+      << "are warm in cache as far as they fit:";
+  for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
+    double bytes = 0, copied = 0;
+    int copies = 1;
+    for (const Param& p : spec.params) {
+      if (p.role != Role::in && p.role != Role::inout) continue;
+      const double count = static_cast<double>(spec.element_count(p, spec.workloads[w]));
+      const double b = count * static_cast<double>(dtype_size(p.dtype));
+      const bool drawn = !spec.reference.pytorch && (b <= kInputsDrawnAfreshBytes || count < 2);
+      bytes += b;
+      copied += drawn ? b : 2 * b;
+      if (!drawn) copies = 2;
+    }
+    out << (w ? ";" : "") << " w" << w << " " << copies << (copies == 1 ? " copy of " : " copies of ")
+        << gpu::format_bytes(bytes) << ", " << gpu::format_bytes(copied) << " in all";
+    if (caches.empty()) continue;
+    const auto fits = std::find_if(caches.begin(), caches.end(), [&](const mutators::CacheSize& c) { return copied <= c.bytes; });
+    auto name_size = [](const mutators::CacheSize& c) { return c.name + " (" + gpu::format_bytes(c.bytes) + ")"; };
+    if (fits == caches.begin()) {
+      out << ": within " << name_size(*fits) << ": expect them warm in " << fits->name;
+    } else if (fits == caches.end()) {
+      out << ": larger than " << name_size(caches.back()) << ": expect them cold, from memory";
+    } else {
+      std::string closer;
+      for (auto c = caches.begin(); c != fits; ++c) closer += (closer.empty() ? "" : "/") + c->name;
+      out << ": larger than " << name_size(*(fits - 1)) << ", within " << name_size(*fits) << ": expect them warm in "
+          << fits->name << ", not in " << closer;
+    }
+  }
+  out << (caches.empty() ? " (compare with the caches above)." : ".");
+  return out.str();
+}
+
 }  // namespace
 
 struct LlmMutator::Impl {
@@ -215,7 +262,7 @@ struct LlmMutator::Impl {
   }
 
   // The problem as any prompt states it: signature, workloads, tolerance, launch, tunables, notes.
-  static void problem_section(std::ostringstream& out, const Spec& spec) {
+  static void problem_section(std::ostringstream& out, const Spec& spec, const std::string& device_description) {
     out << "## Problem: " << spec.name << "\nSignature: `" << kernel_signature(spec) << "`\n";
     out << "Workloads:";
     for (std::size_t i = 0; i < spec.workloads.size(); ++i) out << " w" << i << " {" << bindings_text(spec.workloads[i]) << "}";
@@ -225,21 +272,7 @@ struct LlmMutator::Impl {
         << "), \"±\" its spread (the median absolute deviation of the launches); \"Nx over the seed\" is the "
            "geometric mean over the workloads of the seed's time over the kernel's, and likewise over a baseline. "
            "Each node's figures are one evaluation's: a difference within a few spreads may be noise.";
-    if (is_cpu_language(spec.language)) {
-      // Whether the data is cold in memory or warm in cache decides what to optimize: say where it is.
-      out << "\nInputs: each timed call's inputs are a rotated copy written just before the call, so they are warm "
-             "in cache as far as they fit (compare with the caches above):";
-      for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
-        double bytes = 0;
-        for (const Param& p : spec.params) {
-          if (p.role == Role::in || p.role == Role::inout) {
-            bytes += static_cast<double>(spec.element_count(p, spec.workloads[w])) * static_cast<double>(dtype_size(p.dtype));
-          }
-        }
-        out << " w" << w << " " << gpu::format_bytes(bytes);
-      }
-      out << ".";
-    }
+    if (is_cpu_language(spec.language)) out << "\n" << inputs_in_cache(spec, device_description);
     out << "\nTolerance: |out - ref| <= " << spec.tolerance.atol << " + " << spec.tolerance.rtol << " * |ref|\n";
     const bool triton = spec.language == Language::triton;
     if (spec.launch && triton) {
@@ -326,7 +359,7 @@ struct LlmMutator::Impl {
     const Spec& spec = ctx.spec;
     std::ostringstream out;
     if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
-    problem_section(out, spec);
+    problem_section(out, spec, options.device_description);
     out << marks_section(ctx.baselines);
     out << "\n## Parameters, in order\n";
     for (const Param& p : spec.params) {
@@ -372,12 +405,23 @@ struct LlmMutator::Impl {
     const std::string& memory = options.memory;
     std::ostringstream out;
     if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
-    problem_section(out, spec);
-    // How noisy this machine is, from the seed's own launches: what a difference has to beat to mean anything.
-    if (const double noise = relative_spread(g.node(0).evaluation); noise > kNoisyMachine) {
-      out << "Noise: this machine is noisy: the seed's launches spread by " << std::lround(noise * 100)
-          << "% of their median (median absolute deviation); a difference under about " << std::lround(2 * noise * 100)
-          << "% is not one, and the run measures its confirmations twice as long.\n";
+    problem_section(out, spec, options.device_description);
+    // How noisy this machine is, from the seed's own launches (what a difference has to beat to mean anything)
+    // and from ceilings that moved since the previous measurement on the device.
+    const double noise = relative_spread(g.node(0).evaluation);
+    const std::string moved = mutators::description_ceilings_moved(options.device_description);
+    if (noise > kNoisyMachine || !moved.empty()) {
+      out << "Noise: this machine is noisy: ";
+      if (noise > kNoisyMachine) {
+        out << "the seed's launches spread by " << std::lround(noise * 100)
+            << "% of their median (median absolute deviation); a difference under about " << std::lround(2 * noise * 100)
+            << "% is not one";
+      }
+      if (!moved.empty()) {
+        out << (noise > kNoisyMachine ? "; " : "") << "its measured ceilings moved between runs (" << moved
+            << "), so shares of peak are rough";
+      }
+      out << "; the run measures its confirmations twice as long.\n";
     }
     out << marks_section(ctx.baselines);
     out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n"

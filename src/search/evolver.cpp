@@ -4,6 +4,7 @@
 #include "search/confirm.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -74,6 +75,15 @@ const SearchGraph& Evolver::graph() const { return impl_->graph; }
 const Spec& Evolver::spec() const { return impl_->spec; }
 
 namespace {
+
+// A line on stderr, once per process whatever the number of runs: a host that runs many searches on one
+// machine is told once.
+void say_once(const std::string& line) {
+  static std::mutex mutex;
+  static std::set<std::string> said;
+  std::lock_guard lock(mutex);
+  if (said.insert(line).second) std::fprintf(stderr, "kernelevolve: %s\n", line.c_str());
+}
 
 std::uint64_t input_seed(std::uint64_t run_seed, NodeId node) {
   std::uint64_t z = run_seed * 0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(node) + 1;
@@ -167,6 +177,13 @@ RunResult Evolver::run() {
   int in_flight = 0;
   // The ceilings every diagnosis is taken against, asked for once (a worker evaluator's cross a pipe).
   const DeviceInfo device = s.evaluator->device_info();
+  // Ceilings that moved since the previous measurement on this device (kCeilingShift) make the machine a
+  // noisy one, as a spread seed does: said once here, in the report, and in the model's prompt.
+  if (const auto moved = device.properties.find(kCeilingsMovedProperty); moved != device.properties.end()) {
+    result.ceilings_moved = moved->second;
+    say_once("the device's measured ceilings moved since the previous measurement on it (" + moved->second +
+             "): the machine is noisy, its shares of peak are rough, and confirmations take twice their rounds");
+  }
   for (Observer* o : s.observers) o->on_start(s.spec, device);
   // Diagnoses a node once, when its evaluation is recorded (a checkpoint's nodes may come without one).
   auto diagnose_node = [&](NodeId id) {
@@ -237,8 +254,10 @@ RunResult Evolver::run() {
 
   // On a noisy machine (the seed's launches spread by more than kNoisyMachine of their median) a
   // confirmation takes twice the rounds: its median then stands on more evidence.
+  // So do ceilings that moved between runs.
   auto rounds_for = [&](int rounds) {
-    return s.graph.size() > 0 && relative_spread(s.graph.node(0).evaluation) > kNoisyMachine ? 2 * rounds : rounds;
+    const bool spread = s.graph.size() > 0 && relative_spread(s.graph.node(0).evaluation) > kNoisyMachine;
+    return spread || !result.ceilings_moved.empty() ? 2 * rounds : rounds;
   };
   // The best node against the seed, again, interleaved and verified (DESIGN.md): a node whose search
   // figure is not borne out gives way to the next best of its class.

@@ -115,7 +115,9 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
   for (const Node& n : graph.nodes()) counts[to_string(n.evaluation.status)] += 1;
   std::ostringstream out;
   out << "{" << json_quote("spec") << ": " << json_quote(spec.name) << ", \"device\": "
-      << json_quote(device.id + " " + device.name) << ", \"run\": " << run_id
+      << json_quote(device.id + " " + device.name)
+      << ", \"ceilings_moved\": " << (result.ceilings_moved.empty() ? "null" : json_quote(result.ceilings_moved))
+      << ", \"run\": " << run_id
       << ", \"evaluations\": " << graph.size() << ", \"status_counts\": {";
   bool first = true;
   for (const auto& [k, v] : counts) {
@@ -232,6 +234,10 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
       << elapsed << " s; stopped: " << result.stop_reason << "\n  statuses:";
   for (const auto& [k, v] : counts) out << " " << k << " " << v;
   out << "\n";
+  if (!result.ceilings_moved.empty()) {
+    out << "  noisy machine: the device's ceilings moved since the previous measurement (" << result.ceilings_moved
+        << "); confirmations took twice their rounds\n";
+  }
   if (result.state.tokens > 0) {
     out << "  model calls: " << result.state.tokens << " tokens";
     if (result.state.cost_usd > 0) out << ", $" << dollars(result.state.cost_usd);

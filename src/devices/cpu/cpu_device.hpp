@@ -4,11 +4,14 @@
 // so launch() needs no knowledge of the signature at run time.
 #pragma once
 #include <cstddef>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "devices/kernel_cache.hpp"
+#include "kernelevolve/ceiling_shift.hpp"
 #include "kernelevolve/device.hpp"
 
 namespace kernelevolve {
@@ -63,5 +66,15 @@ std::string host_compile_cpu();
 
 // The last-level cache size in bytes as the OS reports it, or 0 when unknown.
 std::size_t host_last_level_cache_bytes();
+
+// The previous measurement of this machine's ceilings (cpu_info.cpp says why a file): in $KE_CACHE_DIR, else
+// $XDG_CACHE_HOME/kernelevolve, else ~/.cache/kernelevolve, named after the CPU's model and the host; empty
+// when there is no such folder.
+std::filesystem::path ceiling_history_file(const std::string& cpu_name);
+
+// Runs `measure` on `info` (it sets the peaks) under the history file's lock, compares the peaks with the
+// previous measurement there, and records them in its place. Where one moved by more than kCeilingShift,
+// sets info's kCeilingsMovedProperty and returns the same words; else returns "".
+std::string compare_with_previous_ceilings(DeviceInfo& info, const std::function<void(DeviceInfo&)>& measure);
 
 }  // namespace kernelevolve

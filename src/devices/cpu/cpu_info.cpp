@@ -1,17 +1,35 @@
 // The host CPU's description and roofline ceilings: model name, cores, SIMD width, caches, a
 // measured copy bandwidth, a cache-resident copy rate (for the "impossible time" floor), and a
-// datasheet-style FMA peak.
+// datasheet-style FMA peak; and the previous measurement on this machine, to say when the ceilings moved.
+//
+// Why a file per device and not the store: the ceilings are measured where the device is opened (in each
+// worker process, before any store is known), and what they are compared with is the machine's own
+// history, whatever database or spec a run writes to. The file (ceiling_history_file) holds the last
+// measurement: each one is compared with it under a lock, then replaces it. So a run's first worker compares
+// with the previous run's last measurement, and a later worker of the same run with the one before it; the
+// lock also keeps parallel workers from measuring at once, which would halve each other's bandwidth.
 #include <llvm/ADT/StringMap.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/TargetParser/X86TargetParser.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -144,7 +162,100 @@ std::string format_bytes(std::size_t bytes) {
   return std::to_string(bytes) + " B";
 }
 
+namespace fs = std::filesystem;
+
+// The folder of KernelEvolve's per-machine files, as the GPU ceiling cache finds it.
+fs::path cache_dir() {
+  if (const char* d = std::getenv("KE_CACHE_DIR"); d && *d) return d;
+  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "kernelevolve";
+  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "kernelevolve";
+  return {};
+}
+
+// Letters, digits, '-' and '_' only: a file name from a CPU's model name and the host's name.
+std::string file_stem(const std::string& text) {
+  std::string out;
+  for (char c : text) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  return out;
+}
+
+struct MeasuredCeilings {
+  double copy_bytes_per_s = 0;
+  double fma_flops_per_s = 0;
+};
+
+std::optional<MeasuredCeilings> read_history(const fs::path& file) {
+  std::ifstream in(file);
+  MeasuredCeilings c;
+  std::string key;
+  for (double value = 0; in >> key >> value;) {
+    if (key == "copy_bytes_per_s") c.copy_bytes_per_s = value;
+    if (key == "fma_flops_per_s") c.fma_flops_per_s = value;
+  }
+  if (!(c.copy_bytes_per_s > 0) && !(c.fma_flops_per_s > 0)) return std::nullopt;
+  return c;
+}
+
+void write_history(const fs::path& file, const MeasuredCeilings& c) {
+  const fs::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp);
+    out.precision(17);
+    out << "copy_bytes_per_s " << c.copy_bytes_per_s << "\nfma_flops_per_s " << c.fma_flops_per_s << "\n";
+    if (!out) return;
+  }
+  std::error_code ec;
+  fs::rename(tmp, file, ec);  // atomic: a reader sees the old file or the new one
+  if (ec) fs::remove(tmp, ec);
+}
+
+// "copy 8.4 GB/s, 49% under the 16.4 GB/s measured before on this device", or empty within kCeilingShift.
+std::string moved_text(const char* name, double now, double before, double scale, const char* unit) {
+  if (!(now > 0) || !(before > 0) || std::abs(now / before - 1) <= kCeilingShift) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "%s %.1f %s, %.0f%% %s the %.1f %s measured before on this device", name,
+                now / scale, unit, std::abs(now / before - 1) * 100, now < before ? "under" : "over", before / scale, unit);
+  return text;
+}
+
 }  // namespace
+
+fs::path ceiling_history_file(const std::string& cpu_name) {
+  const fs::path dir = cache_dir();
+  if (dir.empty()) return {};
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;
+  return dir / ("cpu-" + file_stem(cpu_name) + "-" + file_stem(host) + ".ceilings");
+}
+
+std::string compare_with_previous_ceilings(DeviceInfo& info, const std::function<void(DeviceInfo&)>& measure) {
+  const fs::path file = ceiling_history_file(info.name);
+  int lock_fd = -1;
+  if (!file.empty()) {
+    std::error_code ec;
+    fs::create_directories(file.parent_path(), ec);
+    lock_fd = ::open((file.string() + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666);
+    if (lock_fd >= 0) {
+      while (::flock(lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+      }
+    }
+  }
+  measure(info);
+  std::string moved;
+  if (!file.empty()) {
+    if (const auto before = read_history(file)) {
+      for (const std::string& m : {moved_text("copy", info.peak_bytes_per_s, before->copy_bytes_per_s, 1e9, "GB/s"),
+                                   moved_text("fp32 FMA peak", info.peak_flops_per_s, before->fma_flops_per_s, 1e9,
+                                              "GFLOP/s")}) {
+        if (!m.empty()) moved += (moved.empty() ? "" : "; ") + m;
+      }
+    }
+    write_history(file, {info.peak_bytes_per_s, info.peak_flops_per_s});
+  }
+  if (lock_fd >= 0) ::close(lock_fd);
+  if (!moved.empty()) info.properties[kCeilingsMovedProperty] = moved;
+  return moved;
+}
 
 std::string host_compile_cpu() {
   const std::string name = llvm::sys::getHostCPUName().str();
@@ -198,10 +309,12 @@ DeviceInfo describe_host_cpu(bool measure) {
   }
 
   if (measure) {
-    info.peak_bytes_per_s = measure_memory_bandwidth(host_last_level_cache_bytes());
-    info.floor_bytes_per_s = 4.0 * measure_cache_copy_rate();
-    // The floor must stay above the peak whatever the measurements did.
-    info.floor_bytes_per_s = std::max(info.floor_bytes_per_s, 4.0 * info.peak_bytes_per_s);
+    compare_with_previous_ceilings(info, [](DeviceInfo& d) {
+      d.peak_bytes_per_s = measure_memory_bandwidth(host_last_level_cache_bytes());
+      d.floor_bytes_per_s = 4.0 * measure_cache_copy_rate();
+      // The floor must stay above the peak whatever the measurements did.
+      d.floor_bytes_per_s = std::max(d.floor_bytes_per_s, 4.0 * d.peak_bytes_per_s);
+    });
   }
   return info;
 }
