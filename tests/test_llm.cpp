@@ -215,8 +215,7 @@ TEST_CASE("the prompt carries the compiler log and the worst mismatch of recent 
   CHECK(m.prompt.find("caches are not flushed") != std::string::npos);  // a CPU kernel's timing
   // On the CPU, where each call's inputs sit: written just before the call, so warm as far as they fit
   // (colsum's w0 reads 1024 x 1024 floats).
-  CHECK_MESSAGE(m.prompt.find("warm in cache as far as they fit (compare with the caches above): w0 4 MiB") !=
-                    std::string::npos,
+  CHECK_MESSAGE(m.prompt.find("warm in cache as far as they fit: w0 2 copies of 4 MiB, 8 MiB in all;") != std::string::npos,
                 m.prompt);
   CHECK(server.requests().at(0).body.find("frobnicate") != std::string::npos);
   // In "fresh" memory the parent stands alone.
