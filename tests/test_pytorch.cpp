@@ -264,6 +264,31 @@ TEST_CASE("pytorch: get_workloads() gives a workload each, one signature for all
   fs::remove_all(dir);
 }
 
+TEST_CASE("pytorch: a workload sets its globals in the source: a global computed from them follows, unless set too" *
+          doctest::skip(!have_torch())) {
+  // hidden = in_features * 2 in the module: a workload that changes in_features alone doubles hidden too, in
+  // the signature's bindings and in the reference the check runs.
+  const ke::Spec spec = ke::load_pytorch_problem(fixture("workloads_derived_global.py"));
+  REQUIRE(spec.workloads.size() == 3);
+  CHECK(spec.workloads[0] == ke::Bindings{{"batch_size", 4}, {"in_features", 8}, {"hidden", 16}});
+  CHECK(spec.workloads[1] == ke::Bindings{{"batch_size", 6}, {"in_features", 12}, {"hidden", 24}});
+  CHECK(spec.workloads[2] == ke::Bindings{{"batch_size", 4}, {"in_features", 10}, {"hidden", 7}});
+  CHECK(param(spec, "fc_weight").shape == std::vector<std::string>{"hidden", "in_features"});
+  const Cli checked = cli("check " + fixture("workloads_derived_global.py") + " --seed-kernel " +
+                          fixture("workloads_derived_global_seed.c") + " --json");
+  REQUIRE_MESSAGE(checked.code == 0, checked.err);
+  CHECK_MESSAGE(checked.out.find("\"seed\": {\"status\": \"ok\"") != std::string::npos, checked.out);
+
+  // A dimension no expression of the globals gives (isqrt(features)) is a number; a workload at which it
+  // is another number is refused before anything runs, naming the dimension and both values.
+  const Cli r = cli("import " + fixture("workloads_off_expression.py") + " -o " +
+                    (fs::temp_directory_path() / ("ke_pytorch_off_" + std::to_string(::getpid()))).string());
+  CHECK(r.code == 2);
+  CHECK_MESSAGE(r.err.find("get_workloads()[1] {features: 256}: dimension 1 of 'out' is 16 there, but the "
+                           "signature's 8 gives 8") != std::string::npos,
+                r.err);
+}
+
 namespace {
 std::vector<std::string> shape_of(const ke::Spec& spec, const std::string& name) { return param(spec, name).shape; }
 using Shape = std::vector<std::string>;

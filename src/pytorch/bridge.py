@@ -104,12 +104,13 @@ def int_globals(module):
     return [(k, v) for k, v in vars(module).items() if type(v) is int and not k.startswith("_")]
 
 
-def configure(module, sizes):
-    """Sets the module's size globals for a workload, so get_init_inputs() and get_inputs() follow it."""
-    known = dict(int_globals(module))
-    for name, value in (sizes or {}).items():
-        if name in known:
-            setattr(module, name, int(value))
+def module_at(path, sizes):
+    """The module at a workload's sizes: its globals set in the source, as deriving the signature perturbs
+    them, so that a global computed from them (`hidden = features * 2`) follows unless the workload sets it
+    too."""
+    if not sizes:
+        return load_module(path)
+    return load_module(path, {k: int(v) for k, v in sizes.items()})
 
 
 def on_device(device):
@@ -324,15 +325,13 @@ def first_line(e):
 
 
 class Sample:
-    """One call of the module at some values of its globals (`overrides`, in the source; `assigned`, set after
-    loading as a workload sets them): the kernel's parameters with numeric shapes, the globals' values, and
-    the forward's intermediate shapes."""
+    """One call of the module at some values of its globals (set in the source: module_at): the kernel's
+    parameters with numeric shapes, the globals' values, and the forward's intermediate shapes."""
 
-    def __init__(self, path, device, meta, overrides=None, assigned=None, check_data_dependence=False, flops=False):
+    def __init__(self, path, device, meta, sizes=None, check_data_dependence=False, flops=False):
         mode = OnDevice("meta" if meta else device)
         with mode:
-            module = load_module(path, overrides)
-            configure(module, assigned)
+            module = module_at(path, sizes)
             self.module = module
             torch.manual_seed(0)
             self.init = list(module.get_init_inputs())
@@ -835,12 +834,11 @@ def bytes_expression(params):
 def describe(path, device, sizes):
     try:
         with OnDevice("meta"):  # a module that makes tensors as it loads makes them on meta here too
-            module = load_module(path)
+            module = module_at(path, sizes)
     except Unmappable:
         raise
     except Exception:
-        module = load_module(path)
-    configure(module, sizes)
+        module = module_at(path, sizes)
     defaults = dict(int_globals(module))
     workloads = requested_workloads(module, defaults)
     base_sizes = {**(sizes or {}), **workloads[0]}
@@ -853,10 +851,9 @@ def describe(path, device, sizes):
             self.meta = meta
 
         def __call__(self, overrides, check=False, flops=False):
-            # The base call sets the globals as a workload does; a perturbed one changes them in the source.
             if not overrides:
-                return Sample(path, device, self.meta, assigned=base_sizes, check_data_dependence=check, flops=True)
-            return Sample(path, device, self.meta, overrides={**base_sizes, **overrides}, flops=True)
+                return Sample(path, device, self.meta, sizes=base_sizes, check_data_dependence=check, flops=True)
+            return Sample(path, device, self.meta, sizes={**base_sizes, **overrides}, flops=True)
 
     meta_kernels()
     derive = Derive(meta=True)
@@ -897,7 +894,7 @@ def describe(path, device, sizes):
             call = base
         else:
             try:
-                call = Sample(path, device, derive.meta, assigned={**(sizes or {}), **w})
+                call = Sample(path, device, derive.meta, sizes={**(sizes or {}), **w})
             except Unmappable as e:
                 raise Unmappable(f"{label(i)}: {e}") from None
             change = signature_change(base.params, call.params)
@@ -1098,6 +1095,7 @@ def as_module(view, zero_d):
 
 class Server:
     def __init__(self, args, arena):
+        self.path = args.module
         self.module = load_module(args.module)
         self.device = arena.device
         self.arena = arena
@@ -1112,7 +1110,7 @@ class Server:
             # The last workload's module goes before the next is built: two sets of weights never coexist.
             self.model, self.weights, self.compiled = None, [], None
             self.release_cached()
-            configure(self.module, sizes)
+            self.module = module_at(self.path, sizes)
             self.model = build_model(self.module, self.device, self.model_seed)
             inputs = draw_inputs(self.module, self.device, 0)
             self.names = forward_names(self.model, len(inputs))
