@@ -84,6 +84,12 @@ TEST_CASE("a copy-like kernel: bytes over time against the copy peak, memory-bou
   CHECK(w0.bound == ke::Bound::memory);
   CHECK(d->workloads[1].bound == ke::Bound::unknown);
   CHECK_FALSE(d->gpu.has_value());  // a CPU kernel reports no registers
+  // 22% of the copy peak with no flop count is not memory-bound: a matrix product whose flops go uncounted
+  // runs there, bound by its arithmetic (kSoleCeilingShare).
+  const auto fifth = ke::diagnose(s, {}, measured({8e6 / 22e9 * 1e6, 2}, cpu), cpu);
+  REQUIRE(fifth.has_value());
+  CHECK(*fifth->workloads[0].bandwidth_share == doctest::Approx(0.22));
+  CHECK(fifth->workloads[0].bound == ke::Bound::unknown);
   CHECK(ke::workload_diagnosis_text(w0) ==
         "100 us, 80.0 GB/s (80% of copy peak), FLOP/s unknown (the spec has no cost.flops), memory-bound");
 

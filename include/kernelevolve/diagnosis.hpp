@@ -25,6 +25,9 @@ const char* to_string(Bound bound);
 // Under 10% of both ceilings a kernel is far from either: a copy-like kernel on a GPU reaches 70-90% of the
 // copy rate, a tuned matrix product over half the FMA rate, and a naive one a few percent.
 constexpr double kLatencyBoundShare = 0.10;
+// Where the spec counts only bytes or only flops, the one ceiling known names the bound only from this
+// share of it on: under it, the uncounted work may be what takes the time.
+constexpr double kSoleCeilingShare = 0.50;
 
 struct WorkloadDiagnosis {
   double time_us = 0;                     // the median time the rates are computed from

@@ -70,7 +70,8 @@ std::string diagnosis_lines(const Node& n, bool legend) {
     out << " (rates are the spec's cost over the median time; shares are of the device's measured copy bandwidth "
            "and FMA peak, and over 100% of the copy peak means caches serve the data; memory- or compute-bound by the "
            "larger share, latency/overhead-bound when both are under "
-        << std::lround(kLatencyBoundShare * 100) << "%)";
+        << std::lround(kLatencyBoundShare * 100) << "%; with one share alone, its bound only from "
+        << std::lround(kSoleCeilingShare * 100) << "% of it on)";
   }
   out << (d.note.empty() ? "" : " (" + d.note + ")") << ":\n";
   for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "- w" << w << " " << workload_diagnosis_text(d.workloads[w]) << "\n";
