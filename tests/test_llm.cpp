@@ -721,6 +721,40 @@ TEST_CASE("the prompt gives the marks to beat (a PyTorch problem's baselines), s
   CHECK(plain.prompt.find("marks to beat") == std::string::npos);
 }
 
+TEST_CASE("each of the parent's other children says what the search made of it after: its steps and their fastest") {
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  auto add = [&](ke::NodeId parent, const char* mutator, std::int64_t block, double us) {
+    ke::Node n;
+    n.parents = {parent};
+    n.mutator = mutator;
+    n.candidate = {f.spec.seed.source, ke::Language::c, {{"BLOCK", block}}};
+    n.evaluation.status = ke::Status::ok;
+    n.evaluation.timings = {{us, us, us, 2, 5}, {us, us, us, 2, 5}};
+    n.speedup = 1000 / us;
+    return f.graph.add(n);
+  };
+  // A rewrite of the seed at 800 us, then the parameter search on it: 600 us at BLOCK=8, and a step after that.
+  const ke::NodeId rewrite = add(0, "llm", 4, 800);
+  const ke::NodeId tuned = add(rewrite, "param", 8, 600);
+  add(tuned, "param", 16, 700);
+  // A second rewrite whose one step is within its noise.
+  const ke::NodeId other = add(0, "llm", 4, 900);
+  add(other, "param", 2, 899);
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation m = mutator.mutate({f.spec, f.graph, {0}, f.rng});
+  CHECK_MESSAGE(m.prompt.find("- node " + std::to_string(rewrite) + " (llm): ok, 1.25x over the seed") != std::string::npos,
+                m.prompt);
+  CHECK_MESSAGE(m.prompt.find("  after it, 2 nodes of the search; the fastest, node " + std::to_string(tuned) +
+                              " (param), with BLOCK=8: ok, 1.66667x over the seed") != std::string::npos,
+                m.prompt);
+  CHECK(m.prompt.find("  after it, 1 node of the search; the fastest, node " + std::to_string(other + 1) +
+                      " (param), with BLOCK=2: ok, ") != std::string::npos);
+  CHECK(m.prompt.find("(within the noise of node " + std::to_string(other) + ")") != std::string::npos);
+  CHECK(m.prompt.find("(within the noise of node " + std::to_string(rewrite) + ")") == std::string::npos);
+}
+
 TEST_CASE("a parent whose lead over its own parent is inside the spreads is labelled as possible noise") {
   FakeModelServer server;
   for (int i = 0; i < 3; ++i) server.push({200, FakeModelServer::openai(kBetter)});

@@ -12,6 +12,7 @@
 #include <optional>
 #include <random>
 #include <iomanip>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -120,6 +121,35 @@ std::string outcome(const Node& n, const std::vector<Baseline>& marks = {}) {
     out << ", median times " << times_text(n);
   }
   if (!n.evaluation.message.empty()) out << ": " << n.evaluation.message;
+  return out.str();
+}
+
+// What the search made of a node after it: its descendants (the parameter steps on a rewrite, and theirs),
+// and the fastest of them with its tunables, so that a model sees what its declared tunables were tuned to
+// even when its rewrite is not the next parent (two agents playing the model missed exactly this). Empty
+// for a node with none.
+std::string descendants_text(const SearchGraph& g, const Node& n, const std::vector<Baseline>& baselines) {
+  std::size_t count = 0;
+  const Node* best = nullptr;
+  std::vector<NodeId> todo = g.children(n.id);
+  std::set<NodeId> seen;
+  while (!todo.empty()) {
+    const NodeId id = todo.back();
+    todo.pop_back();
+    if (!seen.insert(id).second) continue;
+    ++count;
+    const Node& d = g.node(id);
+    if (d.evaluation.status == Status::ok && (!best || d.speedup > best->speedup)) best = &d;
+    for (NodeId c : g.children(id)) todo.push_back(c);
+  }
+  if (count == 0) return "";
+  std::ostringstream out;
+  out << "  after it, " << count << " node" << (count == 1 ? "" : "s") << " of the search";
+  if (!best) return out.str() + ", none ok\n";
+  out << "; the fastest, node " << best->id << " (" << best->mutator << "), with " << bindings_text(best->candidate.tunables)
+      << ": " << outcome(*best, baselines)
+      << (n.evaluation.status == Status::ok && !beats(*best, n) ? " (within the noise of node " + std::to_string(n.id) + ")" : "")
+      << "\n";
   return out.str();
 }
 
@@ -460,7 +490,8 @@ struct LlmMutator::Impl {
         std::size_t shown = 0;
         for (auto it = kids.rbegin(); it != kids.rend() && shown < 8; ++it, ++shown) {
           const Node& n = g.node(*it);
-          out << "- node " << n.id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n, ctx.baselines) << "\n";
+          out << "- node " << n.id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n, ctx.baselines) << "\n"
+              << descendants_text(g, n, ctx.baselines);
         }
       }
     }
