@@ -62,7 +62,12 @@ stage_sanitize() {
   start=$(now)
   banner "sanitize: the build and ctest under AddressSanitizer and UndefinedBehaviorSanitizer (build-asan, KE_SANITIZE=ON)"
   mkdir -p build-asan
-  cmake -S . -B build-asan -G Ninja -DKE_SANITIZE=ON >build-asan/configure.log 2>&1 ||
+  # -O1 and line tables only (-g1): what ASan's own documentation suggests, and the build's largest objects
+  # compile in a third of the time they take at the default -O2 -g (evolver.cpp 28 s against 75 s,
+  # llm_mutator.cpp 18 s against 48 s, on the 2-core VM), while a report still names its file and line.
+  cmake -S . -B build-asan -G Ninja -DKE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
+    >build-asan/configure.log 2>&1 ||
     { cat build-asan/configure.log; echo "sanitize: FAILED to configure"; exit 1; }
   cmake --build build-asan
   built=$(now)
