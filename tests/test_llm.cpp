@@ -634,6 +634,9 @@ TEST_CASE("device facts: a CPU kernel is told one core's ceilings, the compiler 
   MESSAGE(c);
   CHECK(c.find("ONE core") != std::string::npos);
   CHECK(c.find("256 GFLOP/s") != std::string::npos);  // one of the two cores
+  // Computed from the clock, unlike the copy rate: a model that took it for measured chased headroom.
+  CHECK(c.find("2.00 GHz: computed from the nominal clock, not measured") != std::string::npos);
+  CHECK(c.find("memory copy 12.0 GB/s (measured on one thread)") != std::string::npos);
   CHECK(c.find("512 GFLOP/s") == std::string::npos);
   CHECK(c.find("-march=sapphirerapids") != std::string::npos);
   CHECK(c.find("avx512f") != std::string::npos);
@@ -714,6 +717,9 @@ TEST_CASE("the prompt gives the marks to beat (a PyTorch problem's baselines), s
                     std::string::npos,
                 m.prompt);
   CHECK(m.prompt.find("over torch.compile") == std::string::npos);  // no time, no speedup
+  // The spec's tunables are said to be the seed's, the parent's own listed with it.
+  CHECK(m.prompt.find("The spec's tunables (macros the seed reads; each kernel's own are listed with it): BLOCK in {") !=
+        std::string::npos);
   // The rule the child's tunables follow, as live_tunables applies it, is in what the model is told.
   CHECK(server.requests().at(0).body.find("evaluated first at the parent's value of each tunable") != std::string::npos);
   // Without baselines (a spec's problem) there is no such section.

@@ -43,7 +43,8 @@ std::string cpu_facts(const DeviceInfo& d, Language language) {
   out << "The kernel runs on ONE core, on the calling thread; it may not start threads. The ceilings of that core: ";
   if (d.peak_flops_per_s > 0) {
     out << "fp32 peak " << rate(kernel_peak_flops(d) / 1e9, "GFLOP/s") << " (" << d.vector_bits
-        << "-bit vectors, 2 FMA units, " << property(d, "max_ghz").substr(0, 4) << " GHz)";
+        << "-bit vectors, 2 FMA units, " << property(d, "max_ghz").substr(0, 4)
+        << " GHz: computed from the nominal clock, not measured; a sustained clock under load is lower)";
   }
   if (d.peak_bytes_per_s > 0) out << ", memory copy " << rate(d.peak_bytes_per_s / 1e9, "GB/s") << " (measured on one thread)";
   out << ".\n" << moved_line(d);

@@ -316,8 +316,11 @@ struct LlmMutator::Impl {
           << spec.launch->shared_bytes.text() << "\n";
     }
     if (!spec.tunables.empty()) {
-      out << (triton ? "Tunables (tl.constexpr parameters; num_warps and num_stages are Triton's options):"
-                     : "Tunables (macros):");
+      // The spec's, which the seed reads: a kernel that drops one no longer has it (its own are listed with
+      // it, as "Tunables:"), and a model shown the spec's list alone took them for the parent's.
+      out << (triton ? "The spec's tunables (tl.constexpr parameters of the seed; num_warps and num_stages are Triton's "
+                       "options; each kernel's own are listed with it):"
+                     : "The spec's tunables (macros the seed reads; each kernel's own are listed with it):");
       for (const auto& [name, values] : spec.tunables) {
         out << " " << name << " in {";
         for (std::size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
