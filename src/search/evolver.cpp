@@ -349,7 +349,7 @@ RunResult Evolver::run() {
       result.state.elapsed_s = elapsed();
       if (auto stop = s.stop->should_stop(result.state)) return "no first kernel yet, and " + *stop;
       const auto mutate_start = std::chrono::steady_clock::now();
-      Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, {}, rng, failed});
+      Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, {}, rng, failed, s.policy.get(), result.baselines});
       const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
       result.state.tokens += m.tokens;
       result.state.cost_usd += m.cost_usd;
@@ -398,7 +398,25 @@ RunResult Evolver::run() {
            "time " + why;
   };
 
+  // A PyTorch problem's marks to beat, eager's and torch.compile's times, measured as the kernels are. A
+  // problem without a seed measures them before its first kernel, so that the first prompt has them too.
+  bool baselines_measured = false;
+  auto measure_baselines = [&]() {
+    baselines_measured = true;
+    if (!s.options.baselines || !s.spec.reference.pytorch) return;
+    for (const char* name : {"eager", "compile"}) {
+      Baseline b{name, {}};
+      b.evaluation.status = Status::pending;
+      for (Observer* o : s.observers) o->on_baseline(b);
+      b.evaluation = s.evaluator->evaluate(Candidate{name, Language::pytorch, s.spec.seed_tunables()},
+                                           input_seed(s.options.seed, -2));
+      for (Observer* o : s.observers) o->on_baseline(b);
+      result.baselines.push_back(std::move(b));
+    }
+  };
+
   if (s.graph.size() == 0 && s.spec.seed.source.empty()) {
+    measure_baselines();
     if (auto failed = write_first_kernel()) return finish(*failed);
   } else if (s.graph.size() == 0) {
     Node seed;
@@ -435,17 +453,7 @@ RunResult Evolver::run() {
     }
     seed_by_class[e.device] = std::move(e);
   }
-  if (s.options.baselines && s.spec.reference.pytorch) {
-    for (const char* name : {"eager", "compile"}) {
-      Baseline b{name, {}};
-      b.evaluation.status = Status::pending;
-      for (Observer* o : s.observers) o->on_baseline(b);
-      b.evaluation = s.evaluator->evaluate(Candidate{name, Language::pytorch, s.spec.seed_tunables()},
-                                           input_seed(s.options.seed, -2));
-      for (Observer* o : s.observers) o->on_baseline(b);
-      result.baselines.push_back(std::move(b));
-    }
-  }
+  if (!baselines_measured) measure_baselines();
 
   // Kernels of the same operator from other problems (EvolverOptions::warm_start), verified here before the
   // search starts, so that the first parents it picks may be theirs. Only those the graph lacks: a resumed run
