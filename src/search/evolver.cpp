@@ -289,6 +289,16 @@ RunResult Evolver::run() {
       Confirmation c = confirm_node(*s.evaluator, class_index, *ranked[i], seed_node,
                                     rounds_for(s.options.confirm_rounds), s.options.confirm_noise,
                                     input_seed(s.options.seed, 1'000'000'000 + static_cast<NodeId>(100 * i)));
+      if (c.confirmed && !(c.speedup > 1.0)) {
+        // Its search figure lies inside its rounds' band, but the rounds put it no faster than the seed: a
+        // run that handed it out as the best would report a slowdown (0.95x, in a run an agent played).
+        std::ostringstream why;
+        why.precision(3);
+        why << "measured again against the seed, it is no faster: " << c.rounds << " rounds gave " << c.speedup_low
+            << "x to " << c.speedup_high << "x";
+        c.confirmed = false;
+        c.note = why.str();
+      }
       for (Observer* o : s.observers) o->on_confirmation(c);
       if (c.confirmed) {
         // A node passed over before it was passed over for its search figure, not its rounds: when its
@@ -306,15 +316,16 @@ RunResult Evolver::run() {
       result.unconfirmed.push_back(std::move(c));
     }
     // None borne out: the node tried whose rounds were fastest, and that is still correct, stays, reported
-    // with its confirmation's (honest) figures. A node found wrong when evaluated again is never handed out:
-    // when every node tried was, the run's best is the seed.
-    if (const Confirmation* faster = fastest_passed_over(0)) {
+    // with its confirmation's (honest) figures, as long as its rounds beat the seed. A node found wrong when
+    // evaluated again, or no faster than the seed in its rounds, is never handed out: when every node tried
+    // was, the run's best is the seed.
+    if (const Confirmation* faster = fastest_passed_over(1.0)) {
       result.best = faster->node;
       result.confirmation = *faster;
       return;
     }
     for (const Confirmation& c : result.unconfirmed) {  // no rounds to rank them by (the seed failed again)
-      if (c.failed_again) continue;
+      if (c.failed_again || c.rounds > 0) continue;
       result.best = c.node;
       result.confirmation = c;
       return;
