@@ -758,6 +758,9 @@ TEST_CASE("each of the parent's other children says what the search made of it a
   CHECK(m.prompt.find("  after it, 1 node of the search; the fastest, node " + std::to_string(other + 1) +
                       " (param), with BLOCK=2: ok, ") != std::string::npos);
   CHECK(m.prompt.find("(within the noise of node " + std::to_string(other) + ")") != std::string::npos);
+  // The others beside the fastest, each by what it changed from the rewrite and its speedup.
+  CHECK_MESSAGE(m.prompt.find("  the others: node " + std::to_string(tuned + 1) + " (BLOCK=16) 1.43x\n") != std::string::npos,
+                m.prompt);
   CHECK(m.prompt.find("(within the noise of node " + std::to_string(rewrite) + ")") == std::string::npos);
 }
 

@@ -132,7 +132,7 @@ std::string descendants_text(const SearchGraph& g, const Node& n, const std::vec
   std::size_t count = 0;
   const Node* best = nullptr;
   std::vector<NodeId> todo = g.children(n.id);
-  std::set<NodeId> seen;
+  std::set<NodeId> seen;  // in id order: the order the search made them
   while (!todo.empty()) {
     const NodeId id = todo.back();
     todo.pop_back();
@@ -150,6 +150,31 @@ std::string descendants_text(const SearchGraph& g, const Node& n, const std::vec
       << ": " << outcome(*best, baselines)
       << (n.evaluation.status == Status::ok && !beats(*best, n) ? " (within the noise of node " + std::to_string(n.id) + ")" : "")
       << "\n";
+  // The others in a line, by what they changed from the node: a model that sees only the winner cannot tell
+  // a value that lost by 2% from one that lost by half (an agent playing the model asked for exactly this).
+  std::ostringstream others;
+  others << std::setprecision(3);
+  std::size_t listed = 0;
+  for (NodeId id : seen) {
+    if (id == best->id) continue;
+    if (listed == 8) {
+      others << ", ...";
+      break;
+    }
+    const Node& d = g.node(id);
+    std::string changed;
+    for (const auto& [k, v] : d.candidate.tunables) {
+      const auto it = n.candidate.tunables.find(k);
+      if (it == n.candidate.tunables.end() || it->second != v) changed += (changed.empty() ? "" : " ") + k + "=" + std::to_string(v);
+    }
+    others << (listed++ ? ", " : "") << "node " << id << " (" << (changed.empty() ? d.mutator : changed) << ") ";
+    if (d.evaluation.status == Status::ok) {
+      others << d.speedup << "x";
+    } else {
+      others << to_string(d.evaluation.status);
+    }
+  }
+  if (listed > 0) out << "  the others: " << others.str() << "\n";
   return out.str();
 }
 
