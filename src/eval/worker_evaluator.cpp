@@ -354,7 +354,10 @@ struct WorkerEvaluator::Impl {
     e = wire::evaluation_from_json(simdjson::to_string(msg["evaluation"].value()));
     if (e.device.empty()) e.device = device;
     if (msg["restart"].get_bool().value()) reap(w, false);
-    if (e.status == Status::ok) {
+    // The kernels' limit comes from the first kernel's evaluation (the seed's, or a problem's first kernel),
+    // never from a baseline's: a problem without a seed measures eager and torch.compile before its first
+    // kernel, and a limit taken from PyTorch's evaluation would say nothing of a kernel's.
+    if (e.status == Status::ok && candidate.language != Language::pytorch) {
       std::lock_guard lock(mutex);
       if (timeout == 0) timeout = std::max(options.min_timeout_s, options.timeout_factor * wall_s);
     }

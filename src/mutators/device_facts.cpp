@@ -106,7 +106,8 @@ std::string describe_device_for_model(const DeviceInfo& device, Language languag
     if (limits->timeout_s > 0) {
       l << limits->timeout_s << " s";
     } else {
-      l << limits->timeout_factor << " x the seed's evaluation time, at least " << limits->min_timeout_s << " s";
+      l << limits->timeout_factor << " x the seed's evaluation time (for a problem without a seed, the first kernel's, "
+        << "which has " << limits->first_timeout_s << " s), at least " << limits->min_timeout_s << " s";
     }
     l << "; past it the evaluation is killed and the kernel is a timeout.\n";
     out += l.str();
