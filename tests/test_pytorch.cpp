@@ -359,6 +359,10 @@ TEST_CASE("pytorch: dimensions are named by the global they follow, not by their
   const ke::Bindings other{{"batch_size", 2}, {"out_channels", 5}, {"height", 9}, {"width", 7}, {"in_channels", 3},
                            {"kernel_size", 2}};
   CHECK(conv.cost_bytes->eval(other) == 4 * (2 * 3 * 9 * 7 + 5 * 3 * 2 * 2 + 5 + 2 * 5 * 8 * 6));
+  // Its flops are PyTorch's count (FlopCounterMode, or torch.profiler's before PyTorch 2.1), named as the
+  // sizes are: two per multiply-add of the convolution, at any sizes.
+  REQUIRE(conv.cost_flops.has_value());
+  CHECK_MESSAGE(conv.cost_flops->eval(other) == 2 * (2 * 5 * 8 * 6) * (3 * 2 * 2), conv.cost_flops->text());
   CHECK_MESSAGE(conv.notes.find("scale = 0.5") != std::string::npos, conv.notes);
   // A GPU start launches a thread per output element: the expressions are factors in parentheses.
   ke::PytorchProblemOptions cuda;
@@ -372,6 +376,8 @@ TEST_CASE("pytorch: dimensions are named by the global they follow, not by their
   CHECK(shape_of(matmul, "A") == Shape{"M", "K"});
   CHECK(shape_of(matmul, "B") == Shape{"K", "N"});
   CHECK(shape_of(matmul, "out") == Shape{"M", "N"});
+  REQUIRE(matmul.cost_flops.has_value());
+  CHECK_MESSAGE(matmul.cost_flops->eval({{"M", 3}, {"K", 5}, {"N", 7}}) == 2 * 3 * 5 * 7, matmul.cost_flops->text());
 
   // Through a strided convolution, a pool and a flatten: the linear layer's input features follow the sizes
   // as the module computes them, at the sizes derived and at others.
