@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "devices/cpu/cpu_device.hpp"
+#include "devices/machine_files.hpp"
 
 namespace kernelevolve {
 namespace {
@@ -164,21 +165,6 @@ std::string format_bytes(std::size_t bytes) {
 
 namespace fs = std::filesystem;
 
-// The folder of KernelEvolve's per-machine files, as the GPU ceiling cache finds it.
-fs::path cache_dir() {
-  if (const char* d = std::getenv("KE_CACHE_DIR"); d && *d) return d;
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "kernelevolve";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "kernelevolve";
-  return {};
-}
-
-// Letters, digits, '-' and '_' only: a file name from a CPU's model name and the host's name.
-std::string file_stem(const std::string& text) {
-  std::string out;
-  for (char c : text) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
-  return out;
-}
-
 struct MeasuredCeilings {
   double copy_bytes_per_s = 0;
   double fma_flops_per_s = 0;
@@ -221,7 +207,7 @@ std::string moved_text(const char* name, double now, double before, double scale
 }  // namespace
 
 fs::path ceiling_history_file(const std::string& cpu_name) {
-  const fs::path dir = cache_dir();
+  const fs::path dir = machine_cache_dir();
   if (dir.empty()) return {};
   char host[256] = {};
   if (::gethostname(host, sizeof host - 1) != 0) host[0] = 0;

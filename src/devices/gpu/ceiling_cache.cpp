@@ -1,5 +1,6 @@
 // The per-device file of measured ceilings; see ceiling_cache.hpp.
 #include "devices/gpu/ceiling_cache.hpp"
+#include "devices/machine_files.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -18,20 +19,6 @@ namespace kernelevolve::gpu {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path cache_dir() {
-  if (const char* d = std::getenv("KE_CACHE_DIR"); d && *d) return d;
-  if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "kernelevolve";
-  if (const char* h = std::getenv("HOME"); h && *h) return fs::path(h) / ".cache" / "kernelevolve";
-  return {};
-}
-
-// A file name from a UUID or bus id: letters, digits, '-' and '_' only.
-std::string file_stem(const std::string& key) {
-  std::string out;
-  for (char c : key) out += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
-  return out.empty() ? "gpu" : out;
-}
 
 std::string json_string(const std::string& s) {
   std::string out = "\"";
@@ -84,8 +71,9 @@ void write_cache(const fs::path& file, const std::string& key, const std::string
 Ceilings load_or_measure(const std::string& key, const std::string& name, const std::string& driver,
                          const std::function<Ceilings()>& measure,
                          const std::function<bool(const Ceilings&)>& plausible, std::string& how) {
-  const fs::path dir = cache_dir();
-  const fs::path file = dir.empty() ? fs::path() : dir / (file_stem(key) + ".json");
+  const fs::path dir = machine_cache_dir();
+  const std::string stem = file_stem(key);
+  const fs::path file = dir.empty() ? fs::path() : dir / ((stem.empty() ? "gpu" : stem) + ".json");
   const char* remeasure = std::getenv("KE_REMEASURE");
   const bool reuse = !(remeasure && *remeasure && std::string(remeasure) != "0");
   int lock_fd = -1;
