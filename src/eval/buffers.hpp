@@ -12,6 +12,11 @@
 
 namespace kernelevolve::eval {
 
+// A timed call's input of this many bytes or fewer (or of one element) is drawn afresh just before the call;
+// a larger one is copied, rotated, from a base copy (local_evaluator.cpp). Below it a draw is cheaper than
+// the bookkeeping. The model's prompt says which its inputs are, and so where they sit in the caches.
+inline constexpr std::size_t kDrawnAfreshBytes = 64 * 1024;
+
 // Typed elements in memory the host can address: a HostArray's, or a CPU device buffer's own.
 struct ArrayView {
   DType dtype = DType::f32;

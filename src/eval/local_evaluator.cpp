@@ -487,7 +487,6 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   // it by what takes it to the call's own shift: no third block on the device. An inout param's reference
   // copy is overwritten by the reference's output, so it keeps a base of its own.
   auto fresh_seed = [&](int rep) { return mix(mix(input_seed, w ^ 0x71e0ull), static_cast<std::uint64_t>(rep) + 1000); };
-  constexpr std::size_t kDrawnAfresh = 64 * 1024;  // bytes: below this a draw is cheaper than bookkeeping
   {
     const std::uint64_t seed = fresh_seed(-1000);
     if (problem) {
@@ -529,7 +528,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
       const std::size_t c = count(i);
       // A PyTorch problem's inputs are never drawn afresh here (a draw would not be the problem's): its
       // integer inputs (indices, offsets) keep the problem's own values, its floats are rotated.
-      if (!problem && (bytes(i) <= kDrawnAfresh || c < 2)) {
+      if (!problem && (bytes(i) <= eval::kDrawnAfreshBytes || c < 2)) {
         eval::fill_random(device, *cand_args.buffers[i], p.dtype, c, eval::trial_distribution(dist, 0),
                           mix(fresh_seed(call), i));
       } else if (c < 2 || dist.sorted || (problem && !is_float(p.dtype))) {

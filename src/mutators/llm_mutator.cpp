@@ -21,6 +21,7 @@
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/report.hpp"
 #include "devices/gpu/common.hpp"
+#include "eval/buffers.hpp"
 #include "mutators/answer.hpp"
 #include "mutators/device_facts.hpp"
 #include "mutators/http_client.hpp"
@@ -129,7 +130,6 @@ std::string outcome(const Node& n, const std::vector<Baseline>& marks = {}) {
 // even when its rewrite is not the next parent (two agents playing the model missed exactly this). Empty
 // for a node with none.
 std::string descendants_text(const SearchGraph& g, const Node& n, const std::vector<Baseline>& baselines) {
-  std::size_t count = 0;
   const Node* best = nullptr;
   std::vector<NodeId> todo = g.children(n.id);
   std::set<NodeId> seen;  // in id order: the order the search made them
@@ -137,14 +137,13 @@ std::string descendants_text(const SearchGraph& g, const Node& n, const std::vec
     const NodeId id = todo.back();
     todo.pop_back();
     if (!seen.insert(id).second) continue;
-    ++count;
     const Node& d = g.node(id);
     if (d.evaluation.status == Status::ok && (!best || d.speedup > best->speedup)) best = &d;
     for (NodeId c : g.children(id)) todo.push_back(c);
   }
-  if (count == 0) return "";
+  if (seen.empty()) return "";
   std::ostringstream out;
-  out << "  after it, " << count << " node" << (count == 1 ? "" : "s") << " of the search";
+  out << "  after it, " << seen.size() << " node" << (seen.size() == 1 ? "" : "s") << " of the search";
   if (!best) return out.str() + ", none ok\n";
   out << "; the fastest, node " << best->id << " (" << best->mutator << "), with " << bindings_text(best->candidate.tunables)
       << ": " << outcome(*best, baselines)
@@ -222,12 +221,12 @@ std::string failure_detail(const Node& n) {
 
 // Where a CPU kernel's inputs are when it is called, so that a model knows whether to optimize for memory
 // or for cache. Each timed call's inputs are written just before it (local_evaluator.cpp, step 3): an input
-// over kInputsDrawnAfreshBytes is copied, rotated, from a base copy of the same size, which is read as it is
+// over eval::kDrawnAfreshBytes is copied, rotated, from a base copy of the same size, which is read as it is
 // written (two copies touched: the base and the kernel's); a smaller one (of a spec that is not a PyTorch
 // problem) is drawn afresh into the kernel's buffer (one copy). The copies' total is held against the data
 // caches the device description lists.
 std::string inputs_in_cache(const Spec& spec, const std::string& device_description) {
-  constexpr double kInputsDrawnAfreshBytes = 64 * 1024;  // local_evaluator.cpp's kDrawnAfresh
+  constexpr double kInputsDrawnAfreshBytes = eval::kDrawnAfreshBytes;
   const std::vector<mutators::CacheSize> caches = mutators::description_caches(device_description);
   std::ostringstream out;
   out << "Inputs: each timed call's inputs are a rotated copy written just before the call, copied from a base "
