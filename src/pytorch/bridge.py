@@ -108,9 +108,7 @@ def module_at(path, sizes):
     """The module at a workload's sizes: its globals set in the source, as deriving the signature perturbs
     them, so that a global computed from them (`hidden = features * 2`) follows unless the workload sets it
     too."""
-    if not sizes:
-        return load_module(path)
-    return load_module(path, {k: int(v) for k, v in sizes.items()})
+    return load_module(path, {k: int(v) for k, v in (sizes or {}).items()})
 
 
 def on_device(device):
@@ -881,9 +879,8 @@ def describe(path, device, sizes):
             self.meta = meta
 
         def __call__(self, overrides, check=False, flops=False):
-            if not overrides:
-                return Sample(path, device, self.meta, sizes=base_sizes, check_data_dependence=check, flops=True)
-            return Sample(path, device, self.meta, sizes={**base_sizes, **overrides}, flops=True)
+            return Sample(path, device, self.meta, sizes={**base_sizes, **overrides}, check_data_dependence=check,
+                          flops=True)
 
     meta_kernels()
     derive = Derive(meta=True)
