@@ -56,6 +56,7 @@ struct FakeGpu {
 
 class FakeDriver final : public gpu::Driver {
  public:
+  void* stream() override { return nullptr; }
   explicit FakeDriver(std::shared_ptr<FakeGpu> gpu) : gpu_(std::move(gpu)) { gpu_->driver_alive = true; }
   ~FakeDriver() override { gpu_->driver_alive = false; }
   void make_current() override {}

@@ -129,6 +129,15 @@ struct LaunchResult {
   bool ok = true;
   std::string error;   // the launch failure, when !ok
   double time_us = 0;  // when timed: device events on a GPU, the host's steady clock on the CPU
+  std::size_t failed_step = 0;  // launch_steps: the step that failed, when !ok
+};
+
+// One launch of a program's plan (program.hpp): a compiled kernel (or a library step), its arguments as
+// Device::launch takes them, and its launch dimensions.
+struct LaunchStep {
+  Kernel* kernel = nullptr;
+  void** args = nullptr;
+  LaunchDims dims;
 };
 
 class Device {
@@ -138,12 +147,28 @@ class Device {
   virtual const DeviceInfo& info() = 0;
   // Compiles and loads; failures are a result with the log. Modules are cached by source and options.
   virtual CompileResult compile(const KernelSource& source) = 0;
+  // A plan's library step (program.hpp, library_calls()): the vendor call `name` with its `options`, taking
+  // arguments of `signature`, made ready to be launched as a kernel is (launch() and launch_steps() run it on
+  // the device's stream). Null, with `log` saying why, where the device has no such library or the options or
+  // arguments do not fit it.
+  virtual std::shared_ptr<Kernel> library_step(const std::string& name, const std::map<std::string, std::string>& options,
+                                               const std::vector<Param>& signature, std::string& log) {
+    (void)options, (void)signature;
+    log = "error: this device has no library call '" + name + "': library steps run on a CUDA GPU\n";
+    return nullptr;
+  }
   virtual std::unique_ptr<Buffer> allocate(std::size_t bytes) = 0;
   // Runs the kernel once and waits for it. args[i] points at param i's value: for a buffer, at a
   // void* holding its Buffer::data(); for a size or scalar, at a value of the param's dtype.
   // When timed, caches are flushed first if flush_cache and the device can.
   virtual LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed = false,
                               bool flush_cache = false) = 0;
+  // Runs a program's steps in order on one stream, as one call, and waits for them. Timed, the time spans
+  // them all (caches flushed once, before the first). With `each`, every step is also timed alone into it,
+  // for its share of the time: the steps then run one at a time, each waited for. A failure names its step
+  // in LaunchResult::failed_step. The default launches the steps one by one through launch().
+  virtual LaunchResult launch_steps(const std::vector<LaunchStep>& steps, bool timed = false, bool flush_cache = false,
+                                    std::vector<double>* each = nullptr);
   // What the device can say of `kernel` launched in `dims` beyond Kernel::resources(), where only the launch
   // tells (the block is the spec's rule): on a GPU "block_threads" and "dynamic_shared_bytes" as launched,
   // "active_blocks_per_sm" by the driver's occupancy calculator and "occupancy_pct", the warps those blocks

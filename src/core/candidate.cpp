@@ -1,6 +1,7 @@
 // Candidate::key and code_key: the identity of a point in the search, so that the graph never measures the
 // same code with the same tunables twice.
 #include "kernelevolve/candidate.hpp"
+#include "kernelevolve/program.hpp"
 
 #include <cctype>
 #include <cstdint>
@@ -51,6 +52,13 @@ std::string without_comments(const std::string& source, Language language) {
       while (i < source.size() && source[i] != '\n') ++i;
     } else if (!python && source.compare(i, 2, "/*") == 0) {
       const std::size_t end = source.find("*/", i + 2);
+      const std::size_t last = end == std::string::npos ? source.size() : end + 2;
+      // The comment that holds a program's plan is code: it says what runs (program.hpp).
+      if (source.substr(i, last - i).find(kPlanMarker) != std::string::npos) {
+        out.append(source, i, last - i);
+        i = last - 1;
+        continue;
+      }
       i = end == std::string::npos ? source.size() : end + 1;
       continue;
     }

@@ -40,4 +40,14 @@ std::uint64_t digest(Device& device, const Buffer& buffer, std::size_t bytes) {
   return buffer_digest(copy.data(), bytes);
 }
 
+void poison(Buffer& buffer, DType dtype) {
+  static const unsigned char nan_pattern[2] = {0xf8, 0x7f};
+  static const unsigned char int_pattern[1] = {0x5b};
+  if (is_float(dtype)) {
+    buffer.fill(nan_pattern, 2);
+  } else {
+    buffer.fill(int_pattern, 1);
+  }
+}
+
 }  // namespace kernelevolve::eval

@@ -15,5 +15,8 @@ void fill_random(Device& device, Buffer& buffer, DType dtype, std::size_t count,
 Comparison compare(Device& device, const Buffer& got, const Buffer& expected, DType dtype, std::size_t count,
                    const Tolerance& tol);
 std::uint64_t digest(Device& device, const Buffer& buffer, std::size_t bytes);
+// Fills a buffer with the poison an unwritten element is caught by: NaN for every float type (0x7ff8 repeated
+// is a NaN as f16, bf16, f32 and f64), a fixed byte for integers.
+void poison(Buffer& buffer, DType dtype);
 
 }  // namespace kernelevolve::eval

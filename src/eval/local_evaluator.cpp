@@ -22,8 +22,10 @@
 #include "eval/buffer_ops.hpp"
 #include "eval/buffers.hpp"
 #include "eval/threads.hpp"
+#include "program/program_run.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
+#include "kernelevolve/program.hpp"
 #include "pytorch/torch_reference.hpp"
 
 namespace kernelevolve {
@@ -78,16 +80,7 @@ struct ArgBlock {
       args[i] = values[i].data();
     }
   }
-  // NaN for every float type (0x7ff8 repeated is a NaN as f16, bf16, f32 and f64); a fixed byte for integers.
-  void poison(std::size_t i, DType dtype) {
-    static const unsigned char nan_pattern[2] = {0xf8, 0x7f};
-    static const unsigned char int_pattern[1] = {0x5b};
-    if (is_float(dtype)) {
-      buffers[i]->fill(nan_pattern, 2);
-    } else {
-      buffers[i]->fill(int_pattern, 1);
-    }
-  }
+  void poison(std::size_t i, DType dtype) { eval::poison(*buffers[i], dtype); }
 };
 
 LaunchDims launch_dims(const Spec& spec, const Bindings& workload, const Bindings& tunables) {
@@ -146,17 +139,6 @@ std::string first_error_line(const std::string& log) {
 }
 
 using eval::thread_count;
-
-bool mentions_entry(const std::string& source, const std::string& entry) {
-  for (std::size_t at = source.find(entry); at != std::string::npos; at = source.find(entry, at + 1)) {
-    const bool left_ok = at == 0 || !(std::isalnum(static_cast<unsigned char>(source[at - 1])) || source[at - 1] == '_');
-    const std::size_t end = at + entry.size();
-    const bool right_ok =
-        end >= source.size() || !(std::isalnum(static_cast<unsigned char>(source[end])) || source[end] == '_');
-    if (left_ok && right_ok) return true;
-  }
-  return false;
-}
 
 // Where an evaluation's time goes, by phase, summed over the evaluator's life; printed to stderr when it
 // ends if KE_PROFILE is set (with --in-process, or KE_WORKER_LOG for workers). For finding host-side cost.
@@ -239,14 +221,15 @@ struct LocalEvaluator::Impl {
 
   // Verifies and times one workload of a candidate that runs on `device` (the evaluator's device, or for a
   // baseline the PyTorch reference's).
-  bool run_workload(std::size_t w, Device& device, Kernel& kernel, const Candidate& cand, std::uint64_t input_seed,
-                    Evaluation& e);
+  // `step_us` gains each step's time on this workload (a program of several steps).
+  bool run_workload(std::size_t w, Device& device, const program::CompiledProgram& prog, const Candidate& cand,
+                    std::uint64_t input_seed, Evaluation& e, std::vector<double>& step_us);
 
-  // Launches the candidate; on failure fills `e` and returns false.
-  bool launch_candidate(Device& device, Kernel& kernel, void** args, const LaunchDims& dims, bool timed, bool flush,
-                        Evaluation& e, double& time_us) {
+  // Launches the candidate's program; on failure fills `e` and returns false.
+  bool launch_candidate(program::ProgramLaunch& run, bool timed, bool flush, Evaluation& e, double& time_us,
+                        std::vector<double>* each = nullptr) {
     const int threads_before = options.check_threads ? thread_count() : 0;
-    const LaunchResult lr = device.launch(kernel, args, dims, timed, flush);
+    const LaunchResult lr = run.run(timed, flush, each);
     if (!lr.ok) return fail(e, Status::crashed, "launch failed: " + lr.error);
     if (options.check_threads) {
       const int left = thread_count() - threads_before;
@@ -285,35 +268,45 @@ struct LocalEvaluator::Impl {
     }
     Kernel& ref = reference_kernel();  // a broken reference is the spec's fault: it throws
     (void)ref;
-    KernelSource ks;
-    ks.source = cand.source;
-    ks.language = cand.language;
-    ks.entry = spec.entry;
-    ks.params = spec.params;
-    ks.defines = cand.tunables;
+    // What the candidate runs: the plan its source declares, or the spec's one kernel. A baseline's source is
+    // a PyTorch module, run as the reference is.
+    Plan plan;
+    try {
+      plan = plan_of(spec, baseline ? std::string() : cand.source, cand.language);
+    } catch (const PlanError& ex) {
+      fail(e, Status::invalid, ex.what());
+      return e;
+    }
     profile.count();
     auto t = Profile::Clock::now();
     phase("compiling");
-    CompileResult compiled = device->compile(ks);
+    const program::CompiledProgram compiled = program::compile(*device, spec, cand, std::move(plan));
     profile.add("compile", t);
     e.compile_log = compiled.log;
     e.compile_ms = compiled.compile_ms;
     if (!compiled.ok()) {
+      const bool several = compiled.plan.steps.size() > 1;
+      const std::string which = several ? " in " + compiled.failed_step : "";
       if (compiled.refused) {
         fail(e, Status::invalid, "refused: " + first_error_line(compiled.log));
       } else if (baseline) {
         fail(e, Status::compile_error, first_error_line(compiled.log));
-      } else if (!mentions_entry(cand.source, spec.entry)) {
-        fail(e, Status::invalid, "the source does not define the entry point '" + spec.entry + "'");
+      } else if (!compiled.missing_entry.empty()) {
+        fail(e, Status::invalid, "the source does not define the entry point '" + compiled.missing_entry + "'" +
+                                     (compiled.plan.declared ? " that its plan launches" : ""));
+      } else if (compiled.failed_step.find("(cublaslt") != std::string::npos ||
+                 compiled.failed_step.find("(cudnn") != std::string::npos) {
+        fail(e, Status::invalid, compiled.failed_step + ": " + first_error_line(compiled.log));
       } else {
-        fail(e, Status::compile_error, "compilation failed");
+        fail(e, Status::compile_error, "compilation failed" + which);
       }
       return e;
     }
-    e.resources = compiled.kernel->resources();
+    e.resources = compiled.resources();
     try {
+      std::vector<double> step_us(compiled.plan.steps.size(), 0.0);
       for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
-        if (!run_workload(w, *device, *compiled.kernel, cand, input_seed, e)) {
+        if (!run_workload(w, *device, compiled, cand, input_seed, e, step_us)) {
           e.timings.clear();
           return e;
         }
@@ -322,9 +315,26 @@ struct LocalEvaluator::Impl {
       // any opt-in to more dynamic shared memory is made. The first workload's launch stands for all: the
       // block is normally the tunables' alone.
       if (!spec.workloads.empty()) {
-        const LaunchDims dims = launch_dims(spec, spec.workloads[0], cand.tunables);
-        for (const auto& [name, value] : device->launch_resources(*compiled.kernel, dims)) e.resources[name] = value;
+        const BoundPlan bound = bind_plan(compiled.plan, spec, spec.workloads[0], cand.tunables);
+        const bool several = compiled.kernels.size() > 1;
+        for (std::size_t s = 0; s < compiled.kernels.size(); ++s) {
+          const std::string prefix = several ? "step" + std::to_string(s + 1) + "." : "";
+          for (const auto& [name, value] : device->launch_resources(*compiled.kernels[s], bound.dims[s]))
+            e.resources[prefix + name] = value;
+        }
       }
+      // Each step's share of the program's time, over every workload, in thousandths.
+      double total_us = 0;
+      for (double us : step_us) total_us += us;
+      if (compiled.kernels.size() > 1 && total_us > 0) {
+        for (std::size_t s = 0; s < step_us.size(); ++s)
+          e.resources["step" + std::to_string(s + 1) + ".share_permille"] =
+              static_cast<std::int64_t>(std::lround(1000.0 * step_us[s] / total_us));
+      }
+    } catch (const PlanError& ex) {
+      e.timings.clear();
+      fail(e, Status::invalid, ex.what());
+      return e;
     } catch (const Error&) {
       throw;
     } catch (const std::exception& ex) {
@@ -337,11 +347,18 @@ struct LocalEvaluator::Impl {
   }
 };
 
-bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& kernel, const Candidate& cand,
-                                        std::uint64_t input_seed, Evaluation& e) {
+bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const program::CompiledProgram& prog,
+                                        const Candidate& cand, std::uint64_t input_seed, Evaluation& e,
+                                        std::vector<double>& step_us) {
   const Bindings& workload = spec.workloads[w];
   const std::size_t n = spec.params.size();
-  const LaunchDims dims = launch_dims(spec, workload, cand.tunables);
+  const BoundPlan bound = bind_plan(prog.plan, spec, workload, cand.tunables);  // PlanError: the caller's
+  const std::size_t temporaries_cap = temporaries_limit(device_memory_bytes(device.info(), options.device_memory_bytes));
+  if (bound.total_temporary_bytes > temporaries_cap) {
+    return fail(e, Status::invalid, "the plan's temporaries take " + std::to_string(bound.total_temporary_bytes) +
+                                        " bytes on workload " + std::to_string(w) + ", more than the device allows (" +
+                                        std::to_string(temporaries_cap) + " bytes, a quarter of its memory)");
+  }
   const LaunchDims ref_dims = reference_dims(workload);
   Kernel& ref = reference_kernel();
   // Outputs are compared where the reference left them when they are the candidate's device's buffers.
@@ -353,6 +370,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   const bool in_arena = problem && problem->shares_candidate_memory();
   ArgBlock cand_args(in_arena ? *reference_device : device, spec, workload);
   ArgBlock ref_args(*reference_device, spec, workload);
+  program::ProgramLaunch cand_run(device, prog, bound, cand_args.args.data());
   t = profile.add("allocate", t);
 
   auto count = [&](std::size_t i) { return static_cast<std::size_t>(spec.element_count(spec.params[i], workload)); };
@@ -439,7 +457,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
     copy_inputs_to_reference();
     t = profile.add("verify: inputs", t);
     double unused_us = 0;
-    if (!launch_candidate(device, kernel, cand_args.args.data(), dims, false, false, e, unused_us)) return false;
+    if (!launch_candidate(cand_run, false, false, e, unused_us)) return false;
     t = profile.add("verify: candidate", t);
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
@@ -563,7 +581,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
   for (int i = 0; i < options.warmup; ++i) {
     fresh_inputs();
     double unused_us = 0;
-    if (!launch_candidate(device, kernel, cand_args.args.data(), dims, false, false, e, unused_us)) return false;
+    if (!launch_candidate(cand_run, false, false, e, unused_us)) return false;
   }
   t = profile.add("time: warm-up", t);
   std::mt19937_64 check_rng(mix(input_seed, 0xc4ec));
@@ -583,7 +601,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
     if (checked) copy_checked_inputs_to_reference();
     t = profile.add("time: fresh inputs", t);
     double time_us = 0;
-    if (!launch_candidate(device, kernel, cand_args.args.data(), dims, /*timed=*/true, flush, e, time_us)) return false;
+    if (!launch_candidate(cand_run, /*timed=*/true, flush, e, time_us)) return false;
     t = profile.add("time: launch", t);
     times.push_back(time_us);
     total_us += time_us;
@@ -618,6 +636,18 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, Kernel& k
           << "): impossible, so not a record";
       return fail(e, Status::invalid, msg.str());
     }
+  }
+  // A program of several steps: each step's time alone, on a few more calls, for its share of the whole.
+  if (prog.plan.steps.size() > 1) {
+    std::vector<std::vector<double>> alone(prog.plan.steps.size());
+    for (int rep = 0; rep < 3; ++rep) {
+      fresh_inputs();
+      std::vector<double> each;
+      double unused_us = 0;
+      if (!launch_candidate(cand_run, /*timed=*/true, flush, e, unused_us, &each)) return false;
+      for (std::size_t s = 0; s < each.size() && s < alone.size(); ++s) alone[s].push_back(each[s]);
+    }
+    for (std::size_t s = 0; s < alone.size(); ++s) step_us[s] += median_of(alone[s]);
   }
   e.timings.push_back(wt);
   return true;

@@ -347,6 +347,7 @@ class CudaDriver final : public gpu::Driver {
     const auto f = static_cast<CUfunction>(fn);
     return {api_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes), "cuFuncSetAttribute"};
   }
+  void* stream() override { return stream_; }
   gpu::Status launch(gpu::FunctionHandle fn, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
                      void** args) override {
     return {api_.cuLaunchKernel(static_cast<CUfunction>(fn), grid[0], grid[1], grid[2], block[0], block[1], block[2],

@@ -331,66 +331,97 @@ Status GpuDevice::flush_l2() {
 }
 
 LaunchResult GpuDevice::launch(Kernel& kernel, void** args, const LaunchDims& rule, bool timed, bool flush_cache) {
+  return launch_steps({LaunchStep{&kernel, args, rule}}, timed, flush_cache);
+}
+
+namespace {
+
+// A step made ready to be queued: its kernel, its dimensions as launched and its arguments (with the scratch
+// pointers its compiler asked for).
+struct ReadyStep {
+  GpuKernel* kernel = nullptr;
+  LibraryKernel* library = nullptr;
+  LaunchDims dims;
+  void** args = nullptr;
+  std::vector<void*> extended;
+  std::vector<DevicePtr> scratch_ptrs;
+};
+
+}  // namespace
+
+LaunchResult GpuDevice::launch_steps(const std::vector<LaunchStep>& steps, bool timed, bool flush_cache,
+                                     std::vector<double>* each) {
   LaunchResult result;
-  auto fail = [&](std::string message) {
+  auto fail = [&](std::size_t step, std::string message) {
     result.ok = false;
+    result.failed_step = step;
     result.error = std::move(message);
     return result;
   };
-  auto* k = dynamic_cast<GpuKernel*>(&kernel);
-  if (!k || k->context() != ctx_.get()) return fail(ctx_->id() + ": the kernel was not compiled by this device");
-  if (!healthy()) return fail(unusable(ctx_->id(), ctx_->poison()));
-  // What the kernel's compiler fixed (Triton's block, shared memory and scratch pointers) overrides the rule.
-  const LaunchDims dims = as_launched(*k, rule);
-  const KernelLaunch& fixed = k->launch;
-  if (std::string why = invalid_launch(dims); !why.empty()) return fail(why);
-  std::vector<void*> extended;
-  std::vector<DevicePtr> scratch_ptrs(fixed.scratch.size(), 0);
-  if (!fixed.scratch.empty()) {
-    const auto programs = static_cast<std::size_t>(dims.grid[0] * dims.grid[1] * dims.grid[2]);
+  if (each) each->clear();
+  if (!healthy()) return fail(0, unusable(ctx_->id(), ctx_->poison()));
+  // Everything that may allocate (scratch memory) is done before the stream's lock is taken.
+  std::vector<ReadyStep> ready(steps.size());
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    ReadyStep& r = ready[i];
+    r.args = steps[i].args;
+    if (auto* lib = dynamic_cast<LibraryKernel*>(steps[i].kernel); lib && lib->device() == this) {
+      r.library = lib;
+      continue;
+    }
+    auto* k = dynamic_cast<GpuKernel*>(steps[i].kernel);
+    if (!k || k->context() != ctx_.get()) return fail(i, ctx_->id() + ": the kernel was not compiled by this device");
+    r.kernel = k;
+    // What the kernel's compiler fixed (Triton's block, shared memory and scratch pointers) overrides the rule.
+    r.dims = as_launched(*k, steps[i].dims);
+    const KernelLaunch& fixed = k->launch;
+    if (std::string why = invalid_launch(r.dims); !why.empty()) return fail(i, why);
+    if (fixed.scratch.empty()) continue;
+    r.scratch_ptrs.assign(fixed.scratch.size(), 0);
+    const auto programs = static_cast<std::size_t>(r.dims.grid[0] * r.dims.grid[1] * r.dims.grid[2]);
     k->scratch.resize(fixed.scratch.size());
-    for (std::size_t i = 0; i < fixed.scratch.size(); ++i) {
-      const auto& need = fixed.scratch[i];
+    for (std::size_t s = 0; s < fixed.scratch.size(); ++s) {
+      const auto& need = fixed.scratch[s];
       if (!need.bytes) continue;
       const std::size_t bytes = programs * need.bytes + need.align;
       try {
-        if (!k->scratch[i] || k->scratch[i]->bytes() < bytes) k->scratch[i] = allocate(bytes);
+        if (!k->scratch[s] || k->scratch[s]->bytes() < bytes) k->scratch[s] = allocate(bytes);
       } catch (const std::exception& e) {
-        return fail(std::string("the kernel's scratch memory: ") + e.what());
+        return fail(i, std::string("the kernel's scratch memory: ") + e.what());
       }
-      const DevicePtr base = device_ptr(k->scratch[i]->data());
-      scratch_ptrs[i] = (base + need.align - 1) / need.align * need.align;
+      const DevicePtr base = device_ptr(k->scratch[s]->data());
+      r.scratch_ptrs[s] = (base + need.align - 1) / need.align * need.align;
     }
-    extended.assign(args, args + fixed.params);
-    for (DevicePtr& p : scratch_ptrs) extended.push_back(&p);
-    args = extended.data();
+    r.extended.assign(r.args, r.args + fixed.params);
+    for (DevicePtr& p : r.scratch_ptrs) r.extended.push_back(&p);
+    r.args = r.extended.data();
   }
   Driver& driver = ctx_->driver();
   auto lock = ctx_->acquire();
-  // Above the default 48 KB (less the static part) a CUDA kernel must opt in to more dynamic shared memory.
-  const std::int64_t static_shared = k->resource("shared_static_bytes");
-  if (dims.shared_bytes > std::max(48 * 1024 - static_shared, k->dynamic_limit)) {
-    const Status s = driver.allow_dynamic_shared(k->function(), static_cast<int>(dims.shared_bytes));
-    if (!s.ok()) {
-      return fail("cannot give the kernel " + std::to_string(dims.shared_bytes) + " bytes of dynamic shared memory (" +
-                  std::to_string(static_shared) + " static; the device allows " + setup_.shared_optin +
-                  " per block): " + ctx_->failed(s));
+  // Queues step i; "" or why it failed (nothing is then queued, and the stream is still good).
+  auto enqueue = [&](std::size_t i) -> std::string {
+    ReadyStep& r = ready[i];
+    if (r.library) return r.library->enqueue(driver.stream(), r.args);
+    GpuKernel* k = r.kernel;
+    const LaunchDims& dims = r.dims;
+    // Above the default 48 KB (less the static part) a CUDA kernel must opt in to more dynamic shared memory.
+    const std::int64_t static_shared = k->resource("shared_static_bytes");
+    if (dims.shared_bytes > std::max(48 * 1024 - static_shared, k->dynamic_limit)) {
+      const Status s = driver.allow_dynamic_shared(k->function(), static_cast<int>(dims.shared_bytes));
+      if (!s.ok()) {
+        return "cannot give the kernel " + std::to_string(dims.shared_bytes) + " bytes of dynamic shared memory (" +
+               std::to_string(static_shared) + " static; the device allows " + setup_.shared_optin +
+               " per block): " + ctx_->failed(s);
+      }
+      k->dynamic_limit = dims.shared_bytes;
     }
-    k->dynamic_limit = dims.shared_bytes;
-  }
-  if (timed && flush_cache) {
-    if (const Status s = flush_l2(); !s.ok()) return fail(ctx_->failed("L2 flush", s.code));
-  }
-  if (timed) {
-    if (const Status s = driver.record_start(); !s.ok()) return fail(ctx_->failed(s));
-  }
-  unsigned grid[3], block[3];
-  for (int d = 0; d < 3; ++d) {
-    grid[d] = static_cast<unsigned>(dims.grid[d]);
-    block[d] = static_cast<unsigned>(dims.block[d]);
-  }
-  Status s = driver.launch(k->function(), grid, block, static_cast<unsigned>(dims.shared_bytes), args);
-  if (!s.ok()) {
+    unsigned grid[3], block[3];
+    for (int d = 0; d < 3; ++d) {
+      grid[d] = static_cast<unsigned>(dims.grid[d]);
+      block[d] = static_cast<unsigned>(dims.block[d]);
+    }
+    const Status s = driver.launch(k->function(), grid, block, static_cast<unsigned>(dims.shared_bytes), r.args);
+    if (s.ok()) return "";
     std::ostringstream msg;
     msg << s.call << "(grid " << dims.grid[0] << "x" << dims.grid[1] << "x" << dims.grid[2] << ", block "
         << dims.block[0] << "x" << dims.block[1] << "x" << dims.block[2] << ", " << dims.shared_bytes
@@ -398,18 +429,45 @@ LaunchResult GpuDevice::launch(Kernel& kernel, void** args, const LaunchDims& ru
     const std::int64_t max_threads = k->resource("max_threads_per_block");
     if (max_threads > 0 && dims.block[0] * dims.block[1] * dims.block[2] > max_threads)
       msg << "; the kernel allows at most " << max_threads << " threads per block";
-    // A failed launch leaves nothing queued; the stream itself is still good for the next one.
-    if (timed) driver.synchronize();
-    return fail(msg.str());
+    return msg.str();
+  };
+  // Queues steps [from, to) between the two events when timed, waits for them, and adds their time.
+  auto run = [&](std::size_t from, std::size_t to, bool time_them, bool flush, double& us) -> bool {
+    if (time_them && flush) {
+      if (const Status s = flush_l2(); !s.ok()) return fail(from, ctx_->failed("L2 flush", s.code)), false;
+    }
+    if (time_them) {
+      if (const Status s = driver.record_start(); !s.ok()) return fail(from, ctx_->failed(s)), false;
+    }
+    for (std::size_t i = from; i < to; ++i) {
+      if (std::string why = enqueue(i); !why.empty()) {
+        // A failed launch leaves nothing queued; what was queued before it is waited for.
+        driver.synchronize();
+        return fail(i, why), false;
+      }
+    }
+    if (time_them) {
+      if (const Status s = driver.record_stop(); !s.ok()) return fail(from, ctx_->failed(s)), false;
+    }
+    if (const Status s = driver.synchronize(); !s.ok()) {
+      return fail(to - 1, (to - from > 1 ? "the kernels failed: " : "the kernel failed: ") + ctx_->failed(s)), false;
+    }
+    if (time_them) {
+      float ms = 0;
+      if (const Status s = driver.elapsed_ms(ms); !s.ok()) return fail(from, ctx_->failed(s)), false;
+      us += static_cast<double>(ms) * 1000.0;
+    }
+    return true;
+  };
+  if (!each) {
+    run(0, ready.size(), timed, flush_cache, result.time_us);
+    return result;
   }
-  if (timed) {
-    if (s = driver.record_stop(); !s.ok()) return fail(ctx_->failed(s));
-  }
-  if (s = driver.synchronize(); !s.ok()) return fail("the kernel failed: " + ctx_->failed(s));
-  if (timed) {
-    float ms = 0;
-    if (s = driver.elapsed_ms(ms); !s.ok()) return fail(ctx_->failed(s));
-    result.time_us = static_cast<double>(ms) * 1000.0;
+  for (std::size_t i = 0; i < ready.size(); ++i) {
+    double us = 0;
+    if (!run(i, i + 1, true, flush_cache && i == 0, us)) return result;
+    each->push_back(us);
+    result.time_us += us;
   }
   return result;
 }

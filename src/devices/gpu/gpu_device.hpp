@@ -37,6 +37,22 @@ struct KernelLaunch {
   std::size_t params = 0;  // the spec's arguments, before the scratch pointers
 };
 
+class GpuDevice;
+
+// A plan's library step on a GPU (Device::library_step): a vendor call that queues its work on the device's
+// stream, launched by the core where a kernel would be.
+class LibraryKernel : public Kernel {
+ public:
+  explicit LibraryKernel(const GpuDevice* device) : device_(device) {}
+  // Queues the call on `stream` with `args` (as a kernel's: pointers to device pointers and to values);
+  // "" when queued, else why not, in one line naming the call.
+  virtual std::string enqueue(void* stream, void** args) = 0;
+  const GpuDevice* device() const { return device_; }
+
+ private:
+  const GpuDevice* device_;
+};
+
 // A driver call's outcome: the API's error code (0 is success) and the call's name, for messages.
 struct Status {
   int code = 0;
@@ -89,6 +105,8 @@ class Driver {
   virtual Status allow_dynamic_shared(FunctionHandle fn, int bytes) = 0;
   virtual Status launch(FunctionHandle fn, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
                         void** args) = 0;
+  // The stream every call runs on (a CUstream, a hipStream_t), for a library that queues work of its own.
+  virtual void* stream() = 0;
 };
 
 // The state that a GPU's device, buffers and kernels share; whichever of them is freed last releases it.
@@ -134,6 +152,8 @@ class GpuDevice : public Device {
                                std::function<void()> released) final;
   LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed = false,
                       bool flush_cache = false) final;
+  LaunchResult launch_steps(const std::vector<LaunchStep>& steps, bool timed = false, bool flush_cache = false,
+                            std::vector<double>* each = nullptr) final;
   std::map<std::string, std::int64_t> launch_resources(Kernel& kernel, const LaunchDims& rule) final;
   bool healthy() const final { return ctx_->healthy(); }
   void prepare() final { verify_kernels(); }

@@ -125,6 +125,7 @@ class HipDriver final : public gpu::Driver {
   }
   // A module's kernel may use all of a block's LDS without asking first; a launch beyond it fails.
   gpu::Status allow_dynamic_shared(gpu::FunctionHandle, int) override { return {}; }
+  void* stream() override { return stream_; }
   gpu::Status launch(gpu::FunctionHandle fn, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
                      void** args) override {
     return {api_.hipModuleLaunchKernel(static_cast<hipFunction_t>(fn), grid[0], grid[1], grid[2], block[0], block[1],

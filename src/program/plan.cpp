@@ -1,0 +1,414 @@
+// A source's launch plan (program.hpp): found in the source, read from JSON, checked against the spec, and
+// bound to a workload.
+#include <simdjson.h>
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/program.hpp"
+#include "kernelevolve/report.hpp"  // json_quote
+
+namespace kernelevolve {
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+
+constexpr std::size_t kMaxSteps = 64;  // a plan longer than this is not a program a person would write
+
+bool known_library(const std::string& name) {
+  const auto& calls = library_calls();
+  return std::find(calls.begin(), calls.end(), name) != calls.end();
+}
+
+std::string text_of(const element& value, const std::string& where) {
+  switch (value.type()) {
+    case element_type::STRING: return std::string(std::string_view(value.get_string().value()));
+    case element_type::INT64: return std::to_string(int64_t(value.get_int64().value()));
+    case element_type::UINT64: return std::to_string(uint64_t(value.get_uint64().value()));
+    case element_type::BOOL: return value.get_bool().value() ? "true" : "false";
+    default: throw PlanError("the plan's " + where + " must be a string or an integer");
+  }
+}
+
+Expr expression(const element& value, const std::string& where) {
+  const std::string text = text_of(value, where);
+  try {
+    return Expr::parse(text, "plan " + where);
+  } catch (const Error& e) {
+    throw PlanError(std::string("the plan's ") + where + ": " + e.what());
+  }
+}
+
+// The names an expression may read: sizes, scalars and tunables.
+void check_names(const Expr& e, const Spec& spec, const std::string& where) {
+  for (const std::string& name : e.names()) {
+    const Param* p = spec.find_param(name);
+    const bool ok = (p && (p->role == Role::size || p->role == Role::scalar)) || spec.tunables.count(name);
+    if (!ok) {
+      throw PlanError("the plan's " + where + " reads '" + name +
+                      "', which is not a size, a scalar or a tunable of the spec");
+    }
+  }
+}
+
+void dims3(const element& value, Expr (&out)[3], const std::string& where, const Spec& spec) {
+  simdjson::dom::array list;
+  if (value.get_array().get(list) || list.size() < 1 || list.size() > 3) {
+    throw PlanError("the plan's " + where + " must be a list of 1 to 3 expressions");
+  }
+  std::size_t d = 0;
+  for (element item : list) {
+    out[d] = expression(item, where + "[" + std::to_string(d) + "]");
+    check_names(out[d], spec, where);
+    ++d;
+  }
+  for (; d < 3; ++d) out[d] = Expr::constant(1);
+}
+
+}  // namespace
+
+bool Plan::calls_library() const {
+  return std::any_of(steps.begin(), steps.end(), [](const PlanStep& s) { return s.is_library(); });
+}
+
+std::vector<Param> Plan::signature(const Spec& spec, std::size_t step) const {
+  std::vector<Param> out;
+  const PlanStep& s = steps.at(step);
+  for (std::size_t i = 0; i < s.args.size(); ++i) {
+    const StepArg& a = s.args[i];
+    switch (a.kind) {
+      case StepArg::Kind::param: out.push_back(spec.params.at(a.index)); break;
+      case StepArg::Kind::temporary: {
+        Param p;
+        p.name = temporaries.at(a.index).name;
+        p.dtype = temporaries.at(a.index).dtype;
+        p.role = Role::inout;
+        out.push_back(p);
+        break;
+      }
+      case StepArg::Kind::value: {
+        Param p;
+        p.name = "arg" + std::to_string(i);
+        p.dtype = DType::i64;
+        p.role = Role::size;
+        out.push_back(p);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+PlanBlock find_plan_block(const std::string& source) {
+  PlanBlock block;
+  const std::string marker = kPlanMarker;
+  block.marker = source.find(marker);
+  if (block.marker == std::string::npos) return block;
+  if (source.find(marker, block.marker + marker.size()) != std::string::npos) {
+    throw PlanError(std::string("the source declares '") + kPlanMarker + "' twice: a program has one plan");
+  }
+  std::size_t at = block.marker + marker.size();
+  while (at < source.size() && std::isspace(static_cast<unsigned char>(source[at]))) ++at;
+  if (at >= source.size() || source[at] != '{') {
+    throw PlanError(std::string("'") + kPlanMarker + "' must be followed by the plan, a JSON object in braces");
+  }
+  block.begin = at;
+  int depth = 0;
+  bool in_string = false;
+  for (; at < source.size(); ++at) {
+    const char c = source[at];
+    if (in_string) {
+      if (c == '\\') ++at;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '{') ++depth;
+    else if (c == '}' && --depth == 0) {
+      block.end = at + 1;
+      return block;
+    }
+  }
+  throw PlanError(std::string("the plan after '") + kPlanMarker + "' never closes its braces");
+}
+
+Plan plan_of(const Spec& spec, const std::string& source, Language language) {
+  Plan plan;
+  const bool cpu = is_cpu_language(language);
+  plan.cpu = cpu;
+  const PlanBlock block = find_plan_block(source);
+  if (!block.found()) {
+    PlanStep step;
+    step.kernel = spec.entry;
+    if (spec.launch && !cpu) step.launch = *spec.launch;
+    for (std::size_t i = 0; i < spec.params.size(); ++i) {
+      StepArg a;
+      a.kind = StepArg::Kind::param;
+      a.index = i;
+      a.text = spec.params[i].name;
+      step.args.push_back(a);
+    }
+    plan.steps.push_back(std::move(step));
+    return plan;
+  }
+  plan.declared = true;
+  simdjson::dom::parser parser;
+  element root;
+  if (auto error = parser.parse(source.data() + block.begin, block.end - block.begin).get(root)) {
+    throw PlanError(std::string("the plan is not valid JSON: ") + simdjson::error_message(error));
+  }
+  simdjson::dom::object object;
+  if (root.get_object().get(object)) throw PlanError("the plan must be a JSON object");
+  std::set<std::string> names;  // params and temporaries: what an argument may name
+  for (const Param& p : spec.params) names.insert(p.name);
+  for (auto field : object) {
+    const std::string key(field.key);
+    if (key == "temporaries") {
+      simdjson::dom::array list;
+      if (field.value.get_array().get(list)) throw PlanError("the plan's temporaries must be a list");
+      for (element item : list) {
+        const std::string where = "temporaries[" + std::to_string(plan.temporaries.size()) + "]";
+        simdjson::dom::object t;
+        if (item.get_object().get(t)) throw PlanError("the plan's " + where + " must be an object");
+        Temporary temp;
+        bool has_dtype = false, has_shape = false;
+        for (auto f : t) {
+          const std::string k(f.key);
+          if (k == "name") {
+            temp.name = text_of(f.value, where + ".name");
+          } else if (k == "dtype") {
+            const std::string d = text_of(f.value, where + ".dtype");
+            const auto parsed = parse_dtype(d);
+            if (!parsed) throw PlanError("the plan's " + where + ".dtype '" + d + "' is not a dtype");
+            temp.dtype = *parsed;
+            has_dtype = true;
+          } else if (k == "shape") {
+            simdjson::dom::array dims;
+            if (f.value.get_array().get(dims) || dims.size() == 0) {
+              throw PlanError("the plan's " + where + ".shape must be a non-empty list of expressions");
+            }
+            for (element dim : dims) {
+              temp.shape.push_back(expression(dim, where + ".shape"));
+              check_names(temp.shape.back(), spec, where + ".shape");
+            }
+            has_shape = true;
+          } else {
+            throw PlanError("the plan's " + where + " has an unknown field '" + k + "' (name, dtype, shape)");
+          }
+        }
+        if (!is_identifier(temp.name)) throw PlanError("the plan's " + where + ".name must be an identifier");
+        if (!has_dtype || !has_shape) throw PlanError("the plan's " + where + " needs a dtype and a shape");
+        if (!names.insert(temp.name).second) {
+          throw PlanError("the plan's temporary '" + temp.name + "' has the name of a param or another temporary");
+        }
+        plan.temporaries.push_back(std::move(temp));
+      }
+    } else if (key != "steps") {
+      throw PlanError("the plan has an unknown field '" + key + "' (temporaries, steps)");
+    }
+  }
+  element steps;
+  simdjson::dom::array list;
+  if (object["steps"].get(steps) || steps.get_array().get(list) || list.size() == 0) {
+    throw PlanError("the plan needs \"steps\": a non-empty list of kernels (and library calls) to run in order");
+  }
+  if (list.size() > kMaxSteps) throw PlanError("the plan has more than " + std::to_string(kMaxSteps) + " steps");
+  for (element item : list) {
+    const std::string where = "steps[" + std::to_string(plan.steps.size()) + "]";
+    simdjson::dom::object s;
+    if (item.get_object().get(s)) throw PlanError("the plan's " + where + " must be an object");
+    PlanStep step;
+    if (spec.launch && !cpu) step.launch = *spec.launch;
+    bool has_args = false;
+    for (auto f : s) {
+      const std::string k(f.key);
+      if (k == "kernel") {
+        step.kernel = text_of(f.value, where + ".kernel");
+      } else if (k == "library") {
+        step.library = text_of(f.value, where + ".library");
+      } else if (k == "grid" || k == "block") {
+        if (cpu) throw PlanError("the plan's " + where + "." + k + ": a CPU step runs on the calling thread, with no grid");
+        dims3(f.value, k == "grid" ? step.launch.grid : step.launch.block, where + "." + k, spec);
+      } else if (k == "shared_bytes") {
+        if (cpu) throw PlanError("the plan's " + where + ".shared_bytes: a CPU step has no shared memory");
+        step.launch.shared_bytes = expression(f.value, where + ".shared_bytes");
+        check_names(step.launch.shared_bytes, spec, where + ".shared_bytes");
+      } else if (k == "args") {
+        simdjson::dom::array args;
+        if (f.value.get_array().get(args)) throw PlanError("the plan's " + where + ".args must be a list");
+        has_args = true;
+        for (element a : args) {
+          StepArg arg;
+          arg.text = text_of(a, where + ".args[" + std::to_string(step.args.size()) + "]");
+          auto is_temp = [&](const Temporary& t) { return t.name == arg.text; };
+          const auto temp = std::find_if(plan.temporaries.begin(), plan.temporaries.end(), is_temp);
+          const Param* p = spec.find_param(arg.text);
+          if (p && p->is_buffer()) {
+            arg.kind = StepArg::Kind::param;
+            arg.index = static_cast<std::size_t>(p - spec.params.data());
+          } else if (temp != plan.temporaries.end()) {
+            arg.kind = StepArg::Kind::temporary;
+            arg.index = static_cast<std::size_t>(temp - plan.temporaries.begin());
+          } else if (p) {
+            arg.kind = StepArg::Kind::param;  // a size or scalar, passed as the spec's params are
+            arg.index = static_cast<std::size_t>(p - spec.params.data());
+          } else {
+            arg.kind = StepArg::Kind::value;
+            const std::string at = where + ".args[" + std::to_string(step.args.size()) + "]";
+            arg.value = expression(a, at);
+            if (arg.value.names().size() == 1 && arg.value.names()[0] == arg.text && !spec.tunables.count(arg.text)) {
+              throw PlanError("the plan's " + at + " names '" + arg.text +
+                              "', which is neither a param, a temporary, nor a tunable");
+            }
+            check_names(arg.value, spec, at);
+          }
+          step.args.push_back(std::move(arg));
+        }
+      } else if (k == "options") {
+        simdjson::dom::object options;
+        if (f.value.get_object().get(options)) throw PlanError("the plan's " + where + ".options must be an object");
+        for (auto o : options) step.options[std::string(o.key)] = text_of(o.value, where + ".options." + std::string(o.key));
+      } else {
+        throw PlanError("the plan's " + where + " has an unknown field '" + k +
+                        "' (kernel or library, grid, block, shared_bytes, args, options)");
+      }
+    }
+    if (step.kernel.empty() == step.library.empty()) {
+      throw PlanError("the plan's " + where + " must name either a \"kernel\" of the source or a \"library\" call");
+    }
+    if (!step.kernel.empty() && !is_identifier(step.kernel)) {
+      throw PlanError("the plan's " + where + ".kernel '" + step.kernel + "' is not an identifier");
+    }
+    if (step.is_library()) {
+      if (!known_library(step.library)) {
+        std::string known;
+        for (const auto& c : library_calls()) known += (known.empty() ? "" : ", ") + c;
+        throw PlanError("the plan's " + where + " calls '" + step.library + "', which is not a library call (" +
+                        known + ")");
+      }
+      if (cpu) throw PlanError("the plan's " + where + " calls " + step.library + ", a GPU library, from a CPU program");
+      if (!has_args) throw PlanError("the plan's " + where + " (" + step.library + ") needs its args");
+    } else if (!step.options.empty()) {
+      throw PlanError("the plan's " + where + ".options: only a library step takes options");
+    }
+    if (!has_args) {
+      // A kernel without its own list takes the spec's params in order, then the temporaries.
+      for (std::size_t i = 0; i < spec.params.size(); ++i) step.args.push_back({StepArg::Kind::param, i, {}, spec.params[i].name});
+      for (std::size_t i = 0; i < plan.temporaries.size(); ++i)
+        step.args.push_back({StepArg::Kind::temporary, i, {}, plan.temporaries[i].name});
+    }
+    plan.steps.push_back(std::move(step));
+  }
+  return plan;
+}
+
+std::string to_json(const Plan& plan) {
+  std::ostringstream out;
+  auto list = [&](const auto& items, auto&& each) {
+    out << "[";
+    bool first = true;
+    for (const auto& item : items) {
+      if (!first) out << ", ";
+      each(item);
+      first = false;
+    }
+    out << "]";
+  };
+  out << "{";
+  if (!plan.temporaries.empty()) {
+    out << "\"temporaries\": ";
+    list(plan.temporaries, [&](const Temporary& t) {
+      out << "{\"name\": " << json_quote(t.name) << ", \"dtype\": \"" << to_string(t.dtype) << "\", \"shape\": ";
+      list(t.shape, [&](const Expr& e) { out << json_quote(e.text()); });
+      out << "}";
+    });
+    out << ", ";
+  }
+  out << "\"steps\": ";
+  list(plan.steps, [&](const PlanStep& s) {
+    if (s.is_library()) {
+      out << "{\"library\": " << json_quote(s.library);
+    } else if (plan.cpu) {
+      out << "{\"kernel\": " << json_quote(s.kernel);
+    } else {
+      out << "{\"kernel\": " << json_quote(s.kernel) << ", \"grid\": ";
+      list(s.launch.grid, [&](const Expr& e) { out << json_quote(e.text()); });
+      out << ", \"block\": ";
+      list(s.launch.block, [&](const Expr& e) { out << json_quote(e.text()); });
+      out << ", \"shared_bytes\": " << json_quote(s.launch.shared_bytes.text());
+    }
+    out << ", \"args\": ";
+    list(s.args, [&](const StepArg& a) { out << json_quote(a.text); });
+    if (!s.options.empty()) {
+      out << ", \"options\": {";
+      bool first = true;
+      for (const auto& [k, v] : s.options) {
+        out << (first ? "" : ", ") << json_quote(k) << ": " << json_quote(v);
+        first = false;
+      }
+      out << "}";
+    }
+    out << "}";
+  });
+  out << "}";
+  return out.str();
+}
+
+BoundPlan bind_plan(const Plan& plan, const Spec& spec, const Bindings& workload, const Bindings& tunables) {
+  BoundPlan bound;
+  const Bindings names = spec.bindings(workload, tunables);
+  auto eval = [&](const Expr& e, const std::string& where) {
+    try {
+      return e.eval(names);
+    } catch (const Error& err) {
+      throw PlanError("the plan's " + where + " cannot be evaluated: " + err.what());
+    }
+  };
+  for (std::size_t t = 0; t < plan.temporaries.size(); ++t) {
+    const Temporary& temp = plan.temporaries[t];
+    std::size_t elements = 1;
+    for (const Expr& dim : temp.shape) {
+      const std::int64_t d = eval(dim, "temporary '" + temp.name + "'");
+      if (d < 0) {
+        throw PlanError("the plan's temporary '" + temp.name + "' has a negative dimension (" + dim.text() + " = " +
+                        std::to_string(d) + ")");
+      }
+      const auto u = static_cast<std::size_t>(d);
+      if (u != 0 && elements > std::numeric_limits<std::size_t>::max() / 16 / u) {
+        throw PlanError("the plan's temporary '" + temp.name + "' has more elements than memory could hold");
+      }
+      elements *= u;
+    }
+    bound.temporary_elements.push_back(elements);
+    bound.temporary_bytes.push_back(elements * dtype_size(temp.dtype));
+    bound.total_temporary_bytes += bound.temporary_bytes.back();
+  }
+  for (std::size_t s = 0; s < plan.steps.size(); ++s) {
+    const PlanStep& step = plan.steps[s];
+    LaunchDims dims;
+    if (!step.is_library()) {
+      const std::string where = "steps[" + std::to_string(s) + "] (" + step.kernel + ")";
+      for (int d = 0; d < 3; ++d) {
+        dims.grid[d] = eval(step.launch.grid[d], where + " grid");
+        dims.block[d] = eval(step.launch.block[d], where + " block");
+      }
+      dims.shared_bytes = eval(step.launch.shared_bytes, where + " shared_bytes");
+    }
+    bound.dims.push_back(dims);
+    std::vector<std::int64_t> values;
+    for (const StepArg& a : step.args)
+      values.push_back(a.kind == StepArg::Kind::value ? eval(a.value, "steps[" + std::to_string(s) + "] args") : 0);
+    bound.values.push_back(std::move(values));
+  }
+  return bound;
+}
+
+std::size_t temporaries_limit(std::size_t device_bytes) {
+  return device_bytes ? device_bytes / 4 : std::size_t{4} << 30;
+}
+
+}  // namespace kernelevolve

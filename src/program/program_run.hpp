@@ -1,0 +1,57 @@
+// A program on a device: its plan's kernels compiled (and its library steps made ready), and its launch on
+// one workload's buffers, with the temporaries the plan asks for. The evaluator runs candidates through it;
+// nothing here asks which language a kernel came from.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernelevolve/candidate.hpp"
+#include "kernelevolve/device.hpp"
+#include "kernelevolve/program.hpp"
+
+namespace kernelevolve::program {
+
+struct CompiledProgram {
+  Plan plan;
+  std::vector<std::shared_ptr<Kernel>> kernels;  // per step; all set when ok()
+  std::string log;                               // every compile's diagnostics, each headed by its kernel
+  double compile_ms = 0;
+  bool refused = false;       // a compile broke the rules (CompileResult::refused)
+  std::string missing_entry;  // a kernel step's entry the source does not mention
+  std::string failed_step;    // the step that did not compile, for the message
+  bool ok() const { return !kernels.empty() && kernels.size() == plan.steps.size(); }
+  // Every step's resources: a one-step plan's as the kernel gives them; a longer plan's under "stepN."
+  // (1-based), with "steps" their number.
+  std::map<std::string, std::int64_t> resources() const;
+};
+
+// Compiles each kernel of `plan` once per signature (the source with the candidate's tunables as macros) and
+// makes each library step's call on `device`.
+CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candidate, Plan plan);
+
+// One workload's launch of a compiled program. `param_args` is the argument block of the spec's params (as
+// Device::launch takes it), which must outlive this object, as must `device` and `program`.
+class ProgramLaunch {
+ public:
+  // Allocates the temporaries `bound` sizes. Throws std::runtime_error when the device cannot.
+  ProgramLaunch(Device& device, const CompiledProgram& program, const BoundPlan& bound, void** param_args);
+  // Poisons the temporaries (NaN for floats, a fixed byte for integers), as outputs are before every call.
+  void poison();
+  // Runs every step (Device::launch_steps); a failure's message names its step.
+  LaunchResult run(bool timed, bool flush_cache, std::vector<double>* each = nullptr);
+  std::size_t steps() const { return steps_.size(); }
+
+ private:
+  Device& device_;
+  const CompiledProgram& program_;
+  std::vector<std::unique_ptr<Buffer>> temporaries_;
+  std::vector<void*> temporary_ptrs_;
+  std::vector<std::vector<std::int64_t>> values_;
+  std::vector<std::vector<void*>> args_;
+  std::vector<LaunchStep> steps_;
+};
+
+}  // namespace kernelevolve::program

@@ -1,0 +1,225 @@
+// Programs (program.hpp): a source's launch plan read and checked against the spec, its place in a node's
+// identity, and CPU programs evaluated by the fitness protocol: a two-pass program with a temporary, a
+// temporary left unwritten (poisoned, so caught), one too large for the device, and plans that cannot run.
+#include <doctest/doctest.h>
+
+#include <kernelevolve/candidate.hpp>
+#include <kernelevolve/device.hpp>
+#include <kernelevolve/error.hpp>
+#include <kernelevolve/fitness.hpp>
+#include <kernelevolve/program.hpp>
+
+#include <string>
+
+#include "mutators/answer.hpp"
+
+namespace ke = kernelevolve;
+
+namespace {
+
+// y[i] = x[i] - mean(x): the reference in one pass over a running sum.
+const char* kReference = R"(
+#include <stdint.h>
+void centre(const float* x, float* y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  const float mean = (float)(s / n);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
+}
+)";
+
+ke::Spec centre_spec() {
+  ke::Spec s;
+  s.name = "centre";
+  s.language = ke::Language::c;
+  s.entry = "centre";
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+  s.workloads = {{{"n", 10000}}, {{"n", 777}}};
+  s.tolerance = {1e-4, 1e-4};
+  s.reference.source = kReference;
+  s.seed.source = kReference;
+  s.tunables = {{"CHUNK", {256, 1024}}};
+  s.validate();
+  return s;
+}
+
+// Two passes: partial sums of CHUNK elements into a temporary, then the mean from them and the output.
+// `first_pass_end` lets a test leave the last partial sum unwritten.
+std::string two_pass(const std::string& plan_shape = "\"cdiv(n, CHUNK)\"", const std::string& first_pass_end = "chunks",
+                     const std::string& second_kernel = "finish") {
+  return std::string(R"P(#include <stdint.h>
+/* kernelevolve-plan
+{"temporaries": [{"name": "partial", "dtype": "f64", "shape": [)P") +
+         plan_shape + R"P(]}],
+ "steps": [{"kernel": "partial_sums", "args": ["x", "partial", "n", "CHUNK"]},
+           {"kernel": ")P" + second_kernel +
+         R"P(", "args": ["x", "partial", "y", "n", "cdiv(n, CHUNK)"]}]}
+*/
+void partial_sums(const float* x, double* partial, int64_t n, int64_t chunk) {
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  for (int64_t c = 0; c < )P" +
+         first_pass_end + R"P(; ++c) {
+    double s = 0;
+    for (int64_t i = c * chunk; i < n && i < (c + 1) * chunk; ++i) s += x[i];
+    partial[c] = s;
+  }
+}
+void finish(const float* x, double* partial, float* y, int64_t n, int64_t chunks) {
+  double s = 0;
+  for (int64_t c = 0; c < chunks; ++c) s += partial[c];
+  const float mean = (float)(s / n);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
+}
+)P";
+}
+
+ke::EvalOptions quick() {
+  ke::EvalOptions o;
+  o.trials = 3;
+  o.max_reps = 10;
+  o.target_ms = 1;
+  return o;
+}
+
+ke::Evaluation evaluate(const ke::Spec& spec, const std::string& source, ke::Bindings tunables = {{"CHUNK", 256}},
+                        ke::EvalOptions options = quick()) {
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), options);
+  return evaluator.evaluate(ke::Candidate{source, ke::Language::c, tunables}, 7);
+}
+
+std::string plan_error(const ke::Spec& spec, const std::string& plan, ke::Language language = ke::Language::c) {
+  try {
+    ke::plan_of(spec, "/* kernelevolve-plan " + plan + " */", language);
+  } catch (const ke::PlanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a source without a plan runs the spec's one kernel, with the spec's params and launch") {
+  ke::Spec spec = centre_spec();
+  const ke::Plan plan = ke::plan_of(spec, kReference, ke::Language::c);
+  CHECK_FALSE(plan.declared);
+  REQUIRE(plan.steps.size() == 1);
+  CHECK(plan.steps[0].kernel == "centre");
+  CHECK(plan.steps[0].args.size() == 3);
+  CHECK(plan.temporaries.empty());
+  const auto sig = plan.signature(spec, 0);
+  REQUIRE(sig.size() == 3);
+  CHECK(sig[0].name == "x");
+  CHECK(sig[2].role == ke::Role::size);
+}
+
+TEST_CASE("a declared plan: temporaries, steps, arguments by name or expression, bound per workload") {
+  const ke::Spec spec = centre_spec();
+  const ke::Plan plan = ke::plan_of(spec, two_pass(), ke::Language::c);
+  CHECK(plan.declared);
+  REQUIRE(plan.temporaries.size() == 1);
+  CHECK(plan.temporaries[0].dtype == ke::DType::f64);
+  REQUIRE(plan.steps.size() == 2);
+  CHECK(plan.steps[1].args[1].kind == ke::StepArg::Kind::temporary);
+  CHECK(plan.steps[1].args[4].kind == ke::StepArg::Kind::value);
+  CHECK(plan.steps[0].args[3].kind == ke::StepArg::Kind::value);  // a tunable, passed as a value
+  const auto sig = plan.signature(spec, 1);
+  CHECK(sig[1].role == ke::Role::inout);
+  CHECK(sig[1].dtype == ke::DType::f64);
+  CHECK(sig[4].dtype == ke::DType::i64);
+
+  const ke::BoundPlan bound = ke::bind_plan(plan, spec, {{"n", 1000}}, {{"CHUNK", 256}});
+  CHECK(bound.temporary_elements[0] == 4);
+  CHECK(bound.total_temporary_bytes == 32);
+  CHECK(bound.values[1][4] == 4);
+  CHECK(bound.values[0][3] == 256);
+
+  // The canonical JSON reads back as the same plan.
+  const ke::Plan again = ke::plan_of(spec, "/* kernelevolve-plan " + ke::to_json(plan) + " */", ke::Language::c);
+  CHECK(ke::to_json(again) == ke::to_json(plan));
+}
+
+TEST_CASE("a plan that cannot run says what is wrong") {
+  const ke::Spec spec = centre_spec();
+  CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "args": ["x", "nope"]}]})").find("'nope'") != std::string::npos);
+  CHECK(plan_error(spec, R"({"steps": []})").find("steps") != std::string::npos);
+  CHECK(plan_error(spec, R"({"stpes": [{"kernel": "a"}]})").find("unknown field 'stpes'") != std::string::npos);
+  CHECK(plan_error(spec, R"({"steps": [{"kernel": "a b"}]})").find("not an identifier") != std::string::npos);
+  CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "grid": [1]}]})").find("CPU step") != std::string::npos);
+  CHECK(plan_error(spec, R"({"steps": [{"library": "cublaslt.matmul", "args": ["x"]}]})").find("CPU program") !=
+        std::string::npos);
+  CHECK(plan_error(spec, R"({"steps": [{"library": "mkl.gemm", "args": ["x"]}]})", ke::Language::cuda)
+            .find("not a library call") != std::string::npos);
+  CHECK(plan_error(spec, R"({"temporaries": [{"name": "x", "dtype": "f32", "shape": [1]}], "steps": [{"kernel": "a"}]})")
+            .find("name of a param") != std::string::npos);
+  CHECK(plan_error(spec, R"({"temporaries": [{"name": "t", "dtype": "f32", "shape": ["q"]}], "steps": [{"kernel": "a"}]})")
+            .find("reads 'q'") != std::string::npos);
+  CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "args": ["x"]}]  )").find("never closes") != std::string::npos);
+  CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "args": [x]}]})").find("not valid JSON") != std::string::npos);
+  CHECK_THROWS_AS(ke::plan_of(spec, "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"a\"}]} */ // kernelevolve-plan",
+                              ke::Language::c),
+                  ke::PlanError);
+  // A negative size is found when the plan is bound to a workload.
+  const ke::Plan plan =
+      ke::plan_of(spec, R"(/* kernelevolve-plan {"temporaries": [{"name": "t", "dtype": "f32", "shape": ["n - 2000"]}],
+                           "steps": [{"kernel": "a"}]} */)",
+                  ke::Language::c);
+  CHECK_THROWS_AS(ke::bind_plan(plan, spec, {{"n", 1000}}, {{"CHUNK", 256}}), ke::PlanError);
+}
+
+TEST_CASE("the plan is code: it is part of a node's identity, and a tunable it reads is live") {
+  const ke::Spec spec = centre_spec();
+  const ke::Candidate a{two_pass(), ke::Language::c, {{"CHUNK", 256}}};
+  const ke::Candidate b{two_pass("\"cdiv(n, CHUNK) + 1\""), ke::Language::c, {{"CHUNK", 256}}};
+  CHECK(a.code_key() != b.code_key());
+  // Other comments still do not count.
+  const ke::Candidate c{"// a note\n" + two_pass(), ke::Language::c, {{"CHUNK", 256}}};
+  CHECK(a.code_key() == c.code_key());
+  // CHUNK appears in the plan only (the kernels take it as an argument), and is live.
+  CHECK(ke::mutators::tunable_is_live(spec, two_pass(), ke::Language::c, "CHUNK"));
+  CHECK_FALSE(ke::mutators::tunable_is_live(spec, kReference, ke::Language::c, "CHUNK"));
+}
+
+TEST_CASE("a two-pass CPU program with a temporary is verified and timed, with each step's share") {
+  const ke::Spec spec = centre_spec();
+  const ke::Evaluation e = evaluate(spec, two_pass());
+  INFO(e.message, "\n", e.compile_log);
+  REQUIRE(e.status == ke::Status::ok);
+  CHECK(e.timings.size() == 2);
+  CHECK(e.resources.at("steps") == 2);
+  const std::int64_t shares = e.resources.at("step1.share_permille") + e.resources.at("step2.share_permille");
+  CHECK(shares >= 998);
+  CHECK(shares <= 1002);
+  // Another point of the tunable: another size of temporary, still right.
+  CHECK(evaluate(spec, two_pass(), {{"CHUNK", 1024}}).status == ke::Status::ok);
+}
+
+TEST_CASE("a temporary left unwritten holds the poison, and the answer is wrong") {
+  const ke::Spec spec = centre_spec();
+  const ke::Evaluation e = evaluate(spec, two_pass("\"cdiv(n, CHUNK)\"", "chunks - 1"));
+  CHECK(e.status == ke::Status::incorrect);
+  CHECK(e.message.find("wrong output") != std::string::npos);
+}
+
+TEST_CASE("temporaries beyond the device's bound are refused, with the bytes") {
+  const ke::Spec spec = centre_spec();
+  ke::EvalOptions options = quick();
+  options.device_memory_bytes = std::size_t{64} << 20;  // a 64 MiB device allows 16 MiB of temporaries
+  const ke::Evaluation e = evaluate(spec, two_pass("\"n\", 1000"), {{"CHUNK", 256}}, options);
+  CHECK(e.status == ke::Status::invalid);
+  CHECK(e.message.find("80000000 bytes") != std::string::npos);
+  CHECK(e.message.find("16777216") != std::string::npos);
+  // Within the bound, the same plan runs.
+  CHECK(evaluate(spec, two_pass("\"n\", 2"), {{"CHUNK", 256}}, options).status == ke::Status::ok);
+}
+
+TEST_CASE("a plan that launches a kernel the source lacks, or is malformed, makes the node invalid") {
+  const ke::Spec spec = centre_spec();
+  const ke::Evaluation missing = evaluate(spec, two_pass("\"cdiv(n, CHUNK)\"", "chunks", "finsh"));
+  CHECK(missing.status == ke::Status::invalid);
+  CHECK(missing.message.find("'finsh' that its plan launches") != std::string::npos);
+  const ke::Evaluation malformed = evaluate(spec, "/* kernelevolve-plan {\"steps\": 3} */\n" + std::string(kReference));
+  CHECK(malformed.status == ke::Status::invalid);
+  CHECK(malformed.message.find("steps") != std::string::npos);
+}
