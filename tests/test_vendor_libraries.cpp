@@ -1,0 +1,769 @@
+// cuBLASLt and cuDNN as library steps (src/devices/cuda/vendor_libraries.hpp). Everywhere: the epilogue
+// names, output sizes, the refusals that come before any library, and a library that is not where
+// $KE_CUBLASLT / $KE_CUDNN say. On a GPU with the libraries: products for every epilogue, both layouts of B
+// and all three dtypes, and grouped, strided, padded, dilated convolutions with and without bias, against
+// the host in double. The GPU part skips (and says why) without a driver, a GPU or the libraries; it looks
+// for the libraries on the loader's path, in $KE_VENDOR_LIB_DIRS (directories separated by ':') and in
+// PyTorch's nvidia/*/lib folders under /opt/torch/.venv.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <dlfcn.h>
+
+#include "devices/cuda/cuda_api.hpp"
+#include "devices/cuda/vendor_libraries.hpp"
+
+#if defined(KE_HAVE_CUDA_HEADERS) && __has_include(<cublasLt.h>) && __has_include(<cudnn.h>)
+// The types, constants and signatures that cublaslt.cpp and cudnn.cpp declare by hand must be the headers'.
+// (The legacy cuDNN API is marked deprecated in cuDNN 9; naming it is the point here.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#include <cublasLt.h>
+#include <cudnn.h>
+
+#include <cstddef>
+#include <type_traits>
+#define KE_VENDOR_ABI_ONLY
+#include "devices/cuda/cublaslt.cpp"
+#include "devices/cuda/cudnn.cpp"
+
+namespace kernelevolve::cuda::abi_check {
+namespace c = kernelevolve::cuda;
+#define KE_SAME(name) static_assert(static_cast<long long>(c::name) == static_cast<long long>(::name), #name)
+KE_SAME(CUBLAS_STATUS_SUCCESS);
+KE_SAME(CUBLAS_STATUS_NOT_INITIALIZED);
+KE_SAME(CUBLAS_STATUS_ALLOC_FAILED);
+KE_SAME(CUBLAS_STATUS_INVALID_VALUE);
+KE_SAME(CUBLAS_STATUS_ARCH_MISMATCH);
+KE_SAME(CUBLAS_STATUS_MAPPING_ERROR);
+KE_SAME(CUBLAS_STATUS_EXECUTION_FAILED);
+KE_SAME(CUBLAS_STATUS_INTERNAL_ERROR);
+KE_SAME(CUBLAS_STATUS_NOT_SUPPORTED);
+KE_SAME(CUBLAS_STATUS_LICENSE_ERROR);
+KE_SAME(CUBLAS_OP_N);
+KE_SAME(CUBLAS_OP_T);
+KE_SAME(CUBLAS_COMPUTE_32F);
+KE_SAME(CUDA_R_32F);
+KE_SAME(CUDA_R_16F);
+KE_SAME(CUDA_R_16BF);
+KE_SAME(CUBLASLT_MATMUL_DESC_TRANSA);
+KE_SAME(CUBLASLT_MATMUL_DESC_TRANSB);
+KE_SAME(CUBLASLT_MATMUL_DESC_EPILOGUE);
+KE_SAME(CUBLASLT_MATMUL_DESC_BIAS_POINTER);
+KE_SAME(CUBLASLT_EPILOGUE_DEFAULT);
+KE_SAME(CUBLASLT_EPILOGUE_RELU);
+KE_SAME(CUBLASLT_EPILOGUE_BIAS);
+KE_SAME(CUBLASLT_EPILOGUE_RELU_BIAS);
+KE_SAME(CUBLASLT_EPILOGUE_GELU);
+KE_SAME(CUBLASLT_EPILOGUE_GELU_BIAS);
+KE_SAME(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES);
+KE_SAME(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES);
+KE_SAME(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES);
+KE_SAME(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES);
+KE_SAME(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES);
+KE_SAME(CUDNN_STATUS_SUCCESS);
+KE_SAME(CUDNN_DATA_FLOAT);
+KE_SAME(CUDNN_DATA_HALF);
+KE_SAME(CUDNN_DATA_BFLOAT16);
+KE_SAME(CUDNN_DEFAULT_MATH);
+KE_SAME(CUDNN_TENSOR_OP_MATH);
+KE_SAME(CUDNN_FMA_MATH);
+KE_SAME(CUDNN_TENSOR_NCHW);
+KE_SAME(CUDNN_CROSS_CORRELATION);
+KE_SAME(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
+KE_SAME(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+#undef KE_SAME
+// Enums are passed as int.
+static_assert(sizeof(::cublasStatus_t) == sizeof(int) && sizeof(::cublasComputeType_t) == sizeof(int) &&
+              sizeof(::cudaDataType) == sizeof(int) && sizeof(::cublasLtMatmulDescAttributes_t) == sizeof(int) &&
+              sizeof(::cublasLtMatmulPreferenceAttributes_t) == sizeof(int));
+static_assert(sizeof(::cudnnStatus_t) == sizeof(int) && sizeof(::cudnnDataType_t) == sizeof(int) &&
+              sizeof(::cudnnMathType_t) == sizeof(int) && sizeof(::cudnnConvolutionFwdAlgo_t) == sizeof(int));
+// Structures the libraries write into: same size, same offsets.
+#define KE_SAME_FIELD(ours, theirs, field) static_assert(offsetof(ours, field) == offsetof(theirs, field), #field)
+static_assert(sizeof(c::cublasLtMatmulAlgo_t) == sizeof(::cublasLtMatmulAlgo_t));
+static_assert(sizeof(c::cublasLtMatmulHeuristicResult_t) == sizeof(::cublasLtMatmulHeuristicResult_t));
+KE_SAME_FIELD(c::cublasLtMatmulHeuristicResult_t, ::cublasLtMatmulHeuristicResult_t, workspaceSize);
+KE_SAME_FIELD(c::cublasLtMatmulHeuristicResult_t, ::cublasLtMatmulHeuristicResult_t, state);
+KE_SAME_FIELD(c::cublasLtMatmulHeuristicResult_t, ::cublasLtMatmulHeuristicResult_t, wavesCount);
+static_assert(sizeof(c::cudnnConvolutionFwdAlgoPerf_t) == sizeof(::cudnnConvolutionFwdAlgoPerf_t));
+KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t, algo);
+KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t, status);
+KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t, time);
+KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t, memory);
+KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t, determinism);
+KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t, mathType);
+#undef KE_SAME_FIELD
+// Signatures, parameter by parameter: the same count, each of the same size and kind (pointer, floating, integer).
+// Ours name opaque pointers and enums differently, so the types themselves cannot be compared.
+template <class A, class B>
+constexpr bool same_abi = sizeof(A) == sizeof(B) && std::is_pointer_v<A> == std::is_pointer_v<B> &&
+                          std::is_floating_point_v<A> == std::is_floating_point_v<B>;
+template <class R1, class... A1, class R2, class... A2>
+constexpr bool same_signature(R1 (*)(A1...), R2 (*)(A2...)) {
+  if constexpr (sizeof...(A1) != sizeof...(A2))
+    return false;
+  else
+    return same_abi<R1, R2> && (same_abi<A1, A2> && ...);
+}
+#define KE_SAME_FN(table, name) static_assert(same_signature(c::table{}.name, &::name), #name)
+KE_SAME_FN(LtApi, cublasLtCreate);
+KE_SAME_FN(LtApi, cublasLtGetVersion);
+KE_SAME_FN(LtApi, cublasLtGetStatusName);
+KE_SAME_FN(LtApi, cublasLtMatmulDescCreate);
+KE_SAME_FN(LtApi, cublasLtMatmulDescDestroy);
+KE_SAME_FN(LtApi, cublasLtMatmulDescSetAttribute);
+KE_SAME_FN(LtApi, cublasLtMatrixLayoutCreate);
+KE_SAME_FN(LtApi, cublasLtMatrixLayoutDestroy);
+KE_SAME_FN(LtApi, cublasLtMatmulPreferenceCreate);
+KE_SAME_FN(LtApi, cublasLtMatmulPreferenceDestroy);
+KE_SAME_FN(LtApi, cublasLtMatmulPreferenceSetAttribute);
+KE_SAME_FN(LtApi, cublasLtMatmulAlgoGetHeuristic);
+KE_SAME_FN(LtApi, cublasLtMatmul);
+KE_SAME_FN(DnnApi, cudnnGetVersion);
+KE_SAME_FN(DnnApi, cudnnGetErrorString);
+KE_SAME_FN(DnnApi, cudnnCreate);
+KE_SAME_FN(DnnApi, cudnnSetStream);
+KE_SAME_FN(DnnApi, cudnnCreateTensorDescriptor);
+KE_SAME_FN(DnnApi, cudnnSetTensor4dDescriptor);
+KE_SAME_FN(DnnApi, cudnnDestroyTensorDescriptor);
+KE_SAME_FN(DnnApi, cudnnCreateFilterDescriptor);
+KE_SAME_FN(DnnApi, cudnnSetFilter4dDescriptor);
+KE_SAME_FN(DnnApi, cudnnDestroyFilterDescriptor);
+KE_SAME_FN(DnnApi, cudnnCreateConvolutionDescriptor);
+KE_SAME_FN(DnnApi, cudnnSetConvolution2dDescriptor);
+KE_SAME_FN(DnnApi, cudnnSetConvolutionGroupCount);
+KE_SAME_FN(DnnApi, cudnnSetConvolutionMathType);
+KE_SAME_FN(DnnApi, cudnnDestroyConvolutionDescriptor);
+KE_SAME_FN(DnnApi, cudnnGetConvolution2dForwardOutputDim);
+KE_SAME_FN(DnnApi, cudnnGetConvolutionForwardAlgorithmMaxCount);
+KE_SAME_FN(DnnApi, cudnnGetConvolutionForwardAlgorithm_v7);
+KE_SAME_FN(DnnApi, cudnnGetConvolutionForwardWorkspaceSize);
+KE_SAME_FN(DnnApi, cudnnConvolutionForward);
+KE_SAME_FN(DnnApi, cudnnAddTensor);
+#undef KE_SAME_FN
+// Where ints of the same size could be swapped unnoticed above: the order of the 4-d descriptors' arguments,
+// as the declarations in cudnn.cpp have it (format before type for tensors, type before format for filters).
+static_assert(std::is_same_v<decltype(&::cudnnSetTensor4dDescriptor),
+                             ::cudnnStatus_t (*)(::cudnnTensorDescriptor_t, ::cudnnTensorFormat_t, ::cudnnDataType_t,
+                                                 int, int, int, int)>);
+static_assert(std::is_same_v<decltype(&::cudnnSetFilter4dDescriptor),
+                             ::cudnnStatus_t (*)(::cudnnFilterDescriptor_t, ::cudnnDataType_t, ::cudnnTensorFormat_t,
+                                                 int, int, int, int)>);
+}  // namespace kernelevolve::cuda::abi_check
+#pragma GCC diagnostic pop
+#endif
+
+namespace c = kernelevolve::cuda;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Sets an environment variable for a scope and puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+std::vector<std::string> library_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("KE_VENDOR_LIB_DIRS")) {
+    std::string list = env;
+    std::size_t start = 0;
+    while (start <= list.size()) {
+      const std::size_t end = std::min(list.find(':', start), list.size());
+      if (end > start) dirs.push_back(list.substr(start, end - start));
+      start = end + 1;
+    }
+  }
+  std::error_code ec;
+  const fs::path venv_lib = "/opt/torch/.venv/lib";
+  if (fs::is_directory(venv_lib, ec)) {
+    for (const auto& python : fs::directory_iterator(venv_lib, ec)) {
+      const fs::path nvidia = python.path() / "site-packages" / "nvidia";
+      if (!fs::is_directory(nvidia, ec)) continue;
+      for (const auto& package : fs::directory_iterator(nvidia, ec))
+        if (fs::is_directory(package.path() / "lib", ec)) dirs.push_back((package.path() / "lib").string());
+    }
+  }
+  return dirs;
+}
+
+// A deterministic generator of values in [-1, 1).
+struct Lcg {
+  std::uint64_t state;
+  float next() {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<float>((state >> 40) & 0xFFFFFF) / static_cast<float>(1 << 23) - 1.0f;
+  }
+};
+
+std::vector<float> random_values(std::size_t count, std::uint64_t seed) {
+  Lcg lcg{seed};
+  std::vector<float> v(count);
+  for (float& x : v) x = lcg.next();
+  return v;
+}
+
+// ---- element types as stored on the device --------------------------------------------------------------
+
+std::uint16_t to_bf16(float f) {  // round to nearest even; the values used here are finite
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &f, 4);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+float from_bf16(std::uint16_t h) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+  float f = 0;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+// IEEE half: the values encoded here are normal or zero (multiples of 1/16 in [-1, 1]).
+std::uint16_t to_f16(float f) {
+  if (f == 0.0f) return 0;
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &f, 4);
+  const std::uint32_t sign = (bits >> 16) & 0x8000;
+  const int exponent = static_cast<int>((bits >> 23) & 0xFF) - 127 + 15;
+  const std::uint32_t mantissa = (bits >> 13) & 0x3FF;  // exact for the values used
+  return static_cast<std::uint16_t>(sign | (static_cast<std::uint32_t>(exponent) << 10) | mantissa);
+}
+float from_f16(std::uint16_t h) {
+  const int sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
+  float value = 0;
+  if (exponent == 0)
+    value = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31)
+    value = mantissa ? NAN : INFINITY;
+  else
+    value = std::ldexp(static_cast<float>(mantissa + 1024), exponent - 25);
+  return sign ? -value : value;
+}
+
+std::size_t element_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
+
+std::vector<unsigned char> encode(const std::vector<float>& values, const std::string& dtype) {
+  std::vector<unsigned char> bytes(values.size() * element_bytes(dtype));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (dtype == "f32") {
+      std::memcpy(&bytes[4 * i], &values[i], 4);
+    } else {
+      const std::uint16_t h = dtype == "f16" ? to_f16(values[i]) : to_bf16(values[i]);
+      std::memcpy(&bytes[2 * i], &h, 2);
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> decode(const std::vector<unsigned char>& bytes, const std::string& dtype) {
+  std::vector<float> values(bytes.size() / element_bytes(dtype));
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (dtype == "f32") {
+      std::memcpy(&values[i], &bytes[4 * i], 4);
+    } else {
+      std::uint16_t h = 0;
+      std::memcpy(&h, &bytes[2 * i], 2);
+      values[i] = dtype == "f16" ? from_f16(h) : from_bf16(h);
+    }
+  }
+  return values;
+}
+
+// Values that f16 and bf16 hold exactly, so that the host's reference sees the device's inputs.
+std::vector<float> representable(std::vector<float> values, const std::string& dtype) {
+  if (dtype != "f32")
+    for (float& v : values) v = std::round(v * 16.0f) / 16.0f;
+  return values;
+}
+
+// ---- the GPU: the primary context of device 0 and a non-blocking stream, as the CUDA device has -------
+
+struct Gpu {
+  const c::Api* api = nullptr;
+  c::CUdevice device = 0;
+  c::CUcontext context = nullptr;
+  c::CUstream stream = nullptr;
+  std::string reason;  // why there is none
+};
+
+const Gpu& gpu() {
+  static const Gpu g = [] {
+    Gpu out;
+    const c::LoadResult& loaded = c::load();
+    if (!loaded.driver) {
+      out.reason = loaded.error;
+      return out;
+    }
+    if (loaded.device_count < 1) {
+      out.reason = "no CUDA device";
+      return out;
+    }
+    const c::Api& api = *loaded.driver;
+    if (api.cuDeviceGet(&out.device, 0) != c::CUDA_SUCCESS ||
+        api.cuDevicePrimaryCtxRetain(&out.context, out.device) != c::CUDA_SUCCESS ||
+        api.cuCtxSetCurrent(out.context) != c::CUDA_SUCCESS ||
+        api.cuStreamCreate(&out.stream, c::CU_STREAM_NON_BLOCKING) != c::CUDA_SUCCESS) {
+      out.reason = "cannot set up device 0's primary context and a stream";
+      return out;
+    }
+    out.api = &api;
+    return out;
+  }();
+  // doctest runs every case on the main thread, but a context is current per thread: make sure.
+  if (g.api) g.api->cuCtxSetCurrent(g.context);
+  return g;
+}
+
+// A device allocation for one test, freed at its end.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+    if (bytes) REQUIRE(gpu().api->cuMemAlloc(&ptr_, bytes) == c::CUDA_SUCCESS);
+  }
+  ~DeviceBuffer() {
+    if (ptr_) gpu().api->cuMemFree(ptr_);
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  std::uint64_t address() const { return ptr_; }
+  void upload(const std::vector<unsigned char>& host) {
+    REQUIRE(host.size() <= bytes_);
+    REQUIRE(gpu().api->cuMemcpyHtoDAsync(ptr_, host.data(), host.size(), gpu().stream) == c::CUDA_SUCCESS);
+    REQUIRE(gpu().api->cuStreamSynchronize(gpu().stream) == c::CUDA_SUCCESS);
+  }
+  void poison() {  // all ones: NaN in f32, f16 and bf16 alike
+    REQUIRE(gpu().api->cuMemsetD8Async(ptr_, 0xFF, bytes_, gpu().stream) == c::CUDA_SUCCESS);
+  }
+  std::vector<unsigned char> download() const {
+    std::vector<unsigned char> host(bytes_);
+    REQUIRE(gpu().api->cuMemcpyDtoHAsync(host.data(), ptr_, bytes_, gpu().stream) == c::CUDA_SUCCESS);
+    REQUIRE(gpu().api->cuStreamSynchronize(gpu().stream) == c::CUDA_SUCCESS);
+    return host;
+  }
+
+ private:
+  std::size_t bytes_ = 0;
+  c::CUdeviceptr ptr_ = 0;
+};
+
+const bool kNoGpu = !gpu().api;
+
+c::LibraryLoad cublaslt() {
+  static const c::LibraryLoad load = kNoGpu ? c::LibraryLoad{} : c::load_cublaslt(library_dirs());
+  return load;
+}
+c::LibraryLoad cudnn() {
+  static const c::LibraryLoad load = kNoGpu ? c::LibraryLoad{} : c::load_cudnn(library_dirs());
+  return load;
+}
+
+double gelu_tanh(double x) { return 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+double gelu_erf(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// The largest |got - ref| / (atol + rtol·|ref|) and where; NaN counts as infinitely wrong.
+struct Worst {
+  double ratio = 0;
+  std::size_t index = 0;
+  double got = 0, ref = 0;
+};
+Worst compare(const std::vector<float>& got, const std::vector<double>& ref, double atol, double rtol) {
+  Worst worst;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double error = std::isnan(got[i]) ? INFINITY : std::fabs(got[i] - ref[i]);
+    const double ratio = error / (atol + rtol * std::fabs(ref[i]));
+    if (ratio > worst.ratio || std::isnan(got[i])) worst = {std::isnan(got[i]) ? INFINITY : ratio, i, got[i], ref[i]};
+  }
+  return worst;
+}
+
+// One product on the device against the host; the activation given as a function of the pre-activation.
+void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transposed, c::MatmulEpilogue epilogue,
+                  const std::string& dtype, double atol, double rtol) {
+  CAPTURE(m);
+  CAPTURE(n);
+  CAPTURE(k);
+  CAPTURE(b_transposed);
+  CAPTURE(dtype);
+  const std::string epilogue_name = c::to_string(epilogue);
+  CAPTURE(epilogue_name);
+  const auto mk = static_cast<std::size_t>(m * k), kn = static_cast<std::size_t>(k * n),
+             mn = static_cast<std::size_t>(m * n);
+  const std::vector<float> a = representable(random_values(mk, 1 + static_cast<std::uint64_t>(m)), dtype);
+  const std::vector<float> b = representable(random_values(kn, 2 + static_cast<std::uint64_t>(n)), dtype);
+  const std::vector<float> bias = representable(random_values(static_cast<std::size_t>(n), 3), dtype);
+  const std::size_t e = element_bytes(dtype);
+  DeviceBuffer da(mk * e), db(kn * e), dd(mn * e), dbias(static_cast<std::size_t>(n) * e),
+      workspace(c::matmul_workspace_bytes());
+  da.upload(encode(a, dtype));
+  db.upload(encode(b, dtype));
+  dbias.upload(encode(bias, dtype));
+  dd.poison();
+
+  c::MatmulCall call;
+  call.m = m, call.n = n, call.k = k, call.dtype = dtype, call.b_transposed = b_transposed, call.epilogue = epilogue;
+  call.a = da.address(), call.b = db.address(), call.d = dd.address(), call.bias = dbias.address();
+  call.workspace = workspace.address(), call.workspace_bytes = c::matmul_workspace_bytes();
+  const std::string error = c::matmul(gpu().stream, call);
+  REQUIRE_MESSAGE(error.empty(), error);
+  const std::vector<float> got = decode(dd.download(), dtype);
+
+  const bool add_bias = epilogue == c::MatmulEpilogue::bias || epilogue == c::MatmulEpilogue::bias_relu ||
+                        epilogue == c::MatmulEpilogue::bias_gelu;
+  const bool relu = epilogue == c::MatmulEpilogue::relu || epilogue == c::MatmulEpilogue::bias_relu;
+  const bool gelu = epilogue == c::MatmulEpilogue::gelu || epilogue == c::MatmulEpilogue::bias_gelu;
+  std::vector<double> ref(mn), ref_erf(mn);
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      double sum = 0;
+      for (std::int64_t p = 0; p < k; ++p) {
+        // B stored [K,N], or [N,K] when transposed: the same matrix read through the other index order.
+        const double bv = b_transposed ? b[static_cast<std::size_t>(j * k + p)] : b[static_cast<std::size_t>(p * n + j)];
+        sum += static_cast<double>(a[static_cast<std::size_t>(i * k + p)]) * bv;
+      }
+      if (add_bias) sum += bias[static_cast<std::size_t>(j)];
+      const auto at = static_cast<std::size_t>(i * n + j);
+      ref[at] = relu ? std::max(sum, 0.0) : gelu ? gelu_tanh(sum) : sum;
+      ref_erf[at] = gelu ? gelu_erf(sum) : ref[at];
+    }
+  }
+  // cuBLASLt's GELU may use a hardware tanh (relative error near 2^-11): judged more loosely, with how close
+  // each form of GELU came reported, so that a run shows which one the library computes.
+  if (gelu) atol = std::max(atol, 1e-3), rtol = std::max(rtol, 1e-3);
+  const Worst worst = compare(got, ref, atol, rtol);
+  const Worst worst_erf = compare(got, ref_erf, atol, rtol);
+  if (gelu && dtype == "f32" && m == 256)
+    MESSAGE("GELU epilogue, " << (b_transposed ? "B^T" : "B") << ": worst error " << worst.ratio
+                              << "x the tolerance against the tanh form, " << worst_erf.ratio << "x against the erf form");
+  INFO("worst element " << worst.index << ": got " << worst.got << ", expected " << worst.ref << " ("
+                        << worst.ratio << "x the tolerance; against GELU's erf form instead: " << worst_erf.ratio
+                        << "x)");
+  CHECK(worst.ratio <= 1.0);
+}
+
+// A naive NCHW convolution in double, as torch.nn.functional.conv2d computes it.
+std::vector<double> host_conv(const c::ConvCall& call, const std::vector<float>& x, const std::vector<float>& w,
+                              const std::vector<float>* bias, std::int64_t p_out, std::int64_t q_out) {
+  const std::int64_t cg = call.c / call.groups, kg = call.k / call.groups;
+  std::vector<double> y(static_cast<std::size_t>(call.n * call.k * p_out * q_out));
+  for (std::int64_t n = 0; n < call.n; ++n)
+    for (std::int64_t ko = 0; ko < call.k; ++ko) {
+      const std::int64_t g = ko / kg;
+      for (std::int64_t p = 0; p < p_out; ++p)
+        for (std::int64_t q = 0; q < q_out; ++q) {
+          double sum = bias ? (*bias)[static_cast<std::size_t>(ko)] : 0.0;
+          for (std::int64_t ci = 0; ci < cg; ++ci)
+            for (std::int64_t r = 0; r < call.r; ++r)
+              for (std::int64_t s = 0; s < call.s; ++s) {
+                const std::int64_t hi = p * call.stride_h - call.pad_h + r * call.dil_h;
+                const std::int64_t wi = q * call.stride_w - call.pad_w + s * call.dil_w;
+                if (hi < 0 || hi >= call.h || wi < 0 || wi >= call.w) continue;
+                const std::int64_t c_in = g * cg + ci;
+                sum += static_cast<double>(x[static_cast<std::size_t>(((n * call.c + c_in) * call.h + hi) * call.w + wi)]) *
+                       w[static_cast<std::size_t>(((ko * cg + ci) * call.r + r) * call.s + s)];
+              }
+          y[static_cast<std::size_t>(((n * call.k + ko) * p_out + p) * q_out + q)] = sum;
+        }
+    }
+  return y;
+}
+
+void check_conv(c::ConvCall call, bool with_bias, bool with_workspace, double atol, double rtol) {
+  CAPTURE(call.dtype);
+  CAPTURE(call.groups);
+  CAPTURE(call.stride_h);
+  CAPTURE(call.dil_h);
+  CAPTURE(with_bias);
+  CAPTURE(with_workspace);
+  std::int64_t p = 0, q = 0;
+  REQUIRE(c::conv_output_size(call, p, q));
+  const auto xs = static_cast<std::size_t>(call.n * call.c * call.h * call.w);
+  const auto ws = static_cast<std::size_t>(call.k * (call.c / call.groups) * call.r * call.s);
+  const auto ys = static_cast<std::size_t>(call.n * call.k * p * q);
+  const std::vector<float> x = representable(random_values(xs, 11), call.dtype);
+  const std::vector<float> w = representable(random_values(ws, 12), call.dtype);
+  const std::vector<float> bias = representable(random_values(static_cast<std::size_t>(call.k), 13), call.dtype);
+  const std::size_t e = element_bytes(call.dtype);
+  const std::size_t workspace_bytes = with_workspace ? c::conv_workspace_bytes(call) : 0;
+  MESSAGE("conv2d " << call.dtype << " groups " << call.groups << ": the chosen algorithm wants " << workspace_bytes
+                    << " bytes of workspace");
+  DeviceBuffer dx(xs * e), dw(ws * e), dy(ys * e), dbias(static_cast<std::size_t>(call.k) * e),
+      workspace(workspace_bytes);
+  dx.upload(encode(x, call.dtype));
+  dw.upload(encode(w, call.dtype));
+  dbias.upload(encode(bias, call.dtype));
+  dy.poison();
+  call.x = dx.address(), call.filter = dw.address(), call.y = dy.address();
+  call.bias = with_bias ? dbias.address() : 0;
+  call.workspace = workspace.address(), call.workspace_bytes = workspace_bytes;
+  const std::string error = c::conv2d(gpu().stream, call);
+  REQUIRE_MESSAGE(error.empty(), error);
+  const std::vector<float> got = decode(dy.download(), call.dtype);
+  const std::vector<double> ref = host_conv(call, x, w, with_bias ? &bias : nullptr, p, q);
+  const Worst worst = compare(got, ref, atol, rtol);
+  INFO("worst element " << worst.index << ": got " << worst.got << ", expected " << worst.ref << " (" << worst.ratio
+                        << "x the tolerance)");
+  CHECK(worst.ratio <= 1.0);
+}
+
+}  // namespace
+
+// First in the file, before the GPU cases load anything: a process keeps a library once it has loaded, and
+// later searches (with their $KE_CUBLASLT) are not made again.
+TEST_CASE("vendor libraries: a library that is not where $KE_CUBLASLT / $KE_CUDNN say is not loaded, and why names it") {
+  const std::string bogus_lt = "/nonexistent/ke-test/libcublasLt.so.99";
+  const std::string bogus_dnn = "/nonexistent/ke-test/libcudnn.so.99";
+  {
+    ScopedEnv env("KE_CUBLASLT", bogus_lt.c_str());
+    const c::LibraryLoad load = c::load_cublaslt({"/nonexistent/ke-test"});
+    if (load.ok) {
+      MESSAGE("cuBLASLt was loaded earlier in this process (" << load.path << "): not tested");
+    } else {
+      CHECK(load.path.empty());
+      CHECK_MESSAGE(load.why.find(bogus_lt) != std::string::npos, load.why);
+      CHECK(load.why.find("KE_CUBLASLT") != std::string::npos);
+    }
+  }
+  {
+    ScopedEnv env("KE_CUDNN", bogus_dnn.c_str());
+    const c::LibraryLoad load = c::load_cudnn({});
+    if (load.ok) {
+      MESSAGE("cuDNN was loaded earlier in this process (" << load.path << "): not tested");
+    } else {
+      CHECK_MESSAGE(load.why.find(bogus_dnn) != std::string::npos, load.why);
+      CHECK(load.why.find("KE_CUDNN") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("vendor libraries: the search looks on the loader's path, then in each extra directory, and says where") {
+  // The search that both loaders use, on a library every machine has (the C math library) under a soname
+  // that no loader path holds, in a directory of this test's own.
+  void* libm = dlopen("libm.so.6", RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(libm);
+  const std::string libm_path = c::vendor_detail::loaded_path(libm);
+  REQUIRE_FALSE(libm_path.empty());
+  const fs::path dir = fs::temp_directory_path() / ("ke-vendor-test-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const std::string soname = "libke_vendor_test.so.1";
+  // A copy, not a link: the loader would take a link to a file it already has for that file, by its first name.
+  fs::copy_file(libm_path, dir / soname, fs::copy_options::overwrite_existing);
+  unsetenv("KE_VENDOR_TEST_LIBRARY");
+
+  const auto missing = c::vendor_detail::open_library("the test library", "KE_VENDOR_TEST_LIBRARY", {soname.c_str()},
+                                                      {"/nonexistent/ke-test/a", "/nonexistent/ke-test/b"}, {});
+  CHECK(missing.handle == nullptr);
+  CHECK_FALSE(missing.load.ok);
+  CHECK(missing.load.why.find("/nonexistent/ke-test/a") != std::string::npos);
+  CHECK(missing.load.why.find("/nonexistent/ke-test/b") != std::string::npos);
+  CHECK(missing.load.why.find(soname) != std::string::npos);
+  CHECK(missing.load.why.find("KE_VENDOR_TEST_LIBRARY") != std::string::npos);
+  CHECK(missing.load.why.find('\n') == std::string::npos);
+
+  const auto found = c::vendor_detail::open_library("the test library", "KE_VENDOR_TEST_LIBRARY", {soname.c_str()},
+                                                    {"/nonexistent/ke-test/a", dir.string()}, {"libke_absent.so.1"});
+  CHECK(found.handle != nullptr);
+  CHECK(found.load.ok);
+  CHECK_MESSAGE(found.load.path.find(dir.string()) == 0, found.load.path);
+  if (found.handle) dlclose(found.handle);
+  dlclose(libm);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
+TEST_CASE("vendor libraries: epilogue names round-trip") {
+  for (c::MatmulEpilogue e : {c::MatmulEpilogue::none, c::MatmulEpilogue::relu, c::MatmulEpilogue::gelu,
+                              c::MatmulEpilogue::bias, c::MatmulEpilogue::bias_relu, c::MatmulEpilogue::bias_gelu}) {
+    const auto parsed = c::parse_epilogue(c::to_string(e));
+    REQUIRE(parsed.has_value());
+    CHECK(*parsed == e);
+  }
+  CHECK(std::string(c::to_string(c::MatmulEpilogue::bias_gelu)) == "bias_gelu");
+  CHECK(c::parse_epilogue("relu") == c::MatmulEpilogue::relu);
+  for (const char* wrong : {"", "Relu", "bias-relu", "relu_bias", "gelu_tanh", " none"})
+    CHECK_FALSE(c::parse_epilogue(wrong).has_value());
+}
+
+TEST_CASE("vendor libraries: conv2d's output size") {
+  auto size = [](std::int64_t h, std::int64_t w, std::int64_t r, std::int64_t s, std::int64_t stride_h,
+                 std::int64_t stride_w, std::int64_t pad_h, std::int64_t pad_w, std::int64_t dil_h, std::int64_t dil_w) {
+    c::ConvCall call;
+    call.n = 1, call.c = 4, call.k = 8, call.h = h, call.w = w, call.r = r, call.s = s;
+    call.stride_h = stride_h, call.stride_w = stride_w, call.pad_h = pad_h, call.pad_w = pad_w;
+    call.dil_h = dil_h, call.dil_w = dil_w;
+    std::int64_t p = -7, q = -7;
+    const bool ok = c::conv_output_size(call, p, q);
+    return std::vector<std::int64_t>{ok ? 1 : 0, p, q};
+  };
+  using V = std::vector<std::int64_t>;
+  CHECK(size(32, 32, 3, 3, 1, 1, 1, 1, 1, 1) == V{1, 32, 32});    // "same" padding
+  CHECK(size(32, 32, 3, 3, 2, 2, 1, 1, 1, 1) == V{1, 16, 16});    // stride 2: (32+2-3)/2+1
+  CHECK(size(7, 7, 3, 3, 1, 1, 0, 0, 2, 2) == V{1, 3, 3});        // dilation 2: the filter spans 5
+  CHECK(size(5, 5, 1, 1, 2, 2, 0, 0, 1, 1) == V{1, 3, 3});        // 1x1, stride 2
+  CHECK(size(10, 6, 3, 5, 3, 1, 0, 2, 1, 1) == V{1, 3, 6});       // every parameter apart in H and W
+  CHECK(size(224, 224, 7, 7, 2, 2, 3, 3, 1, 1) == V{1, 112, 112});  // ResNet's stem
+  CHECK(size(9, 9, 3, 3, 2, 2, 1, 1, 2, 2) == V{1, 4, 4});        // stride, padding and dilation: (9+2-5)/2+1
+  CHECK(size(5, 5, 5, 5, 1, 1, 0, 0, 1, 1) == V{1, 1, 1});        // the filter exactly covers the input
+  // Impossible: the (dilated) filter is larger than the padded input; p and q stay untouched.
+  CHECK(size(2, 8, 5, 3, 1, 1, 0, 0, 1, 1) == V{0, -7, -7});
+  CHECK(size(8, 8, 3, 3, 1, 1, 0, 0, 4, 4) == V{0, -7, -7});      // dilated span 9 > 8
+  CHECK(size(4, 4, 3, 3, 0, 1, 0, 0, 1, 1) == V{0, -7, -7});      // stride 0
+  CHECK(size(4, 4, 3, 3, 1, 1, -1, 0, 1, 1) == V{0, -7, -7});     // negative padding
+
+  c::ConvCall grouped;
+  grouped.n = 1, grouped.c = 6, grouped.k = 4, grouped.h = 8, grouped.w = 8, grouped.r = 3, grouped.s = 3;
+  std::int64_t p = 0, q = 0;
+  grouped.groups = 2;
+  CHECK(c::conv_output_size(grouped, p, q));
+  grouped.groups = 3;  // divides C = 6 but not K = 4
+  CHECK_FALSE(c::conv_output_size(grouped, p, q));
+  grouped.groups = 0;
+  CHECK_FALSE(c::conv_output_size(grouped, p, q));
+}
+
+TEST_CASE("vendor libraries: malformed calls are refused, in one line, before any library is needed") {
+  c::MatmulCall call;
+  call.m = 4, call.n = 4, call.k = 4, call.a = 256, call.b = 512, call.d = 768;
+  call.dtype = "f64";
+  std::string error = c::matmul(nullptr, call);
+  CHECK(error.find("f64") != std::string::npos);
+  call.dtype = "f32";
+  call.epilogue = c::MatmulEpilogue::bias_relu;  // and no bias
+  error = c::matmul(nullptr, call);
+  CHECK(error.find("bias") != std::string::npos);
+  CHECK(error.find('\n') == std::string::npos);
+  call.epilogue = c::MatmulEpilogue::none;
+  call.k = 0;
+  CHECK_FALSE(c::matmul(nullptr, call).empty());
+
+  c::ConvCall conv;
+  conv.n = 1, conv.c = 2, conv.k = 2, conv.h = 2, conv.w = 2, conv.r = 3, conv.s = 3;
+  conv.x = 256, conv.filter = 512, conv.y = 768;
+  error = c::conv2d(nullptr, conv);
+  CHECK(error.find("conv2d") != std::string::npos);
+  CHECK(error.find('\n') == std::string::npos);
+  CHECK(c::conv_workspace_bytes(conv) == 0);
+  conv.h = conv.w = 8;
+  conv.dtype = "i8";
+  CHECK(c::conv2d(nullptr, conv).find("i8") != std::string::npos);
+}
+
+TEST_CASE("vendor libraries: whether the GPU tests run") {
+  if (kNoGpu) {
+    MESSAGE("skipped: no CUDA device: the GPU tests in this file are skipped: " << gpu().reason);
+  } else {
+    if (!cublaslt().ok) MESSAGE("skipped: cuBLASLt not found: the product tests are skipped: " << cublaslt().why);
+    else MESSAGE("cuBLASLt: " << cublaslt().path);
+    if (!cudnn().ok) MESSAGE("skipped: cuDNN not found: the convolution tests are skipped: " << cudnn().why);
+    else MESSAGE("cuDNN: " << cudnn().path);
+  }
+  CHECK(true);
+}
+
+// The libraries are looked for inside the cases, not in skip(): a search at registration would come before
+// the first case, which needs none loaded yet.
+#define KE_NEED_CUBLASLT()                                                         \
+  if (!cublaslt().ok) {                                                            \
+    MESSAGE("skipped: cuBLASLt not found: " << cublaslt().why);                    \
+    return;                                                                        \
+  }
+#define KE_NEED_CUDNN()                                                            \
+  if (!cudnn().ok) {                                                               \
+    MESSAGE("skipped: cuDNN not found: " << cudnn().why);                          \
+    return;                                                                        \
+  }
+
+TEST_CASE("vendor libraries: f32 products for every epilogue, both layouts of B, against the host" *
+          doctest::skip(kNoGpu)) {
+  KE_NEED_CUBLASLT();
+  // True fp32: TF32 (10-bit mantissas) would miss this tolerance by an order of magnitude at K = 256.
+  const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {{33, 65, 17}, {256, 256, 256}, {1, 7, 3}};
+  for (auto [m, n, k] : shapes)
+    for (bool b_transposed : {false, true})
+      for (c::MatmulEpilogue e : {c::MatmulEpilogue::none, c::MatmulEpilogue::relu, c::MatmulEpilogue::gelu,
+                                  c::MatmulEpilogue::bias, c::MatmulEpilogue::bias_relu, c::MatmulEpilogue::bias_gelu})
+        check_matmul(m, n, k, b_transposed, e, "f32", 2e-5, 1e-5);
+}
+
+TEST_CASE("vendor libraries: f16 and bf16 products" * doctest::skip(kNoGpu)) {
+  KE_NEED_CUBLASLT();
+  // Exact inputs, fp32 accumulation; the error is the output's rounding: 2^-11 (f16) or 2^-8 (bf16) of it.
+  for (c::MatmulEpilogue e : {c::MatmulEpilogue::none, c::MatmulEpilogue::bias_relu, c::MatmulEpilogue::bias_gelu}) {
+    check_matmul(64, 128, 96, true, e, "f16", 1e-3, 1e-3);
+    check_matmul(64, 128, 96, false, e, "bf16", 1e-2, 8e-3);
+  }
+}
+
+TEST_CASE("vendor libraries: a product with no workspace, and the cache across addresses" * doctest::skip(kNoGpu)) {
+  KE_NEED_CUBLASLT();
+  // The same shape twice: the second call reuses the cached plan with new buffers and a new bias.
+  check_matmul(48, 40, 24, true, c::MatmulEpilogue::bias, "f32", 2e-5, 1e-5);
+  check_matmul(48, 40, 24, true, c::MatmulEpilogue::bias, "f32", 2e-5, 1e-5);
+  const std::vector<float> a = random_values(16 * 8, 5), b = random_values(8 * 16, 6);
+  DeviceBuffer da(a.size() * 4), db(b.size() * 4), dd(16 * 16 * 4);
+  da.upload(encode(a, "f32"));
+  db.upload(encode(b, "f32"));
+  c::MatmulCall call;
+  call.m = 16, call.n = 16, call.k = 8, call.a = da.address(), call.b = db.address(), call.d = dd.address();
+  const std::string error = c::matmul(gpu().stream, call);
+  CHECK_MESSAGE(error.empty(), error);
+  const std::vector<float> got = decode(dd.download(), "f32");
+  double worst = 0;
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) {
+      double sum = 0;
+      for (int p = 0; p < 8; ++p) sum += static_cast<double>(a[i * 8 + p]) * b[p * 16 + j];
+      worst = std::max(worst, std::fabs(sum - got[i * 16 + j]));
+    }
+  CHECK(worst < 1e-5);
+}
+
+TEST_CASE("vendor libraries: conv2d against a naive host convolution" * doctest::skip(kNoGpu)) {
+  KE_NEED_CUDNN();
+  c::ConvCall call;
+  call.n = 2, call.c = 4, call.h = 9, call.w = 11, call.k = 6, call.r = 3, call.s = 3;
+  call.stride_h = call.stride_w = 2, call.pad_h = call.pad_w = 1, call.groups = 2;
+  SUBCASE("f32, stride 2, padding 1, groups 2, bias") { check_conv(call, true, true, 2e-5, 1e-5); }
+  SUBCASE("f32, the same with no workspace") { check_conv(call, true, false, 2e-5, 1e-5); }
+  SUBCASE("f32, dilation 2, no bias, one group") {
+    call.groups = 1, call.dil_h = call.dil_w = 2, call.stride_h = 1, call.c = 3, call.k = 5;
+    check_conv(call, false, true, 2e-5, 1e-5);
+  }
+  SUBCASE("f32, a larger one (32 channels in and out, 28x28, 3x3, stride 1, padding 1) with bias") {
+    call.n = 4, call.c = 32, call.k = 32, call.h = call.w = 28, call.groups = 1, call.stride_h = call.stride_w = 1;
+    check_conv(call, true, true, 1e-4, 1e-5);
+  }
+  SUBCASE("f16, stride 2, padding 1, groups 2, bias") {
+    call.dtype = "f16";
+    check_conv(call, true, true, 2e-3, 1e-3);
+  }
+  SUBCASE("bf16, stride 2, padding 1, groups 2, bias") {
+    call.dtype = "bf16";
+    check_conv(call, true, true, 2e-2, 8e-3);
+  }
+}
