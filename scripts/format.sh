@@ -60,7 +60,7 @@ fi
 [ -n "$clang_format" ] || { echo "format.sh: no clang-format (apt-get install clang-format)" >&2; exit 2; }
 case $("$clang_format" --version) in
   *"version 14."*) ;;
-  *) echo "format.sh: note: $("$clang_format" --version | head -n 1): the style was measured with clang-format 14" >&2 ;;
+  *) echo "format.sh: note: $("$clang_format" --version | head -n 1), the style was made for 14" >&2 ;;
 esac
 
 if [ "$mode" = format ]; then
