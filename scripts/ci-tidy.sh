@@ -1,7 +1,7 @@
 #!/bin/sh
 # CI stage: clang-tidy (the root's .clang-tidy) and clang-format (scripts/format.sh --check) on the C and
 # C++ files changed since a base commit, so that a change is judged on what it touched: the files of the last
-# five commits (5 .cpp, 2 headers) took 32 to 63 s on the 2-core VM; all 74 of src/ and capi/, 28 minutes
+# five commits (4 .cpp, 2 headers: 5 units) took 32 to 63 s on the 2-core VM; all 74 of src/ and capi/, 28 minutes
 # (beside a build).
 #
 #   base      KE_TIDY_BASE if set (a commit, a branch, HEAD~5); else `git merge-base HEAD origin/main` if
