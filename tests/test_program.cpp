@@ -223,3 +223,16 @@ TEST_CASE("a plan that launches a kernel the source lacks, or is malformed, make
   CHECK(malformed.status == ke::Status::invalid);
   CHECK(malformed.message.find("steps") != std::string::npos);
 }
+
+TEST_CASE("a spec may forbid library steps; the field reads back, and anything but a boolean is refused") {
+  const std::string base = R"({"name": "k", "language": "cuda", "entry": "k",
+    "params": [{"name": "x", "dtype": "f32", "shape": ["n"], "role": "out"}, {"name": "n", "dtype": "i64", "role": "size"}],
+    "workloads": [{"n": 4}], "reference": {"source": "x"}, "seed": {"source": "x"},
+    "launch": {"grid": [1], "block": [1]})";
+  CHECK(ke::parse_spec(base + "}", "a.json").library_steps);
+  const ke::Spec kernels_only = ke::parse_spec(base + R"(, "library_steps": false})", "a.json");
+  CHECK_FALSE(kernels_only.library_steps);
+  CHECK_FALSE(ke::parse_spec(ke::to_json(kernels_only), "b.json").library_steps);
+  CHECK_THROWS_WITH_AS(ke::parse_spec(base + R"(, "library_steps": "no"})", "a.json"),
+                       doctest::Contains("library_steps"), ke::Error);
+}

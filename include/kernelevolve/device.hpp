@@ -51,6 +51,13 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual std::map<std::string, std::int64_t> resources() const { return {}; }
+  // A library step (Device::library_step) says whether a call with these arguments (as launch() takes them)
+  // stays inside its buffers, `bytes` of each argument (0 for a value): "" when it does, else why not, before
+  // anything runs. A kernel cannot know: it says "".
+  virtual std::string check_arguments(void** args, const std::vector<std::size_t>& bytes) const {
+    (void)args, (void)bytes;
+    return "";
+  }
 };
 
 struct CompileResult {
@@ -202,6 +209,10 @@ class Device {
   // no other. Throws Error(DeviceUnavailable) when the language cannot be had here (Triton missing or too
   // old), naming why; does nothing for a language that needs nothing.
   virtual void prepare_language(Language language) { (void)language; }
+  // Loads what a plan's library steps call (cuBLASLt, cuDNN) and makes a first small call of each, now: a
+  // worker calls it before it confines itself. One line per library, where it was found or why not; empty
+  // for a device without library steps. A library that is missing fails only the steps that call it.
+  virtual std::string prepare_library_steps() { return ""; }
   // Memory that another process maps too (a PyTorch reference's process): an allocation of `bytes`, and in
   // `handle` what that process opens it by (on CUDA, the IPC handle's 64 bytes in hex). Null where the
   // device cannot share memory.

@@ -115,6 +115,9 @@ struct Spec {
   // Whether cost_flops bound a time from below (the roofline floor): false where they count a direct
   // algorithm that a faster one may beat (a convolution by Winograd or FFT): then they give rates only.
   bool cost_flops_floor = true;
+  // Whether a candidate's plan may call a vendor library (cuBLASLt, cuDNN: program.hpp); false for a user who
+  // wants kernels only.
+  bool library_steps = true;
   std::string notes;
   std::string path;  // the spec file, or empty when built in C++
 

@@ -179,7 +179,7 @@ class Loader {
     spec.path = path;
     Fields top = fields(root, "", {"name", "language", "entry", "params", "workloads", "inputs", "tolerance",
                                    "reference", "seed", "launch", "tunables", "constraints", "cost", "notes",
-                                   "family"});
+                                   "family", "library_steps"});
     spec.name = string(required(top, "", "name"), "name");
     spec.language = language(required(top, "", "language"), "language");
     spec.entry = string(required(top, "", "entry"), "entry");
@@ -219,6 +219,11 @@ class Loader {
       if (auto* bytes = optional(c, "bytes")) spec.cost_bytes = expr(*bytes, "cost.bytes");
     }
     if (auto* notes = optional(top, "notes")) spec.notes = string(*notes, "notes");
+    if (auto* library = optional(top, "library_steps")) {
+      if (library->get(spec.library_steps)) {
+        fail("library_steps", std::string("expected true or false, not ") + type_name(*library));
+      }
+    }
     if (auto* family = optional(top, "family")) {
       spec.family = string(*family, "family");
       if (spec.family.empty()) fail("family", "is empty: name the operator (\"matmul\"), or leave the field out");

@@ -123,6 +123,7 @@ std::string to_json(const Spec& spec) {
   }
   if (!spec.notes.empty()) out << ", \"notes\": " << quote(spec.notes);
   if (!spec.family.empty()) out << ", \"family\": " << quote(spec.family);
+  if (!spec.library_steps) out << ", \"library_steps\": false";
   out << "}";
   return out.str();
 }

@@ -277,6 +277,11 @@ struct LocalEvaluator::Impl {
       fail(e, Status::invalid, ex.what());
       return e;
     }
+    if (plan.calls_library() && !spec.library_steps) {
+      fail(e, Status::invalid, "the plan calls a library, and this problem forbids library steps (its spec's "
+                               "\"library_steps\" is false): write the work as kernels");
+      return e;
+    }
     profile.count();
     auto t = Profile::Clock::now();
     phase("compiling");
@@ -370,7 +375,10 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   const bool in_arena = problem && problem->shares_candidate_memory();
   ArgBlock cand_args(in_arena ? *reference_device : device, spec, workload);
   ArgBlock ref_args(*reference_device, spec, workload);
-  program::ProgramLaunch cand_run(device, prog, bound, cand_args.args.data());
+  std::vector<std::size_t> param_bytes(n, 0);
+  for (std::size_t i = 0; i < n; ++i)
+    if (spec.params[i].is_buffer()) param_bytes[i] = cand_args.buffers[i]->bytes();
+  program::ProgramLaunch cand_run(device, prog, bound, cand_args.args.data(), param_bytes);
   t = profile.add("allocate", t);
 
   auto count = [&](std::size_t i) { return static_cast<std::size_t>(spec.element_count(spec.params[i], workload)); };
@@ -868,6 +876,8 @@ void LocalEvaluator::prepare() {
   impl_->device->prepare();
   // What the candidates' language needs beyond the device (Triton's compile helper); its absence is the run's end.
   impl_->device->prepare_language(impl_->spec.language);
+  // A program may call cuBLASLt or cuDNN: loaded now, since a worker confines itself after this.
+  if (impl_->spec.library_steps && !is_cpu_language(impl_->spec.language)) impl_->device->prepare_library_steps();
   if (impl_->reference_device != impl_->device) impl_->reference_device->prepare();
   try {
     impl_->reference_kernel();

@@ -79,7 +79,7 @@ CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candi
 }
 
 ProgramLaunch::ProgramLaunch(Device& device, const CompiledProgram& program, const BoundPlan& bound,
-                             void** param_args)
+                             void** param_args, const std::vector<std::size_t>& param_bytes)
     : device_(device), program_(program), values_(bound.values) {
   const Plan& plan = program.plan;
   temporaries_.reserve(plan.temporaries.size());
@@ -98,6 +98,17 @@ ProgramLaunch::ProgramLaunch(Device& device, const CompiledProgram& program, con
         case StepArg::Kind::param: args.push_back(param_args[arg.index]); break;
         case StepArg::Kind::temporary: args.push_back(&temporary_ptrs_[arg.index]); break;
         case StepArg::Kind::value: args.push_back(&values_[s][a]); break;
+      }
+    }
+    if (step.is_library()) {
+      std::vector<std::size_t> bytes;
+      for (const StepArg& arg : step.args) {
+        bytes.push_back(arg.kind == StepArg::Kind::param       ? param_bytes.at(arg.index)
+                        : arg.kind == StepArg::Kind::temporary ? bound.temporary_bytes.at(arg.index)
+                                                               : 0);
+      }
+      if (std::string why = program.kernels.at(s)->check_arguments(args.data(), bytes); !why.empty()) {
+        throw PlanError("the plan's step " + std::to_string(s + 1) + ": " + why);
       }
     }
     LaunchStep launch;

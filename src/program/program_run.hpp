@@ -36,8 +36,11 @@ CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candi
 // Device::launch takes it), which must outlive this object, as must `device` and `program`.
 class ProgramLaunch {
  public:
-  // Allocates the temporaries `bound` sizes. Throws std::runtime_error when the device cannot.
-  ProgramLaunch(Device& device, const CompiledProgram& program, const BoundPlan& bound, void** param_args);
+  // Allocates the temporaries `bound` sizes, and asks each library step whether its call stays inside the
+  // buffers it is given (`param_bytes`: each spec param's, 0 for a size or scalar): PlanError when not.
+  // Throws std::runtime_error when the device cannot allocate.
+  ProgramLaunch(Device& device, const CompiledProgram& program, const BoundPlan& bound, void** param_args,
+                const std::vector<std::size_t>& param_bytes);
   // Poisons the temporaries (NaN for floats, a fixed byte for integers), as outputs are before every call.
   void poison();
   // Runs every step (Device::launch_steps); a failure's message names its step.

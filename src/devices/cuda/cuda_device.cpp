@@ -11,6 +11,7 @@
 #include <regex>
 
 #include "devices/cuda/cuda_api.hpp"
+#include "devices/cuda/library_steps.hpp"
 #include "devices/cuda/verify_kernels.hpp"
 #include "devices/gpu/common.hpp"
 #include "devices/gpu/gpu_device.hpp"
@@ -411,6 +412,22 @@ class CudaDevice final : public gpu::GpuDevice {
     const CompileResult r = compile(ks);
     if (!r.ok())
       throw Error(ErrorCode::DeviceUnavailable, context().id() + ": Triton cannot compile a first kernel:\n" + r.log);
+  }
+
+  std::shared_ptr<Kernel> library_step(const std::string& name, const std::map<std::string, std::string>& options,
+                                       const std::vector<Param>& signature, std::string& log) override {
+    return make_library_step(*this, name, options, signature, log);
+  }
+
+  std::string prepare_library_steps() override {
+    void* stream = nullptr;
+    {
+      // Makes the GPU's context current on this thread, where the libraries' first calls run; not held
+      // across them, since they allocate through this device.
+      auto lock = context().acquire();
+      stream = context().driver().stream();
+    }
+    return prepare_vendor_libraries(*this, stream);
   }
 
   // cuMemAlloc memory is what cuIpcGetMemHandle exports (pool and managed memory are not).
