@@ -5,6 +5,7 @@
 
 #include <kernelevolve/candidate.hpp>
 #include <kernelevolve/device.hpp>
+#include <kernelevolve/diagnosis.hpp>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/program.hpp>
@@ -191,6 +192,16 @@ TEST_CASE("a two-pass CPU program with a temporary is verified and timed, with e
   const std::int64_t shares = e.resources.at("step1.share_permille") + e.resources.at("step2.share_permille");
   CHECK(shares >= 998);
   CHECK(shares <= 1002);
+  // The diagnosis names each step by its kernel and gives its share.
+  const ke::Candidate program{two_pass(), ke::Language::c, {{"CHUNK", 256}}};
+  const auto d = ke::diagnose(spec, program.tunables, e, ke::open_device("cpu")->info(), &program);
+  REQUIRE(d.has_value());
+  REQUIRE(d->steps.size() == 2);
+  CHECK(d->steps[0].name == "partial_sums");
+  CHECK(d->steps[1].name == "finish");
+  CHECK_FALSE(d->library_share.has_value());
+  CHECK(ke::diagnosis_text(*d).find("step 2 finish") != std::string::npos);
+  CHECK(ke::diagnosis_json(*d).find("\"name\": \"partial_sums\"") != std::string::npos);
   // Another point of the tunable: another size of temporary, still right.
   CHECK(evaluate(spec, two_pass(), {{"CHUNK", 1024}}).status == ke::Status::ok);
 }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernelevolve/candidate.hpp"
 #include "kernelevolve/device.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/spec.hpp"
@@ -52,9 +53,21 @@ struct GpuDiagnosis {
   std::optional<std::int64_t> occupancy_pct;          // the warps those blocks hold, over the SM's most
 };
 
+// One step of a program of several (program.hpp): what it launches, its share of the program's time (over
+// every workload, each step timed alone), and on a GPU its kernel's resources.
+struct StepDiagnosis {
+  std::string name;  // the kernel, or the library call ("cublaslt.matmul"); "step N" where the source is unknown
+  bool library = false;
+  std::optional<double> share;
+  std::optional<GpuDiagnosis> gpu;
+};
+
 struct Diagnosis {
   std::vector<WorkloadDiagnosis> workloads;  // one per timed workload
-  std::optional<GpuDiagnosis> gpu;           // on a GPU only
+  std::optional<GpuDiagnosis> gpu;           // on a GPU only, for a program of one kernel
+  std::vector<StepDiagnosis> steps;          // a program of several steps; empty for one
+  // The share of the time library steps took, where the program calls one.
+  std::optional<double> library_share;
   // Hardware counters, where they were collected (resources named "hw_...": counters.hpp, Nsight Compute
   // on a GPU with EvolverOptions::hardware_counters, for each new best).
   std::map<std::string, std::int64_t> counters;
@@ -67,8 +80,9 @@ struct Diagnosis {
 // ceilings. A pure function of what the store keeps (the spec, the node's tunables, times and resources, the
 // run's device), so a stored run is diagnosed again on reading. An evaluation measured on another class of
 // device than `device` (Evaluation::device) gets rates but no shares. None for an evaluation that is not ok.
+// `candidate`, where given, names a program's steps (its plan) and marks its library steps.
 std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, const Evaluation& evaluation,
-                                  const DeviceInfo& device);
+                                  const DeviceInfo& device, const Candidate* candidate = nullptr);
 
 // One workload, compact: "412 us, 410 GB/s (82% of copy peak), 1.2 TFLOP/s (3% of FMA peak), memory-bound".
 std::string workload_diagnosis_text(const WorkloadDiagnosis& workload);

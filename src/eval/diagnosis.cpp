@@ -1,6 +1,7 @@
 // The diagnosis of an ok candidate: achieved rates from the spec's cost, their shares of the device's
 // ceilings and the bound; a GPU kernel's resources and occupancy; and the text and JSON they are shown in.
 #include "kernelevolve/diagnosis.hpp"
+#include "kernelevolve/program.hpp"
 
 #include "kernelevolve/counters.hpp"
 
@@ -93,7 +94,7 @@ std::string integer(const std::optional<std::int64_t>& x) { return x ? std::to_s
 }  // namespace
 
 std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, const Evaluation& evaluation,
-                                  const DeviceInfo& device) {
+                                  const DeviceInfo& device, const Candidate* candidate) {
   if (evaluation.status != Status::ok) return std::nullopt;
   Diagnosis d;
   // Ceilings of another class of device would make shares that mean nothing.
@@ -115,19 +116,46 @@ std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, co
     wd.bound = bound_of(wd.bandwidth_share, wd.compute_share);
     d.workloads.push_back(wd);
   }
-  // The GPU devices always report registers (gpu::Driver::resources); the CPU's kernels never do.
-  if (resource(evaluation, "registers")) {
+  // The GPU devices always report registers (gpu::Driver::resources); the CPU's kernels never do. A program
+  // of several steps has each step's under "stepN." (program_run.hpp).
+  auto gpu_of = [&](const std::string& prefix) -> std::optional<GpuDiagnosis> {
+    if (!resource(evaluation, (prefix + "registers").c_str())) return std::nullopt;
     GpuDiagnosis g;
-    g.registers = resource(evaluation, "registers");
-    g.spill_bytes = resource(evaluation, "spill_store_bytes");
-    g.local_bytes = resource(evaluation, "local_bytes");
-    g.shared_static_bytes = resource(evaluation, "shared_static_bytes");
-    g.dynamic_shared_bytes = resource(evaluation, "dynamic_shared_bytes");
-    g.max_threads_per_block = resource(evaluation, "max_threads_per_block");
-    g.block_threads = resource(evaluation, "block_threads");
-    g.active_blocks_per_sm = resource(evaluation, "active_blocks_per_sm");
-    g.occupancy_pct = resource(evaluation, "occupancy_pct");
-    d.gpu = g;
+    g.registers = resource(evaluation, (prefix + "registers").c_str());
+    g.spill_bytes = resource(evaluation, (prefix + "spill_store_bytes").c_str());
+    g.local_bytes = resource(evaluation, (prefix + "local_bytes").c_str());
+    g.shared_static_bytes = resource(evaluation, (prefix + "shared_static_bytes").c_str());
+    g.dynamic_shared_bytes = resource(evaluation, (prefix + "dynamic_shared_bytes").c_str());
+    g.max_threads_per_block = resource(evaluation, (prefix + "max_threads_per_block").c_str());
+    g.block_threads = resource(evaluation, (prefix + "block_threads").c_str());
+    g.active_blocks_per_sm = resource(evaluation, (prefix + "active_blocks_per_sm").c_str());
+    g.occupancy_pct = resource(evaluation, (prefix + "occupancy_pct").c_str());
+    return g;
+  };
+  d.gpu = gpu_of("");
+  if (const auto steps = resource(evaluation, "steps"); steps && *steps > 1) {
+    std::optional<Plan> plan;
+    if (candidate) {
+      try {
+        plan = plan_of(spec, candidate->source, candidate->language);
+      } catch (const PlanError&) {
+      }
+    }
+    for (std::int64_t i = 1; i <= *steps; ++i) {
+      const std::string prefix = "step" + std::to_string(i) + ".";
+      StepDiagnosis step;
+      const auto index = static_cast<std::size_t>(i - 1);
+      const bool named = plan && index < plan->steps.size();
+      step.name = named ? plan->steps[index].name() : "step " + std::to_string(i);
+      step.library = named ? plan->steps[index].is_library() : resource(evaluation, (prefix + "library").c_str()).has_value();
+      if (const auto permille = resource(evaluation, (prefix + "share_permille").c_str()))
+        step.share = static_cast<double>(*permille) / 1000.0;
+      step.gpu = gpu_of(prefix);
+      if (step.library && step.share) d.library_share = d.library_share.value_or(0) + *step.share;
+      d.steps.push_back(std::move(step));
+    }
+  } else if (resource(evaluation, "library")) {
+    d.library_share = 1.0;  // a program that is one library call
   }
   for (const auto& [name, value] : evaluation.resources) {
     if (name.rfind("hw_", 0) == 0) d.counters[name] = value;
@@ -184,6 +212,13 @@ std::string diagnosis_text(const Diagnosis& d) {
     out += (w ? "; w" : "w") + std::to_string(w) + " " + workload_diagnosis_text(d.workloads[w]);
   }
   if (d.gpu) out += (out.empty() ? "" : "; ") + gpu_diagnosis_text(*d.gpu);
+  for (std::size_t i = 0; i < d.steps.size(); ++i) {
+    const StepDiagnosis& step = d.steps[i];
+    out += (out.empty() ? "" : "; ") + std::string("step ") + std::to_string(i + 1) + " " + step.name +
+           (step.library ? " (library)" : "") + (step.share ? " " + percent(*step.share) + " of the time" : "");
+    if (step.gpu) out += ", " + gpu_diagnosis_text(*step.gpu);
+  }
+  if (d.library_share) out += (out.empty() ? "" : "; ") + std::string("library calls ") + percent(*d.library_share) + " of the time";
   if (const std::string c = counters_text(d.counters); !c.empty()) out += (out.empty() ? "" : "; ") + c;
   if (!d.note.empty()) out += (out.empty() ? "" : " (") + d.note + (out.empty() ? "" : ")");
   return out;
@@ -209,6 +244,13 @@ std::string diagnosis_json(const Diagnosis& d) {
   } else {
     out += "null";
   }
+  out += ", \"steps\": [";
+  for (std::size_t i = 0; i < d.steps.size(); ++i) {
+    const StepDiagnosis& step = d.steps[i];
+    out += std::string(i ? ", " : "") + "{\"name\": " + json_quote(step.name) + ", \"library\": " +
+           (step.library ? "true" : "false") + ", \"share\": " + number(step.share) + "}";
+  }
+  out += "], \"library_share\": " + number(d.library_share);
   out += ", \"counters\": {";
   bool first = true;
   for (const auto& [name, value] : d.counters) {

@@ -188,7 +188,7 @@ RunResult Evolver::run() {
   // Diagnoses a node once, when its evaluation is recorded (a checkpoint's nodes may come without one).
   auto diagnose_node = [&](NodeId id) {
     Node& n = s.graph.node(id);
-    n.diagnosis = diagnose(s.spec, n.candidate.tunables, n.evaluation, device);
+    n.diagnosis = diagnose(s.spec, n.candidate.tunables, n.evaluation, device, &n.candidate);
   };
   for (const Node& n : s.graph.nodes()) {
     if (!n.diagnosis) diagnose_node(n.id);

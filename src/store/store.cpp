@@ -875,7 +875,7 @@ Checkpoint Store::load(RunId run, std::vector<std::int64_t>* kept_uids) const {
     if (cp.graph.size() > 0 && n.evaluation.status == Status::ok) {
       n.speedup = speedup(cp.graph.node(0).evaluation, n.evaluation);
     }
-    if (spec) n.diagnosis = diagnose(*spec, n.candidate.tunables, n.evaluation, info.device);
+    if (spec) n.diagnosis = diagnose(*spec, n.candidate.tunables, n.evaluation, info.device, &n.candidate);
     cp.graph.add(std::move(n));
   }
   return cp;
