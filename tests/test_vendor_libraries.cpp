@@ -404,7 +404,8 @@ Worst compare(const std::vector<float>& got, const std::vector<double>& ref, dou
 
 // One product on the device against the host; the activation given as a function of the pre-activation.
 void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transposed, c::MatmulEpilogue epilogue,
-                  const std::string& dtype, double atol, double rtol) {
+                  const std::string& dtype, double atol, double rtol,
+                  std::size_t workspace_bytes = c::matmul_workspace_bytes()) {
   CAPTURE(m);
   CAPTURE(n);
   CAPTURE(k);
@@ -419,7 +420,7 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
   const std::vector<float> bias = representable(random_values(static_cast<std::size_t>(n), 3), dtype);
   const std::size_t e = element_bytes(dtype);
   DeviceBuffer da(mk * e), db(kn * e), dd(mn * e), dbias(static_cast<std::size_t>(n) * e),
-      workspace(c::matmul_workspace_bytes());
+      workspace(workspace_bytes);
   da.upload(encode(a, dtype));
   db.upload(encode(b, dtype));
   dbias.upload(encode(bias, dtype));
@@ -428,7 +429,7 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
   c::MatmulCall call;
   call.m = m, call.n = n, call.k = k, call.dtype = dtype, call.b_transposed = b_transposed, call.epilogue = epilogue;
   call.a = da.address(), call.b = db.address(), call.d = dd.address(), call.bias = dbias.address();
-  call.workspace = workspace.address(), call.workspace_bytes = c::matmul_workspace_bytes();
+  call.workspace = workspace.address(), call.workspace_bytes = workspace_bytes;
   const std::string error = c::matmul(gpu().stream, call);
   REQUIRE_MESSAGE(error.empty(), error);
   const std::vector<float> got = decode(dd.download(), dtype);
@@ -741,6 +742,21 @@ TEST_CASE("vendor libraries: a product with no workspace, and the cache across a
       worst = std::max(worst, std::fabs(sum - got[i * 16 + j]));
     }
   CHECK(worst < 1e-5);
+}
+
+TEST_CASE("vendor libraries: choosing the algorithm by measurement leaves the right product in D" *
+          doctest::skip(kNoGpu)) {
+  KE_NEED_CUBLASLT();
+  // The first call for a key times every candidate into D, then runs the chosen one; the second reuses the
+  // choice with new buffers. Both must match the host (D starts as NaN each time). True fp32 still: TF32 would
+  // be some 30 times off; the tolerance allows K = 512's longer sums and split-K candidates' other order.
+  check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5);
+  check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5);
+  // Tuning off: the heuristic's first answer. Another workspace size makes another key, so that this one
+  // is not served by the plan tuned above.
+  ScopedEnv off("KE_CUBLASLT_TUNE", "0");
+  check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5, c::matmul_workspace_bytes() / 2);
+  check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5, c::matmul_workspace_bytes() / 2);
 }
 
 TEST_CASE("vendor libraries: conv2d against a naive host convolution" * doctest::skip(kNoGpu)) {
