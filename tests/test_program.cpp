@@ -10,9 +10,11 @@
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/program.hpp>
 
+#include <fstream>
 #include <string>
 
 #include "mutators/answer.hpp"
+#include "support/cli_runner.hpp"
 
 namespace ke = kernelevolve;
 
@@ -246,4 +248,33 @@ TEST_CASE("a spec may forbid library steps; the field reads back, and anything b
   CHECK_FALSE(ke::parse_spec(ke::to_json(kernels_only), "b.json").library_steps);
   CHECK_THROWS_WITH_AS(ke::parse_spec(base + R"(, "library_steps": "no"})", "a.json"),
                        doctest::Contains("library_steps"), ke::Error);
+}
+
+TEST_CASE("through the tool: a program is searched, stored, reused by a later run, and printed with its plan") {
+  ke_test::TempDir dir("ke_program");
+  {
+    std::ofstream(dir / "centre_ref.c") << kReference;
+    std::ofstream(dir / "centre_seed.c") << two_pass();
+    std::ofstream(dir / "centre.json") << R"({"name": "centre", "language": "c", "entry": "centre",
+      "params": [{"name": "x", "dtype": "f32", "shape": ["n"], "role": "in"},
+                 {"name": "y", "dtype": "f32", "shape": ["n"], "role": "out"},
+                 {"name": "n", "dtype": "i64", "role": "size"}],
+      "workloads": [{"n": 10000}, {"n": 777}], "tolerance": {"atol": 1e-4, "rtol": 1e-4},
+      "reference": {"file": "centre_ref.c"}, "seed": {"file": "centre_seed.c"},
+      "tunables": {"CHUNK": [256, 1024, 4096]}})";
+  }
+  const std::string db = dir / "centre.db";
+  const auto first = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3 --json");
+  REQUIRE_MESSAGE(first.code == 0, first.err);
+  CHECK(first.out.find("\"ok\": 3") != std::string::npos);  // CHUNK, read by the plan alone, was searched
+  const auto second = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3");
+  REQUIRE_MESSAGE(second.code == 0, second.err);
+  CHECK(second.out.find("measurements reused") != std::string::npos);
+  const auto best = ke_test::run_cli_in("", "best " + db + " --run 2");
+  REQUIRE(best.code == 0);
+  CHECK(best.out.find("kernelevolve-plan") != std::string::npos);
+  CHECK(best.out.find("\"kernel\": \"finish\"") != std::string::npos);
+  const auto node = ke_test::run_cli_in("", "show " + db + " --run 1 --node 0");
+  REQUIRE(node.code == 0);
+  CHECK(node.out.find("step 2 finish") != std::string::npos);
 }

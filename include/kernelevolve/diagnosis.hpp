@@ -88,7 +88,9 @@ std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, co
 std::string workload_diagnosis_text(const WorkloadDiagnosis& workload);
 // The GPU part, compact: "regs 40, spills 0 B, smem 4096 B, occupancy 75% (block 256, 6 blocks/SM)".
 std::string gpu_diagnosis_text(const GpuDiagnosis& gpu);
-// Every workload ("w0 ...; w1 ...") then the GPU part and any counters, on one line.
+// One step of a program, compact: "step 2 bias_relu 18% of the time, regs 16, ..." (`index` from 0).
+std::string step_diagnosis_text(const StepDiagnosis& step, std::size_t index);
+// Every workload ("w0 ...; w1 ...") then the GPU part, a program's steps and any counters, on one line.
 std::string diagnosis_text(const Diagnosis& diagnosis);
 // {"workloads": [{"time_us", "gbps", "gflops", "bandwidth_share", "compute_share", "bound"}], "gpu": {...} or
 // null, "counters": {...}, "note": "..."}: unknown values are null.

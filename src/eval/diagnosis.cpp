@@ -206,18 +206,20 @@ std::string gpu_diagnosis_text(const GpuDiagnosis& g) {
   return out;
 }
 
+std::string step_diagnosis_text(const StepDiagnosis& step, std::size_t index) {
+  std::string out = "step " + std::to_string(index + 1) + " " + step.name + (step.library ? " (library)" : "") +
+                    (step.share ? " " + percent(*step.share) + " of the time" : "");
+  if (step.gpu) out += ", " + gpu_diagnosis_text(*step.gpu);
+  return out;
+}
+
 std::string diagnosis_text(const Diagnosis& d) {
   std::string out;
   for (std::size_t w = 0; w < d.workloads.size(); ++w) {
     out += (w ? "; w" : "w") + std::to_string(w) + " " + workload_diagnosis_text(d.workloads[w]);
   }
   if (d.gpu) out += (out.empty() ? "" : "; ") + gpu_diagnosis_text(*d.gpu);
-  for (std::size_t i = 0; i < d.steps.size(); ++i) {
-    const StepDiagnosis& step = d.steps[i];
-    out += (out.empty() ? "" : "; ") + std::string("step ") + std::to_string(i + 1) + " " + step.name +
-           (step.library ? " (library)" : "") + (step.share ? " " + percent(*step.share) + " of the time" : "");
-    if (step.gpu) out += ", " + gpu_diagnosis_text(*step.gpu);
-  }
+  for (std::size_t i = 0; i < d.steps.size(); ++i) out += (out.empty() ? "" : "; ") + step_diagnosis_text(d.steps[i], i);
   if (d.library_share) out += (out.empty() ? "" : "; ") + std::string("library calls ") + percent(*d.library_share) + " of the time";
   if (const std::string c = counters_text(d.counters); !c.empty()) out += (out.empty() ? "" : "; ") + c;
   if (!d.note.empty()) out += (out.empty() ? "" : " (") + d.note + (out.empty() ? "" : ")");

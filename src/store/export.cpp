@@ -99,6 +99,8 @@ std::string diagnosis_block(const Node& n) {
       << (d.note.empty() ? "" : "; " + d.note) << "):\n";
   for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "  t" << w << ": " << workload_diagnosis_text(d.workloads[w]) << "\n";
   if (d.gpu) out << "  " << gpu_diagnosis_text(*d.gpu) << "\n";
+  for (std::size_t i = 0; i < d.steps.size(); ++i) out << "  " << step_diagnosis_text(d.steps[i], i) << "\n";
+  if (d.library_share) out << "  library calls: " << std::lround(100 * *d.library_share) << "% of the time\n";
   // The counters in words; the duration at the profiler's locked clocks only with the node (export keeps all).
   if (const std::string c = counters_text(d.counters); !c.empty()) {
     out << "  " << c << " (Nsight Compute, one launch of t0";
