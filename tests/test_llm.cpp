@@ -933,3 +933,157 @@ TEST_CASE("ceilings that moved between runs are in the device facts and make the
                               "run measures its confirmations twice as long.") != std::string::npos,
                 m.prompt);
 }
+
+namespace {
+
+// colsum as a CUDA problem without a seed: a thread per column, BLOCK threads a block.
+ke::Spec colsum_cuda() {
+  ke::Spec spec = colsum();
+  spec.language = ke::Language::cuda;
+  spec.reference.language = ke::Language::c;
+  spec.reference.device = "cpu";
+  ke::LaunchRule rule;
+  rule.grid[0] = ke::Expr::parse("cdiv(N, BLOCK)");
+  rule.block[0] = ke::Expr::parse("BLOCK");
+  spec.launch = rule;
+  spec.constraints.clear();
+  spec.seed = ke::SourceRef{};
+  return spec;
+}
+
+}  // namespace
+
+TEST_CASE("programs: the prompt says how a source declares its own plan, in its language's terms") {
+  FakeModelServer server;
+  for (int i = 0; i < 6; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  ke::LlmMutator mutator(options_for(server));
+  ke::SearchGraph graph;
+  std::mt19937_64 rng{11};
+  // CUDA: a comment with two kernels and a temporary, the library steps, and the launch as the default plan.
+  const ke::Mutation cuda = mutator.mutate({colsum_cuda(), graph, {}, rng});
+  CHECK_MESSAGE(cuda.prompt.find("/* kernelevolve-plan\n{\"temporaries\": [{\"name\": \"partial\"") != std::string::npos,
+                cuda.prompt);
+  CHECK(cuda.prompt.find("{\"kernel\": \"finish\", \"grid\": [1], \"block\": [1024]") != std::string::npos);
+  CHECK(cuda.prompt.find("\"cublaslt.matmul\"") != std::string::npos);
+  CHECK(cuda.prompt.find("\"cudnn.conv2d\"") != std::string::npos);
+  CHECK(cuda.prompt.find("bias_gelu") != std::string::npos);
+  CHECK(cuda.prompt.find("keep the entry point's name and signature unless the source declares a plan, whose kernels "
+                         "then take the arguments the plan gives them") != std::string::npos);
+  CHECK(cuda.prompt.find("Launch (the default plan; a source may declare its own): grid (cdiv(N, BLOCK), 1, 1)") !=
+        std::string::npos);
+  // Not a PyTorch problem: no advice on a library step plus an epilogue.
+  CHECK(cuda.prompt.find("a plan of a library step") == std::string::npos);
+  // HIP: the comment, without CUDA's libraries.
+  ke::Spec hip = colsum_cuda();
+  hip.language = ke::Language::hip;
+  const ke::Mutation h = mutator.mutate({hip, graph, {}, rng});
+  CHECK(h.prompt.find("/* kernelevolve-plan") != std::string::npos);
+  CHECK(h.prompt.find("cublaslt") == std::string::npos);
+  // Triton: a module-level string, each step's grid, constexpr tunables among a kernel's parameters.
+  ke::Spec triton = colsum_cuda();
+  triton.language = ke::Language::triton;
+  ke::LaunchRule rule;
+  rule.grid[0] = ke::Expr::parse("cdiv(N, 256)");
+  triton.launch = rule;
+  triton.tunables = {{"num_warps", {4, 8}}};
+  const ke::Mutation t = mutator.mutate({triton, graph, {}, rng});
+  CHECK_MESSAGE(t.prompt.find("\"\"\"kernelevolve-plan\n{\"temporaries\"") != std::string::npos, t.prompt);
+  CHECK(t.prompt.find("@triton.jit def partial_sums(x, partial, N, BLOCK: tl.constexpr)") != std::string::npos);
+  // (The knowledge base's note on programs, which applies to Triton too, may show a CUDA plan: the system
+  // prompt alone must not.)
+  const std::string t_system = t.prompt.substr(0, t.prompt.find("\n[user]\n"));
+  CHECK(t_system.find("/* kernelevolve-plan") == std::string::npos);
+  CHECK(t_system.find("cublaslt") == std::string::npos);
+  CHECK(t.prompt.find("32 x num_warps") != std::string::npos);
+  // C: temporaries so that the program need not allocate, functions called in order.
+  Fixture f;
+  const ke::Mutation c = f.mutate(mutator);
+  REQUIRE_MESSAGE(c.child.has_value(), c.error);
+  CHECK(c.prompt.find("/* kernelevolve-plan") != std::string::npos);
+  CHECK(c.prompt.find("temporaries") != std::string::npos);
+  CHECK(c.prompt.find("need not allocate") != std::string::npos);
+  CHECK(c.prompt.find("cublaslt") == std::string::npos);
+  CHECK(c.prompt.find("grid") == std::string::npos);  // a CPU program's steps are calls
+  // A PyTorch problem in CUDA: its first kernel is offered a library step and one fused epilogue kernel.
+  ke::Spec torch = colsum_cuda();
+  torch.reference.pytorch = true;
+  torch.reference.language.reset();
+  torch.reference.source = "class Model(nn.Module):\n    def forward(self, x): return torch.relu(x.sum(0))\n";
+  const ke::Mutation p = mutator.mutate({torch, graph, {}, rng});
+  CHECK_MESSAGE(p.prompt.find("For a matrix product or a convolution followed by an epilogue") != std::string::npos,
+                p.prompt);
+  CHECK(p.prompt.find("a plan of a library step (cublaslt.matmul or cudnn.conv2d") != std::string::npos);
+  CHECK(p.prompt.find("one fused kernel for the rest is often fastest") != std::string::npos);
+  // A spec that forbids library steps is offered none.
+  torch.library_steps = false;
+  const ke::Mutation kernels_only = mutator.mutate({torch, graph, {}, rng});
+  CHECK(kernels_only.prompt.find("/* kernelevolve-plan") != std::string::npos);
+  CHECK(kernels_only.prompt.find("a plan of a library step") == std::string::npos);
+  const std::string system = kernels_only.prompt.substr(0, kernels_only.prompt.find("\n[user]\n"));
+  CHECK(system.find("cublaslt") == std::string::npos);
+}
+
+TEST_CASE("programs: a parent's time is shared among its plan's steps, each named by its kernel") {
+  FakeModelServer server;
+  for (int i = 0; i < 2; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::Node& seed = f.graph.node(0);
+  seed.candidate.source =
+      "#include <stdint.h>\n/* kernelevolve-plan\n"
+      "{\"temporaries\": [{\"name\": \"partial\", \"dtype\": \"f32\", \"shape\": [\"N\"]}],\n"
+      " \"steps\": [{\"kernel\": \"partial_sums\", \"args\": [\"x\", \"partial\", \"M\", \"N\"]},\n"
+      "           {\"kernel\": \"finish\", \"args\": [\"partial\", \"y\", \"N\"]}]}\n*/\n"
+      "void partial_sums(const float* x, float* partial, int64_t M, int64_t N) {}\n"
+      "void finish(float* partial, float* y, int64_t N) {}\n";
+  seed.evaluation.resources = {{"steps", 2}, {"step1.share_permille", 712}, {"step2.share_permille", 288},
+                               {"step1.registers", 40}, {"step2.registers", 24}};
+  ke::LlmMutator mutator(options_for(server));
+  // Without a diagnosis: from the resources, each step named from the plan read again from the source.
+  const ke::Mutation m = f.mutate(mutator);
+  CHECK_MESSAGE(m.prompt.find("Time by step (each step timed alone, its share of the plan's): step 1 (partial_sums): "
+                              "71.2%, step 2 (finish): 28.8%\n") != std::string::npos,
+                m.prompt);
+  // With the diagnosis (as the run makes it, from the candidate): the same names and shares, and each
+  // kernel's resources on a line of its own.
+  ke::DeviceInfo device;
+  device.kind = "cuda";
+  device.peak_bytes_per_s = 100e9;
+  device.peak_flops_per_s = 500e9;
+  seed.diagnosis = ke::diagnose(f.spec, seed.candidate.tunables, seed.evaluation, device, &seed.candidate);
+  REQUIRE(seed.diagnosis.has_value());
+  const ke::Mutation diagnosed = f.mutate(mutator);
+  CHECK_MESSAGE(diagnosed.prompt.find("step 1 (partial_sums): 71.2%, step 2 (finish): 28.8%\n") != std::string::npos,
+                diagnosed.prompt);
+  CHECK_MESSAGE(diagnosed.prompt.find("\n- step 1 (partial_sums): regs 40") != std::string::npos, diagnosed.prompt);
+  CHECK(diagnosed.prompt.find("\n- step 2 (finish): regs 24") != std::string::npos);
+  // A plan that no longer reads (the spec changed under it) still gives the shares, by number.
+  seed.diagnosis.reset();
+  seed.candidate.source = "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"k\", \"args\": [\"nowhere\"]}]} */\n";
+  server.push({200, FakeModelServer::openai(kBetter)});
+  server.push({200, FakeModelServer::openai(kBetter)});
+  const ke::Mutation unnamed = f.mutate(mutator);
+  CHECK_MESSAGE(unnamed.prompt.find("plan's): step 1: 71.2%, step 2: 28.8%\n") != std::string::npos, unnamed.prompt);
+  // A one-kernel node has no such line.
+  seed.evaluation.resources = {{"registers", 40}};
+  const ke::Mutation one = f.mutate(mutator);
+  CHECK(one.prompt.find("Time by step") == std::string::npos);
+}
+
+TEST_CASE("programs: the knowledge base's note on programs applies to CUDA and Triton, not to the CPU") {
+  ke::mutators::KnowledgeBase shipped({ke::mutators::shipped_knowledge_dir()});
+  const std::string query = "split reduction temporary plan matmul epilogue persistent kernel";
+  auto files = [&](const ke::mutators::Applies& to) {
+    std::set<std::string> out;
+    for (const auto& p : shipped.retrieve(query, 100000, to)) out.insert(p.file);
+    return out;
+  };
+  CHECK(files({"cuda", "cuda"}).count("programs.md") == 1);
+  CHECK(files({"cuda", "triton"}).count("programs.md") == 1);
+  CHECK(files({"cpu", "c"}).count("programs.md") == 0);
+  CHECK(files({"hip", "hip"}).count("programs.md") == 0);
+  // A derived PyTorch problem's notes name the plan: its prompt retrieves the note.
+  const auto hits = shipped.retrieve("12_Gemm_Multiply_LeakyReLU The launch is the default plan, one kernel (the entry) "
+                                     "with the params in order; a candidate may bring its own plan",
+                                     3000, {"cuda", "cuda"});
+  CHECK(std::any_of(hits.begin(), hits.end(), [](const auto& p) { return p.file == "programs.md"; }));
+}

@@ -371,6 +371,15 @@ TEST_CASE("pytorch: dimensions are named by the global they follow, not by their
   REQUIRE(gpu.launch.has_value());
   CHECK(gpu.launch->grid[0].eval(gpu.bindings(gpu.workloads[0], {{"BLOCK", 256}})) == (16 * 16 * 14 * 14 + 255) / 256);
   CHECK_MESSAGE(conv.notes.find("meta device") != std::string::npos, conv.notes);
+  // The launch is a start: the notes say it is the default plan, and that a candidate may bring its own.
+  CHECK_MESSAGE(gpu.notes.find("The launch is the default plan, one kernel (the entry) with the params in order; a "
+                               "candidate may bring its own plan (kernelevolve-plan: several kernels with their own "
+                               "grids, temporaries, cuBLASLt and cuDNN steps; docs/spec-format.md, \"Programs\")") !=
+                    std::string::npos,
+                gpu.notes);
+  CHECK_MESSAGE(conv.notes.find("a candidate may bring its own plan (kernelevolve-plan: several functions in order") !=
+                    std::string::npos,
+                conv.notes);
 
   const ke::Spec matmul = ke::load_pytorch_problem(fixture("matmul_shared.py"));  // M = N
   CHECK(shape_of(matmul, "A") == Shape{"M", "K"});

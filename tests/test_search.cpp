@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <simdjson.h>
+#include <stdlib.h>
 
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/evolver.hpp>
@@ -627,6 +628,68 @@ TEST_CASE("the command mutator's request for a first kernel carries the referenc
   CHECK_FALSE(e.child.has_value());
   CHECK(e.error.find("not usable") != std::string::npos);
   CHECK_FALSE(ke::ParamMutator().writes_first_kernel());
+}
+
+TEST_CASE("the command mutator's request carries the parent's plan (null without one) and how to write one") {
+  const auto spec = grid_spec();
+  ke::SearchGraph graph;
+  std::mt19937_64 rng(1);
+  // A program parent: two calls with a temporary of cdiv(n, A) floats.
+  const std::string program =
+      "/* kernelevolve-plan\n{\"temporaries\": [{\"name\": \"part\", \"dtype\": \"f32\", \"shape\": [\"cdiv(n, A)\"]}],\n"
+      " \"steps\": [{\"kernel\": \"sums\", \"args\": [\"x\", \"part\", \"n\"]},\n"
+      "           {\"kernel\": \"finish\", \"args\": [\"part\", \"y\", \"cdiv(n, A)\"]}]}\n*/\n"
+      "void sums(const float* x, float* part, long n) {}\nvoid finish(float* part, float* y, long m) {}\n";
+  ke::Node seed;
+  seed.mutator = "seed";
+  seed.candidate = {spec.seed.source, ke::Language::c, spec.seed_tunables()};
+  seed.evaluation.status = ke::Status::ok;
+  graph.add(seed);
+  ke::Node child = seed;
+  child.parents = {0};
+  child.mutator = "command";
+  child.candidate.source = program;
+  graph.add(child);
+  ke::Node broken = seed;
+  broken.parents = {0};
+  broken.candidate.source = "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"k\", \"args\": [\"nowhere\"]}]} */\n";
+  broken.evaluation.status = ke::Status::invalid;
+  graph.add(broken);
+  auto parse = [](simdjson::dom::parser& parser, const std::string& request) {
+    simdjson::dom::element doc;
+    REQUIRE_MESSAGE(parser.parse(request).get(doc) == simdjson::SUCCESS, request);
+    return doc;
+  };
+  simdjson::dom::parser p1, p2, p3, p4;
+  const std::string of_program = ke::mutation_request_json({spec, graph, {1}, rng});
+  const simdjson::dom::element with = parse(p1, of_program);
+  REQUIRE_MESSAGE(with["plan"].is_object(), of_program);
+  CHECK(std::string_view(with["plan"]["temporaries"].at(0)["name"]) == "part");
+  CHECK(std::string_view(with["plan"]["temporaries"].at(0)["shape"].at(0)) == "cdiv(n, A)");
+  CHECK(std::string_view(with["plan"]["steps"].at(1)["kernel"]) == "finish");
+  CHECK(std::string_view(with["plan"]["steps"].at(1)["args"].at(2)) == "cdiv(n, A)");
+  CHECK(std::string_view(with["plan_format"]).find("kernelevolve-plan") != std::string_view::npos);
+  CHECK(std::string_view(with["plan_format"]).find("cublaslt.matmul") != std::string_view::npos);
+  CHECK(std::string_view(with["parent"]["source"]).find("kernelevolve-plan") != std::string_view::npos);
+  // A parent without a plan (the spec's one kernel), one whose plan cannot be read, and a first kernel: null.
+  const simdjson::dom::element without = parse(p2, ke::mutation_request_json({spec, graph, {0}, rng}));
+  CHECK(without["plan"].is_null());
+  CHECK(std::string_view(without["plan_format"]).find("temporaries") != std::string_view::npos);
+  const simdjson::dom::element unreadable = parse(p3, ke::mutation_request_json({spec, graph, {2}, rng}));
+  CHECK(unreadable["plan"].is_null());
+  CHECK(std::string_view(unreadable["plan_error"]).find("nowhere") != std::string_view::npos);
+  ke::SearchGraph empty;
+  const simdjson::dom::element first = parse(p4, ke::mutation_request_json({spec, empty, {}, rng}));
+  CHECK(first["plan"].is_null());
+  CHECK(std::string_view(first["plan_format"]).find("kernelevolve-plan") != std::string_view::npos);
+  // The command reads it on its standard input, and its answer carries the plan inside the source.
+  ke::CommandMutator reads("grep -q '\"plan\": {\"temporaries\": \\[{\"name\": \"part\"' && printf '```c\\n%s```\\n' \"$PROGRAM\"");
+  setenv("PROGRAM", (program + "/* v2 */\n").c_str(), 1);
+  const ke::Mutation m = reads.mutate({spec, graph, {1}, rng});
+  REQUIRE_MESSAGE(m.child.has_value(), m.error);
+  CHECK(m.child->source.find("\"kernel\": \"finish\"") != std::string::npos);
+  CHECK(m.child->tunables.count("A") == 1);  // read by the plan's temporary: live
+  unsetenv("PROGRAM");
 }
 
 namespace {

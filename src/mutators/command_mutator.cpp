@@ -4,6 +4,7 @@
 
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/mutator.hpp"
+#include "kernelevolve/program.hpp"
 #include "kernelevolve/report.hpp"
 #include "mutators/answer.hpp"
 #include "core/subprocess.hpp"
@@ -78,6 +79,33 @@ std::string reference_json(const Spec& spec) {
          ", \"source\": " + json_quote(r.source) + "}";
 }
 
+// How a source declares its own launch plan (docs/spec-format.md, "Programs"), for a writer that has not read it.
+constexpr const char* kPlanFormat =
+    "A source may declare its own launch plan instead of the spec's one-kernel launch: the word kernelevolve-plan "
+    "followed by a JSON object, in a /* */ comment (C, C++, CUDA, HIP) or a module-level Python string (Triton). "
+    "Its \"temporaries\" (optional) are workspaces, each {\"name\", \"dtype\", \"shape\": [integer expressions]}, "
+    "allocated by the device and filled with NaN before every call; its \"steps\" run in order on one stream, each "
+    "{\"kernel\": an entry of the source, \"grid\", \"block\", \"shared_bytes\" (GPU only; a missing one is the "
+    "spec's launch's), \"args\": [a param's name, a temporary's name, or an integer expression over sizes, "
+    "scalars and tunables, passed as a 64-bit integer]} or, on CUDA unless the spec's library_steps is false, a "
+    "library call {\"library\": "
+    "\"cublaslt.matmul\" (args A, B, D, M, N, K, then bias; options epilogue none|relu|gelu|bias|bias_relu|bias_gelu, "
+    "b_transposed) or \"cudnn.conv2d\" (args x, w, y, N, C, H, W, K, R, S, then bias; options stride, padding, "
+    "dilation, groups), \"args\", \"options\"}. A kernel's declaration matches its args (a temporary is a writable "
+    "pointer of its dtype; Triton kernels take the tunables they name as tl.constexpr). The time is the whole plan's; "
+    "\"plan\" is the parent's, parsed, or null where its source declares none.";
+
+// The plan the parent's source declares, as canonical JSON; null where it declares none or it cannot be read
+// (then "plan_error" says why, as the node's evaluation did).
+std::string plan_json(const Spec& spec, const Node& parent) {
+  try {
+    const Plan plan = plan_of(spec, parent.candidate.source, parent.candidate.language);
+    return plan.declared ? ", \"plan\": " + to_json(plan) : ", \"plan\": null";
+  } catch (const PlanError& e) {
+    return ", \"plan\": null, \"plan_error\": " + json_quote(e.what());
+  }
+}
+
 }  // namespace
 
 std::string mutation_request_json(const MutationContext& ctx) {
@@ -87,7 +115,7 @@ std::string mutation_request_json(const MutationContext& ctx) {
     // signature to define, and what earlier attempts wrote that failed.
     out << "{\"task\": \"first_kernel\", \"spec\": " << to_json(ctx.spec) << ", \"signature\": "
         << signature_json(ctx.spec) << ", \"reference\": " << reference_json(ctx.spec)
-        << ", \"parent\": null, \"failed_attempts\": [";
+        << ", \"parent\": null, \"plan\": null, \"plan_format\": " << json_quote(kPlanFormat) << ", \"failed_attempts\": [";
     for (std::size_t i = 0; i < ctx.failed_attempts.size(); ++i) out << (i ? ", " : "") << node_json(ctx.failed_attempts[i], true);
     out << "], \"recent_failures\": [], \"baselines\": " << baselines_json(ctx.baselines)
         << ", \"nodes\": " << ctx.graph.size() << "}";
@@ -95,7 +123,8 @@ std::string mutation_request_json(const MutationContext& ctx) {
   }
   const Node& parent = ctx.graph.node(ctx.parents.at(0));
   out << "{\"task\": \"improve\", \"spec\": " << to_json(ctx.spec) << ", \"signature\": " << signature_json(ctx.spec)
-      << ", \"parent\": " << node_json(parent, true) << ", \"recent_failures\": [";
+      << ", \"parent\": " << node_json(parent, true) << plan_json(ctx.spec, parent)
+      << ", \"plan_format\": " << json_quote(kPlanFormat) << ", \"recent_failures\": [";
   // The parent's latest children that failed: what not to do again.
   const auto children = ctx.graph.children(parent.id);
   int listed = 0;

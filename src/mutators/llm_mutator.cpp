@@ -19,6 +19,7 @@
 #include "kernelevolve/counters.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/mutator.hpp"
+#include "kernelevolve/program.hpp"
 #include "kernelevolve/report.hpp"
 #include "devices/gpu/common.hpp"
 #include "eval/buffers.hpp"
@@ -78,6 +79,10 @@ std::string diagnosis_lines(const Node& n, bool legend) {
   out << (d.note.empty() ? "" : " (" + d.note + ")") << ":\n";
   for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "- w" << w << " " << workload_diagnosis_text(d.workloads[w]) << "\n";
   if (d.gpu) out << "- " << gpu_diagnosis_text(*d.gpu) << "\n";
+  // A program's kernels, each with its own (its share of the time is the line under the diagnosis).
+  for (std::size_t s = 0; s < d.steps.size(); ++s) {
+    if (d.steps[s].gpu) out << "- step " << s + 1 << " (" << d.steps[s].name << "): " << gpu_diagnosis_text(*d.steps[s].gpu) << "\n";
+  }
   if (const std::string c = counters_text(d.counters); !c.empty()) {
     out << "- hardware " << c << " (Nsight Compute, one launch of w0)\n";
   }
@@ -219,6 +224,107 @@ std::string failure_detail(const Node& n) {
   return out.str();
 }
 
+// How a candidate brings its own launch plan (docs/spec-format.md, "Programs"), in its language's terms:
+// a CUDA or HIP source's comment with two kernels and a temporary, a Triton module's string, a C program's
+// temporaries and calls; the library steps on CUDA alone, where the device runs them, unless the spec
+// forbids them.
+std::string plan_text(const Spec& spec) {
+  const Language language = spec.language;
+  const bool triton = language == Language::triton, cpu = is_cpu_language(language);
+  std::string out =
+      std::string("Programs: a source may declare its own plan instead of the default one (the entry alone with the "
+                  "spec's params): ") +
+      (cpu ? "functions called in order, each with its args, and temporaries (workspaces allocated for it, NaN-filled "
+             "before every call), so the program need not allocate. "
+           : "several kernels run in order on one stream, each with its own grid and args, and temporaries "
+             "(workspaces allocated for it, NaN-filled before every call) between them. ") +
+      "The time is the whole plan's. An arg is a param's name (its buffer or value), a temporary's name (a writable "
+      "pointer of its dtype) or an integer expression over sizes and tunables (a 64-bit integer). ";
+  if (triton) {
+    return out +
+           "Each step's grid is its own, each program 32 x num_warps threads; a kernel's parameters are its step's args "
+           "in order, plus each tunable it uses as `NAME: tl.constexpr`. In a module-level string:\n"
+           "\"\"\"kernelevolve-plan\n"
+           "{\"temporaries\": [{\"name\": \"partial\", \"dtype\": \"f32\", \"shape\": [\"cdiv(N, BLOCK)\"]}],\n"
+           " \"steps\": [{\"kernel\": \"partial_sums\", \"grid\": [\"cdiv(N, BLOCK)\"], \"args\": [\"x\", \"partial\", \"N\"]},\n"
+           "           {\"kernel\": \"finish\", \"grid\": [1], \"args\": [\"partial\", \"y\", \"cdiv(N, BLOCK)\"]}]}\n"
+           "\"\"\"\n"
+           "with `@triton.jit def partial_sums(x, partial, N, BLOCK: tl.constexpr)` and `@triton.jit def finish(partial, "
+           "y, chunks, BLOCK: tl.constexpr)`.\n";
+  }
+  if (cpu) {
+    return out + "In a comment:\n/* kernelevolve-plan\n"
+                 "{\"temporaries\": [{\"name\": \"partial\", \"dtype\": \"f64\", \"shape\": [\"cdiv(n, CHUNK)\"]}],\n"
+                 " \"steps\": [{\"kernel\": \"partial_sums\", \"args\": [\"x\", \"partial\", \"n\", \"CHUNK\"]},\n"
+                 "           {\"kernel\": \"finish\", \"args\": [\"x\", \"partial\", \"y\", \"n\", \"cdiv(n, CHUNK)\"]}]}\n*/\n"
+                 "with `void partial_sums(const float* x, double* partial, int64_t n, int64_t chunk)` and `void finish(const "
+                 "float* x, double* partial, float* y, int64_t n, int64_t chunks)`.\n";
+  }
+  out += "Each kernel is extern \"C\" __global__; a step without grid, block or shared_bytes takes the default's. In a "
+         "comment:\n/* kernelevolve-plan\n"
+         "{\"temporaries\": [{\"name\": \"partial\", \"dtype\": \"f32\", \"shape\": [\"cdiv(N, 256)\"]}],\n"
+         " \"steps\": [{\"kernel\": \"partial_sums\", \"grid\": [\"cdiv(N, 256)\"], \"block\": [256], \"args\": [\"x\", \"partial\", \"N\"]},\n"
+         "           {\"kernel\": \"finish\", \"grid\": [1], \"block\": [1024], \"args\": [\"partial\", \"y\", \"cdiv(N, 256)\"]}]}\n*/\n"
+         "with `partial_sums(const float* x, float* partial, int64_t n)` and `finish(float* partial, float* y, int64_t "
+         "blocks)`.\n";
+  if (language == Language::cuda && spec.library_steps) {
+    out += "A step may call a library instead (buffers of one dtype, f32, f16 or bf16; f32 accumulation, no TF32; any "
+           "buffer may be a temporary): {\"library\": \"cublaslt.matmul\", \"args\": [A, B, D, M, N, K] (then bias), "
+           "\"options\": {\"epilogue\": none|relu|gelu|bias|bias_relu|bias_gelu, \"b_transposed\": \"true\" for B stored "
+           "[N, K], a Linear weight}}: row-major D[M, N] = epilogue(A[M, K] B + bias[N]); {\"library\": \"cudnn.conv2d\", "
+           "\"args\": [x, w, y, N, C, H, W, K, R, S] (then bias), \"options\": {\"stride\", \"padding\", \"dilation\" "
+           "(\"a\" or \"a,b\"), \"groups\"}}: NCHW torch.nn.functional.conv2d.\n";
+  }
+  return out;
+}
+
+// Each step's share of a program's time in one line, each step named by its kernel or library: from the
+// node's diagnosis where it has one (diagnose names the steps from the plan), else from its resources
+// ("steps", "stepN.share_permille") and the plan read again from its source. Empty for a one-kernel node.
+std::string steps_text(const Spec& spec, const Node& n) {
+  struct Step {
+    std::string name;
+    bool library = false;
+    std::optional<double> share;
+  };
+  std::vector<Step> steps;
+  if (n.diagnosis && !n.diagnosis->steps.empty()) {
+    for (const StepDiagnosis& d : n.diagnosis->steps) steps.push_back({d.name, d.library, d.share});
+  } else {
+    const auto& r = n.evaluation.resources;
+    const auto count = r.find("steps");
+    if (count == r.end() || count->second < 2) return "";
+    std::optional<Plan> plan;
+    try {
+      plan = plan_of(spec, n.candidate.source, n.candidate.language);
+    } catch (const PlanError&) {
+    }
+    for (std::int64_t s = 0; s < count->second; ++s) {
+      Step step;
+      if (plan && static_cast<std::size_t>(s) < plan->steps.size()) {
+        step.name = plan->steps[s].name();
+        step.library = plan->steps[s].is_library();
+      }
+      if (const auto it = r.find("step" + std::to_string(s + 1) + ".share_permille"); it != r.end()) {
+        step.share = static_cast<double>(it->second) / 1000.0;
+      }
+      steps.push_back(step);
+    }
+  }
+  if (steps.size() < 2) return "";
+  std::ostringstream out;
+  out << "Time by step (each step timed alone, its share of the plan's):" << std::setprecision(3);
+  for (std::size_t s = 0; s < steps.size(); ++s) {
+    out << (s ? "," : "") << " step " << s + 1;
+    // diagnose names a step it cannot read "step N": said once is enough.
+    if (!steps[s].name.empty() && steps[s].name != "step " + std::to_string(s + 1)) {
+      out << " (" << steps[s].name << (steps[s].library ? ", library" : "") << ")";
+    }
+    if (steps[s].share) out << ": " << *steps[s].share * 100 << "%";
+  }
+  return out.str() + "\n";
+}
+
 // Where a CPU kernel's inputs are when it is called, so that a model knows whether to optimize for memory
 // or for cache. Each timed call's inputs are written just before it (local_evaluator.cpp, step 3): an input
 // over eval::kDrawnAfreshBytes is copied, rotated, from a base copy of the same size, which is read as it is
@@ -282,7 +388,8 @@ struct LlmMutator::Impl {
     const bool triton = spec.language == Language::triton;
     const std::string lang = triton ? "triton" : to_string(spec.language);
     std::string rules =
-        "Rules: keep the entry point's name and signature; write every output element; never read or "
+        "Rules: keep the entry point's name and signature unless the source declares a plan, whose kernels then "
+        "take the arguments the plan gives them; write every output element; never read or "
         "write outside the buffers; do not special-case particular inputs, pointers or repeated calls; "
         "start no threads, do no I/O, never exit; do all the work inside the call.\n";
     std::string tunables =
@@ -292,19 +399,21 @@ struct LlmMutator::Impl {
       // Triton's own terms: a Python module, constexpr tunables, the launch is not the kernel's to write.
       rules += "A Triton kernel is a Python module with one @triton.jit entry (helpers may be @triton.jit too): "
                "import triton and triton.language as tl, nothing else, and no launch code (the grid is the "
-               "spec's, each program runs 32 x num_warps threads). Its parameters are the spec's params in "
+               "spec's or the plan's, each program runs 32 x num_warps threads). Its parameters are the spec's params in "
                "order, then each tunable it uses as `NAME: tl.constexpr`. Mask every load and store at the edges.\n";
       tunables =
           "You may declare tunables the parameter search will explore, one per line: "
           "`# ke:tunable NAME v1 v2 v3`, each a `NAME: tl.constexpr` parameter of the entry. num_warps and "
           "num_stages are tunables too, Triton's compile options, never parameters. " + std::string(mutators::kTunableRule);
     }
+    rules += plan_text(spec);
     if (first) {
       return "You are an expert performance engineer. You write " + lang +
              " kernels for the device described that compute exactly what a reference computes (within the "
              "stated tolerance) for every valid input, and run fast.\n" + rules +
              "Answer with the complete source in one ```" + lang + " fenced block: it defines the entry point "
-             "with exactly the signature given, and includes the headers it needs.\n" + tunables +
+             "with exactly the signature given (or its plan and the kernels it names), and includes the headers it "
+             "needs.\n" + tunables +
              " Say in one sentence before the code how the kernel works.";
     }
     return "You are an expert performance engineer. You rewrite " + lang +
@@ -330,11 +439,12 @@ struct LlmMutator::Impl {
     if (is_cpu_language(spec.language)) out << "\n" << inputs_in_cache(spec, device_description);
     out << "\nTolerance: |out - ref| <= " << spec.tolerance.atol << " + " << spec.tolerance.rtol << " * |ref|\n";
     const bool triton = spec.language == Language::triton;
+    // The spec's launch is the default plan: a candidate may declare its own (the system prompt says how).
     if (spec.launch && triton) {
-      out << "Launch: grid (" << spec.launch->grid[0].text() << ", " << spec.launch->grid[1].text() << ", "
+      out << "Launch (the default plan; a source may declare its own): grid (" << spec.launch->grid[0].text() << ", " << spec.launch->grid[1].text() << ", "
           << spec.launch->grid[2].text() << ") programs (tl.program_id(0..2)), each of 32 x num_warps threads\n";
     } else if (spec.launch) {
-      out << "Launch: grid (" << spec.launch->grid[0].text() << ", " << spec.launch->grid[1].text() << ", "
+      out << "Launch (the default plan; a source may declare its own): grid (" << spec.launch->grid[0].text() << ", " << spec.launch->grid[1].text() << ", "
           << spec.launch->grid[2].text() << "), block (" << spec.launch->block[0].text() << ", "
           << spec.launch->block[1].text() << ", " << spec.launch->block[2].text() << "), shared bytes "
           << spec.launch->shared_bytes.text() << "\n";
@@ -452,7 +562,13 @@ struct LlmMutator::Impl {
     for (const Node& n : ctx.failed_attempts) query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
     knowledge_section(out, query, spec);
     out << "\n## Task\nWrite the first " << to_string(spec.language) << " kernel for this problem: a complete source "
-        << "that defines `" << kernel_signature(spec) << "` and computes what the reference computes.\n";
+        << "that defines `" << kernel_signature(spec) << "` (or declares a plan and defines its kernels) and computes "
+        << "what the reference computes.\n";
+    if (ref.pytorch && spec.language == Language::cuda && spec.library_steps) {
+      out << "For a matrix product or a convolution followed by an epilogue (bias, activation, scaling, a reduction), "
+             "a plan of a library step (cublaslt.matmul or cudnn.conv2d, into a temporary unless its own epilogue is "
+             "all there is) and one fused kernel for the rest is often fastest.\n";
+    }
     return out.str();
   }
 
@@ -483,7 +599,7 @@ struct LlmMutator::Impl {
     }
     out << marks_section(ctx.baselines);
     out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n"
-        << confirmation_text(ctx, parent) << diagnosis_lines(parent, true)
+        << confirmation_text(ctx, parent) << diagnosis_lines(parent, true) << steps_text(spec, parent)
         << "Tunables: " << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language) << "\n"
         << parent.candidate.source << (parent.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
     // A lead inside the spreads of single measurements is not one a model should build a story on.
@@ -537,7 +653,7 @@ struct LlmMutator::Impl {
       if (const auto best = g.best(); best && *best != parent.id) {
         const Node& b = g.node(*best);
         out << "\n## Best kernel so far (node " << b.id << "): " << outcome(b, ctx.baselines) << "\n"
-            << confirmation_text(ctx, b) << diagnosis_lines(b, !parent.diagnosis)
+            << confirmation_text(ctx, b) << diagnosis_lines(b, !parent.diagnosis) << steps_text(spec, b)
             << "Tunables: " << bindings_text(b.candidate.tunables) << "\n```" << to_string(b.candidate.language) << "\n"
             << b.candidate.source << (b.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
       }

@@ -143,6 +143,14 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
     }
   }
   if (!constants.empty()) spec.notes += " The module's constants (not sizes; fixed): " + constants + ".";
+  // The launch above is a start, not a rule: a candidate may be a program (docs/spec-format.md, "Programs").
+  spec.notes += is_cpu_language(spec.language)
+                    ? " The default plan calls the entry once with the params in order; a candidate may bring its own "
+                      "plan (kernelevolve-plan: several functions in order, temporaries; docs/spec-format.md, \"Programs\")."
+                    : " The launch is the default plan, one kernel (the entry) with the params in order; a candidate may "
+                      "bring its own plan (kernelevolve-plan: several kernels with their own grids, temporaries" +
+                          std::string(spec.language == Language::cuda ? ", cuBLASLt and cuDNN steps" : "") +
+                          "; docs/spec-format.md, \"Programs\").";
   // How the signature was derived: on the meta device (nothing allocated), or by a real call and why.
   if (std::string_view derivation; doc["derivation"].get(derivation) == simdjson::SUCCESS) {
     if (derivation == "meta") {
