@@ -20,7 +20,7 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-excluded='^(problems|tests/fixtures)/'
+excluded='^(problems|tests/fixtures|bench/level2_programs)/'
 sources='\.(c|h|cc|cpp|cxx|hpp|hxx|cu|cuh)$'
 
 mode=format
