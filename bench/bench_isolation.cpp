@@ -105,8 +105,10 @@ void BM_WorkerCrashAndRestart(benchmark::State& state) {
   const auto spec = tiny_spec();
   const ke::WorkerOptions options = worker_options(state);
   ke::WorkerEvaluator evaluator(spec, "cpu", options);
-  const ke::Candidate crash{"#include <stdint.h>\n#include <stdlib.h>\nvoid axpy(const float* x, float* y, int64_t n) { abort(); }\n",
-                            ke::Language::c, {}};
+  const ke::Candidate crash{
+      "#include <stdint.h>\n#include <stdlib.h>\nvoid axpy(const float* x, float* y, int64_t n) { abort(); }\n",
+      ke::Language::c,
+      {}};
   std::uint64_t seed = 0;
   for (auto _ : state) benchmark::DoNotOptimize(evaluator.evaluate(crash, seed++));
 }
@@ -147,7 +149,13 @@ BENCHMARK(BM_InProcess)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTim
 BENCHMARK(BM_Worker)->Unit(benchmark::kMicrosecond)->MinTime(1.0)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 BENCHMARK(BM_InProcessNewSource)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime();
 BENCHMARK(BM_WorkerNewSource)->Unit(benchmark::kMillisecond)->Iterations(20)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
-BENCHMARK(BM_WorkerCrashAndRestart)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_WorkerCrashAndRestart)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(10)
+    ->UseRealTime()
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2);
 BENCHMARK(BM_WorkerStart)->Unit(benchmark::kMillisecond)->Iterations(10)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 BENCHMARK(BM_SandboxSteps)->Unit(benchmark::kMillisecond)->MinTime(0.5)->UseRealTime()->DenseRange(0, 3);
 
@@ -243,7 +251,13 @@ void BM_GpuWorker(benchmark::State& state) {
 }
 
 BENCHMARK(BM_GpuWorkerStart)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
-BENCHMARK(BM_GpuWorkerFirstEvaluation)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
+BENCHMARK(BM_GpuWorkerFirstEvaluation)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(5)
+    ->UseRealTime()
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2);
 BENCHMARK(BM_GpuWorkerEnd)->Unit(benchmark::kMillisecond)->Iterations(5)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 BENCHMARK(BM_GpuWorker)->Unit(benchmark::kMillisecond)->MinTime(1.0)->UseRealTime()->Arg(0)->Arg(1)->Arg(2);
 

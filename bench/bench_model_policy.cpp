@@ -23,7 +23,8 @@ ke::Spec space(int axes, int values) {
   s.name = "space";
   s.language = ke::Language::c;
   s.entry = "k";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
               {"n", ke::DType::i64, ke::Role::size, {}, 0}};
   s.workloads = {{{"n", 100}}};
   s.reference.source = "void k(const float* x, float* y, long n) {}";
@@ -77,7 +78,8 @@ void BM_Proposals(benchmark::State& state, int axes, int values, bool model) {
     }
     while (graph.size() < 2000) {  // 2,000 measured points at random
       ke::Bindings p;
-      for (const auto& [name, vs] : spec.tunables) p[name] = vs[std::uniform_int_distribution<std::size_t>(0, vs.size() - 1)(rng)];
+      for (const auto& [name, vs] : spec.tunables)
+        p[name] = vs[std::uniform_int_distribution<std::size_t>(0, vs.size() - 1)(rng)];
       if (!graph.contains({spec.seed.source, ke::Language::c, p})) graph.add(measured(spec, p, seed_us));
     }
     auto policy = ke::make_policy(model ? "model" : "greedy");

@@ -30,14 +30,13 @@ std::string device_id() {
 bool gpu() { return device_id() != "cpu"; }
 
 std::string source(bool two) {
-  const std::string plan =
-      two ? R"P(/* kernelevolve-plan
+  const std::string plan = two ? R"P(/* kernelevolve-plan
 {"temporaries": [{"name": "t", "dtype": "f32", "shape": ["n"]}],
  "steps": [{"kernel": "scale", "grid": ["cdiv(n, 256)"], "block": [256], "args": ["x", "t", "n"]},
            {"kernel": "shift", "grid": ["cdiv(n, 256)"], "block": [256], "args": ["t", "y", "n"]}]}
 */
 )P"
-          : R"P(/* kernelevolve-plan
+                               : R"P(/* kernelevolve-plan
 {"steps": [{"kernel": "fused", "grid": ["cdiv(n, 256)"], "block": [256], "args": ["x", "y", "n"]}]}
 */
 )P";
@@ -60,7 +59,8 @@ extern "C" __global__ void fused(const float* x, float* y, long long n) {
   std::string cpu_plan = plan;
   // A CPU step is a call: no grid.
   for (const char* launch : {R"P(, "grid": ["cdiv(n, 256)"], "block": [256])P"}) {
-    for (std::size_t at; (at = cpu_plan.find(launch)) != std::string::npos;) cpu_plan.erase(at, std::string(launch).size());
+    for (std::size_t at; (at = cpu_plan.find(launch)) != std::string::npos;)
+      cpu_plan.erase(at, std::string(launch).size());
   }
   return cpu_plan + R"(
 #include <stdint.h>
@@ -113,7 +113,8 @@ void plan(benchmark::State& state, bool two) {
   void* yp = y->data();
   std::int64_t nv = n;
   void* args[] = {&xp, &yp, &nv};
-  ke::program::ProgramLaunch run(*device, program, bound, args, {static_cast<std::size_t>(n) * 4, static_cast<std::size_t>(n) * 4, 0});
+  ke::program::ProgramLaunch run(*device, program, bound, args,
+                                 {static_cast<std::size_t>(n) * 4, static_cast<std::size_t>(n) * 4, 0});
   double device_us = 0;
   for (auto _ : state) {
     const ke::LaunchResult r = run.run(/*timed=*/true, /*flush_cache=*/false);

@@ -88,8 +88,8 @@ void trial_cost(benchmark::State& state, const std::string& device, const std::s
     const auto t1 = clock::now();
     benchmark::DoNotOptimize(few.evaluate(seed, input_seed++));
     const auto t2 = clock::now();
-    const double per_trial = (std::chrono::duration<double>(t1 - t0).count() -
-                              std::chrono::duration<double>(t2 - t1).count()) / 8.0;
+    const double per_trial =
+        (std::chrono::duration<double>(t1 - t0).count() - std::chrono::duration<double>(t2 - t1).count()) / 8.0;
     state.SetIterationTime(std::max(per_trial, 1e-9));
   }
 }

@@ -50,7 +50,9 @@ ke::EvalOptions quick() {
   return o;
 }
 
-std::string temp_db() { return (fs::temp_directory_path() / ("ke_bench_search_" + std::to_string(getpid()) + ".db")).string(); }
+std::string temp_db() {
+  return (fs::temp_directory_path() / ("ke_bench_search_" + std::to_string(getpid()) + ".db")).string();
+}
 
 void remove_db(const std::string& path) {
   for (const char* suffix : {"", "-wal", "-shm"}) fs::remove(path + suffix);
@@ -70,7 +72,8 @@ void BM_EvaluatorAlone(benchmark::State& state) {
       benchmark::DoNotOptimize(evaluator.evaluate(c, static_cast<std::uint64_t>(i)));
     }
   }
-  state.counters["evals_per_s"] = benchmark::Counter(static_cast<double>(state.iterations() * kEvaluations), benchmark::Counter::kIsRate);
+  state.counters["evals_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kEvaluations), benchmark::Counter::kIsRate);
 }
 
 // The search, in-process or in workers, with or without the store.
@@ -114,7 +117,8 @@ void BM_Search(benchmark::State& state, bool workers, int jobs, bool store) {
     remove_db(path);
     state.ResumeTiming();
   }
-  state.counters["evals_per_s"] = benchmark::Counter(static_cast<double>(state.iterations() * kEvaluations), benchmark::Counter::kIsRate);
+  state.counters["evals_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kEvaluations), benchmark::Counter::kIsRate);
 }
 
 // The search's own cost per evaluation, with an evaluator that answers at once: selection, mutation, the
@@ -174,11 +178,12 @@ class RatioReporter : public benchmark::ConsoleReporter {
       if (name.rfind("BM_EvaluatorAlone", 0) == 0) base = t;
     }
     if (base <= 0) return;
-    std::printf("\nend to end, %d evaluations of a trivial CPU kernel, against the evaluator alone in-process:\n", kEvaluations);
+    std::printf("\nend to end, %d evaluations of a trivial CPU kernel, against the evaluator alone in-process:\n",
+                kEvaluations);
     for (const auto& [name, t] : times_) {
       if (name.rfind("BM_SearchOverhead", 0) == 0) continue;
-      std::printf("  %-40s %7.1f evaluations/s  %6.2fx the evaluator's time\n", name.c_str(),
-                  kEvaluations / (t / 1e3), t / base);
+      std::printf("  %-40s %7.1f evaluations/s  %6.2fx the evaluator's time\n", name.c_str(), kEvaluations / (t / 1e3),
+                  t / base);
     }
   }
 
@@ -188,15 +193,36 @@ class RatioReporter : public benchmark::ConsoleReporter {
 
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_SearchOverhead, greedy, std::string("greedy"), false)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
-BENCHMARK_CAPTURE(BM_SearchOverhead, greedy_store, std::string("greedy"), true)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
-BENCHMARK_CAPTURE(BM_SearchOverhead, ucb_store, std::string("ucb"), true)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+BENCHMARK_CAPTURE(BM_SearchOverhead, greedy, std::string("greedy"), false)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_SearchOverhead, greedy_store, std::string("greedy"), true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_SearchOverhead, ucb_store, std::string("ucb"), true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
 BENCHMARK(BM_EvaluatorAlone)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Search, in_process, false, 1, false)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Search, in_process_store, false, 1, true)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Search, workers_1_store, true, 1, true)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Search, workers_2_store, true, 2, true)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Search, workers_4_store, true, 4, true)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Search, in_process_store, false, 1, true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Search, workers_1_store, true, 1, true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Search, workers_2_store, true, 2, true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Search, workers_4_store, true, 4, true)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(3)
+    ->UseRealTime();
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);

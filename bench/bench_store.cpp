@@ -34,7 +34,8 @@ ke::Spec bench_spec() {
   s.name = "bench";
   s.language = ke::Language::c;
   s.entry = "k";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
               {"n", ke::DType::i64, ke::Role::size, {}, 0}};
   s.workloads = {{{"n", 4096}}, {{"n", 1000}}};
   s.reference.source =
@@ -49,7 +50,8 @@ ke::Spec bench_spec() {
 ke::Node make_node(const ke::Spec& spec, std::int64_t id, std::mt19937_64& rng) {
   ke::Node n;
   n.id = id;
-  if (id > 0) n.parents = {std::uniform_int_distribution<std::int64_t>(std::max<std::int64_t>(0, id - 50), id - 1)(rng)};
+  if (id > 0)
+    n.parents = {std::uniform_int_distribution<std::int64_t>(std::max<std::int64_t>(0, id - 50), id - 1)(rng)};
   n.mutator = id == 0 ? "seed" : "param";
   n.note = "neighbour: A 2 -> 4";
   n.candidate = {spec.seed.source, ke::Language::c, {{"A", id}, {"B", id % 7}}};
@@ -98,8 +100,9 @@ void bare_commit(benchmark::State& state, bool durable) {
   remove_db(path);
   sqlite3* db = nullptr;
   sqlite3_open(path.c_str(), &db);
-  sqlite3_exec(db, durable ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t(x INTEGER)"
-                           : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE t(x INTEGER)",
+  sqlite3_exec(db,
+               durable ? "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; CREATE TABLE t(x INTEGER)"
+                       : "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE t(x INTEGER)",
                nullptr, nullptr, nullptr);
   sqlite3_stmt* insert = nullptr;
   sqlite3_prepare_v2(db, "INSERT INTO t VALUES(?)", -1, &insert, nullptr);

@@ -88,7 +88,8 @@ void host_cost(const std::string& file, const char* label) {
     compile.push_back(e.compile_ms / 1000);
     ok += e.status == ke::Status::ok;
   }
-  std::printf("%-8s %9.3f s %12.3f s %14.3f s %6d/%zu\n", label, median(wall), median(compile), start_s, ok, wall.size());
+  std::printf("%-8s %9.3f s %12.3f s %14.3f s %6d/%zu\n", label, median(wall), median(compile), start_s, ok,
+              wall.size());
 }
 
 void throughput(const std::string& problem, const std::string& file, int jobs, int per_job) {
@@ -152,8 +153,10 @@ int main(int argc, char** argv) {
     std::printf("%-8s %11s %14s %16s %9s\n", "language", "wall", "compile", "worker start", "ok");
     host_cost("cuda.json", "cuda");
     host_cost("triton.json", "triton");
-    std::printf("\nTriton candidates a second, %d workers, %d candidates each after one to start them\n", jobs, per_job);
-    std::printf("%-14s %-7s %5s %10s %12s %8s %16s\n", "problem", "lang", "cands", "elapsed", "rate", "ok", "workers' start");
+    std::printf("\nTriton candidates a second, %d workers, %d candidates each after one to start them\n", jobs,
+                per_job);
+    std::printf("%-14s %-7s %5s %10s %12s %8s %16s\n", "problem", "lang", "cands", "elapsed", "rate", "ok",
+                "workers' start");
     // The baseline: CUDA candidates of the first problem, through the same workers and protocol.
     throughput(problems.front(), "cuda.json", jobs, per_job);
     for (const std::string& p : problems) throughput(p, "triton.json", jobs, per_job);

@@ -49,9 +49,9 @@ Point point_of(const ke::Bindings& tunables, const std::vector<std::string>& axe
 }
 
 struct Problem {
-  std::string name;         // the spec's name
-  std::string origin;       // the spec file, or the sweep file
-  bool gpu = false;         // measured on a GPU (a recorded sweep of another device class than cpu)
+  std::string name;    // the spec's name
+  std::string origin;  // the spec file, or the sweep file
+  bool gpu = false;    // measured on a GPU (a recorded sweep of another device class than cpu)
   std::string device;
   ke::Spec spec;
   std::vector<std::string> axes;  // the tunables the seed reads
@@ -331,8 +331,9 @@ int main(int argc, char** argv) {
         }
       }
     } else if (a == "-h" || a == "--help") {
-      std::printf("search_quality [--repeats N] [--cache FILE] [--policies a,b@key=value,...] [--min-points N] [--large N]\n"
-                  "               [--jobs N] [--sweep FILE.tsv ...] [--sweeps-only] [SPEC ...]\n");
+      std::printf(
+          "search_quality [--repeats N] [--cache FILE] [--policies a,b@key=value,...] [--min-points N] [--large N]\n"
+          "               [--jobs N] [--sweep FILE.tsv ...] [--sweeps-only] [SPEC ...]\n");
       return 0;
     } else if (a.size() > 4 && a.substr(a.size() - 4) == ".tsv") {
       sweep_files.push_back(a);  // --sweep bench/sweeps/*.tsv: the shell gives the rest as plain arguments
@@ -348,7 +349,8 @@ int main(int argc, char** argv) {
   try {
     std::vector<Problem> problems;
     for (const auto& path : sweep_files) {
-      if (auto p = from_sweep_file(path); p && static_cast<int>(p->points.size()) >= min_points) problems.push_back(std::move(*p));
+      if (auto p = from_sweep_file(path); p && static_cast<int>(p->points.size()) >= min_points)
+        problems.push_back(std::move(*p));
     }
     if (!specs.empty()) {
       auto cache = std::make_shared<ke::Store>(cache_path);
@@ -362,9 +364,10 @@ int main(int argc, char** argv) {
     std::map<std::string, std::map<std::string, std::vector<double>>> groups;
     const std::string all = "Every space", gpu = "Recorded GPU sweeps",
                       cpu_large = "CPU spaces of " + std::to_string(large) + " points or more";
-    std::printf("Evaluations to get within 5%% of the best point of an exhaustive sweep (the seed counts as one);\n"
-                "%d searches per policy and space, seeds 1..%d, parameter mutator, jobs %d.\n\n",
-                repeats, repeats, jobs);
+    std::printf(
+        "Evaluations to get within 5%% of the best point of an exhaustive sweep (the seed counts as one);\n"
+        "%d searches per policy and space, seeds 1..%d, parameter mutator, jobs %d.\n\n",
+        repeats, repeats, jobs);
     for (const Problem& p : problems) {
       std::printf("%s (%s, %s): %zu points, best %.2fx over the seed, %d within 5%%\n\n", p.name.c_str(),
                   shown(p.origin).c_str(), p.device.c_str(), p.points.size(), p.best_speedup, p.within);
@@ -375,7 +378,8 @@ int main(int argc, char** argv) {
       std::printf("| random search | %.1f | %.0f | %.0f | 1.00 |\n", rs.mean, rs.median, rs.p90);
       for (const auto& policy : policies) {
         std::vector<int> runs;
-        for (int r = 1; r <= repeats; ++r) runs.push_back(policy_search(p, policy, static_cast<std::uint64_t>(r), jobs));
+        for (int r = 1; r <= repeats; ++r)
+          runs.push_back(policy_search(p, policy, static_cast<std::uint64_t>(r), jobs));
         const Stats s = stats(runs);
         const double ratio = s.mean / rs.mean;
         groups[all][policy].push_back(ratio);
@@ -390,8 +394,9 @@ int main(int argc, char** argv) {
       const auto it = groups.find(title);
       if (it == groups.end() || it->second.empty() || it->second.begin()->second.empty()) return;
       const auto& table = it->second;
-      std::printf("%s (%zu spaces; geometric mean of mean vs random; lower is better):\n\n| policy | vs random |\n|---|---:|\n",
-                  title.c_str(), table.begin()->second.size());
+      std::printf(
+          "%s (%zu spaces; geometric mean of mean vs random; lower is better):\n\n| policy | vs random |\n|---|---:|\n",
+          title.c_str(), table.begin()->second.size());
       std::string winner;
       double winner_ratio = 1e300;
       for (const auto& policy : policies) {

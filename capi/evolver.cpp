@@ -48,7 +48,8 @@ KE_API ke_status ke_evolver_create(ke_evolver** out, const ke_spec* spec, const 
       if (options->version >= 2) ev->confirm_rounds = options->confirm_rounds;
       if (options->version >= 3 && options->warm_start_store_count > 0) {
         if (!options->warm_start_stores) fail(KE_ERROR_INVALID_ARGUMENT, "'options->warm_start_stores' is NULL");
-        if (options->warm_start_max < 1) fail(KE_ERROR_INVALID_ARGUMENT, "'options->warm_start_max' must be at least 1");
+        if (options->warm_start_max < 1)
+          fail(KE_ERROR_INVALID_ARGUMENT, "'options->warm_start_max' must be at least 1");
         std::vector<std::string> stores;
         for (size_t i = 0; i < options->warm_start_store_count; ++i) {
           stores.push_back(need_nonempty(options->warm_start_stores[i], "options->warm_start_stores[i]"));

@@ -64,8 +64,9 @@ std::optional<ke::Status> from_c(ke_eval_status s) {
 
 ke::Status need_status(ke_eval_status s, const char* name) {
   const auto status = from_c(s);
-  if (!status) fail(KE_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' is not a ke_eval_status (" +
-                                                   std::to_string(static_cast<long long>(s)) + ")");
+  if (!status)
+    fail(KE_ERROR_INVALID_ARGUMENT,
+         std::string("'") + name + "' is not a ke_eval_status (" + std::to_string(static_cast<long long>(s)) + ")");
   return *status;
 }
 

@@ -193,7 +193,7 @@ struct ke_mutator : capi::Handle<capi::Tag::mutator> {
 struct ke_store : capi::Handle<capi::Tag::store> {
   static constexpr const char* kName = "ke_store";
   std::shared_ptr<ke::Store> store;
-  mutable std::mutex mutex;                        // guards the texts for concurrent const calls
+  mutable std::mutex mutex;                          // guards the texts for concurrent const calls
   mutable std::map<std::string, std::string> texts;  // what show, best and export returned, kept till destroy
 };
 
@@ -278,8 +278,8 @@ template <class T>
 T* need(T* handle, const char* name) {
   if (!handle) fail(KE_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' is NULL");
   if (handle->tag != T::kTag) {
-    fail(KE_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' is not a live " + T::kName +
-                                        " (destroyed, or a handle of another kind)");
+    fail(KE_ERROR_INVALID_ARGUMENT,
+         std::string("'") + name + "' is not a live " + T::kName + " (destroyed, or a handle of another kind)");
   }
   return handle;
 }

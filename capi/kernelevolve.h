@@ -77,13 +77,13 @@ extern "C" {
 
 typedef enum ke_status {
   KE_OK = 0,
-  KE_ERROR_INVALID_ARGUMENT = 1, /* NULL, a wrong or destroyed handle, a bad value, misuse */
-  KE_ERROR_BAD_SPEC = 2,         /* the spec (file or built here) is invalid; the message names the field */
+  KE_ERROR_INVALID_ARGUMENT = 1,   /* NULL, a wrong or destroyed handle, a bad value, misuse */
+  KE_ERROR_BAD_SPEC = 2,           /* the spec (file or built here) is invalid; the message names the field */
   KE_ERROR_DEVICE_UNAVAILABLE = 3, /* the device asked for is absent or cannot start */
-  KE_ERROR_NOT_FOUND = 4,        /* no such node, index, tunable; no best kernel; no run yet */
-  KE_ERROR_ABORTED = 5,          /* a callback returned non-zero */
+  KE_ERROR_NOT_FOUND = 4,          /* no such node, index, tunable; no best kernel; no run yet */
+  KE_ERROR_ABORTED = 5,            /* a callback returned non-zero */
   KE_ERROR_OUT_OF_MEMORY = 6,
-  KE_ERROR_INTERNAL = 7,         /* anything else: I/O, a worker that cannot start, a bug */
+  KE_ERROR_INTERNAL = 7,          /* anything else: I/O, a worker that cannot start, a bug */
   KE_STATUS_MAX_ENUM = 0x7fffffff /* not a value: keeps every ke_ enumeration 32 bits wide */
 } ke_status;
 
@@ -141,12 +141,10 @@ KE_API ke_status ke_spec_add_buffer(ke_spec* spec, const char* name, const char*
 KE_API ke_status ke_spec_add_size(ke_spec* spec, const char* name, const char* dtype);
 KE_API ke_status ke_spec_add_scalar(ke_spec* spec, const char* name, const char* dtype, double value);
 /* One workload: a value for every size param. */
-KE_API ke_status ke_spec_add_workload(ke_spec* spec, const char* const* names, const int64_t* values,
-                                      size_t count);
+KE_API ke_status ke_spec_add_workload(ke_spec* spec, const char* const* names, const int64_t* values, size_t count);
 /* How an input buffer's random values are drawn: "uniform" (a = low, b = high), "normal" or "laplace"
  * (a = mean, b = standard deviation). Default: uniform(-1, 1). */
-KE_API ke_status ke_spec_set_input(ke_spec* spec, const char* buffer, const char* distribution, double a,
-                                   double b);
+KE_API ke_status ke_spec_set_input(ke_spec* spec, const char* buffer, const char* distribution, double a, double b);
 /* An output passes where |out - ref| <= atol + rtol * |ref|. */
 KE_API ke_status ke_spec_set_tolerance(ke_spec* spec, double atol, double rtol);
 
@@ -159,10 +157,10 @@ typedef enum ke_source_kind {
 /* The reference or seed kernel, from text or read from a file now. `language` (NULL: the spec's) and
  * `device` (NULL: the run's device; e.g. "cpu" for a CPU reference of a GPU problem) are optional.
  * ke_spec_set_source_file: KE_ERROR_INTERNAL (I/O) when `path` does not exist or cannot be read. */
-KE_API ke_status ke_spec_set_source(ke_spec* spec, ke_source_kind kind, const char* source,
-                                    const char* language, const char* device);
-KE_API ke_status ke_spec_set_source_file(ke_spec* spec, ke_source_kind kind, const char* path,
-                                         const char* language, const char* device);
+KE_API ke_status ke_spec_set_source(ke_spec* spec, ke_source_kind kind, const char* source, const char* language,
+                                    const char* device);
+KE_API ke_status ke_spec_set_source_file(ke_spec* spec, ke_source_kind kind, const char* path, const char* language,
+                                         const char* device);
 /* A tunable: a macro the kernel is compiled with (-DNAME=value). The first value is the seed's. */
 KE_API ke_status ke_spec_add_tunable(ke_spec* spec, const char* name, const int64_t* values, size_t count);
 /* An integer expression over sizes and tunables that every candidate must satisfy, e.g. "ACC <= BLOCK". */
@@ -237,7 +235,8 @@ typedef struct ke_timing {
   int samples;
 } ke_timing;
 #define KE_TIMING_VERSION 1
-#define KE_TIMING_INIT {KE_TIMING_VERSION, 0.0, 0.0, 0.0, 0.0, 0}
+#define KE_TIMING_INIT \
+  { KE_TIMING_VERSION, 0.0, 0.0, 0.0, 0.0, 0 }
 
 /* The worst element seen when comparing with the reference. Set `version` before passing it. */
 typedef struct ke_mismatch {
@@ -251,7 +250,8 @@ typedef struct ke_mismatch {
   double excess; /* |got - expected| - (atol + rtol*|expected|): > 0 fails; +inf for NaN */
 } ke_mismatch;
 #define KE_MISMATCH_VERSION 1
-#define KE_MISMATCH_INIT {KE_MISMATCH_VERSION, NULL, 0, 0, -1, 0.0, 0.0, 0.0}
+#define KE_MISMATCH_INIT \
+  { KE_MISMATCH_VERSION, NULL, 0, 0, -1, 0.0, 0.0, 0.0 }
 
 KE_API ke_status ke_node_id(int64_t* out, const ke_node* node); /* dense, from 0 (the seed) */
 KE_API ke_status ke_node_status(ke_eval_status* out, const ke_node* node);
@@ -314,7 +314,7 @@ typedef struct ke_search_state {
   double elapsed_s;
   double best_speedup;
   int64_t evaluations_since_improvement;
-  int64_t tokens; /* model tokens the mutators spent */
+  int64_t tokens;  /* model tokens the mutators spent */
   double cost_usd; /* version 2: what they cost, in US dollars */
 } ke_search_state;
 #define KE_SEARCH_STATE_VERSION 2
@@ -336,8 +336,8 @@ typedef void (*ke_free_fn)(void* user_data);
  * `user_data` must stay valid while the rule lives (see above: until its handle, every composite and
  * every evolver holding it are destroyed or given another rule). `free_user_data` (may be NULL) is then
  * called with it, once, on the thread that let go last. A failed call does not call it. */
-KE_API ke_status ke_stop_rule_callback(ke_stop_rule** out, const char* name, ke_stop_fn should_stop,
-                                       void* user_data, ke_free_fn free_user_data);
+KE_API ke_status ke_stop_rule_callback(ke_stop_rule** out, const char* name, ke_stop_fn should_stop, void* user_data,
+                                       ke_free_fn free_user_data);
 KE_API ke_status ke_stop_rule_any(ke_stop_rule** out, const ke_stop_rule* const* rules, size_t count);
 KE_API ke_status ke_stop_rule_all(ke_stop_rule** out, const ke_stop_rule* const* rules, size_t count);
 KE_API ke_status ke_stop_rule_destroy(ke_stop_rule* rule);
@@ -353,7 +353,8 @@ typedef struct ke_param_mutator_options {
   double restart_probability; /* chance of a random point instead of a neighbour of the parent */
 } ke_param_mutator_options;
 #define KE_PARAM_MUTATOR_OPTIONS_VERSION 1
-#define KE_PARAM_MUTATOR_OPTIONS_INIT {KE_PARAM_MUTATOR_OPTIONS_VERSION, 0.2}
+#define KE_PARAM_MUTATOR_OPTIONS_INIT \
+  { KE_PARAM_MUTATOR_OPTIONS_VERSION, 0.2 }
 KE_API ke_status ke_param_mutator_options_init(ke_param_mutator_options* options, unsigned int version);
 
 /* Searches the spec's tunables under its constraints. `options` may be NULL for the defaults. */
@@ -365,7 +366,8 @@ typedef struct ke_command_mutator_options {
   double timeout_s;    /* time limit of one run */
 } ke_command_mutator_options;
 #define KE_COMMAND_MUTATOR_OPTIONS_VERSION 1
-#define KE_COMMAND_MUTATOR_OPTIONS_INIT {KE_COMMAND_MUTATOR_OPTIONS_VERSION, NULL, 300.0}
+#define KE_COMMAND_MUTATOR_OPTIONS_INIT \
+  { KE_COMMAND_MUTATOR_OPTIONS_VERSION, NULL, 300.0 }
 KE_API ke_status ke_command_mutator_options_init(ke_command_mutator_options* options, unsigned int version);
 
 /* Runs an external program per child: a JSON request on its standard input (the spec, the parent and
@@ -382,8 +384,7 @@ typedef struct ke_mutation ke_mutation;
 typedef int (*ke_mutate_fn)(ke_mutation* mutation, void* user_data);
 
 /* `name` is recorded on the nodes it makes. `user_data` must outlive the mutator and every evolver using it. */
-KE_API ke_status ke_mutator_custom_create(ke_mutator** out, const char* name, ke_mutate_fn mutate,
-                                          void* user_data);
+KE_API ke_status ke_mutator_custom_create(ke_mutator** out, const char* name, ke_mutate_fn mutate, void* user_data);
 KE_API ke_status ke_mutator_destroy(ke_mutator* mutator);
 
 typedef struct ke_llm_mutator_options {
@@ -395,10 +396,10 @@ typedef struct ke_llm_mutator_options {
   const char* model;       /* required */
   const char* api_key_env; /* the environment variable that holds the key, read at each request; NULL: none */
   double temperature;
-  int max_tokens;          /* per answer */
-  double timeout_s;        /* per request */
-  int max_retries;         /* on 429, 5xx and transport errors, with backoff */
-  int max_in_flight;       /* requests at once */
+  int max_tokens;    /* per answer */
+  double timeout_s;  /* per request */
+  int max_retries;   /* on 429, 5xx and transport errors, with backoff */
+  int max_in_flight; /* requests at once */
   /* What the prompt remembers: "inherit" (the parent's lineage), "siblings" (the parent's other
    * children), "both", "fresh". NULL: "both". */
   const char* memory;
@@ -414,7 +415,7 @@ typedef struct ke_llm_mutator_options {
 } ke_llm_mutator_options;
 #define KE_LLM_MUTATOR_OPTIONS_VERSION 2
 #define KE_LLM_MUTATOR_OPTIONS_INIT \
-  {KE_LLM_MUTATOR_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0.7, 4096, 180.0, 5, 4, NULL, NULL, 0, NULL, 0.0, 0.0}
+  { KE_LLM_MUTATOR_OPTIONS_VERSION, NULL, NULL, NULL, NULL, 0.7, 4096, 180.0, 5, 4, NULL, NULL, 0, NULL, 0.0, 0.0 }
 KE_API ke_status ke_llm_mutator_options_init(ke_llm_mutator_options* options, unsigned int version);
 
 /* Asks a language model for a rewrite of the parent (the prompt carries the device, the spec, the parent
@@ -460,8 +461,7 @@ typedef int (*ke_evaluate_fn)(const ke_candidate* candidate, ke_evaluation* eval
 KE_API ke_status ke_candidate_source(const char** out, const ke_candidate* candidate);
 KE_API ke_status ke_candidate_language(const char** out, const ke_candidate* candidate);
 KE_API ke_status ke_candidate_tunable_count(size_t* out, const ke_candidate* candidate);
-KE_API ke_status ke_candidate_tunable(const char** name, int64_t* value, const ke_candidate* candidate,
-                                      size_t index);
+KE_API ke_status ke_candidate_tunable(const char** name, int64_t* value, const ke_candidate* candidate, size_t index);
 KE_API ke_status ke_candidate_tunable_value(int64_t* out, const ke_candidate* candidate, const char* name);
 KE_API ke_status ke_candidate_workload_count(size_t* out, const ke_candidate* candidate);
 /* Seeds the candidate's random inputs: fresh for every evaluation, repeatable for a run's seed. */
@@ -522,8 +522,8 @@ typedef struct ke_evolver_options {
    * device of a kind ("cuda:all"), each timing only its own candidates; devices of different models
    * are separate classes, never compared (the result's best is on the first device's class). */
   const char* device;
-  uint64_t seed;           /* seeds selection, mutation and the random inputs */
-  int jobs;                /* candidates evaluated at once (per device), each in its own worker */
+  uint64_t seed; /* seeds selection, mutation and the random inputs */
+  int jobs;      /* candidates evaluated at once (per device), each in its own worker */
   /* Non-zero: evaluate in this process, without workers. Faster, but a crashing candidate takes the
    * host with it: only for candidates you trust. One candidate at a time (jobs must be 1). */
   int in_process;
@@ -532,7 +532,7 @@ typedef struct ke_evolver_options {
   /* A file locked around each timing loop so that parallel runs on one device never time at once.
    * NULL: one per device in $TMPDIR (as the command-line tool does); "": none. */
   const char* timing_lock;
-  int trials;              /* verification trials per workload, each with fresh inputs */
+  int trials; /* verification trials per workload, each with fresh inputs */
   int max_consecutive_mutator_failures;
   /* Version 2. At the end of a run, the best node and the seed are evaluated again, interleaved, this many
    * times each, and the result's speedup is the confirmed one (ke_result_confirmation); 0: off. A version-1
@@ -554,7 +554,8 @@ typedef struct ke_evolver_options {
   int confirm_parent_rounds;
 } ke_evolver_options;
 #define KE_EVOLVER_OPTIONS_VERSION 4
-#define KE_EVOLVER_OPTIONS_INIT {KE_EVOLVER_OPTIONS_VERSION, NULL, 1, 1, 0, 0.0, NULL, NULL, 5, 64, 3, NULL, 0, 3, 2}
+#define KE_EVOLVER_OPTIONS_INIT \
+  { KE_EVOLVER_OPTIONS_VERSION, NULL, 1, 1, 0, 0.0, NULL, NULL, 5, 64, 3, NULL, 0, 3, 2 }
 KE_API ke_status ke_evolver_options_init(ke_evolver_options* options, unsigned int version);
 
 /* Copies and validates the spec (it may be destroyed after). `options` may be NULL for the defaults.
@@ -590,14 +591,14 @@ typedef enum ke_progress_event {
 typedef struct ke_progress {
   unsigned int version;
   ke_progress_event event;
-  const ke_node* node;      /* KE_PROGRESS_NODE: the node just evaluated; else NULL */
-  int64_t evaluations;      /* the seed included */
+  const ke_node* node; /* KE_PROGRESS_NODE: the node just evaluated; else NULL */
+  int64_t evaluations; /* the seed included */
   double elapsed_s;
   double best_speedup;
   int64_t evaluations_since_improvement;
   int64_t tokens;
-  const char* message;      /* never NULL */
-  double cost_usd;          /* version 2: what the model calls cost so far, in US dollars */
+  const char* message; /* never NULL */
+  double cost_usd;     /* version 2: what the model calls cost so far, in US dollars */
 } ke_progress;
 #define KE_PROGRESS_VERSION 2
 

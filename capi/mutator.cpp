@@ -19,7 +19,8 @@ class CallbackMutator final : public ke::Mutator {
     ke_mutation m;
     m.context = &context;
     m.parents.resize(context.parents.size());
-    for (std::size_t i = 0; i < context.parents.size(); ++i) m.parents[i].node = &context.graph.node(context.parents[i]);
+    for (std::size_t i = 0; i < context.parents.size(); ++i)
+      m.parents[i].node = &context.graph.node(context.parents[i]);
     if (!context.parents.empty()) m.child = context.graph.node(context.parents.front()).candidate;
     const int rc = fn_(&m, user_data_);
     m.tag = Tag::dead;
@@ -100,7 +101,8 @@ KE_API ke_status ke_mutator_custom_create(ke_mutator** out, const char* name, ke
   return guard(__func__, [&] {
     need_out(out, "out");
     const std::string n = need_nonempty(name, "name");
-    if (n == "seed" || n == "reference" || n == "warm") fail(KE_ERROR_INVALID_ARGUMENT, "'" + n + "' is a reserved mutator name");
+    if (n == "seed" || n == "reference" || n == "warm")
+      fail(KE_ERROR_INVALID_ARGUMENT, "'" + n + "' is a reserved mutator name");
     if (!mutate) fail(KE_ERROR_INVALID_ARGUMENT, "'mutate' is NULL");
     auto m = std::make_unique<ke_mutator>();
     m->recipe = {n, std::make_shared<CallbackMutator>(n, mutate, user_data), {}};
@@ -183,10 +185,12 @@ KE_API ke_status ke_mutator_mix_create(ke_mutator** out, const ke_mutator* model
     }
     auto m = std::make_unique<ke_mutator>();
     // The mix keeps the state of its alternation, so every run gets a fresh one.
-    m->recipe = {"mix", nullptr, [model_recipe, params_recipe, param_steps, model_every](const ke::DeviceInfo& device, ke::Language language) {
-                   return std::make_shared<ke::MixMutator>(model_recipe.for_run(device, language), params_recipe.for_run(device, language),
-                                                           param_steps, model_every);
-                 }};
+    m->recipe = {
+        "mix", nullptr,
+        [model_recipe, params_recipe, param_steps, model_every](const ke::DeviceInfo& device, ke::Language language) {
+          return std::make_shared<ke::MixMutator>(model_recipe.for_run(device, language),
+                                                  params_recipe.for_run(device, language), param_steps, model_every);
+        }};
     give(out, std::move(m));
 #else
     (void)model;
@@ -219,7 +223,8 @@ KE_API ke_status ke_mutation_node(const ke_node** out, const ke_mutation* mutati
     need(mutation, "mutation");
     const ke::SearchGraph& graph = mutation->context->graph;
     if (id < 0 || static_cast<std::size_t>(id) >= graph.size()) {
-      fail(KE_ERROR_NOT_FOUND, "no node " + std::to_string(id) + " (the graph has " + std::to_string(graph.size()) + ")");
+      fail(KE_ERROR_NOT_FOUND,
+           "no node " + std::to_string(id) + " (the graph has " + std::to_string(graph.size()) + ")");
     }
     // The views are made on the callback's own thread, so the const_cast races with nothing.
     auto& views = const_cast<ke_mutation*>(mutation)->nodes;
@@ -287,7 +292,8 @@ KE_API ke_status ke_mutation_add_tokens(ke_mutation* mutation, int64_t tokens) {
 KE_API ke_status ke_mutation_add_cost(ke_mutation* mutation, double usd) {
   return guard(__func__, [&] {
     need(mutation, "mutation");
-    if (!(usd >= 0) || !std::isfinite(usd)) fail(KE_ERROR_INVALID_ARGUMENT, "'usd' must be a number of dollars, not negative");
+    if (!(usd >= 0) || !std::isfinite(usd))
+      fail(KE_ERROR_INVALID_ARGUMENT, "'usd' must be a number of dollars, not negative");
     mutation->cost_usd += usd;
   });
 }

@@ -9,8 +9,9 @@
 
 using namespace capi;
 
-std::unique_ptr<ke_result> capi::make_result(const ke::Spec& spec, const ke::SearchGraph& graph, const ke::RunResult& run,
-                                       const ke::DeviceInfo& device, std::int64_t run_id, bool is_check) {
+std::unique_ptr<ke_result> capi::make_result(const ke::Spec& spec, const ke::SearchGraph& graph,
+                                             const ke::RunResult& run, const ke::DeviceInfo& device,
+                                             std::int64_t run_id, bool is_check) {
   auto r = std::make_unique<ke_result>();
   r->spec = spec;
   r->graph = graph;
@@ -59,10 +60,10 @@ std::string check_report_json(const ke_result& r) {
   const ke::Node& seed = r.graph.node(0);
   const bool has_reference = r.graph.size() > 1;
   const ke::Evaluation reference = has_reference ? r.graph.node(1).evaluation : ke::Evaluation{};
-  return "{\"spec\": " + ke::json_quote(r.spec.name) + ", \"device\": " +
-         ke::json_quote(r.device.info.id + " " + r.device.info.name) + ", \"seed\": {\"status\": " +
-         ke::json_quote(ke::to_string(seed.evaluation.status)) + ", \"message\": " +
-         ke::json_quote(seed.evaluation.message) + ", \"time_us\": " + times_json(seed.evaluation) +
+  return "{\"spec\": " + ke::json_quote(r.spec.name) +
+         ", \"device\": " + ke::json_quote(r.device.info.id + " " + r.device.info.name) +
+         ", \"seed\": {\"status\": " + ke::json_quote(ke::to_string(seed.evaluation.status)) +
+         ", \"message\": " + ke::json_quote(seed.evaluation.message) + ", \"time_us\": " + times_json(seed.evaluation) +
          "}, \"reference\": {\"status\": " + ke::json_quote(ke::to_string(reference.status)) +
          ", \"time_us\": " + times_json(reference) + "}}";
 }
@@ -80,11 +81,12 @@ std::string check_report_text(const ke_result& r) {
                   reference.status == ke::Status::ok ? reference.timings[w].median_us : NAN);
     out += line;
   }
-  out += std::string("  seed: ") + ke::to_string(seed.status) + (seed.message.empty() ? "" : ": ") + seed.message + "\n";
+  out +=
+      std::string("  seed: ") + ke::to_string(seed.status) + (seed.message.empty() ? "" : ": ") + seed.message + "\n";
   if (seed.status == ke::Status::compile_error) out += seed.compile_log + "\n";
   if (reference.status != ke::Status::ok && reference.status != ke::Status::pending) {
-    out += std::string("  reference against itself: ") + ke::to_string(reference.status) + ": " + reference.message +
-           "\n";
+    out +=
+        std::string("  reference against itself: ") + ke::to_string(reference.status) + ": " + reference.message + "\n";
   }
   return out;
 }
@@ -110,8 +112,8 @@ namespace {
 
 const ke_node* node_in(const ke_result* result, std::int64_t id) {
   if (id < 0 || static_cast<std::size_t>(id) >= result->nodes.size()) {
-    fail(KE_ERROR_NOT_FOUND, "no node " + std::to_string(id) + " (the result has " +
-                                 std::to_string(result->nodes.size()) + ")");
+    fail(KE_ERROR_NOT_FOUND,
+         "no node " + std::to_string(id) + " (the result has " + std::to_string(result->nodes.size()) + ")");
   }
   return result->nodes[static_cast<std::size_t>(id)].get();
 }
@@ -248,15 +250,19 @@ ke_status report(const char* function, const char** out, const ke_result* result
 }  // namespace
 
 KE_API ke_status ke_result_report_json(const char** out, const ke_result* result) {
-  return report(__func__, out, result, [](const ke_result& r) -> auto& { return r.json; }, [](const ke_result& r) {
-    return r.is_check ? check_report_json(r) : ke::run_report_json(r.spec, r.device.info, r.graph, r.run, r.run_id);
-  });
+  return report(
+      __func__, out, result, [](const ke_result& r) -> auto& { return r.json; },
+      [](const ke_result& r) {
+        return r.is_check ? check_report_json(r) : ke::run_report_json(r.spec, r.device.info, r.graph, r.run, r.run_id);
+      });
 }
 
 KE_API ke_status ke_result_report_text(const char** out, const ke_result* result) {
-  return report(__func__, out, result, [](const ke_result& r) -> auto& { return r.text; }, [](const ke_result& r) {
-    return r.is_check ? check_report_text(r) : ke::run_report_text(r.spec, r.device.info, r.graph, r.run);
-  });
+  return report(
+      __func__, out, result, [](const ke_result& r) -> auto& { return r.text; },
+      [](const ke_result& r) {
+        return r.is_check ? check_report_text(r) : ke::run_report_text(r.spec, r.device.info, r.graph, r.run);
+      });
 }
 
 KE_API ke_status ke_result_run_id(int64_t* out, const ke_result* result) {

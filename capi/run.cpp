@@ -66,15 +66,15 @@ class CallbackObserver final : public ke::Observer {
 
 std::shared_ptr<ke::FitnessEvaluator> make_evaluator(const ke_evolver& ev) {
   if (ev.evaluate) {
-    return make_callback_evaluator(ev.spec.workloads.size(), ev.evaluate_device, ev.evaluate,
-                                   ev.evaluate_data);
+    return make_callback_evaluator(ev.spec.workloads.size(), ev.evaluate_device, ev.evaluate, ev.evaluate_data);
   }
   ke::EvalOptions eval;
   eval.trials = ev.trials;
   // One lock file per device, shared by every run on this host (as the command-line tool does).
   eval.timing_lock = ev.timing_lock ? *ev.timing_lock : ke::default_timing_lock(ev.device);
   const bool list = ke::is_device_list(ev.device);
-  if (ev.in_process && list) fail(KE_ERROR_INVALID_ARGUMENT, "in_process evaluates on one device, not on '" + ev.device + "'");
+  if (ev.in_process && list)
+    fail(KE_ERROR_INVALID_ARGUMENT, "in_process evaluates on one device, not on '" + ev.device + "'");
   if (ev.in_process) return std::make_shared<ke::LocalEvaluator>(ev.spec, ke::open_device(ev.device), eval);
   ke::WorkerOptions wo;
   wo.jobs = ev.jobs;
@@ -107,7 +107,8 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
   const std::shared_ptr<ke::Mutator> mutator = ev.mutator.for_run(device, ev.spec.language);
   if (ev.store) {
     if (resume) {
-      std::optional<ke::RunId> found = *resume > 0 ? std::optional<ke::RunId>(*resume) : ev.store->latest_run(ev.spec, &device);
+      std::optional<ke::RunId> found =
+          *resume > 0 ? std::optional<ke::RunId>(*resume) : ev.store->latest_run(ev.spec, &device);
       if (!found) {
         fail(KE_ERROR_NOT_FOUND, ev.store->path() + " holds no run of " + ev.spec.name + " on " + device.id + " (" +
                                      device.name + ") to resume");
@@ -145,8 +146,7 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
   options.confirm_rounds = ev.confirm_rounds;
   options.confirm_parent_rounds = ev.confirm_parent_rounds;
   options.warm_start = ev.warm_start;
-  ke::Evolver evolver_cxx(ev.spec, evaluator, mutator, ke::make_policy(ev.policy, ev.policy_options),
-                          ev.stop, options);
+  ke::Evolver evolver_cxx(ev.spec, evaluator, mutator, ke::make_policy(ev.policy, ev.policy_options), ev.stop, options);
   if (checkpoint) evolver_cxx.resume(std::move(*checkpoint));
   // The store records a node before the host's callback sees it, so a callback that aborts loses nothing.
   std::optional<ke::StoreRecorder> recorder;
@@ -211,8 +211,8 @@ KE_API ke_status ke_evolver_check(ke_result** out, ke_evolver* evolver) {
     ke::Node seed;
     seed.mutator = "seed";
     seed.note = "the spec's seed kernel at the first value of each tunable";
-    seed.candidate = ke::Candidate{ev.spec.seed.source, ev.spec.seed.language.value_or(ev.spec.language),
-                                   ev.spec.seed_tunables()};
+    seed.candidate =
+        ke::Candidate{ev.spec.seed.source, ev.spec.seed.language.value_or(ev.spec.language), ev.spec.seed_tunables()};
     if (ev.spec.seed.source.empty()) {
       // A PyTorch problem may have no seed (a command or model mutator writes the first kernel): nothing to
       // compile, and node 0 says so rather than reporting a compiler's complaint about an empty source.
@@ -230,8 +230,8 @@ KE_API ke_status ke_evolver_check(ke_result** out, ke_evolver* evolver) {
       ke::Node reference;
       reference.mutator = "reference";
       reference.note = "the spec's reference kernel, checked against itself";
-      reference.candidate = ke::Candidate{ev.spec.reference.source,
-                                          ev.spec.reference.language.value_or(ev.spec.language), ev.spec.seed_tunables()};
+      reference.candidate = ke::Candidate{
+          ev.spec.reference.source, ev.spec.reference.language.value_or(ev.spec.language), ev.spec.seed_tunables()};
       reference.evaluation = evaluator->evaluate(reference.candidate, 2);
       reference.speedup = ke::speedup(seed_evaluation, reference.evaluation);
       graph.add(std::move(reference));

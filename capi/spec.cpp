@@ -86,7 +86,8 @@ KE_API ke_status ke_spec_add_buffer(ke_spec* spec, const char* name, const char*
     }
     p.role = *parsed;
     need_array(shape, rank, "shape");
-    if (rank == 0) fail(KE_ERROR_BAD_SPEC, "params: '" + p.name + "': a buffer needs a shape of at least one dimension");
+    if (rank == 0)
+      fail(KE_ERROR_BAD_SPEC, "params: '" + p.name + "': a buffer needs a shape of at least one dimension");
     for (std::size_t i = 0; i < rank; ++i) p.shape.push_back(need_nonempty(shape[i], "shape[i]"));
     add_param(spec, std::move(p));
   });
@@ -118,8 +119,8 @@ KE_API ke_status ke_spec_add_workload(ke_spec* spec, const char* const* names, c
     for (std::size_t i = 0; i < count; ++i) {
       const std::string name = need_nonempty(names[i], "names[i]");
       if (!workload.emplace(name, values[i]).second) {
-        fail(KE_ERROR_BAD_SPEC, "workloads[" + std::to_string(spec->spec.workloads.size()) + "]: '" + name +
-                                    "' is given twice");
+        fail(KE_ERROR_BAD_SPEC,
+             "workloads[" + std::to_string(spec->spec.workloads.size()) + "]: '" + name + "' is given twice");
       }
     }
     spec->spec.workloads.push_back(std::move(workload));
@@ -140,7 +141,8 @@ KE_API ke_status ke_spec_set_input(ke_spec* spec, const char* buffer, const char
     } else if (dist == "laplace") {
       d.kind = ke::InputDist::Kind::laplace;
     } else {
-      fail(KE_ERROR_BAD_SPEC, "inputs." + name + ": distribution '" + dist + "' is not one of uniform, normal, laplace");
+      fail(KE_ERROR_BAD_SPEC,
+           "inputs." + name + ": distribution '" + dist + "' is not one of uniform, normal, laplace");
     }
     need_finite(a, "a");
     need_finite(b, "b");

@@ -60,7 +60,8 @@ class CallbackStopRule final : public ke::StopRule {
 
 namespace {
 
-ke_status make_rule(const char* function, ke_stop_rule** out, const std::function<std::shared_ptr<ke::StopRule>()>& make) {
+ke_status make_rule(const char* function, ke_stop_rule** out,
+                    const std::function<std::shared_ptr<ke::StopRule>()>& make) {
   return guard(function, [&] {
     need_out(out, "out");
     auto rule = std::make_unique<ke_stop_rule>();
@@ -116,7 +117,8 @@ KE_API ke_status ke_stop_rule_max_tokens(ke_stop_rule** out, int64_t tokens) {
 
 KE_API ke_status ke_stop_rule_max_cost(ke_stop_rule** out, double usd) {
   return make_rule(__func__, out, [&]() -> std::shared_ptr<ke::StopRule> {
-    if (!(usd > 0) || !std::isfinite(usd)) fail(KE_ERROR_INVALID_ARGUMENT, "'usd' must be a positive number of dollars");
+    if (!(usd > 0) || !std::isfinite(usd))
+      fail(KE_ERROR_INVALID_ARGUMENT, "'usd' must be a positive number of dollars");
     return ke::cost_budget(usd);
   });
 }

@@ -78,8 +78,8 @@ KE_API ke_status ke_store_load(ke_result** out, const ke_store* store, int64_t r
     const ke::RunInfo info = stored_run(store, run);
     const ke::Checkpoint checkpoint = store->store->load(run);
     const ke::Spec spec = ke::parse_spec(info.spec_json, info.spec_path);
-    ke::RunResult result = rebuild_run(checkpoint.graph, checkpoint.elapsed_s,
-                                       info.finished_at.empty() ? "unfinished" : info.stop_reason);
+    ke::RunResult result =
+        rebuild_run(checkpoint.graph, checkpoint.elapsed_s, info.finished_at.empty() ? "unfinished" : info.stop_reason);
     result.state.tokens = checkpoint.tokens;
     result.state.cost_usd = checkpoint.cost_usd;
     result.mutator_failures = checkpoint.mutator_failures;

@@ -65,7 +65,8 @@ class Progress final : public ke::Observer {
 
   void on_start(const ke::Spec& spec, const ke::DeviceInfo& device) override {
     start_ = std::chrono::steady_clock::now();
-    if (!quiet_) std::fprintf(stderr, "evolving %s on %s (%s)\n", spec.name.c_str(), device.id.c_str(), device.name.c_str());
+    if (!quiet_)
+      std::fprintf(stderr, "evolving %s on %s (%s)\n", spec.name.c_str(), device.id.c_str(), device.name.c_str());
   }
 
   void on_node(const ke::Node& node, const ke::SearchState& state) override {
@@ -102,8 +103,8 @@ class Progress final : public ke::Observer {
                    eta_text);
     } else if (improved || node.id == 0) {
       std::fprintf(stderr, "node %lld: %s %.2fx (%s) after %lld evaluations, %.1f s\n", (long long)node.id,
-                   ke::to_string(node.evaluation.status), node.speedup, node.note.c_str(),
-                   (long long)state.evaluations, state.elapsed_s);
+                   ke::to_string(node.evaluation.status), node.speedup, node.note.c_str(), (long long)state.evaluations,
+                   state.elapsed_s);
     }
   }
 
@@ -118,7 +119,8 @@ class Progress final : public ke::Observer {
     if (tty_) std::fprintf(stderr, "\n");
     tty_ = false;  // the bar is done: what follows is lines
     std::fprintf(stderr, "%s node %lld against the seed (%d rounds): %.2fx; the search measured %.2fx\n",
-                 c.confirmed ? "confirmed" : "NOT confirmed:", (long long)c.node, c.rounds, c.speedup, c.search_speedup);
+                 c.confirmed ? "confirmed" : "NOT confirmed:", (long long)c.node, c.rounds, c.speedup,
+                 c.search_speedup);
   }
 
   void on_finish(const ke::RunResult&, const ke::SearchGraph&) override {
@@ -166,18 +168,22 @@ struct Common {
 };
 
 void add_common(po::options_description& d, Common& c) {
-  d.add_options()("device", po::value(&c.device)->default_value("cpu"),
-                  "cpu, cuda[:N] or hip[:N]; for run also a list (cuda:0,cuda:1) or cuda:all, and cuda:local under MPI")(
+  d.add_options()(
+      "device", po::value(&c.device)->default_value("cpu"),
+      "cpu, cuda[:N] or hip[:N]; for run also a list (cuda:0,cuda:1) or cuda:all, and cuda:local under MPI")(
       "json", po::bool_switch(&c.json), "print one JSON object on stdout at the end")(
-      "language", po::value(&c.language), "a PyTorch problem's kernel language: c or cpp (CPU), cuda (default by --device)")(
-      "seed-kernel", po::value(&c.seed_kernel), "a seed kernel file, for a problem without one (or instead of its own)");
+      "language", po::value(&c.language),
+      "a PyTorch problem's kernel language: c or cpp (CPU), cuda (default by --device)")(
+      "seed-kernel", po::value(&c.seed_kernel),
+      "a seed kernel file, for a problem without one (or instead of its own)");
 }
 
 // The language a PyTorch problem's candidates are written in: --language, else the device's own.
 ke::Language problem_language(const Common& c) {
   if (!c.language.empty()) {
     const auto l = ke::parse_language(c.language);
-    if (!l) throw ke::Error(ke::ErrorCode::BadUsage, "--language is c, cpp, cuda, hip or triton, not '" + c.language + "'");
+    if (!l)
+      throw ke::Error(ke::ErrorCode::BadUsage, "--language is c, cpp, cuda, hip or triton, not '" + c.language + "'");
     return *l;
   }
   if (c.device.rfind("cuda", 0) == 0) return ke::Language::cuda;
@@ -253,8 +259,9 @@ int cmd_devices(const std::vector<std::string>& args) {
     std::string out = "{\"devices\": [";
     for (std::size_t i = 0; i < devices.size(); ++i) {
       const auto& dv = devices[i];
-      out += std::string(i ? ", " : "") + "{\"id\": " + ke::json_quote(dv.id) + ", \"kind\": " + ke::json_quote(dv.kind) +
-             ", \"name\": " + ke::json_quote(dv.name) + ", \"compute_units\": " + std::to_string(dv.compute_units) +
+      out += std::string(i ? ", " : "") + "{\"id\": " + ke::json_quote(dv.id) +
+             ", \"kind\": " + ke::json_quote(dv.kind) + ", \"name\": " + ke::json_quote(dv.name) +
+             ", \"compute_units\": " + std::to_string(dv.compute_units) +
              ", \"vector_bits\": " + std::to_string(dv.vector_bits) + ", \"properties\": {";
       bool first = true;
       for (const auto& [k, v] : dv.properties) {
@@ -310,7 +317,8 @@ int cmd_check(const std::vector<std::string>& args) {
   }
   if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
   const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
-  if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
+  if (!sandbox)
+    throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
   ke::Spec spec = load_cli_problem(c);
   // The seed and the reference are user code: like candidates, they run in a worker process, so a fault
   // in either is a reported result, never a crash of this one.
@@ -354,7 +362,8 @@ int cmd_check(const std::vector<std::string>& args) {
     if (e.code() != ke::ErrorCode::Internal) throw;
     // The reference itself crashed or hung (the worker said it was running the reference).
     if (c.json) {
-      std::cout << "{\"spec\": " << ke::json_quote(spec.name) << ", \"device\": " << ke::json_quote(info.id + " " + info.name)
+      std::cout << "{\"spec\": " << ke::json_quote(spec.name)
+                << ", \"device\": " << ke::json_quote(info.id + " " + info.name)
                 << ", \"error\": " << ke::json_quote(e.what()) << "}\n";
     } else {
       std::cerr << "kernelevolve: " << e.what() << "\n";
@@ -372,15 +381,15 @@ int cmd_check(const std::vector<std::string>& args) {
       }
       return out + "]";
     };
-    std::cout << "{\"spec\": " << ke::json_quote(spec.name) << ", \"device\": " << ke::json_quote(info.id + " " + info.name)
-              << ", \"seed\": {\"status\": "
+    std::cout << "{\"spec\": " << ke::json_quote(spec.name)
+              << ", \"device\": " << ke::json_quote(info.id + " " + info.name) << ", \"seed\": {\"status\": "
               << ke::json_quote(spec.seed.source.empty() ? "none" : ke::to_string(seed_eval.status))
               << ", \"message\": " << ke::json_quote(seed_eval.message) << ", \"time_us\": " << times(seed_eval)
               << "}, \"reference\": {\"status\": "
               << ke::json_quote(reference_untimed.empty() ? ke::to_string(ref_eval.status) : "not_timed")
               << ", \"time_us\": " << times(ref_eval) << ", \"reason\": "
-              << (reference_untimed.empty() ? std::string("null") : ke::json_quote(reference_untimed)) << "}, \"sandbox\": "
-              << ke::json_quote(in_process ? "none" : sandbox_name) << "}\n";
+              << (reference_untimed.empty() ? std::string("null") : ke::json_quote(reference_untimed))
+              << "}, \"sandbox\": " << ke::json_quote(in_process ? "none" : sandbox_name) << "}\n";
   } else {
     // A time, or "-" where there is none (the lines after the table say why): never a NaN read as a result.
     auto time_cell = [](const ke::Evaluation& e, std::size_t w) {
@@ -394,8 +403,8 @@ int cmd_check(const std::vector<std::string>& args) {
     std::cout << spec.name << " on " << info.id << " (" << info.name << ")\n";
     for (const ke::Param& p : spec.params) {
       if (p.role != ke::Role::in && p.role != ke::Role::inout) continue;
-      std::cout << "  input " << p.name << " (" << ke::to_string(p.dtype) << "): "
-                << ke::describe_input(spec, p) << "\n";
+      std::cout << "  input " << p.name << " (" << ke::to_string(p.dtype) << "): " << ke::describe_input(spec, p)
+                << "\n";
     }
     for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
       std::string name;
@@ -418,15 +427,15 @@ int cmd_check(const std::vector<std::string>& args) {
     }
     std::cout << "  sandbox: "
               << (in_process ? "none (--in-process)"
-                  : *sandbox == ke::SandboxMode::off ? "off (asked for): the seed and the reference ran with all of this user's rights"
-                                                     : sandbox_name)
+                  : *sandbox == ke::SandboxMode::off
+                      ? "off (asked for): the seed and the reference ran with all of this user's rights"
+                      : sandbox_name)
               << "\n";
   }
   const bool ok = (spec.seed.source.empty() || seed_eval.status == ke::Status::ok) &&
                   (ref_eval.status == ke::Status::ok || ref_eval.status == ke::Status::pending);
   return ok ? 0 : 1;
 }
-
 
 std::string joined(const std::vector<std::string>& args) {
   std::string out;
@@ -454,15 +463,19 @@ std::shared_ptr<ke::Store> open_store(const std::string& path, bool defaulted) {
     return std::make_shared<ke::Store>(path);
   } catch (const ke::Error& e) {
     if (e.code() != ke::ErrorCode::Internal || !defaulted) throw;
-    throw ke::Error(e.code(), std::string(e.what()) + " (the default database sits beside the spec; choose another with --db FILE, or --no-db)");
+    throw ke::Error(e.code(),
+                    std::string(e.what()) +
+                        " (the default database sits beside the spec; choose another with --db FILE, or --no-db)");
   }
 }
 
 // --llm-price IN,OUT: US dollars per million prompt and completion tokens.
 ke::LlmPrice parse_llm_price(const std::string& text) {
   auto refuse = [&](const std::string& why) {
-    throw ke::Error(ke::ErrorCode::BadUsage, "--llm-price takes IN,OUT, the US dollars per million prompt and completion "
-                                             "tokens (e.g. --llm-price 2.5,10): '" + text + "' " + why);
+    throw ke::Error(ke::ErrorCode::BadUsage,
+                    "--llm-price takes IN,OUT, the US dollars per million prompt and completion "
+                    "tokens (e.g. --llm-price 2.5,10): '" +
+                        text + "' " + why);
   };
   const std::size_t comma = text.find(',');
   if (comma == std::string::npos || text.find(',', comma + 1) != std::string::npos) refuse("is not two numbers");
@@ -471,7 +484,8 @@ ke::LlmPrice parse_llm_price(const std::string& text) {
   for (int i = 0; i < 2; ++i) {
     char* end = nullptr;
     price[i] = std::strtod(parts[i].c_str(), &end);
-    if (parts[i].empty() || end != parts[i].c_str() + parts[i].size() || !std::isfinite(price[i])) refuse("is not two numbers");
+    if (parts[i].empty() || end != parts[i].c_str() + parts[i].size() || !std::isfinite(price[i]))
+      refuse("is not two numbers");
     if (price[i] < 0) refuse("has a negative price");
   }
   return {price[0], price[1]};
@@ -479,14 +493,14 @@ ke::LlmPrice parse_llm_price(const std::string& text) {
 
 // A per-model option (--llm-url, --llm-api-key-env, --llm-api, --llm-price): given once, for every model; or
 // once per --llm-model, paired in order; `fallback` when not given.
-std::vector<std::string> per_model(const std::vector<std::string>& given, std::size_t models, const std::string& fallback,
-                                   const std::string& option) {
+std::vector<std::string> per_model(const std::vector<std::string>& given, std::size_t models,
+                                   const std::string& fallback, const std::string& option) {
   if (given.empty()) return std::vector<std::string>(models, fallback);
   if (given.size() == 1) return std::vector<std::string>(models, given[0]);
   if (given.size() == models) return given;
-  throw ke::Error(ke::ErrorCode::BadUsage, "--" + option + " is given " + std::to_string(given.size()) + " times for " +
-                                               std::to_string(models) + " --llm-model: give it once for every model, or " +
-                                               "once per model, in the order of the models");
+  throw ke::Error(ke::ErrorCode::BadUsage,
+                  "--" + option + " is given " + std::to_string(given.size()) + " times for " + std::to_string(models) +
+                      " --llm-model: give it once for every model, or " + "once per model, in the order of the models");
 }
 
 // "--llm-price -1,2": a value that starts with '-' would read as an option; joined to its option it reads
@@ -529,7 +543,8 @@ int cmd_run(const std::vector<std::string>& args) {
   std::vector<std::string> warm_stores;
   int warm_max = 3;
   std::string prior_sweep;
-  d.add_options()("max-evals", po::value(&max_evals)->default_value(64), "stop after N evaluations (the seed included)")(
+  d.add_options()("max-evals", po::value(&max_evals)->default_value(64),
+                  "stop after N evaluations (the seed included)")(
       "max-time", po::value(&max_time), "stop after SEC seconds")("target-speedup", po::value(&target),
                                                                   "stop once the best is X times faster than the seed")(
       "plateau", po::value(&plateau), "stop after N evaluations without an improvement")(
@@ -538,10 +553,12 @@ int cmd_run(const std::vector<std::string>& args) {
       "policy", po::value(&policy)->default_value(ke::default_policy_name()),
       "selection policy: greedy, ucb, epsilon-greedy, tournament, islands, random or model (default: model for a "
       "space of 3 points or more where the build has XGBoost, else greedy)")(
-      "epsilon", po::value(&popt.epsilon)->default_value(popt.epsilon, "0.2"), "epsilon-greedy: chance of a random ok node")(
+      "epsilon", po::value(&popt.epsilon)->default_value(popt.epsilon, "0.2"),
+      "epsilon-greedy: chance of a random ok node")(
       "tournament-size", po::value(&popt.tournament_size)->default_value(popt.tournament_size),
-      "tournament: nodes drawn per selection")(
-      "ucb-c", po::value(&popt.exploration)->default_value(popt.exploration, "0.2"), "ucb: weight of the exploration term")(
+      "tournament: nodes drawn per selection")("ucb-c",
+                                               po::value(&popt.exploration)->default_value(popt.exploration, "0.2"),
+                                               "ucb: weight of the exploration term")(
       "islands", po::value(&popt.islands)->default_value(popt.islands), "islands: number of islands")(
       "migration-interval", po::value(&popt.migration_interval)->default_value(popt.migration_interval),
       "islands: evaluations between migrations")(
@@ -562,12 +579,16 @@ int cmd_run(const std::vector<std::string>& args) {
       "openai (chat completions, the default) or anthropic (messages); once, or once per model")(
       "llm-price", po::value(&llm_price_texts)->composing(),
       "IN,OUT: US dollars per million prompt and completion tokens (once, or once per model); a resumed run keeps its own")(
-      "llm-memory", po::value(&llm.memory)->default_value("both"), "what the prompt remembers: inherit, siblings, both or fresh")(
-      "llm-knowledge", po::value(&llm.knowledge_dirs)->composing(), "a folder of your own markdown for the knowledge base")(
-      "llm-timeout", po::value(&llm.timeout_s)->default_value(llm.timeout_s), "time limit of one model request, seconds")(
+      "llm-memory", po::value(&llm.memory)->default_value("both"),
+      "what the prompt remembers: inherit, siblings, both or fresh")(
+      "llm-knowledge", po::value(&llm.knowledge_dirs)->composing(),
+      "a folder of your own markdown for the knowledge base")("llm-timeout",
+                                                              po::value(&llm.timeout_s)->default_value(llm.timeout_s),
+                                                              "time limit of one model request, seconds")(
       "llm-temperature", po::value(&llm.temperature)->default_value(llm.temperature, "0.7"), "sampling temperature")(
-      "llm-max-answer-tokens", po::value(&llm.max_tokens)->default_value(llm.max_tokens), "the longest answer, in tokens")(
-      "llm-in-flight", po::value(&llm.max_in_flight)->default_value(llm.max_in_flight), "model requests at once, at most")(
+      "llm-max-answer-tokens", po::value(&llm.max_tokens)->default_value(llm.max_tokens),
+      "the longest answer, in tokens")("llm-in-flight", po::value(&llm.max_in_flight)->default_value(llm.max_in_flight),
+                                       "model requests at once, at most")(
       "llm-param-steps", po::value(&llm_param_steps)->default_value(4),
       "mix: parameter steps on each new structure before the model runs again")(
       "command", po::value(&command), "the command mutator's program, run through /bin/sh once per child")(
@@ -593,12 +614,13 @@ int cmd_run(const std::vector<std::string>& args) {
       "how workers confine candidates: strict (allow-list, namespaces), basic (deny-list) or off")(
       "warm-start", po::value(&warm_stores)->composing(),
       "a database of other runs: their best kernels of this operator (same spec name, family or signature) are "
-      "tried first, as extra parents; repeatable")(
-      "warm-start-max", po::value(&warm_max)->default_value(3), "with --warm-start: how many kernels to take, at most")(
+      "tried first, as extra parents; repeatable")("warm-start-max", po::value(&warm_max)->default_value(3),
+                                                   "with --warm-start: how many kernels to take, at most")(
       "counters", po::bool_switch(&counters),
       "on a GPU, read each new best's hardware counters (DRAM throughput, achieved occupancy, stall reasons) with "
       "Nsight Compute: kept on the node, shown by show and given to the model; seconds per new best")(
-      "ncu", po::value(&ncu_path), "with --counters: Nsight Compute's ncu (default: $KE_NCU, ncu on PATH, /usr/local/cuda/bin/ncu)");
+      "ncu", po::value(&ncu_path),
+      "with --counters: Nsight Compute's ncu (default: $KE_NCU, ncu on PATH, /usr/local/cuda/bin/ncu)");
   po::variables_map vm = parse(join_signed_values(args), d, c);
   if (vm.count("help")) {
     std::cout << kUsage << d;
@@ -623,16 +645,21 @@ int cmd_run(const std::vector<std::string>& args) {
     throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost must be a positive number of US dollars");
   }
   if (vm.count("max-cost") && (llm_models.empty() || (llm_price_texts.empty() && !resume))) {
-    throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost needs model calls with a price: --llm-model NAME --llm-price IN,OUT");
+    throw ke::Error(ke::ErrorCode::BadUsage,
+                    "--max-cost needs model calls with a price: --llm-model NAME --llm-price IN,OUT");
   }
-  if (mutator == "llm" && llm_models.empty()) throw ke::Error(ke::ErrorCode::BadUsage, "--mutator llm needs --llm-model NAME");
+  if (mutator == "llm" && llm_models.empty())
+    throw ke::Error(ke::ErrorCode::BadUsage, "--mutator llm needs --llm-model NAME");
   if (max_evals < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--max-evals must be at least 1");
   if (vm.count("jobs") && jobs < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--jobs must be at least 1");
   if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
   if (vm.count("plateau") && plateau < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--plateau must be at least 1");
-  if (vm.count("max-tokens") && max_tokens < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--max-tokens must be at least 1");
-  if (in_process && jobs > 1) throw ke::Error(ke::ErrorCode::BadUsage, "--in-process evaluates one candidate at a time: drop --jobs");
-  if (no_db && (vm.count("db") || resume)) throw ke::Error(ke::ErrorCode::BadUsage, "--no-db cannot go with --db or --resume");
+  if (vm.count("max-tokens") && max_tokens < 1)
+    throw ke::Error(ke::ErrorCode::BadUsage, "--max-tokens must be at least 1");
+  if (in_process && jobs > 1)
+    throw ke::Error(ke::ErrorCode::BadUsage, "--in-process evaluates one candidate at a time: drop --jobs");
+  if (no_db && (vm.count("db") || resume))
+    throw ke::Error(ke::ErrorCode::BadUsage, "--no-db cannot go with --db or --resume");
   if (vm.count("run") && !resume) throw ke::Error(ke::ErrorCode::BadUsage, "--run ID goes with --resume");
   popt.features = split_list(features);
   // The mutator's choice is checked before any worker starts.
@@ -640,8 +667,8 @@ int cmd_run(const std::vector<std::string>& args) {
     throw ke::Error(ke::ErrorCode::BadUsage, "unknown mutator '" + mutator + "' (known: param, command, llm, mix)");
   }
   if ((mutator == "command" || (mutator == "mix" && llm_models.empty())) && command.empty()) {
-    throw ke::Error(ke::ErrorCode::BadUsage, "--mutator " + mutator + " needs --command CMD" +
-                                                 (mutator == "mix" ? " or --llm-model NAME" : ""));
+    throw ke::Error(ke::ErrorCode::BadUsage,
+                    "--mutator " + mutator + " needs --command CMD" + (mutator == "mix" ? " or --llm-model NAME" : ""));
   }
   ke::Spec spec = load_cli_problem(c);
   // Other runs' kernels of this operator, found before any worker starts: a bad database is bad input.
@@ -652,12 +679,15 @@ int cmd_run(const std::vector<std::string>& args) {
     std::string where;
     for (const std::string& store : warm_stores) where += (where.empty() ? "" : ", ") + store;
     if (warm.empty()) {
-      std::fprintf(stderr, "kernelevolve: --warm-start: no run in %s has a correct kernel of this operator (same name, "
-                   "family or signature, same language and arguments); the run starts from its seed alone\n", where.c_str());
+      std::fprintf(stderr,
+                   "kernelevolve: --warm-start: no run in %s has a correct kernel of this operator (same name, "
+                   "family or signature, same language and arguments); the run starts from its seed alone\n",
+                   where.c_str());
     } else if (!c.json) {
       for (const ke::WarmKernel& w : warm) {
         std::fprintf(stderr, "warm start: %s (run %lld of %s, %s): %.2fx over its seed there, same %s\n",
-                     w.spec_name.c_str(), (long long)w.run, w.store.c_str(), w.device.c_str(), w.speedup, w.match.c_str());
+                     w.spec_name.c_str(), (long long)w.run, w.store.c_str(), w.device.c_str(), w.speedup,
+                     w.match.c_str());
       }
     }
   }
@@ -671,7 +701,8 @@ int cmd_run(const std::vector<std::string>& args) {
     policy = ke::default_policy_name(points);
   }
   if (!prior_sweep.empty()) {
-    if (policy != "model") throw ke::Error(ke::ErrorCode::BadUsage, "--prior-sweep is the model policy's prior: it needs --policy model");
+    if (policy != "model")
+      throw ke::Error(ke::ErrorCode::BadUsage, "--prior-sweep is the model policy's prior: it needs --policy model");
     popt.prior = ke::sweep_prior(ke::read_sweep(prior_sweep), spec);
   }
   if (!vm.count("jobs")) {
@@ -682,9 +713,10 @@ int cmd_run(const std::vector<std::string>& args) {
   // Without a seed, a model or a command writes the first kernel; the parameter search has nothing to tune.
   if (spec.seed.source.empty() && mutator == "param") {
     throw ke::Error(ke::ErrorCode::BadUsage,
-                    c.spec_path + " has no seed kernel, and the parameter mutator only tunes an existing kernel, so "
-                    "it cannot write the first one: give a seed with --seed-kernel FILE (or \"seed\" in the spec), "
-                    "or have one written from the reference with --mutator command, llm or mix.");
+                    c.spec_path +
+                        " has no seed kernel, and the parameter mutator only tunes an existing kernel, so "
+                        "it cannot write the first one: give a seed with --seed-kernel FILE (or \"seed\" in the spec), "
+                        "or have one written from the reference with --mutator command, llm or mix.");
   }
   ke::WorkerOptions wo;
   wo.jobs = jobs;
@@ -692,14 +724,18 @@ int cmd_run(const std::vector<std::string>& args) {
   // Parallel workers must not time at once: one lock file per device, shared by every run on this host.
   wo.eval.timing_lock = ke::default_timing_lock(c.device);
   const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
-  if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
+  if (!sandbox)
+    throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
   wo.sandbox = *sandbox;
   if (counters) {
     if (c.device.rfind("cpu", 0) == 0) {
-      throw ke::Error(ke::ErrorCode::BadUsage, "--counters reads a GPU's hardware counters with Nsight Compute; the "
-                                               "device " + c.device + " has none to read (pick a GPU with --device)");
+      throw ke::Error(ke::ErrorCode::BadUsage,
+                      "--counters reads a GPU's hardware counters with Nsight Compute; the "
+                      "device " +
+                          c.device + " has none to read (pick a GPU with --device)");
     }
-    if (in_process) throw ke::Error(ke::ErrorCode::BadUsage, "--counters profiles a worker under Nsight Compute: drop --in-process");
+    if (in_process)
+      throw ke::Error(ke::ErrorCode::BadUsage, "--counters profiles a worker under Nsight Compute: drop --in-process");
     wo.nsight_compute = ncu_path.empty() ? ke::find_nsight_compute() : ncu_path;
     if (wo.nsight_compute.empty() || ::access(wo.nsight_compute.c_str(), X_OK) != 0) {
       throw ke::Error(ke::ErrorCode::BadUsage,
@@ -745,7 +781,8 @@ int cmd_run(const std::vector<std::string>& args) {
     for (const auto& lost : mpi->lost_ranks()) std::fprintf(stderr, "MPI: lost %s\n", lost.c_str());
     evaluator = mpi;
   } else if (in_process) {
-    if (device_list) throw ke::Error(ke::ErrorCode::BadUsage, "--in-process evaluates on one device: give one --device");
+    if (device_list)
+      throw ke::Error(ke::ErrorCode::BadUsage, "--in-process evaluates on one device: give one --device");
     evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device(c.device));
   } else if (device_list) {
     // One worker per device and `jobs` per device: every device kept busy, each timing only its own.
@@ -809,17 +846,19 @@ int cmd_run(const std::vector<std::string>& args) {
       }
       const ke::RunInfo r = store->run(*found);
       if (r.spec_hash != ke::spec_hash(spec)) {
-        throw ke::Error(ke::ErrorCode::BadUsage, "run " + std::to_string(r.id) + " of " + store->path() +
-                                                     " was of another spec (" + r.spec_name +
-                                                     ", or this one since edited): it cannot be resumed with " + c.spec_path);
+        throw ke::Error(ke::ErrorCode::BadUsage,
+                        "run " + std::to_string(r.id) + " of " + store->path() + " was of another spec (" +
+                            r.spec_name + ", or this one since edited): it cannot be resumed with " + c.spec_path);
       }
       if (r.device.kind != info.kind || r.device.name != info.name) {
         throw ke::Error(ke::ErrorCode::BadUsage, "run " + std::to_string(r.id) + " of " + store->path() + " ran on " +
-                                                     r.device.id + " (" + r.device.name + "), not on " + info.id + " (" +
-                                                     info.name + "): resume it there, or drop --resume to start a run here");
+                                                     r.device.id + " (" + r.device.name + "), not on " + info.id +
+                                                     " (" + info.name +
+                                                     "): resume it there, or drop --resume to start a run here");
       }
       if (vm.count("max-cost") && r.settings.llm_prices.empty() && llm_price_texts.empty()) {
-        throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost: run " + std::to_string(r.id) + " has no price for its "
+        throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost: run " + std::to_string(r.id) +
+                                                     " has no price for its "
                                                      "models; give one with --llm-price IN,OUT");
       }
       run = r.id;
@@ -828,7 +867,8 @@ int cmd_run(const std::vector<std::string>& args) {
       for (const std::string& line : ke::keep_run_prices(*store, run, *mut)) std::fprintf(stderr, "%s\n", line.c_str());
     } else {
       // The sandbox's mode is stored with the run's options, named even when it was the default.
-      const std::string options_text = joined(args) + (vm["sandbox"].defaulted() && !in_process ? " --sandbox strict" : "");
+      const std::string options_text =
+          joined(args) + (vm["sandbox"].defaulted() && !in_process ? " --sandbox strict" : "");
       run = store->begin_run(spec, info, {policy, mutator, seed, options_text, mut->prices()});
     }
     if (!no_reuse) {
@@ -922,12 +962,15 @@ int cmd_sweep(const std::vector<std::string>& args) {
   bool count_only = false;
   d.add_options()("device", po::value(&c.device)->default_value("cpu"), "cpu, cuda[:N] or hip[:N] (one device)")(
       "out", po::value(&out), "the sweep file (.tsv); an existing one of the same spec and device is resumed")(
-      "jobs", po::value(&jobs), "candidates evaluated at once, each in its own worker (default: 1 on a CPU, 3 on a GPU)")(
+      "jobs", po::value(&jobs),
+      "candidates evaluated at once, each in its own worker (default: 1 on a CPU, 3 on a GPU)")(
       "max-points", po::value(&max_points), "measure at most N points now (run again to go on)")(
       "time-limit", po::value(&time_limit),
       "start no point after SEC seconds (those in flight finish; run again to go on)")(
-      "timeout", po::value(&timeout)->default_value(0), "time limit per candidate, seconds (0: 10x the seed's, at least 10 s)")(
-      "sandbox", po::value(&sandbox_name)->default_value("strict"), "how workers confine candidates: strict, basic or off")(
+      "timeout", po::value(&timeout)->default_value(0),
+      "time limit per candidate, seconds (0: 10x the seed's, at least 10 s)")(
+      "sandbox", po::value(&sandbox_name)->default_value("strict"),
+      "how workers confine candidates: strict, basic or off")(
       "commit", po::value(&commit), "what measured it, for the header (default: git describe of the spec's checkout)")(
       "count", po::bool_switch(&count_only), "only say how many points the space has and the file holds (no device)");
   po::variables_map vm = parse(args, d, c);
@@ -940,14 +983,18 @@ int cmd_sweep(const std::vector<std::string>& args) {
     return 2;
   }
   if (vm.count("jobs") && jobs < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--jobs must be at least 1");
-  if (vm.count("max-points") && max_points < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--max-points must be at least 1");
-  if (vm.count("time-limit") && time_limit <= 0) throw ke::Error(ke::ErrorCode::BadUsage, "--time-limit must be positive");
+  if (vm.count("max-points") && max_points < 1)
+    throw ke::Error(ke::ErrorCode::BadUsage, "--max-points must be at least 1");
+  if (vm.count("time-limit") && time_limit <= 0)
+    throw ke::Error(ke::ErrorCode::BadUsage, "--time-limit must be positive");
   if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
   if (ke::is_device_list(c.device)) {
-    throw ke::Error(ke::ErrorCode::BadUsage, "a sweep measures on one device (its times must compare): give one --device");
+    throw ke::Error(ke::ErrorCode::BadUsage,
+                    "a sweep measures on one device (its times must compare): give one --device");
   }
   const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
-  if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
+  if (!sandbox)
+    throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
   ke::Spec spec = load_cli_problem(c);
   if (count_only) {  // to plan device time: no device opened
     const std::size_t space = ke::tunable_space(spec).size();
@@ -980,16 +1027,19 @@ int cmd_sweep(const std::vector<std::string>& args) {
     // On a terminal, one line rewritten; in a log, a line every 30 s and at the end.
     if (!tty && p.elapsed_s - last_line_s < 30 && have < p.space) return;
     last_line_s = p.elapsed_s;
-    std::fprintf(stderr, "%ssweep %s: %zu/%zu points (%zu now, %zu not ok), %.2f points/s, ETA %.0f s%s", tty ? "\r" : "",
-                 spec.name.c_str(), have, p.space, p.measured, p.failed, rate, eta, tty ? "   " : "\n");
+    std::fprintf(stderr, "%ssweep %s: %zu/%zu points (%zu now, %zu not ok), %.2f points/s, ETA %.0f s%s",
+                 tty ? "\r" : "", spec.name.c_str(), have, p.space, p.measured, p.failed, rate, eta,
+                 tty ? "   " : "\n");
   };
   const ke::DeviceInfo info = evaluator.device_info();
-  std::fprintf(stderr, "sweeping %s on %s (%s) into %s\n", spec.name.c_str(), info.id.c_str(), info.name.c_str(), out.c_str());
+  std::fprintf(stderr, "sweeping %s on %s (%s) into %s\n", spec.name.c_str(), info.id.c_str(), info.name.c_str(),
+               out.c_str());
   const ke::SweepResult r = ke::run_sweep(spec, evaluator, so);
   if (tty && r.measured > 0) std::fprintf(stderr, "\n");
   std::cout << (r.complete ? "complete" : "incomplete") << ": " << r.in_file + r.measured << " of " << r.space
             << " points in " << out << " (" << r.measured << " measured now, " << r.failed << " of them not ok)";
-  if (!r.complete) std::cout << "; stopped by " << (r.stop_reason.empty() ? "an error" : r.stop_reason) << ": run again to go on";
+  if (!r.complete)
+    std::cout << "; stopped by " << (r.stop_reason.empty() ? "an error" : r.stop_reason) << ": run again to go on";
   std::cout << "\n";
   return 0;
 }
@@ -1052,7 +1102,8 @@ int cmd_show(const std::vector<std::string>& args) {
   const auto runs = r.store->runs();
   if (runs.size() > 1) {
     std::cout << db << " holds " << runs.size() << " runs:";
-    for (const auto& info : runs) std::cout << " " << info.id << " (" << info.spec_name << ", " << info.nodes << " nodes)";
+    for (const auto& info : runs)
+      std::cout << " " << info.id << " (" << info.spec_name << ", " << info.nodes << " nodes)";
     std::cout << "; --run ID picks one\n";
   }
   if (vm.count("node")) {
@@ -1089,8 +1140,8 @@ int cmd_export(const std::vector<std::string>& args) {
   std::string db, output, format;
   ke::RunId run_id = 0;
   d.add_options()("run", po::value(&run_id), "the run (default: the latest)")(
-      "format", po::value(&format), "json or dot (Graphviz)")(
-      "output,o", po::value(&output), "write to FILE (default: standard output)");
+      "format", po::value(&format), "json or dot (Graphviz)")("output,o", po::value(&output),
+                                                              "write to FILE (default: standard output)");
   po::variables_map vm = parse_db_command(args, d, db);
   if (vm.count("help") || db.empty()) {
     (vm.count("help") ? std::cout : std::cerr) << kUsage << d;
@@ -1161,7 +1212,8 @@ int cmd_import(const std::vector<std::string>& args) {
     return vm.count("help") ? 0 : 2;
   }
   if (!ke::is_pytorch_problem(c.spec_path)) {
-    throw ke::Error(ke::ErrorCode::BadUsage, c.spec_path + " is not a PyTorch problem (a .py file in KernelBench's format)");
+    throw ke::Error(ke::ErrorCode::BadUsage,
+                    c.spec_path + " is not a PyTorch problem (a .py file in KernelBench's format)");
   }
   ke::Spec spec = load_cli_problem(c);
   namespace fs = std::filesystem;
@@ -1224,13 +1276,16 @@ int cmd_baseline(const std::vector<std::string>& args) {
   }
   if (timeout < 0) throw ke::Error(ke::ErrorCode::BadUsage, "--timeout must not be negative");
   const std::optional<ke::SandboxMode> sandbox = ke::parse_sandbox_mode(sandbox_name);
-  if (!sandbox) throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
+  if (!sandbox)
+    throw ke::Error(ke::ErrorCode::BadUsage, "--sandbox is strict, basic or off, not '" + sandbox_name + "'");
   if (!ke::is_pytorch_problem(c.spec_path)) {
-    throw ke::Error(ke::ErrorCode::BadUsage, c.spec_path + " is not a PyTorch problem (a .py file in KernelBench's "
-                                             "format): the baselines are its module, eager and compiled");
+    throw ke::Error(ke::ErrorCode::BadUsage, c.spec_path +
+                                                 " is not a PyTorch problem (a .py file in KernelBench's "
+                                                 "format): the baselines are its module, eager and compiled");
   }
   if (c.device.rfind("cpu", 0) != 0 && c.device.rfind("cuda", 0) != 0) {
-    throw ke::Error(ke::ErrorCode::BadUsage, "--device is cpu or cuda[:N] (where PyTorch runs), not '" + c.device + "'");
+    throw ke::Error(ke::ErrorCode::BadUsage,
+                    "--device is cpu or cuda[:N] (where PyTorch runs), not '" + c.device + "'");
   }
   const ke::Spec spec = load_cli_problem(c);
   ke::WorkerOptions wo;
@@ -1252,7 +1307,8 @@ int cmd_baseline(const std::vector<std::string>& args) {
   const bool quiet = c.json;
   std::vector<ke::Baseline> baselines;
   for (const char* name : {"eager", "compile"}) {
-    if (!quiet) std::fprintf(stderr, "measuring %s ...\n", std::string(name) == "eager" ? "PyTorch eager" : "torch.compile");
+    if (!quiet)
+      std::fprintf(stderr, "measuring %s ...\n", std::string(name) == "eager" ? "PyTorch eager" : "torch.compile");
     ke::Baseline b{name, {}};
     // One input seed for both, as a run gives both one.
     b.evaluation = evaluator.evaluate(ke::Candidate{name, ke::Language::pytorch, spec.seed_tunables()}, 2);
@@ -1301,8 +1357,10 @@ int cmd_baseline(const std::vector<std::string>& args) {
         return l + "]";
       };
       out += ", " + ke::json_quote(b.name) + ": {\"status\": " + ke::json_quote(ke::to_string(e.status)) +
-             ", \"time_us\": " + list(&ke::WorkloadTiming::median_us) + ", \"mad_us\": " + list(&ke::WorkloadTiming::mad_us) +
-             ", \"min_us\": " + list(&ke::WorkloadTiming::min_us) + ", \"max_us\": " + list(&ke::WorkloadTiming::max_us) +
+             ", \"time_us\": " + list(&ke::WorkloadTiming::median_us) +
+             ", \"mad_us\": " + list(&ke::WorkloadTiming::mad_us) +
+             ", \"min_us\": " + list(&ke::WorkloadTiming::min_us) +
+             ", \"max_us\": " + list(&ke::WorkloadTiming::max_us) +
              ", \"reason\": " + (ok ? std::string("null") : ke::json_quote(reason(e))) + "}";
     }
     std::cout << out << "}\n";

@@ -92,7 +92,8 @@ TEST_CASE("baseline: the text report gives the workload, the bytes and why torch
   CHECK_MESSAGE(o.out.find("3440640") != std::string::npos, o.out);
   CHECK_MESSAGE(o.out.find("PyTorch eager: ok") != std::string::npos, o.out);
   CHECK_MESSAGE(o.out.find("torch.compile: ") != std::string::npos, o.out);
-  CHECK_MESSAGE((o.out.find("CPU") != std::string::npos || o.out.find("has no torch.compile") != std::string::npos), o.out);
+  CHECK_MESSAGE((o.out.find("CPU") != std::string::npos || o.out.find("has no torch.compile") != std::string::npos),
+                o.out);
 }
 
 TEST_CASE("baseline: a module that cannot be a problem, or no module at all, is bad usage (exit 2) with the reason" *

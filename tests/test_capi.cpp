@@ -1072,8 +1072,9 @@ TEST_CASE("capi: real runs on the CPU: in process, in workers, a check, the comm
     REQUIRE(ke_evolver_create(ev.out(), spec, &o) == KE_OK);
     // A stand-in agent: answers with the seed's source, reworded and with a line of new code (a comment alone
     // would be the same kernel), in a fenced block.
-    const std::string command = "cat >/dev/null; printf '```c\\nenum { reworded = 1 };\\n'; sed 's/Columns are summed/Columns get summed/' '" +
-                                fixture("e2e/colsum_seed.c") + "'; printf '```\\n'";
+    const std::string command =
+        "cat >/dev/null; printf '```c\\nenum { reworded = 1 };\\n'; sed 's/Columns are summed/Columns get summed/' '" +
+        fixture("e2e/colsum_seed.c") + "'; printf '```\\n'";
     ke_command_mutator_options co = KE_COMMAND_MUTATOR_OPTIONS_INIT;
     co.command = command.c_str();
     co.timeout_s = 60;
@@ -1310,7 +1311,8 @@ TEST_CASE("capi: the store: record, show, best, export, resume, reuse") {
   // The three stored nodes are not measured again; confirmation evaluates the best and the seed 3 times each.
   int confirmed = -1;
   double confirmed_speedup = 0;
-  const bool has_confirmation = ke_result_confirmation(&confirmed, &confirmed_speedup, nullptr, nullptr, resumed) == KE_OK;
+  const bool has_confirmation =
+      ke_result_confirmation(&confirmed, &confirmed_speedup, nullptr, nullptr, resumed) == KE_OK;
   CHECK(fitness.calls - calls_before == 5 + (has_confirmation ? 6 : 0));
   if (has_confirmation) CHECK(confirmed_speedup > 0);
 
@@ -1331,8 +1333,9 @@ TEST_CASE("capi: the store: record, show, best, export, resume, reuse") {
   std::remove((db + "-shm").c_str());
 }
 
-TEST_CASE("capi: warm start from another problem's store (options version 3); a bad store is refused; an older "
-          "struct is filled only as far as its version goes") {
+TEST_CASE(
+    "capi: warm start from another problem's store (options version 3); a bad store is refused; an older "
+    "struct is filled only as far as its version goes") {
   const std::string db =
       (std::filesystem::temp_directory_path() / ("ke_capi_warm_" + std::to_string(::getpid()) + ".db")).string();
   std::remove(db.c_str());
@@ -1413,7 +1416,8 @@ TEST_CASE("capi: warm start from another problem's store (options version 3); a 
   CHECK(older.version == 2);
   CHECK(older.confirm_rounds == 3);
   const auto* tail = reinterpret_cast<const unsigned char*>(&older) + offsetof(ke_evolver_options, warm_start_stores);
-  CHECK(std::all_of(tail, reinterpret_cast<const unsigned char*>(&older + 1), [](unsigned char b) { return b == 0xab; }));
+  CHECK(
+      std::all_of(tail, reinterpret_cast<const unsigned char*>(&older + 1), [](unsigned char b) { return b == 0xab; }));
   std::remove(db.c_str());
   std::remove((db + "-wal").c_str());
   std::remove((db + "-shm").c_str());
@@ -1509,8 +1513,9 @@ TEST_CASE("capi: confirm_parent_rounds (options version 4): the parent a model b
   const auto on = run_with(3);
   REQUIRE(on);
   CHECK(on->calls == 3 + 2 * 3);  // node 1 and the seed, three rounds each, once
-  CHECK_MESSAGE(contains(on->second_prompt.c_str(), "Confirmed: measured again against the seed, interleaved, 3 rounds on "
-                                                     "fresh inputs: 2x"),
+  CHECK_MESSAGE(contains(on->second_prompt.c_str(),
+                         "Confirmed: measured again against the seed, interleaved, 3 rounds on "
+                         "fresh inputs: 2x"),
                 on->second_prompt);
 
   // A caller built against the version-3 header has no confirm_parent_rounds: init writes nothing there, and
@@ -1520,13 +1525,15 @@ TEST_CASE("capi: confirm_parent_rounds (options version 4): the parent a model b
   REQUIRE(ke_evolver_options_init(&older, 3) == KE_OK);
   CHECK(older.version == 3);
   CHECK(older.warm_start_max == 3);
-  const auto* tail = reinterpret_cast<const unsigned char*>(&older) + offsetof(ke_evolver_options, confirm_parent_rounds);
+  const auto* tail =
+      reinterpret_cast<const unsigned char*>(&older) + offsetof(ke_evolver_options, confirm_parent_rounds);
   CHECK(std::all_of(tail, tail + sizeof older.confirm_parent_rounds, [](unsigned char b) { return b == 0xab; }));
   Evolver old_caller;
   CHECK(ke_evolver_create(old_caller.out(), spec, &older) == KE_OK);  // 0xabababab is not read as rounds
 }
 
-TEST_CASE("capi: a PyTorch problem without a seed: the parameter mutator is refused, check says so, a command writes it") {
+TEST_CASE(
+    "capi: a PyTorch problem without a seed: the parameter mutator is refused, check says so, a command writes it") {
   Spec spec;
   const ke_status loaded = ke_spec_load(spec.out(), fixture("pytorch/linear_relu_scale.py").c_str());
   if (loaded == KE_ERROR_DEVICE_UNAVAILABLE) {

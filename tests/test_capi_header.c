@@ -18,13 +18,12 @@ static int stop_never(const ke_search_state* state, void* user_data) {
 
 static void count_free(void* user_data) { *(int*)user_data += 1; }
 
-#define EXPECT(cond)                                                         \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      fprintf(stderr, "%s:%d: failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              ke_last_error());                                              \
-      failures += 1;                                                         \
-    }                                                                        \
+#define EXPECT(cond)                                                                                       \
+  do {                                                                                                     \
+    if (!(cond)) {                                                                                         \
+      fprintf(stderr, "%s:%d: failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, ke_last_error()); \
+      failures += 1;                                                                                       \
+    }                                                                                                      \
   } while (0)
 
 int main(void) {
@@ -85,18 +84,22 @@ int main(void) {
   EXPECT(ke_spec_add_workload(spec, names, sizes, 2) == KE_OK);
   EXPECT(ke_spec_set_input(spec, "x", "normal", 0.0, 1.0) == KE_OK);
   EXPECT(ke_spec_set_tolerance(spec, 1e-4, 1e-5) == KE_OK);
-  EXPECT(ke_spec_set_source(spec, KE_SOURCE_REFERENCE,
-                            "#include <stdint.h>\n"
-                            "void colsum(const float* x, float* y, int64_t M, int64_t N) {\n"
-                            "  for (int64_t j = 0; j < N; ++j) { float s = 0; for (int64_t i = 0; i < M; ++i) s += x[i*N+j]; y[j] = s; }\n"
-                            "}\n",
-                            NULL, NULL) == KE_OK);
-  EXPECT(ke_spec_set_source(spec, KE_SOURCE_SEED,
-                            "#include <stdint.h>\n"
-                            "void colsum(const float* x, float* y, int64_t M, int64_t N) {\n"
-                            "  for (int64_t j = 0; j < N; ++j) { float s = 0; for (int64_t i = 0; i < M; ++i) s += x[i*N+j]; y[j] = s * BLOCK / BLOCK; }\n"
-                            "}\n",
-                            "c", NULL) == KE_OK);
+  EXPECT(
+      ke_spec_set_source(
+          spec, KE_SOURCE_REFERENCE,
+          "#include <stdint.h>\n"
+          "void colsum(const float* x, float* y, int64_t M, int64_t N) {\n"
+          "  for (int64_t j = 0; j < N; ++j) { float s = 0; for (int64_t i = 0; i < M; ++i) s += x[i*N+j]; y[j] = s; }\n"
+          "}\n",
+          NULL, NULL) == KE_OK);
+  EXPECT(
+      ke_spec_set_source(
+          spec, KE_SOURCE_SEED,
+          "#include <stdint.h>\n"
+          "void colsum(const float* x, float* y, int64_t M, int64_t N) {\n"
+          "  for (int64_t j = 0; j < N; ++j) { float s = 0; for (int64_t i = 0; i < M; ++i) s += x[i*N+j]; y[j] = s * BLOCK / BLOCK; }\n"
+          "}\n",
+          "c", NULL) == KE_OK);
   EXPECT(ke_spec_add_tunable(spec, "BLOCK", blocks, 4) == KE_OK);
   EXPECT(ke_spec_add_constraint(spec, "BLOCK <= N") == KE_OK);
   EXPECT(ke_spec_set_cost(spec, "M * N", "4 * M * N + 4 * N") == KE_OK);

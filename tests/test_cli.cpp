@@ -15,7 +15,6 @@
 
 namespace {
 
-
 using Outcome = ke_test::CliOutcome;
 Outcome kernelevolve(const std::string& args) { return ke_test::run_cli(args); }
 
@@ -70,7 +69,8 @@ TEST_CASE("run without a seed: the parameter mutator refuses, saying why and wha
     CHECK(o.err.find("--mutator command, llm or mix") != std::string::npos);
   }
   // A writer of kernels is not refused for want of a seed (but still needs its own options).
-  const auto o = kernelevolve("run " + fixture("pytorch/linear_relu_scale_seedless.json") + " --no-db --mutator command");
+  const auto o =
+      kernelevolve("run " + fixture("pytorch/linear_relu_scale_seedless.json") + " --no-db --mutator command");
   CHECK(o.code == 2);
   CHECK(o.err.find("no seed kernel") == std::string::npos);
   CHECK_MESSAGE(o.err.find("needs --command") != std::string::npos, o.err);
@@ -153,17 +153,26 @@ TEST_CASE("check of a malformed spec exits 2 with a message that names the file 
       {"empty.json", "", "not valid JSON"},
       {"array.json", "[1, 2]", "expected an object"},
       {"no_entry.json", R"({"name": "x", "language": "c"})", "entry: missing"},
-      {"wrong_type.json", head + R"("tolerance": {"atol": "small"}, )" + sources + "}", "tolerance.atol: expected a number"},
-      {"bad_dtype.json", R"({"name": "x", "language": "c", "entry": "f", "params": [{"name": "y", "dtype": "f128", )"
-                         R"("shape": [4], "role": "out"}], "workloads": [{}], )" + sources + "}", "unknown dtype \"f128\""},
+      {"wrong_type.json", head + R"("tolerance": {"atol": "small"}, )" + sources + "}",
+       "tolerance.atol: expected a number"},
+      {"bad_dtype.json",
+       R"({"name": "x", "language": "c", "entry": "f", "params": [{"name": "y", "dtype": "f128", )"
+       R"("shape": [4], "role": "out"}], "workloads": [{}], )" +
+           sources + "}",
+       "unknown dtype \"f128\""},
       {"bad_expr.json", head + R"("constraints": ["N <"], )" + sources + "}", "constraints[0]"},
-      {"deep_expr.json", head + R"("constraints": [")" + std::string(5000, '(') + "1" + std::string(5000, ')') + R"("], )" +
-                             sources + "}", "nested too deeply"},
-      {"huge_size.json", R"({"name": "x", "language": "c", "entry": "f", "params": [)"
-                         R"({"name": "y", "dtype": "f64", "shape": ["N", "N"], "role": "out"},)"
-                         R"({"name": "N", "dtype": "i64", "role": "size"}], "workloads": [{"N": 9223372036854775807}], )" +
-                             sources + "}", "too large"},
-      {"missing_file.json", head + R"("reference": {"file": "no_such_ref.c"}, "seed": {"source": "s"}})", "no_such_ref.c"},
+      {"deep_expr.json",
+       head + R"("constraints": [")" + std::string(5000, '(') + "1" + std::string(5000, ')') + R"("], )" + sources +
+           "}",
+       "nested too deeply"},
+      {"huge_size.json",
+       R"({"name": "x", "language": "c", "entry": "f", "params": [)"
+       R"({"name": "y", "dtype": "f64", "shape": ["N", "N"], "role": "out"},)"
+       R"({"name": "N", "dtype": "i64", "role": "size"}], "workloads": [{"N": 9223372036854775807}], )" +
+           sources + "}",
+       "too large"},
+      {"missing_file.json", head + R"("reference": {"file": "no_such_ref.c"}, "seed": {"source": "s"}})",
+       "no_such_ref.c"},
   };
   for (const Case& c : cases) {
     const std::filesystem::path path = dir / c.file;
@@ -266,7 +275,8 @@ TEST_CASE("the best's diagnosis: in run --json, under show's table, and any node
   const auto dir = std::filesystem::temp_directory_path() / ("ke_cli_diag_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string db = (dir / "colsum.db").string();
-  const auto run = kernelevolve("run " + fixture("e2e/colsum.json") + " --db " + db + " --max-evals 4 --in-process --json");
+  const auto run =
+      kernelevolve("run " + fixture("e2e/colsum.json") + " --db " + db + " --max-evals 4 --in-process --json");
   REQUIRE_MESSAGE(run.code == 0, run.err);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -288,7 +298,8 @@ TEST_CASE("the best's diagnosis: in run --json, under show's table, and any node
 
   const auto show = kernelevolve("show " + db);
   REQUIRE_MESSAGE(show.code == 0, show.err);
-  for (const char* want : {"diagnosis (rates from the spec's cost", "\n  t0: ", "\n  t1: ", "of copy peak", "GFLOP/s"}) {
+  for (const char* want :
+       {"diagnosis (rates from the spec's cost", "\n  t0: ", "\n  t1: ", "of copy peak", "GFLOP/s"}) {
     CHECK_MESSAGE(show.out.find(want) != std::string::npos, want << "\n" << show.out);
   }
   const auto node = kernelevolve("show " + db + " --node 0");
@@ -372,7 +383,8 @@ TEST_CASE("check of a kernel reference still times it: a number, not 'not timed'
   CHECK(std::string(doc["reference"]["status"].get_string().value()) == "ok");
   CHECK(doc["reference"]["reason"].is_null());
   simdjson::dom::array times;
-  REQUIRE(doc["reference"]["time_us"].get_array().get(times) == simdjson::SUCCESS);  // a named array: it outlives the loop
+  REQUIRE(doc["reference"]["time_us"].get_array().get(times) ==
+          simdjson::SUCCESS);  // a named array: it outlives the loop
   for (auto t : times) CHECK(t.get_double().value() > 0);
 }
 

@@ -51,8 +51,8 @@ KernelSource vector_add(int64_t scale) {
   ks.source = kVectorAddC;
   ks.language = Language::c;
   ks.entry = "vadd";
-  ks.params = {buffer("a", DType::f32, Role::in), buffer("b", DType::f32, Role::in),
-               buffer("c", DType::f32, Role::out), size("N")};
+  ks.params = {buffer("a", DType::f32, Role::in), buffer("b", DType::f32, Role::in), buffer("c", DType::f32, Role::out),
+               size("N")};
   ks.defines = {{"SCALE", scale}};
   return ks;
 }
@@ -160,8 +160,12 @@ void fill(int32_t* out, int8_t a, uint8_t b, int32_t c, _Float16 h, float f) {
     p.role = Role::scalar;
     return p;
   };
-  ks.params = {buffer("out", DType::i32, Role::out), scalar("a", DType::i8), scalar("b", DType::u8),
-               scalar("c", DType::i32), scalar("h", DType::f16), scalar("f", DType::f32)};
+  ks.params = {buffer("out", DType::i32, Role::out),
+               scalar("a", DType::i8),
+               scalar("b", DType::u8),
+               scalar("c", DType::i32),
+               scalar("h", DType::f16),
+               scalar("f", DType::f32)};
   CompileResult r = device.compile(ks);
   INFO(r.log);
   REQUIRE(r.ok());
@@ -197,8 +201,9 @@ TEST_CASE("a tunable reaches the kernel as a macro") {
 TEST_CASE("a compile error is a result with the compiler's log, not an exception") {
   CpuDevice device;
   KernelSource ks = vector_add(1);
-  ks.source = "#include <stdint.h>\nvoid vadd(const float* a, const float* b, float* c, int64_t n) {\n"
-              "  c[0] = a[0] + undeclared_thing;\n}\n";
+  ks.source =
+      "#include <stdint.h>\nvoid vadd(const float* a, const float* b, float* c, int64_t n) {\n"
+      "  c[0] = a[0] + undeclared_thing;\n}\n";
   CompileResult r;
   CHECK_NOTHROW(r = device.compile(ks));
   CHECK_FALSE(r.ok());
@@ -232,15 +237,17 @@ TEST_CASE("a compile error is a result with the compiler's log, not an exception
     CHECK(r.log.find("CUDA") != std::string::npos);
   }
   SUBCASE("an unresolvable symbol fails at load time, as a result") {
-    ks.source = "#include <stdint.h>\nvoid ke_no_such_function(float*);\n"
-                "void vadd(const float* a, const float* b, float* c, int64_t n) { ke_no_such_function(c); }\n";
+    ks.source =
+        "#include <stdint.h>\nvoid ke_no_such_function(float*);\n"
+        "void vadd(const float* a, const float* b, float* c, int64_t n) { ke_no_such_function(c); }\n";
     r = device.compile(ks);
     CHECK_FALSE(r.ok());
     CHECK(r.log.find("ke_no_such_function") != std::string::npos);
   }
   SUBCASE("a denied process symbol does not link") {
-    ks.source = "#include <stdint.h>\n#include <stdlib.h>\n"
-                "void vadd(const float* a, const float* b, float* c, int64_t n) { exit(3); }\n";
+    ks.source =
+        "#include <stdint.h>\n#include <stdlib.h>\n"
+        "void vadd(const float* a, const float* b, float* c, int64_t n) { exit(3); }\n";
     r = device.compile(ks);
     CHECK_FALSE(r.ok());
     CHECK(r.log.find("exit") != std::string::npos);
@@ -384,8 +391,7 @@ TEST_CASE("the CPU's description") {
   CpuDevice device;
   const auto start = std::chrono::steady_clock::now();
   const DeviceInfo& info = device.info();
-  const double measure_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  const double measure_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   CHECK(info.id == "cpu");
   CHECK(info.kind == "cpu");
   CHECK_FALSE(info.name.empty());
@@ -396,9 +402,8 @@ TEST_CASE("the CPU's description") {
   CHECK(info.peak_flops_per_s > 1e9);
   CHECK(&device.info() == &info);
   MESSAGE(info.name << ": " << info.compute_units << " cores, " << info.vector_bits << "-bit vectors, copy "
-                    << info.peak_bytes_per_s / 1e9 << " GB/s, floor " << info.floor_bytes_per_s / 1e9
-                    << " GB/s, peak " << info.peak_flops_per_s / 1e9 << " GFLOP/s; measured in " << measure_ms
-                    << " ms");
+                    << info.peak_bytes_per_s / 1e9 << " GB/s, floor " << info.floor_bytes_per_s / 1e9 << " GB/s, peak "
+                    << info.peak_flops_per_s / 1e9 << " GFLOP/s; measured in " << measure_ms << " ms");
 }
 
 // A CPU this LLVM does not know by model (one newer than LLVM 16) is named "generic", which Clang
@@ -505,6 +510,7 @@ TEST_CASE("ceilings that moved since the previous measurement on this machine ar
   other.name = "Another CPU";
   CHECK(compare_with_previous_ceilings(other, measured(30)).empty());
 
-  if (old_dir) ::setenv("KE_CACHE_DIR", kept.c_str(), 1); else ::unsetenv("KE_CACHE_DIR");
+  if (old_dir) ::setenv("KE_CACHE_DIR", kept.c_str(), 1);
+  else ::unsetenv("KE_CACHE_DIR");
   std::filesystem::remove_all(dir);
 }

@@ -165,7 +165,8 @@ TEST_CASE("cuda: NVRTC compiles, reports errors as results, and takes tunables a
 }
 
 TEST_CASE("cuda: the verification kernels compile" * doctest::skip(kNoNvrtc)) {
-  const auto out = ke::cuda_detail::nvrtc_compile(cuda_source(uncached(ke::cuda_detail::kVerifySource), "ke_fill"), "sm_90");
+  const auto out =
+      ke::cuda_detail::nvrtc_compile(cuda_source(uncached(ke::cuda_detail::kVerifySource), "ke_fill"), "sm_90");
   CHECK_MESSAGE(out.ok, out.log);
   CHECK(out.log.find("spill") != std::string::npos);
 }
@@ -188,7 +189,8 @@ TEST_CASE("gpu: sources and launches a GPU device refuses before its driver sees
         std::string::npos);
   ks.defines.clear();
   ks.entry = "scale(); evil";
-  CHECK(ke::gpu::refusal(ks, ke::Language::cuda, "cuda:0", true, "").find("is not a C identifier") != std::string::npos);
+  CHECK(ke::gpu::refusal(ks, ke::Language::cuda, "cuda:0", true, "").find("is not a C identifier") !=
+        std::string::npos);
   ks.entry = "scale";
   const std::string sick = ke::gpu::refusal(ks, ke::Language::cuda, "cuda:0", false, "an illegal address");
   CHECK(sick.find("cuda:0 is unusable") != std::string::npos);
@@ -210,8 +212,8 @@ TEST_CASE("gpu: sources and launches a GPU device refuses before its driver sees
 }
 
 TEST_CASE("cuda: the CUDA problems' seeds and references compile at their extreme points" * doctest::skip(kNoNvrtc)) {
-  for (const char* dir : {"level1/softmax", "level1/layernorm", "level1/row_sum", "level1/matmul",
-                          "level2/elementwise_chain"}) {
+  for (const char* dir :
+       {"level1/softmax", "level1/layernorm", "level1/row_sum", "level1/matmul", "level2/elementwise_chain"}) {
     const fs::path path = fs::path(source_dir()) / "problems" / dir / "cuda.json";
     CAPTURE(path.string());
     const ke::Spec spec = ke::load_spec(path.string());
@@ -381,8 +383,8 @@ TEST_CASE("cuda: every PyTorch problem's CUDA seed compiles at its first and las
 }
 
 TEST_CASE("cuda: each CUDA problem's seed and reference verify on the GPU" * doctest::skip(kNoGpu)) {
-  for (const char* dir : {"level1/row_sum", "level1/softmax", "level1/layernorm", "level2/elementwise_chain",
-                          "level1/matmul"}) {
+  for (const char* dir :
+       {"level1/row_sum", "level1/softmax", "level1/layernorm", "level2/elementwise_chain", "level1/matmul"}) {
     const fs::path path = fs::path(source_dir()) / "problems" / dir / "cuda.json";
     CAPTURE(path.string());
     ke::Spec spec = ke::load_spec(path.string());
@@ -415,7 +417,8 @@ TEST_CASE("cuda: a candidate's diagnosis: rates against the measured ceilings, r
   quick.max_reps = 20;
   ke::LocalEvaluator evaluator(spec, gpu().device, quick);
   // The seed (a row per thread, uncoalesced) and a coalesced point: 32 threads a row, 4-wide loads.
-  for (const ke::Bindings& point : {spec.seed_tunables(), ke::Bindings{{"THREADS", 256}, {"TPR", 32}, {"VEC", 4}, {"UNROLL", 4}}}) {
+  for (const ke::Bindings& point :
+       {spec.seed_tunables(), ke::Bindings{{"THREADS", 256}, {"TPR", 32}, {"VEC", 4}, {"UNROLL", 4}}}) {
     const ke::Evaluation e = evaluator.evaluate(ke::Candidate{spec.seed.source, ke::Language::cuda, point}, 11);
     REQUIRE_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
     const auto d = ke::diagnose(spec, point, e, gpu().device->info());
@@ -538,7 +541,8 @@ TEST_CASE("cuda: the GPU's digest is buffer_digest, and its comparison the host'
   auto b = dev.allocate(n * 4);
   REQUIRE(dev.fill_random(*a, ke::DType::f32, n, {ke::InputDist::Kind::normal, 0.0, 1.0}, 5));
   const auto host = fetch(*a, ke::DType::f32, n);
-  for (std::size_t bytes : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{13}, n * 4 - 3, n * 4}) {
+  for (std::size_t bytes :
+       {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{13}, n * 4 - 3, n * 4}) {
     CAPTURE(bytes);
     std::uint64_t on_gpu = 0;
     REQUIRE(dev.digest(*a, bytes, on_gpu));

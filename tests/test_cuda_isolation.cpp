@@ -91,7 +91,7 @@ extern "C" __global__ void twice(const float* x, float* y, long long n) {
   if (i < n) y[i + (1ll << 40)] = 2.0f * x[i];  // a terabyte past the buffer
 }
 )"),
-                                                    seed++);
+                                                seed++);
     MESSAGE("illegal address: " << std::string(ke::to_string(e.status)) << ": " << e.message);
     CHECK((e.status == ke::Status::crashed || e.status == ke::Status::invalid));
     CHECK(e.message.find("ILLEGAL_ADDRESS") != std::string::npos);
@@ -138,7 +138,7 @@ extern "C" __global__ void twice(const float* x, float* y, long long n) {
   if (i < n) y[i] = 2.0f * x[i];
 }
 )"),
-                                                    seed++);
+                                                seed++);
     MESSAGE("trap: " << std::string(ke::to_string(e.status)) << ": " << e.message);
     CHECK(e.status != ke::Status::ok);
     honest_ok("a trap");
@@ -163,9 +163,10 @@ TEST_CASE("cuda sandbox: honest kernels pass in a confined GPU worker, in every 
     for (int i = 0; i < 3; ++i) {
       // A source new to this process and to NVRTC's cache: NVRTC compiles it after the filter is on, and
       // its cache writes are denied; the driver loads the module. None of that is the candidate's doing.
-      const std::string source = std::string(kHonest) + "__device__ long long ke_variant = " + std::to_string(i + 1) +
-                                 std::to_string(::getpid()) +
-                                 std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000) + "LL;\n";
+      const std::string source =
+          std::string(kHonest) + "__device__ long long ke_variant = " + std::to_string(i + 1) +
+          std::to_string(::getpid()) +
+          std::to_string(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000000) + "LL;\n";
       const ke::Evaluation e = evaluator.evaluate(candidate(source, i == 1 ? 128 : 256), seed++);
       CHECK_MESSAGE(e.status == ke::Status::ok, ke::to_string(e.status) << ": " << e.message);
       CHECK(e.message.find("sandbox") == std::string::npos);
@@ -247,7 +248,8 @@ extern "C" __global__ void twice(const float* x, float* y, long long n) {
   CHECK(r.counters.at("hw_dram_pct") <= 100);
   CHECK(r.counters.at("hw_achieved_occupancy_pct") > 0);
   CHECK(r.counters.at("hw_achieved_occupancy_pct") <= 100);
-  CHECK(std::any_of(r.counters.begin(), r.counters.end(), [](const auto& c) { return c.first.rfind("hw_stall_", 0) == 0; }));
+  CHECK(std::any_of(r.counters.begin(), r.counters.end(),
+                    [](const auto& c) { return c.first.rfind("hw_stall_", 0) == 0; }));
   // A candidate that does not compile: an error that says the profile had no launch, not a crash.
   const ke::CounterResult bad = evaluator.hardware_counters(candidate("this is not CUDA"), 4);
   CHECK_FALSE(bad.ok());

@@ -7,11 +7,11 @@
 #include <kernelevolve/counters.hpp>
 #include <kernelevolve/diagnosis.hpp>
 #include <kernelevolve/evolver.hpp>
+#include <kernelevolve/fitness.hpp>
 #include <kernelevolve/mutator.hpp>
 #include <kernelevolve/selection.hpp>
-#include <kernelevolve/stop_rule.hpp>
-#include <kernelevolve/fitness.hpp>
 #include <kernelevolve/spec.hpp>
+#include <kernelevolve/stop_rule.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -30,11 +30,14 @@ ke::Spec spec_with_cost(bool matmul, std::optional<std::string> flops, std::opti
   s.language = ke::Language::c;
   s.entry = "k";
   if (matmul) {
-    s.params = {{"a", ke::DType::f32, ke::Role::in, {"n", "n"}, 0}, {"b", ke::DType::f32, ke::Role::in, {"n", "n"}, 0},
-                {"c", ke::DType::f32, ke::Role::out, {"n", "n"}, 0}, {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+    s.params = {{"a", ke::DType::f32, ke::Role::in, {"n", "n"}, 0},
+                {"b", ke::DType::f32, ke::Role::in, {"n", "n"}, 0},
+                {"c", ke::DType::f32, ke::Role::out, {"n", "n"}, 0},
+                {"n", ke::DType::i64, ke::Role::size, {}, 0}};
     s.workloads = {{{"n", 512}}, {{"n", 1000}}};
   } else {
-    s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+    s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+                {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
                 {"n", ke::DType::i64, ke::Role::size, {}, 0}};
     s.workloads = {{{"n", 1000000}}, {{"n", 1000}}};
   }
@@ -129,8 +132,9 @@ TEST_CASE("what is unknown is said to be: no cost, no ceilings, another device's
   const auto d = ke::diagnose(none, {}, measured({10, 10}, cpu), cpu);
   REQUIRE(d.has_value());
   CHECK(d->workloads[0].bound == ke::Bound::unknown);
-  CHECK(ke::workload_diagnosis_text(d->workloads[0]) ==
-        "10.0 us, GB/s unknown (the spec has no cost.bytes), FLOP/s unknown (the spec has no cost.flops), bound unknown");
+  CHECK(
+      ke::workload_diagnosis_text(d->workloads[0]) ==
+      "10.0 us, GB/s unknown (the spec has no cost.bytes), FLOP/s unknown (the spec has no cost.flops), bound unknown");
 
   const ke::Spec s = spec_with_cost(true, "2 * n * n * n", "4 * 3 * n * n");
   const ke::DeviceInfo unmeasured = device(0, 0);
@@ -156,8 +160,9 @@ TEST_CASE("the diagnosis as JSON: numbers in GB/s and GFLOP/s, null where unknow
   const ke::Spec s = spec_with_cost(false, std::nullopt, "8 * n");
   const ke::DeviceInfo gpu = device(1000e9, 50e12);
   ke::Evaluation e = measured({100, 2}, gpu);
-  e.resources = {{"registers", 40}, {"local_bytes", 16}, {"shared_static_bytes", 4096}, {"block_threads", 256},
-                 {"active_blocks_per_sm", 6}, {"occupancy_pct", 75}, {"hw_dram_pct", 81}};
+  e.resources = {{"registers", 40},      {"local_bytes", 16},         {"shared_static_bytes", 4096},
+                 {"block_threads", 256}, {"active_blocks_per_sm", 6}, {"occupancy_pct", 75},
+                 {"hw_dram_pct", 81}};
   const auto d = ke::diagnose(s, {}, e, gpu);
   REQUIRE(d.has_value());
   REQUIRE(d->gpu.has_value());
@@ -219,9 +224,9 @@ TEST_CASE("hardware counters out of Nsight Compute's CSV: the kept metrics, the 
   // ncu 2025.3 on an H100, a row sum of 64 Ki rows (tests/fixtures/counters: its output, columns trimmed).
   const ke::CounterResult r = ke::counters_from_nsight_csv(read_fixture("counters/ncu_row_sum_h100.csv"));
   REQUIRE_MESSAGE(r.ok(), r.error);
-  CHECK(r.counters.at("hw_dram_pct") == 77);              // 77.41
-  CHECK(r.counters.at("hw_dram_gbps") == 2592);           // 2,592,210,023,866.35 byte/s
-  CHECK(r.counters.at("hw_sm_pct") == 10);                // 10.36
+  CHECK(r.counters.at("hw_dram_pct") == 77);                // 77.41
+  CHECK(r.counters.at("hw_dram_gbps") == 2592);             // 2,592,210,023,866.35 byte/s
+  CHECK(r.counters.at("hw_sm_pct") == 10);                  // 10.36
   CHECK(r.counters.at("hw_achieved_occupancy_pct") == 24);  // 23.51
   CHECK(r.counters.at("hw_duration_ns") == 26816);
   // Warps per issue in each state sum to 29.94 (selected, the issuing state, is 1 of them): long_scoreboard
@@ -230,8 +235,8 @@ TEST_CASE("hardware counters out of Nsight Compute's CSV: the kept metrics, the 
   CHECK(r.counters.at("hw_stall_wait_pct") == 5);
   CHECK(r.counters.at("hw_stall_imc_miss_pct") == 1);
   CHECK(r.counters.count("hw_stall_selected_pct") == 0);
-  CHECK(std::count_if(r.counters.begin(), r.counters.end(), [](const auto& c) { return c.first.rfind("hw_stall_", 0) == 0; }) ==
-        ke::kStallReasons);
+  CHECK(std::count_if(r.counters.begin(), r.counters.end(),
+                      [](const auto& c) { return c.first.rfind("hw_stall_", 0) == 0; }) == ke::kStallReasons);
   CHECK(ke::counters_text(r.counters) ==
         "counters: DRAM 77% of peak (2592 GB/s), SM 10% of peak, achieved occupancy 24%, warps stalled on "
         "long_scoreboard 88%, wait 5%, imc_miss 1% of the time");
@@ -245,18 +250,21 @@ TEST_CASE("hardware counters out of Nsight Compute's CSV: the kept metrics, the 
   const auto d = ke::diagnose(s, {}, e, gpu);
   REQUIRE(d.has_value());
   const std::string text = ke::diagnosis_text(*d);
-  CHECK_MESSAGE(text.find("occupancy 75% (block 256, 6 blocks/SM); counters: DRAM 77% of peak") != std::string::npos, text);
+  CHECK_MESSAGE(text.find("occupancy 75% (block 256, 6 blocks/SM); counters: DRAM 77% of peak") != std::string::npos,
+                text);
 }
 
 TEST_CASE("Nsight Compute's output without a profiled kernel is an error that says why") {
   // The kernel never launched (ncu then writes its messages and no table).
-  ke::CounterResult r = ke::counters_from_nsight_csv("==PROF== Connected to process 1 (/x)\n==PROF== Disconnected from process 1\n"
-                                                     "==WARNING== No kernels were profiled.\n");
+  ke::CounterResult r = ke::counters_from_nsight_csv(
+      "==PROF== Connected to process 1 (/x)\n==PROF== Disconnected from process 1\n"
+      "==WARNING== No kernels were profiled.\n");
   CHECK_FALSE(r.ok());
   CHECK(r.error.find("profiled no launch") != std::string::npos);
   // Counters denied to this user.
-  r = ke::counters_from_nsight_csv("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
-                                   "Performance Counters on the target device 0.\n");
+  r = ke::counters_from_nsight_csv(
+      "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
+      "Performance Counters on the target device 0.\n");
   CHECK(r.error.find("ERR_NVGPUCTRPERM") != std::string::npos);
   // A table with none of the metrics asked for.
   r = ke::counters_from_nsight_csv("\"ID\",\"Kernel Name\",\"other__metric\"\n\"\",\"\",\"%\"\n\"0\",\"k\",\"5\"\n");
@@ -312,7 +320,8 @@ ke::Spec tunable_spec() {
 
 }  // namespace
 
-TEST_CASE("hardware counters of each new best: on the node before observers see it, in its diagnosis; none for the rest") {
+TEST_CASE(
+    "hardware counters of each new best: on the node before observers see it, in its diagnosis; none for the rest") {
   auto evaluator = std::make_shared<CountingEvaluator>();
   ke::EvolverOptions o;
   o.confirm_rounds = 0;

@@ -57,7 +57,8 @@ TEST_CASE("the multi-device evaluator runs as many evaluations at once as it has
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
       ke::Candidate c{spec.seed.source, ke::Language::c, {{"BLOCK", 1 << (i + 2)}}};
-      results[static_cast<std::size_t>(i)] = i % 2 ? evaluator.evaluate_on(0, c, static_cast<std::uint64_t>(i)) : evaluator.evaluate(c, static_cast<std::uint64_t>(i));
+      results[static_cast<std::size_t>(i)] = i % 2 ? evaluator.evaluate_on(0, c, static_cast<std::uint64_t>(i))
+                                                   : evaluator.evaluate(c, static_cast<std::uint64_t>(i));
     });
   }
   for (auto& t : threads) t.join();

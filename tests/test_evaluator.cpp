@@ -95,7 +95,9 @@ class RemoteMemory final : public ke::Device {
   };
   const ke::DeviceInfo& info() override { return inner_->info(); }
   ke::CompileResult compile(const ke::KernelSource& s) override { return inner_->compile(s); }
-  std::unique_ptr<ke::Buffer> allocate(std::size_t b) override { return std::make_unique<RemoteBuffer>(inner_->allocate(b)); }
+  std::unique_ptr<ke::Buffer> allocate(std::size_t b) override {
+    return std::make_unique<RemoteBuffer>(inner_->allocate(b));
+  }
   ke::LaunchResult launch(ke::Kernel& k, void** a, const ke::LaunchDims& d, bool t, bool f) override {
     return inner_->launch(k, a, d, t, f);
   }
@@ -109,7 +111,8 @@ class RemoteMemory final : public ke::Device {
                ke::Comparison& c) override {
     if (!offload_) return false;
     ++compares;
-    c = ke::eval::compare(static_cast<const RemoteBuffer&>(got).own(t, n), static_cast<const RemoteBuffer&>(want).own(t, n), n, tol);
+    c = ke::eval::compare(static_cast<const RemoteBuffer&>(got).own(t, n),
+                          static_cast<const RemoteBuffer&>(want).own(t, n), n, tol);
     return true;
   }
   bool digest(const ke::Buffer& b, std::size_t bytes, std::uint64_t& d) override {
@@ -132,19 +135,31 @@ TEST_CASE("verification works the same whether the device does the work or the h
     CAPTURE(offload);
     auto remote = std::make_shared<RemoteMemory>(ke::open_device("cpu"), offload);
     const auto spec = scale_spec();
-    auto e = run(spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i]; }", {{"U", 1}}, remote);
+    auto e = run(
+        spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i]; }",
+        {{"U", 1}}, remote);
     CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
-    e = run(spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i] + (i == 77 ? 0.5f : 0.0f); }", {{"U", 1}}, remote);
+    e = run(
+        spec,
+        "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i] + (i == 77 ? 0.5f : 0.0f); }",
+        {{"U", 1}}, remote);
     CHECK(e.status == ke::Status::incorrect);
     REQUIRE(e.worst.has_value());
     CHECK(e.worst->index == 77);
-    e = run(spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i + 1 < n; ++i) y[i] = 2.0f * x[i]; }", {{"U", 1}}, remote);
+    e = run(
+        spec,
+        "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i + 1 < n; ++i) y[i] = 2.0f * x[i]; }",
+        {{"U", 1}}, remote);
     CHECK(e.status == ke::Status::incorrect);
-    e = run(spec, "void scale(const float* x, float* y, int64_t n) { float* w = (float*)x; for (int64_t i = 0; i < n; ++i) { y[i] = 2.0f * x[i]; w[i] = 0; } }", {{"U", 1}}, remote);
+    e = run(
+        spec,
+        "void scale(const float* x, float* y, int64_t n) { float* w = (float*)x; for (int64_t i = 0; i < n; ++i) { y[i] = 2.0f * x[i]; w[i] = 0; } }",
+        {{"U", 1}}, remote);
     CHECK(e.message.find("modified its input 'x'") != std::string::npos);
     auto loose = spec;
     loose.tolerance = {1e9, 0};
-    e = run(loose, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 1.0f; }", {{"U", 1}}, remote);
+    e = run(loose, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 1.0f; }",
+            {{"U", 1}}, remote);
     CHECK(e.message.find("does not change when the inputs do") != std::string::npos);
     // Offloaded, every draw, comparison and digest went to the device; else none did.
     CHECK((remote->fills > 0) == offload);
@@ -171,7 +186,8 @@ TEST_CASE("buffer_digest tells changed contents from unchanged, wherever the cha
 
 TEST_CASE("an honest kernel is ok, with a timing per workload") {
   const auto spec = scale_spec();
-  const auto e = run(spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i]; }");
+  const auto e = run(
+      spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = x[i] + x[i]; }");
   CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
   REQUIRE(e.timings.size() == 2);
   CHECK(e.timings[0].median_us > 0);
@@ -181,7 +197,9 @@ TEST_CASE("an honest kernel is ok, with a timing per workload") {
 }
 
 TEST_CASE("a wrong answer is incorrect, with the worst element kept") {
-  const auto e = run(scale_spec(), "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i] + (i == 77 ? 0.5f : 0.0f); }");
+  const auto e = run(
+      scale_spec(),
+      "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i] + (i == 77 ? 0.5f : 0.0f); }");
   CHECK(e.status == ke::Status::incorrect);
   REQUIRE(e.worst.has_value());
   CHECK(e.worst->index == 77);
@@ -190,21 +208,27 @@ TEST_CASE("a wrong answer is incorrect, with the worst element kept") {
 }
 
 TEST_CASE("an unwritten element is caught by the NaN poison") {
-  const auto e = run(scale_spec(), "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i + 1 < n; ++i) y[i] = 2.0f * x[i]; }");
+  const auto e = run(
+      scale_spec(),
+      "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i + 1 < n; ++i) y[i] = 2.0f * x[i]; }");
   CHECK(e.status == ke::Status::incorrect);
   REQUIRE(e.worst.has_value());
   CHECK(e.worst->index == 4095);
 }
 
 TEST_CASE("a NaN never passes") {
-  const auto e = run(scale_spec(), "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = i == 5 ? __builtin_nanf(\"\") : 2.0f * x[i]; }");
+  const auto e = run(
+      scale_spec(),
+      "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = i == 5 ? __builtin_nanf(\"\") : 2.0f * x[i]; }");
   CHECK(e.status == ke::Status::incorrect);
   REQUIRE(e.worst.has_value());
   CHECK(e.worst->index == 5);
 }
 
 TEST_CASE("a kernel that modifies its input is incorrect") {
-  const auto e = run(scale_spec(), "void scale(const float* x, float* y, int64_t n) { float* w = (float*)x; for (int64_t i = 0; i < n; ++i) { y[i] = 2.0f * x[i]; w[i] = 0; } }");
+  const auto e = run(
+      scale_spec(),
+      "void scale(const float* x, float* y, int64_t n) { float* w = (float*)x; for (int64_t i = 0; i < n; ++i) { y[i] = 2.0f * x[i]; w[i] = 0; } }");
   CHECK(e.status == ke::Status::incorrect);
   CHECK(e.message.find("modified its input 'x'") != std::string::npos);
 }
@@ -212,7 +236,8 @@ TEST_CASE("a kernel that modifies its input is incorrect") {
 TEST_CASE("an output that ignores its inputs is incorrect even under a loose tolerance") {
   auto spec = scale_spec();
   spec.tolerance = {1e9, 0};  // anything finite is "close enough": only the sensitivity check can catch it
-  const auto e = run(spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 1.0f; }");
+  const auto e =
+      run(spec, "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 1.0f; }");
   CHECK(e.status == ke::Status::incorrect);
   CHECK(e.message.find("does not change when the inputs do") != std::string::npos);
 }
@@ -241,14 +266,20 @@ TEST_CASE("a source without the entry point is invalid") {
 }
 
 TEST_CASE("tunables that violate a constraint are invalid") {
-  const auto e = run(scale_spec(), "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }", {{"U", 4}});
+  const auto e =
+      run(scale_spec(),
+          "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }",
+          {{"U", 4}});
   CHECK(e.status == ke::Status::invalid);
 }
 
 TEST_CASE("a time under the roofline floor is invalid, not a record") {
   auto cpu = ke::open_device("cpu");
   auto liar = std::make_shared<SlowMemoryClaim>(cpu);
-  const auto e = run(scale_spec(), "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }", {{"U", 1}}, liar);
+  const auto e =
+      run(scale_spec(),
+          "void scale(const float* x, float* y, int64_t n) { for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i]; }",
+          {{"U", 1}}, liar);
   CHECK(e.status == ke::Status::invalid);
   CHECK(e.message.find("roofline floor") != std::string::npos);
 }

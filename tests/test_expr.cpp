@@ -49,13 +49,13 @@ TEST_CASE("integers, names and whitespace") {
 TEST_CASE("precedence and associativity follow C") {
   CHECK(eval("2 + 3 * 4") == 14);
   CHECK(eval("(2 + 3) * 4") == 20);
-  CHECK(eval("10 - 4 - 3") == 3);       // left-associative
-  CHECK(eval("100 / 10 / 5") == 2);     // left-associative
-  CHECK(eval("7 % 4 * 3") == 9);        // same level as *, left to right
+  CHECK(eval("10 - 4 - 3") == 3);    // left-associative
+  CHECK(eval("100 / 10 / 5") == 2);  // left-associative
+  CHECK(eval("7 % 4 * 3") == 9);     // same level as *, left to right
   CHECK(eval("2 * 3 % 4") == 2);
-  CHECK(eval("1 + 2 < 4") == 1);        // arithmetic binds tighter than comparison
-  CHECK(eval("3 < 4 == 1") == 1);       // relational binds tighter than equality
-  CHECK(eval("1 || 0 && 0") == 1);      // && binds tighter than ||
+  CHECK(eval("1 + 2 < 4") == 1);    // arithmetic binds tighter than comparison
+  CHECK(eval("3 < 4 == 1") == 1);   // relational binds tighter than equality
+  CHECK(eval("1 || 0 && 0") == 1);  // && binds tighter than ||
   CHECK(eval("(1 || 0) && 0") == 0);
   CHECK(eval("((((1))))") == 1);
 }
@@ -133,14 +133,14 @@ TEST_CASE("syntax errors throw BadSpec naming where and the position") {
     const char* text;
     const char* problem;
   };
-  for (const Case& c : {Case{"", "empty expression"}, Case{"   ", "empty expression"},
-                        Case{"1 +", "before the end"}, Case{"(1 + 2", "expected ')'"}, Case{"1 + 2)", "unexpected ')'"},
-                        Case{"M N", "unexpected 'N'"}, Case{"2 $ 3", "unexpected '$'"},
-                        Case{"pow(2, 3)", "unknown function \"pow\""}, Case{"cdiv(1)", "cdiv takes 2 arguments"},
-                        Case{"cdiv(1, 2, 3)", "cdiv takes 2 arguments"}, Case{"min()", "needs arguments"},
-                        Case{"max(1, )", "unexpected ')'"}, Case{"1.5 * N", "only integers"},
-                        Case{"12abc", "only integers"}, Case{"99999999999999999999", "does not fit in 64 bits"},
-                        Case{"a = 3", "unexpected '='"}, Case{"a & b", "unexpected '&'"}}) {
+  for (const Case& c :
+       {Case{"", "empty expression"}, Case{"   ", "empty expression"}, Case{"1 +", "before the end"},
+        Case{"(1 + 2", "expected ')'"}, Case{"1 + 2)", "unexpected ')'"}, Case{"M N", "unexpected 'N'"},
+        Case{"2 $ 3", "unexpected '$'"}, Case{"pow(2, 3)", "unknown function \"pow\""},
+        Case{"cdiv(1)", "cdiv takes 2 arguments"}, Case{"cdiv(1, 2, 3)", "cdiv takes 2 arguments"},
+        Case{"min()", "needs arguments"}, Case{"max(1, )", "unexpected ')'"}, Case{"1.5 * N", "only integers"},
+        Case{"12abc", "only integers"}, Case{"99999999999999999999", "does not fit in 64 bits"},
+        Case{"a = 3", "unexpected '='"}, Case{"a & b", "unexpected '&'"}}) {
     CAPTURE(c.text);
     const std::string message = bad_spec_message([&] { Expr::parse(c.text, where); });
     CHECK(contains(message, where));
@@ -192,12 +192,12 @@ TEST_CASE("Expr is a value: copies share the parsed tree and evaluate alike") {
 // (the tool died with SIGSEGV on such a spec). Now it is a BadSpec error naming the depth.
 TEST_CASE("an expression nested too deeply is an error, not a stack overflow") {
   const std::size_t n = 100000;
-  for (const std::string& text : {std::string(n, '(') + "1" + std::string(n, ')'), std::string(n, '-') + "1",
-                                  std::string(n, '!') + "1", [&] {
-                                    std::string sum = "1";
-                                    for (std::size_t i = 0; i < n; ++i) sum += "+1";
-                                    return sum;
-                                  }()}) {
+  for (const std::string& text :
+       {std::string(n, '(') + "1" + std::string(n, ')'), std::string(n, '-') + "1", std::string(n, '!') + "1", [&] {
+          std::string sum = "1";
+          for (std::size_t i = 0; i < n; ++i) sum += "+1";
+          return sum;
+        }()}) {
     CHECK(contains(bad_spec_message([&] { Expr::parse(text, "deep"); }), "nested too deeply"));
   }
   // What real specs write stays well inside the limit.

@@ -45,8 +45,8 @@ struct FakeGpu {
   int flushes = 0;
   int opt_ins = 0;
   bool driver_alive = false;
-  int pending = 0;    // an error the kernel left, reported by the next synchronize
-  bool lost = false;  // after a sticky error every call fails
+  int pending = 0;        // an error the kernel left, reported by the next synchronize
+  bool lost = false;      // after a sticky error every call fails
   std::string fail_next;  // the next call of this name fails with kInvalidValue
   // The SM the occupancy calculator answers for (an H100's limits), and what each kernel uses of it.
   int registers = 32;  // per thread, every kernel
@@ -123,7 +123,10 @@ class FakeDriver final : public gpu::Driver {
     return status(0, "fakeModuleGetFunction");
   }
   std::map<std::string, std::int64_t> resources(gpu::FunctionHandle) override {
-    return {{"registers", gpu_->registers}, {"shared_static_bytes", 1024}, {"local_bytes", 0}, {"max_threads_per_block", 1024}};
+    return {{"registers", gpu_->registers},
+            {"shared_static_bytes", 1024},
+            {"local_bytes", 0},
+            {"max_threads_per_block", 1024}};
   }
   // CUDA's calculator, simplified: whole warps of threads, registers by the thread, shared memory by the block.
   gpu::Status occupancy(gpu::FunctionHandle, int block_threads, std::size_t dynamic_shared, Occupancy& out) override {
@@ -132,8 +135,9 @@ class FakeDriver final : public gpu::Driver {
     if (!s.ok()) return s;
     const int warps = (block_threads + 31) / 32;
     const std::size_t by_shared = FakeGpu::kSharedPerSm / (1024 + dynamic_shared);
-    out.blocks_per_sm = std::min({FakeGpu::kThreadsPerSm / (32 * warps), FakeGpu::kBlocksPerSm,
-                                  FakeGpu::kRegistersPerSm / (gpu_->registers * 32 * warps), static_cast<int>(by_shared)});
+    out.blocks_per_sm =
+        std::min({FakeGpu::kThreadsPerSm / (32 * warps), FakeGpu::kBlocksPerSm,
+                  FakeGpu::kRegistersPerSm / (gpu_->registers * 32 * warps), static_cast<int>(by_shared)});
     out.max_threads_per_sm = FakeGpu::kThreadsPerSm;
     out.warp_size = 32;
     return s;
@@ -297,7 +301,7 @@ TEST_CASE("gpu core: starting compiles the core's kernels and runs a flushed, ti
     FakeDevice device(g);
     CHECK(device.builds == 3);  // ke_copy, ke_fma, ke_flush
     CHECK(g->live_modules == 3);
-    CHECK(g->flushes == 1);       // the warm-up launch: timed and flushed
+    CHECK(g->flushes == 1);           // the warm-up launch: timed and flushed
     CHECK(g->live_allocations == 1);  // the flush buffer
     CHECK(device.healthy());
     // No verification kernels in its setup: the evaluator verifies on the host.
@@ -434,7 +438,7 @@ TEST_CASE("gpu core: compiles are cached by target, entry, tunables, flags and s
   const ke::CompileResult first = device.compile(ks);
   REQUIRE_MESSAGE(first.ok(), first.log);
   CHECK(first.log.find("fakecc: built") != std::string::npos);
-  CHECK(first.kernel->resources().at("registers") == 32);  // the driver's
+  CHECK(first.kernel->resources().at("registers") == 32);            // the driver's
   CHECK(first.kernel->resources().count("spill_store_bytes") == 1);  // the compiler's
   const ke::CompileResult again = device.compile(ks);
   CHECK(again.cached);
@@ -689,7 +693,8 @@ TEST_CASE("gpu core: a kernel whose compiler fixed its launch (Triton's) gets th
   FakeDevice device(g);
   ke::KernelSource ks = source("def twice_0d1d2(x, y, n): pass  # the image names its symbol", "twice");
   ks.language = ke::Language::triton;
-  ks.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+  ks.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+               {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
                {"n", ke::DType::i64, ke::Role::size, {}, 0}};
   ks.defines = {{"BLOCK", 256}, {"num_warps", 4}};
   const ke::CompileResult c = device.compile(ks);
@@ -710,9 +715,9 @@ TEST_CASE("gpu core: a kernel whose compiler fixed its launch (Triton's) gets th
   REQUIRE_MESSAGE(r.ok, r.error);
   by->download(y.data(), n * 4);
   CHECK(y[n - 1] == 3.0f);
-  CHECK(g->opt_ins == opt_ins + 1);                 // 70000 bytes of shared memory: above the default
-  CHECK(g->live_allocations == allocations + 1);    // the scratch, kept with the kernel
-  dims.grid[0] = 8;                                 // a larger grid: more scratch
+  CHECK(g->opt_ins == opt_ins + 1);               // 70000 bytes of shared memory: above the default
+  CHECK(g->live_allocations == allocations + 1);  // the scratch, kept with the kernel
+  dims.grid[0] = 8;                               // a larger grid: more scratch
   REQUIRE(device.launch(*c.kernel, args, dims).ok);
   CHECK(g->live_allocations == allocations + 1);
   // Its occupancy is that of the launch it gets: 128 threads and 70000 bytes of shared memory (and 1024

@@ -56,7 +56,8 @@ std::string cuda_centre(const std::string& last_block = "gridDim.x", const std::
 */
 extern "C" __global__ void block_sums(const float* x, float* partial, long long n) {
   __shared__ float s[256];
-  if (blockIdx.x >= )P" + last_block + R"P() return;
+  if (blockIdx.x >= )P" +
+         last_block + R"P() return;
   long long i = (long long)blockIdx.x * 256 + threadIdx.x;
   s[threadIdx.x] = i < n ? x[i] : 0.0f;
   __syncthreads();
@@ -80,7 +81,8 @@ extern "C" __global__ void finish_mean(const float* partial, float* mean, long l
 }
 extern "C" __global__ void subtract(const float* x, const float* mean, float* y, long long n) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) y[)P" + store_at + R"P(] = x[i] - mean[0];
+  if (i < n) y[)P" +
+         store_at + R"P(] = x[i] - mean[0];
 }
 )P";
 }
@@ -169,12 +171,9 @@ ke::Spec linear_spec(const std::string& seed) {
   s.name = "linear_relu_gpu";
   s.language = ke::Language::cuda;
   s.entry = "linear_relu";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"M", "K"}, 0},
-              {"w", ke::DType::f32, ke::Role::in, {"N", "K"}, 0},
-              {"b", ke::DType::f32, ke::Role::in, {"N"}, 0},
-              {"y", ke::DType::f32, ke::Role::out, {"M", "N"}, 0},
-              {"M", ke::DType::i64, ke::Role::size, {}, 0},
-              {"N", ke::DType::i64, ke::Role::size, {}, 0},
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"M", "K"}, 0}, {"w", ke::DType::f32, ke::Role::in, {"N", "K"}, 0},
+              {"b", ke::DType::f32, ke::Role::in, {"N"}, 0},      {"y", ke::DType::f32, ke::Role::out, {"M", "N"}, 0},
+              {"M", ke::DType::i64, ke::Role::size, {}, 0},       {"N", ke::DType::i64, ke::Role::size, {}, 0},
               {"K", ke::DType::i64, ke::Role::size, {}, 0}};
   s.workloads = {{{"M", 256}, {"N", 384}, {"K", 512}}, {{"M", 33}, {"N", 70}, {"K", 17}}};
   s.tolerance = {1e-3, 1e-3};
@@ -278,7 +277,8 @@ TEST_CASE("gpu programs: whether they run") {
   CHECK(true);
 }
 
-TEST_CASE("gpu programs: a CUDA plan of three kernels and two temporaries is verified and timed" * doctest::skip(kNoGpu)) {
+TEST_CASE("gpu programs: a CUDA plan of three kernels and two temporaries is verified and timed" *
+          doctest::skip(kNoGpu)) {
   const ke::Spec spec = centre_spec(ke::Language::cuda, cuda_centre());
   for (std::int64_t threads : {256, 512}) {
     const ke::Evaluation e = evaluate(spec, cuda_centre(), {{"THREADS", threads}});
@@ -294,7 +294,8 @@ TEST_CASE("gpu programs: a CUDA plan of three kernels and two temporaries is ver
   }
 }
 
-TEST_CASE("gpu programs: a temporary a kernel leaves unwritten holds NaN, and the answer is wrong" * doctest::skip(kNoGpu)) {
+TEST_CASE("gpu programs: a temporary a kernel leaves unwritten holds NaN, and the answer is wrong" *
+          doctest::skip(kNoGpu)) {
   const ke::Spec spec = centre_spec(ke::Language::cuda, cuda_centre());
   const ke::Evaluation e = evaluate(spec, cuda_centre("gridDim.x - 1"), {{"THREADS", 256}});
   CHECK(e.status == ke::Status::incorrect);
@@ -319,8 +320,8 @@ TEST_CASE("gpu programs: a second kernel that writes out of bounds crashes the w
   options.timeout_s = 30;
   options.eval = quick();
   ke::WorkerEvaluator evaluator(spec, "cuda:0", options);
-  const ke::Evaluation hostile =
-      evaluator.evaluate(ke::Candidate{cuda_centre("gridDim.x", "i + (1LL << 40)"), ke::Language::cuda, {{"THREADS", 256}}}, 3);
+  const ke::Evaluation hostile = evaluator.evaluate(
+      ke::Candidate{cuda_centre("gridDim.x", "i + (1LL << 40)"), ke::Language::cuda, {{"THREADS", 256}}}, 3);
   INFO(hostile.message);
   CHECK(hostile.status == ke::Status::crashed);
   const ke::Evaluation honest =
@@ -329,7 +330,8 @@ TEST_CASE("gpu programs: a second kernel that writes out of bounds crashes the w
   CHECK(honest.status == ke::Status::ok);
 }
 
-TEST_CASE("gpu programs: cuBLASLt's product with its epilogue, alone and before a fused kernel" * doctest::skip(kNoGpu)) {
+TEST_CASE("gpu programs: cuBLASLt's product with its epilogue, alone and before a fused kernel" *
+          doctest::skip(kNoGpu)) {
   const ke::Spec spec = linear_spec(kLinearTwoSteps);
   const ke::Evaluation one = evaluate(spec, kLinearOneStep, {});
   INFO(one.message, "\n", one.compile_log);

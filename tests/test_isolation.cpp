@@ -70,7 +70,8 @@ TEST_CASE("hostile kernels land in the right status; the honest fast one is best
   options.eval.target_ms = 10;
   auto worker = std::make_shared<ke::WorkerEvaluator>(spec, "cpu", options);
   auto evaluator = std::make_shared<WallClock>(worker);
-  auto mutator = std::make_shared<ke::CommandMutator>(hostile("feed.sh") + " " + state.string() + " " + hostile(""), 30);
+  auto mutator =
+      std::make_shared<ke::CommandMutator>(hostile("feed.sh") + " " + state.string() + " " + hostile(""), 30);
   int kernels = 0;
   for (const auto& entry : fs::directory_iterator(hostile(""))) kernels += entry.path().extension() == ".c";
   ke::Evolver evolver(spec, evaluator, mutator, std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(kernels + 1));
@@ -108,7 +109,8 @@ TEST_CASE("hostile kernels land in the right status; the honest fast one is best
   }
   MESSAGE("the slowest evaluation that was ok took " << evaluator->slowest_ok_s << " s of the " << options.timeout_s
                                                      << " s limit");
-  if (result.confirmation) MESSAGE("confirmation of node " << result.confirmation->node << ": " << result.confirmation->speedup << "x");
+  if (result.confirmation)
+    MESSAGE("confirmation of node " << result.confirmation->node << ": " << result.confirmation->speedup << "x");
   REQUIRE(result.best.has_value());
   const ke::Node& best = graph.node(*result.best);
   CHECK(best.candidate.source.find("expect: ok (fast)") != std::string::npos);
@@ -194,7 +196,8 @@ TEST_CASE("the command mutator records a command's failures, never throws them")
   m = mutate("exit 0 # does not read its input");
   CHECK_FALSE(m.child);
   // The request carries the spec and the parent's source.
-  m = mutate("grep -q '\"entry\": \"scale\"' && printf '```c\\nvoid scale(const float* x, float* y, long n) {}\\n```\\n'");
+  m = mutate(
+      "grep -q '\"entry\": \"scale\"' && printf '```c\\nvoid scale(const float* x, float* y, long n) {}\\n```\\n'");
   REQUIRE(m.child);
   CHECK(m.prompt.find("pass < 64") != std::string::npos);
   CHECK(m.answer.find("```c") != std::string::npos);

@@ -7,9 +7,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <kernelevolve/kernelevolve.hpp>
 #include <set>
 #include <string>
-#include <kernelevolve/kernelevolve.hpp>
 
 #include "mutators/knowledge.hpp"
 #include "support/fake_model_server.hpp"
@@ -132,10 +132,12 @@ TEST_CASE("note_features: a CPU's extensions, a GPU's architecture, from the dev
   cpu.properties["isa"] = "sse4.2 avx avx2 fma";
   CHECK(*ke::mutators::note_features(cpu) == std::vector<std::string>{"sse4.2", "avx", "avx2", "fma"});
   // What the model mutator holds is the description; the line it prints reads back the same.
-  CHECK(ke::mutators::note_features(ke::describe_device_for_model(cpu, ke::Language::c)) == ke::mutators::note_features(cpu));
+  CHECK(ke::mutators::note_features(ke::describe_device_for_model(cpu, ke::Language::c)) ==
+        ke::mutators::note_features(cpu));
   cpu.properties["isa"] = "none beyond the base instruction set";
   CHECK(ke::mutators::note_features(cpu) == Features{std::vector<std::string>{}});
-  CHECK(ke::mutators::note_features(ke::describe_device_for_model(cpu, ke::Language::c)) == Features{std::vector<std::string>{}});
+  CHECK(ke::mutators::note_features(ke::describe_device_for_model(cpu, ke::Language::c)) ==
+        Features{std::vector<std::string>{}});
 
   ke::DeviceInfo gpu;
   gpu.id = "cuda:0";
@@ -143,7 +145,8 @@ TEST_CASE("note_features: a CPU's extensions, a GPU's architecture, from the dev
   gpu.name = "NVIDIA H100";
   gpu.properties["arch"] = "sm_90";
   CHECK(ke::mutators::note_features(gpu) == Features{std::vector<std::string>{"sm_90"}});
-  CHECK(ke::mutators::note_features(ke::describe_device_for_model(gpu, ke::Language::cuda)) == ke::mutators::note_features(gpu));
+  CHECK(ke::mutators::note_features(ke::describe_device_for_model(gpu, ke::Language::cuda)) ==
+        ke::mutators::note_features(gpu));
   gpu.properties.erase("arch");
   CHECK_FALSE(ke::mutators::note_features(ke::describe_device_for_model(gpu, ke::Language::cuda)).has_value());
   // A description written by hand says nothing the knowledge base can read.

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <kernelevolve/kernelevolve.hpp>
+#include <set>
 
 #include "mutators/answer.hpp"
 #include "mutators/knowledge.hpp"
@@ -215,8 +215,9 @@ TEST_CASE("the prompt carries the compiler log and the worst mismatch of recent 
   CHECK(m.prompt.find("caches are not flushed") != std::string::npos);  // a CPU kernel's timing
   // On the CPU, where each call's inputs sit: written just before the call, so warm as far as they fit
   // (colsum's w0 reads 1024 x 1024 floats).
-  CHECK_MESSAGE(m.prompt.find("warm in cache as far as they fit: w0 2 copies of 4 MiB, 8 MiB in all;") != std::string::npos,
-                m.prompt);
+  CHECK_MESSAGE(
+      m.prompt.find("warm in cache as far as they fit: w0 2 copies of 4 MiB, 8 MiB in all;") != std::string::npos,
+      m.prompt);
   CHECK(server.requests().at(0).body.find("frobnicate") != std::string::npos);
   // In "fresh" memory the parent stands alone.
   auto o = options_for(server);
@@ -263,9 +264,10 @@ TEST_CASE("the prompt gives the parent's diagnosis per workload, a GPU's resourc
   device.peak_flops_per_s = 500e9;
   ke::Node& seed = f.graph.node(0);
   // As a GPU device records them (the prompt prints whatever the node carries).
-  seed.evaluation.resources = {{"registers", 40}, {"spill_store_bytes", 0}, {"shared_static_bytes", 4096},
-                               {"block_threads", 256}, {"active_blocks_per_sm", 6}, {"occupancy_pct", 75},
-                               {"hw_dram_pct", 12}, {"hw_achieved_occupancy_pct", 61}, {"hw_stall_long_scoreboard_pct", 70}};
+  seed.evaluation.resources = {
+      {"registers", 40},      {"spill_store_bytes", 0},          {"shared_static_bytes", 4096},
+      {"block_threads", 256}, {"active_blocks_per_sm", 6},       {"occupancy_pct", 75},
+      {"hw_dram_pct", 12},    {"hw_achieved_occupancy_pct", 61}, {"hw_stall_long_scoreboard_pct", 70}};
   seed.diagnosis = ke::diagnose(f.spec, seed.candidate.tunables, seed.evaluation, device);
   ke::Node child;
   child.parents = {0};
@@ -288,13 +290,15 @@ TEST_CASE("the prompt gives the parent's diagnosis per workload, a GPU's resourc
   CHECK(m.prompt.find("\n- regs 40, spills 0 B, smem 4096 B, occupancy 75% (block 256, 6 blocks/SM)\n") !=
         std::string::npos);
   // Its hardware counters (as --counters reads them on a GPU), in words.
-  CHECK_MESSAGE(m.prompt.find("\n- hardware counters: DRAM 12% of peak, achieved occupancy 61%, warps stalled on "
-                              "long_scoreboard 70% of the time (Nsight Compute, one launch of w0)\n") != std::string::npos,
-                m.prompt);
+  CHECK_MESSAGE(
+      m.prompt.find("\n- hardware counters: DRAM 12% of peak, achieved occupancy 61%, warps stalled on "
+                    "long_scoreboard 70% of the time (Nsight Compute, one launch of w0)\n") != std::string::npos,
+      m.prompt);
   // The best (the child, at 50 us: 84 GB/s) gets its own, and among the parent's children its line names the
   // bound of each workload.
-  CHECK(m.prompt.find("## Best kernel so far (node 1): ok, 20x over the seed, median times w0 50 ±0 us (memory-bound)") !=
-        std::string::npos);
+  CHECK(
+      m.prompt.find("## Best kernel so far (node 1): ok, 20x over the seed, median times w0 50 ±0 us (memory-bound)") !=
+      std::string::npos);
   CHECK(m.prompt.find("\nDiagnosis:\n- w0 50.0 us, 84.0 GB/s (84% of copy peak), 21.0 GFLOP/s (4% of FMA peak), "
                       "memory-bound\n") != std::string::npos);
   CHECK(server.requests().at(0).body.find("of copy peak") != std::string::npos);
@@ -352,7 +356,8 @@ TEST_CASE("the knowledge base: passages apply by device and language (front matt
   // A user's file with front matter; one without applies everywhere.
   const auto dir = std::filesystem::temp_directory_path() / ("ke_kb_front_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir / "sub");
-  std::ofstream(dir / "sub" / "gpu_only.md") << "---\ndevices: cuda\nlanguages: cuda, triton\n---\n# Okapi\nOkapi tiles.\n";
+  std::ofstream(dir / "sub" / "gpu_only.md")
+      << "---\ndevices: cuda\nlanguages: cuda, triton\n---\n# Okapi\nOkapi tiles.\n";
   std::ofstream(dir / "all.md") << "# Okapi everywhere\nOkapi for all.\n";
   ke::mutators::KnowledgeBase mine({dir.string()});
   auto okapi = [&](const ke::mutators::Applies& to) {
@@ -452,8 +457,9 @@ TEST_CASE("a recorded run: the model's kernel becomes the best, and the paramete
   CHECK(server.requests().size() == 1);
 }
 
-TEST_CASE("the first kernel: with no parent, the prompt carries the reference and the signature, and the answer "
-          "must be a whole source") {
+TEST_CASE(
+    "the first kernel: with no parent, the prompt carries the reference and the signature, and the answer "
+    "must be a whole source") {
   FakeModelServer server;
   server.push({200, FakeModelServer::openai(kBetter, 500)});
   server.push({200, FakeModelServer::openai("<<<<<<< SEARCH\nfor\n=======\nwhile\n>>>>>>> REPLACE\n")});
@@ -495,7 +501,8 @@ TEST_CASE("the first kernel of a mix is its model's, even when the parameter sea
   auto llm = std::make_shared<ke::LlmMutator>(options_for(server));
   ke::MixMutator mix(llm, std::make_shared<ke::ParamMutator>(), 4);
   CHECK(mix.writes_first_kernel());
-  CHECK_FALSE(ke::MixMutator(std::make_shared<ke::ParamMutator>(), std::make_shared<ke::ParamMutator>()).writes_first_kernel());
+  CHECK_FALSE(
+      ke::MixMutator(std::make_shared<ke::ParamMutator>(), std::make_shared<ke::ParamMutator>()).writes_first_kernel());
   ke::Mutation m = f.mutate(mix);  // the model's structure: the parameter steps now have 4 to take
   REQUIRE(m.child.has_value());
   ke::SearchGraph empty;
@@ -506,8 +513,9 @@ TEST_CASE("the first kernel of a mix is its model's, even when the parameter sea
   CHECK(server.requests().at(1).body.find("Write the first c kernel") != std::string::npos);
 }
 
-TEST_CASE("a Triton problem: the model is asked for Triton, its tunables are constexprs, and a ```triton answer "
-          "with `# ke:tunable` lines becomes the child") {
+TEST_CASE(
+    "a Triton problem: the model is asked for Triton, its tunables are constexprs, and a ```triton answer "
+    "with `# ke:tunable` lines becomes the child") {
   const std::string answer =
       "One program per BLOCK columns, reading each row's slice contiguously.\n```triton\nimport triton\n"
       "import triton.language as tl\n# ke:tunable BLOCK 256 128 512\n\n@triton.jit\n"
@@ -559,13 +567,15 @@ TEST_CASE("live tunables: a tunable belongs to a candidate while its source, or 
   spec.launch = rule;
   CHECK(tunable_is_live(spec, "void colsum() {}\n", ke::Language::cuda, "THREADS"));
   // Triton: a constexpr is read where it is named; its options are always live.
-  const std::string triton = "import triton\n# BLOCK was here\n@triton.jit\ndef k(x, y, BLOCK: tl.constexpr):\n    pass\n";
+  const std::string triton =
+      "import triton\n# BLOCK was here\n@triton.jit\ndef k(x, y, BLOCK: tl.constexpr):\n    pass\n";
   CHECK(tunable_is_live(spec, triton, ke::Language::triton, "BLOCK"));
   CHECK_FALSE(tunable_is_live(spec, "import triton\n# BLOCK was here\n", ke::Language::triton, "BLOCK"));
   CHECK(tunable_is_live(spec, "", ke::Language::triton, "num_warps"));
   // A rewrite keeps what it reads and what it declares, and drops the rest.
-  const ke::Bindings kept = ke::mutators::live_tunables(
-      spec, "// ke:tunable CHUNK 8 16\nvoid colsum() { int c = CHUNK; }\n", ke::Language::c, {{"BLOCK", 4}, {"THREADS", 64}});
+  const ke::Bindings kept =
+      ke::mutators::live_tunables(spec, "// ke:tunable CHUNK 8 16\nvoid colsum() { int c = CHUNK; }\n", ke::Language::c,
+                                  {{"BLOCK", 4}, {"THREADS", 64}});
   CHECK(kept == ke::Bindings{{"CHUNK", 8}, {"THREADS", 64}});
   // A declared tunable keeps the parent's value while the declaration lists it, else starts at its first.
   const std::string reads = "void colsum() { int c = CHUNK; }\n";
@@ -625,9 +635,12 @@ TEST_CASE("device facts: a CPU kernel is told one core's ceilings, the compiler 
   cpu.vector_bits = 512;
   cpu.peak_flops_per_s = 512e9;  // the machine's: two cores
   cpu.peak_bytes_per_s = 12e9;
-  cpu.properties = {{"llvm_cpu", "sapphirerapids"}, {"max_ghz", "2.000000"}, {"compiler", "Clang 16.0.6 (in-process JIT)"},
+  cpu.properties = {{"llvm_cpu", "sapphirerapids"},
+                    {"max_ghz", "2.000000"},
+                    {"compiler", "Clang 16.0.6 (in-process JIT)"},
                     {"flags", "-O3 -ffp-contract=on -march=sapphirerapids (C -std=gnu11, C++ -std=c++17)"},
-                    {"isa", "avx2 fma avx512f"}, {"stack_bytes", std::to_string(8 << 20)}};
+                    {"isa", "avx2 fma avx512f"},
+                    {"stack_bytes", std::to_string(8 << 20)}};
   ke::WorkerOptions limits;
   limits.timeout_s = 0;
   const std::string c = ke::describe_device_for_model(cpu, ke::Language::c, &limits);
@@ -641,7 +654,10 @@ TEST_CASE("device facts: a CPU kernel is told one core's ceilings, the compiler 
   CHECK(c.find("-march=sapphirerapids") != std::string::npos);
   CHECK(c.find("avx512f") != std::string::npos);
   CHECK(c.find("Stack: 8 MiB") != std::string::npos);
-  CHECK(c.find("10 x the seed's evaluation time (for a problem without a seed, the first kernel's, which has 300 s), at least 10 s") != std::string::npos);
+  CHECK(
+      c.find(
+          "10 x the seed's evaluation time (for a problem without a seed, the first kernel's, which has 300 s), at least 10 s") !=
+      std::string::npos);
 
   // The real host: its compiler, flags and extensions come from the CPU device itself.
   const ke::DeviceInfo host = ke::open_device("cpu")->info();
@@ -657,9 +673,16 @@ TEST_CASE("device facts: a CPU kernel is told one core's ceilings, the compiler 
   gpu.compute_units = 132;
   gpu.peak_bytes_per_s = 4.1e12;
   gpu.peak_flops_per_s = 60e12;
-  gpu.properties = {{"arch", "sm_90"}, {"warp_size", "32"}, {"registers_per_sm", "65536"}, {"shared_per_sm", "228 KiB"},
-                    {"max_threads_per_sm", "2048"}, {"max_blocks_per_sm", "32"}, {"max_threads_per_block", "1024"},
-                    {"registers_per_block", "65536"}, {"shared_per_block", "48 KiB"}, {"shared_per_block_optin", "227 KiB"},
+  gpu.properties = {{"arch", "sm_90"},
+                    {"warp_size", "32"},
+                    {"registers_per_sm", "65536"},
+                    {"shared_per_sm", "228 KiB"},
+                    {"max_threads_per_sm", "2048"},
+                    {"max_blocks_per_sm", "32"},
+                    {"max_threads_per_block", "1024"},
+                    {"registers_per_block", "65536"},
+                    {"shared_per_block", "48 KiB"},
+                    {"shared_per_block_optin", "227 KiB"},
                     {"nvrtc", "12.8"}};
   limits.timeout_s = 30;
   const std::string g = ke::describe_device_for_model(gpu, ke::Language::cuda, &limits);
@@ -708,20 +731,24 @@ TEST_CASE("the prompt gives the marks to beat (a PyTorch problem's baselines), s
   ke::LlmMutator mutator(options_for(server));
   const ke::Mutation m = mutator.mutate({f.spec, f.graph, {0}, f.rng, {}, nullptr, {eager, compile}});
   REQUIRE_MESSAGE(m.child.has_value(), m.error);
-  CHECK_MESSAGE(m.prompt.find("## The marks to beat (measured in this run, as the kernels are)\n"
-                              "- PyTorch eager: w0 2000 ±12 us, w1 400 ±1 us\n"
-                              "- torch.compile: no time (compile_error: torch 1.13 has no torch.compile)\n") != std::string::npos,
-                m.prompt);
+  CHECK_MESSAGE(
+      m.prompt.find("## The marks to beat (measured in this run, as the kernels are)\n"
+                    "- PyTorch eager: w0 2000 ±12 us, w1 400 ±1 us\n"
+                    "- torch.compile: no time (compile_error: torch 1.13 has no torch.compile)\n") != std::string::npos,
+      m.prompt);
   // The parent's speedup over eager beside the one over the seed: sqrt(2000/1000 * 400/800) = 1.
-  CHECK_MESSAGE(m.prompt.find("ok, 1x over the seed, 1x over PyTorch eager, median times w0 1000 ±7.5 us, w1 800 ±3 us") !=
-                    std::string::npos,
-                m.prompt);
+  CHECK_MESSAGE(
+      m.prompt.find("ok, 1x over the seed, 1x over PyTorch eager, median times w0 1000 ±7.5 us, w1 800 ±3 us") !=
+          std::string::npos,
+      m.prompt);
   CHECK(m.prompt.find("over torch.compile") == std::string::npos);  // no time, no speedup
   // The spec's tunables are said to be the seed's, the parent's own listed with it.
-  CHECK(m.prompt.find("The spec's tunables (macros the seed reads; each kernel's own are listed with it): BLOCK in {") !=
-        std::string::npos);
+  CHECK(
+      m.prompt.find("The spec's tunables (macros the seed reads; each kernel's own are listed with it): BLOCK in {") !=
+      std::string::npos);
   // The rule the child's tunables follow, as live_tunables applies it, is in what the model is told.
-  CHECK(server.requests().at(0).body.find("evaluated first at the parent's value of each tunable") != std::string::npos);
+  CHECK(server.requests().at(0).body.find("evaluated first at the parent's value of each tunable") !=
+        std::string::npos);
   // Without baselines (a spec's problem) there is no such section.
   const ke::Mutation plain = f.mutate(mutator);
   CHECK(plain.prompt.find("marks to beat") == std::string::npos);
@@ -750,8 +777,9 @@ TEST_CASE("each of the parent's other children says what the search made of it a
   add(other, "param", 2, 899);
   ke::LlmMutator mutator(options_for(server));
   const ke::Mutation m = mutator.mutate({f.spec, f.graph, {0}, f.rng});
-  CHECK_MESSAGE(m.prompt.find("- node " + std::to_string(rewrite) + " (llm): ok, 1.25x over the seed") != std::string::npos,
-                m.prompt);
+  CHECK_MESSAGE(
+      m.prompt.find("- node " + std::to_string(rewrite) + " (llm): ok, 1.25x over the seed") != std::string::npos,
+      m.prompt);
   CHECK_MESSAGE(m.prompt.find("  after it, 2 nodes of the search; the fastest, node " + std::to_string(tuned) +
                               " (param), with BLOCK=8: ok, 1.66667x over the seed") != std::string::npos,
                 m.prompt);
@@ -759,8 +787,9 @@ TEST_CASE("each of the parent's other children says what the search made of it a
                       " (param), with BLOCK=2: ok, ") != std::string::npos);
   CHECK(m.prompt.find("(within the noise of node " + std::to_string(other) + ")") != std::string::npos);
   // The others beside the fastest, each by what it changed from the rewrite and its speedup.
-  CHECK_MESSAGE(m.prompt.find("  the others: node " + std::to_string(tuned + 1) + " (BLOCK=16) 1.43x\n") != std::string::npos,
-                m.prompt);
+  CHECK_MESSAGE(
+      m.prompt.find("  the others: node " + std::to_string(tuned + 1) + " (BLOCK=16) 1.43x\n") != std::string::npos,
+      m.prompt);
   CHECK(m.prompt.find("(within the noise of node " + std::to_string(rewrite) + ")") == std::string::npos);
 }
 
@@ -783,9 +812,10 @@ TEST_CASE("a parent whose lead over its own parent is inside the spreads is labe
   const ke::NodeId clear = child_of_seed(500, 5);   // 2x ahead
   ke::LlmMutator mutator(options_for(server));
   const ke::Mutation noisy = mutator.mutate({f.spec, f.graph, {close}, f.rng});
-  CHECK_MESSAGE(noisy.prompt.find("Noise: the parent's lead over its own parent (node 0, 1x over the seed) is within the "
-                                  "spread of single measurements") != std::string::npos,
-                noisy.prompt);
+  CHECK_MESSAGE(
+      noisy.prompt.find("Noise: the parent's lead over its own parent (node 0, 1x over the seed) is within the "
+                        "spread of single measurements") != std::string::npos,
+      noisy.prompt);
   // It is not the best, and the prompt says why it was given anyway and how the best compares.
   CHECK(noisy.prompt.find("(The search picks parents to explore, not only the best: the best so far, node " +
                           std::to_string(clear) + ", is faster by more than the noise") != std::string::npos);
@@ -816,13 +846,14 @@ TEST_CASE("a knowledge note the lineage's prompts gave already is named, not rep
   child.speedup = 2;
   const ke::NodeId id = f.graph.add(child);
   const ke::Mutation second = mutator.mutate({f.spec, f.graph, {id}, f.rng});
-  CHECK_MESSAGE(second.prompt.find(title + ": given in the prompt that wrote node " + std::to_string(id) + ", not repeated\n") !=
-                    std::string::npos,
+  CHECK_MESSAGE(second.prompt.find(title + ": given in the prompt that wrote node " + std::to_string(id) +
+                                   ", not repeated\n") != std::string::npos,
                 second.prompt);
   CHECK(second.prompt.find(title + "\n") == std::string::npos);
 }
 
-TEST_CASE("the parent a model builds on is measured again when the run can: confirmed, not confirmed, or a single measurement") {
+TEST_CASE(
+    "the parent a model builds on is measured again when the run can: confirmed, not confirmed, or a single measurement") {
   FakeModelServer server;
   for (int i = 0; i < 3; ++i) server.push({200, FakeModelServer::openai(kBetter)});
   Fixture f;
@@ -849,9 +880,10 @@ TEST_CASE("the parent a model builds on is measured again when the run can: conf
     return &outlier;
   };
   m = mutator.mutate({f.spec, f.graph, {id}, f.rng, {}, nullptr, {}, confirm});
-  CHECK_MESSAGE(m.prompt.find("Not confirmed: measured again against the seed, interleaved, 2 rounds on fresh inputs: 0.93x "
-                              "(rounds 0.91x to 0.95x); the search's 1.35x was an outlier") != std::string::npos,
-                m.prompt);
+  CHECK_MESSAGE(
+      m.prompt.find("Not confirmed: measured again against the seed, interleaved, 2 rounds on fresh inputs: 0.93x "
+                    "(rounds 0.91x to 0.95x); the search's 1.35x was an outlier") != std::string::npos,
+      m.prompt);
   CHECK(asked == std::vector<ke::NodeId>{id});  // the parent; the seed is the reference point, never asked
   outlier.confirmed = true;
   outlier.speedup = 1.33;
@@ -928,10 +960,11 @@ TEST_CASE("ceilings that moved between runs are in the device facts and make the
                                   "device: shares of these ceilings are rough.\n") != std::string::npos);
   ke::LlmMutator moved(o);
   const ke::Mutation m = f.mutate(moved);
-  CHECK_MESSAGE(m.prompt.find("Noise: this machine is noisy: its measured ceilings moved between runs (copy 8.4 GB/s, "
-                              "49% under the 16.4 GB/s measured before on this device), so shares of peak are rough; the "
-                              "run measures its confirmations twice as long.") != std::string::npos,
-                m.prompt);
+  CHECK_MESSAGE(
+      m.prompt.find("Noise: this machine is noisy: its measured ceilings moved between runs (copy 8.4 GB/s, "
+                    "49% under the 16.4 GB/s measured before on this device), so shares of peak are rough; the "
+                    "run measures its confirmations twice as long.") != std::string::npos,
+      m.prompt);
 }
 
 namespace {
@@ -961,8 +994,9 @@ TEST_CASE("programs: the prompt says how a source declares its own plan, in its 
   std::mt19937_64 rng{11};
   // CUDA: a comment with two kernels and a temporary, the library steps, and the launch as the default plan.
   const ke::Mutation cuda = mutator.mutate({colsum_cuda(), graph, {}, rng});
-  CHECK_MESSAGE(cuda.prompt.find("/* kernelevolve-plan\n{\"temporaries\": [{\"name\": \"partial\"") != std::string::npos,
-                cuda.prompt);
+  CHECK_MESSAGE(
+      cuda.prompt.find("/* kernelevolve-plan\n{\"temporaries\": [{\"name\": \"partial\"") != std::string::npos,
+      cuda.prompt);
   CHECK(cuda.prompt.find("{\"kernel\": \"finish\", \"grid\": [1], \"block\": [1024]") != std::string::npos);
   CHECK(cuda.prompt.find("\"cublaslt.matmul\"") != std::string::npos);
   CHECK(cuda.prompt.find("\"cudnn.conv2d\"") != std::string::npos);
@@ -1035,8 +1069,11 @@ TEST_CASE("programs: a parent's time is shared among its plan's steps, each name
       "           {\"kernel\": \"finish\", \"args\": [\"partial\", \"y\", \"N\"]}]}\n*/\n"
       "void partial_sums(const float* x, float* partial, int64_t M, int64_t N) {}\n"
       "void finish(float* partial, float* y, int64_t N) {}\n";
-  seed.evaluation.resources = {{"steps", 2}, {"step1.share_permille", 712}, {"step2.share_permille", 288},
-                               {"step1.registers", 40}, {"step2.registers", 24}};
+  seed.evaluation.resources = {{"steps", 2},
+                               {"step1.share_permille", 712},
+                               {"step2.share_permille", 288},
+                               {"step1.registers", 40},
+                               {"step2.registers", 24}};
   ke::LlmMutator mutator(options_for(server));
   // Without a diagnosis: from the resources, each step named from the plan read again from the source.
   const ke::Mutation m = f.mutate(mutator);
@@ -1082,8 +1119,9 @@ TEST_CASE("programs: the knowledge base's note on programs applies to CUDA and T
   CHECK(files({"cpu", "c"}).count("programs.md") == 0);
   CHECK(files({"hip", "hip"}).count("programs.md") == 0);
   // A derived PyTorch problem's notes name the plan: its prompt retrieves the note.
-  const auto hits = shipped.retrieve("12_Gemm_Multiply_LeakyReLU The launch is the default plan, one kernel (the entry) "
-                                     "with the params in order; a candidate may bring its own plan",
-                                     3000, {"cuda", "cuda"});
+  const auto hits = shipped.retrieve(
+      "12_Gemm_Multiply_LeakyReLU The launch is the default plan, one kernel (the entry) "
+      "with the params in order; a candidate may bring its own plan",
+      3000, {"cuda", "cuda"});
   CHECK(std::any_of(hits.begin(), hits.end(), [](const auto& p) { return p.file == "programs.md"; }));
 }

@@ -11,11 +11,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <memory>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/report.hpp>
 #include <kernelevolve/spec.hpp>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -46,9 +46,11 @@ void f(const float* x, const int32_t* idx, float* y, float* z, int64_t N) {
                {"name": "y", "dtype": "f32", "shape": ["N"], "role": "out"},
                {"name": "z", "dtype": "f32", "shape": ["N"], "role": "inout"},
                {"name": "N", "dtype": "i64", "role": "size"}],
-    "workloads": [{"N": )" + std::to_string(n) + R"(}, {"N": 1000}],
+    "workloads": [{"N": )" +
+                     std::to_string(n) + R"(}, {"N": 1000}],
     "inputs": {"idx": {"low": 0, "high": 1000, "sorted": true}},
-    "reference": {"source": )" + ke::json_quote(reference) + R"(}, "seed": {"source": )" + ke::json_quote(kernel) + "}}";
+    "reference": {"source": )" +
+                     ke::json_quote(reference) + R"(}, "seed": {"source": )" + ke::json_quote(kernel) + "}}";
   return json;
 }
 
@@ -83,7 +85,8 @@ static uint64_t digest(const void* p, int64_t bytes, uint64_t h) {
 }
 void f(const float* x, const int32_t* idx, float* y, float* z, int64_t N) {
   uint64_t h = digest(idx, N * 4, 1469598103934665603ull);
-)") + (idx_only ? "" : "  h = digest(x, N * 4, h);\n  h = digest(z, N * 4, h);\n") + R"(  h ^= (uint64_t)N;
+)") + (idx_only ? "" : "  h = digest(x, N * 4, h);\n  h = digest(z, N * 4, h);\n") +
+         R"(  h ^= (uint64_t)N;
   for (int i = 0; i < count; ++i) {
     if (seen[i] == h) __builtin_trap();  /* inputs seen before: an answer could come from memory */
   }
@@ -204,7 +207,7 @@ TEST_CASE("a problem that cannot fit is refused before anything runs, with the n
     CHECK(e.code() == ke::ErrorCode::DeviceUnavailable);
     const std::string message = e.what();
     CHECK(message.find("does not fit cpu") != std::string::npos);
-    CHECK_MESSAGE(message.find("needs 9.4 MB") != std::string::npos, message);         // 9 MiB
+    CHECK_MESSAGE(message.find("needs 9.4 MB") != std::string::npos, message);           // 9 MiB
     CHECK_MESSAGE(message.find("the device has 8.4 MB") != std::string::npos, message);  // 8 MiB
   }
   // Through a worker, the same refusal reaches the host as the same error.
@@ -308,7 +311,8 @@ extern "C" __global__ void f(const float* x, const int* idx, float* y, float* z,
   if (remember) {
     kernel += R"(  if (i == 0) {
     unsigned long long h = digest(idx, N * 4, 1469598103934665603ull);
-)" + std::string(idx_only ? "" : "    h = digest(x, N * 4, h);\n    h = digest(z, N * 4, h);\n") + R"(    h ^= (unsigned long long)N;
+)" + std::string(idx_only ? "" : "    h = digest(x, N * 4, h);\n    h = digest(z, N * 4, h);\n") +
+              R"(    h ^= (unsigned long long)N;
     for (int k = 0; k < seen_count; ++k) if (seen[k] == h) __trap();
     if (seen_count < 8192) seen[seen_count++] = h;
   }
@@ -333,12 +337,14 @@ extern "C" __global__ void f(const float* x, const int* idx, float* y, float* z,
     "inputs": {"idx": {"low": 0, "high": 1000, "sorted": true}},
     "launch": {"grid": ["cdiv(N, THREADS)", 1, 1], "block": ["THREADS", 1, 1], "shared_bytes": "0"},
     "tunables": {"THREADS": [256]},
-    "reference": {"source": )J" + ke::json_quote(reference) + R"(}, "seed": {"source": )" + ke::json_quote(kernel) + "}}";
+    "reference": {"source": )J" +
+         ke::json_quote(reference) + R"(}, "seed": {"source": )" + ke::json_quote(kernel) + "}}";
 }
 
 }  // namespace
 
-TEST_CASE("cuda: every timed call's inputs are new on a GPU too; the device's memory is read; a problem past it is refused") {
+TEST_CASE(
+    "cuda: every timed call's inputs are new on a GPU too; the device's memory is read; a problem past it is refused") {
   std::string why;
   const auto gpu = cuda_or_null(why);
   if (!gpu) {
@@ -424,7 +430,6 @@ Bridges count_bridges() {
   return b;
 }
 
-
 // Three workers evaluate at once a right kernel, a wrong one, one that crashes (while its worker holds the
 // arena) and the eager baseline; all get their right status, one bridge serves them, and the arena the
 // crashed worker held goes on to the next evaluation.
@@ -440,7 +445,8 @@ void check_shared_workers(const ke::Spec& spec, const std::string& device, std::
   ke::Candidate wrong = seed, crash = seed;
   wrong.source = wrong_source;
   crash.source = crash_source;
-  const std::vector<ke::Candidate> work{seed, wrong, crash, seed, {"eager", ke::Language::pytorch, spec.seed_tunables()}, seed};
+  const std::vector<ke::Candidate> work{
+      seed, wrong, crash, seed, {"eager", ke::Language::pytorch, spec.seed_tunables()}, seed};
   std::vector<ke::Evaluation> got(work.size());
   {
     std::vector<std::thread> threads;
@@ -503,11 +509,12 @@ TEST_CASE("pytorch: the workers of a device share one reference process and one 
   CHECK(ke::shares_reference(spec, "cpu", true));
 
   // On the CPU, asked for: three workers, one bridge (a child of this process), none of their own.
-  check_shared_workers(spec, "cpu", true,
-                       "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
-                       "int64_t w) { for (int64_t i = 0; i < b * c * h * w; ++i) out[i] = x[i]; }\n",
-                       "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
-                       "int64_t w) { __builtin_trap(); }\n");
+  check_shared_workers(
+      spec, "cpu", true,
+      "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
+      "int64_t w) { for (int64_t i = 0; i < b * c * h * w; ++i) out[i] = x[i]; }\n",
+      "#include <stdint.h>\nvoid relu_nchw(const float* x, float* out, int64_t b, int64_t c, int64_t h, "
+      "int64_t w) { __builtin_trap(); }\n");
 }
 
 TEST_CASE("cuda: pytorch: the workers of a GPU share one reference process and its arena, by default") {

@@ -3,12 +3,12 @@
 // a prior from another device helps it. Skipped, saying so, in a build without XGBoost.
 #include <doctest/doctest.h>
 
-#include <kernelevolve/error.hpp>
-#include <kernelevolve/evolver.hpp>
-#include <kernelevolve/selection.hpp>
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <kernelevolve/error.hpp>
+#include <kernelevolve/evolver.hpp>
+#include <kernelevolve/selection.hpp>
 #include <limits>
 #include <set>
 
@@ -22,7 +22,8 @@ ke::Spec big_grid() {
   s.name = "big_grid";
   s.language = ke::Language::c;
   s.entry = "k";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
               {"n", ke::DType::i64, ke::Role::size, {}, 0}};
   s.workloads = {{{"n", 100}}, {{"n", 200}}};
   s.reference.source = "void k(const float* x, float* y, long n) {}";
@@ -60,10 +61,11 @@ class Bowl final : public ke::FitnessEvaluator {
 struct Search {
   std::vector<ke::Bindings> points;  // in the order added
   std::vector<std::string> notes;
-  int to_optimum = -1;               // evaluations until the bottom of the bowl (the seed counts)
+  int to_optimum = -1;  // evaluations until the bottom of the bowl (the seed counts)
 };
 
-Search search(std::uint64_t seed, int budget, int jobs = 1, ke::PolicyOptions options = {}, bool stop_at_optimum = true) {
+Search search(std::uint64_t seed, int budget, int jobs = 1, ke::PolicyOptions options = {},
+              bool stop_at_optimum = true) {
   ke::EvolverOptions eo;
   eo.seed = seed;
   eo.jobs = jobs;
@@ -85,7 +87,8 @@ Search search(std::uint64_t seed, int budget, int jobs = 1, ke::PolicyOptions op
     if (t.at("A") == 13 && t.at("B") == 7) {
       s.to_optimum = static_cast<int>(std::find(evolver.graph().evaluation_order().begin(),
                                                 evolver.graph().evaluation_order().end(), id) -
-                                      evolver.graph().evaluation_order().begin()) + 1;
+                                      evolver.graph().evaluation_order().begin()) +
+                     1;
     }
   }
   return s;
@@ -100,7 +103,8 @@ TEST_CASE("the model policy: distinct, new points within the constraints, the sa
     return;
   }
   const ke::Spec spec = big_grid();
-  const Search a = search(7, 40, 1, {}, false), again = search(7, 40, 1, {}, false), other = search(8, 40, 1, {}, false);
+  const Search a = search(7, 40, 1, {}, false), again = search(7, 40, 1, {}, false),
+               other = search(8, 40, 1, {}, false);
   REQUIRE(a.points.size() == 40);
   std::set<ke::Bindings> distinct(a.points.begin(), a.points.end());
   CHECK(distinct.size() == a.points.size());
@@ -111,7 +115,8 @@ TEST_CASE("the model policy: distinct, new points within the constraints, the sa
   const auto modelled = std::count_if(a.notes.begin(), a.notes.end(),
                                       [](const std::string& n) { return n.rfind("model: predicted", 0) == 0; });
   CHECK(modelled >= 30);
-  CHECK(std::count_if(a.notes.begin(), a.notes.end(), [](const std::string& n) { return n.rfind("model: exploring", 0) == 0; }) >= 1);
+  CHECK(std::count_if(a.notes.begin(), a.notes.end(),
+                      [](const std::string& n) { return n.rfind("model: exploring", 0) == 0; }) >= 1);
 }
 
 TEST_CASE("the model policy with jobs in flight: every proposal distinct from the graph and the others pending") {
@@ -154,7 +159,8 @@ TEST_CASE("the model policy with jobs in flight: every proposal distinct from th
   for (const auto& p : s.points) CHECK(spec.satisfies_constraints(p));
 }
 
-TEST_CASE("the model policy learns a smooth surface: the bottom of the bowl in a fraction of random search's evaluations") {
+TEST_CASE(
+    "the model policy learns a smooth surface: the bottom of the bowl in a fraction of random search's evaluations") {
   if (!ke::model_policy_available()) return;
   // 370 points, one optimum: random search needs 186 evaluations on average.
   double total = 0;

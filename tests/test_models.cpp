@@ -16,8 +16,8 @@
 #include <string>
 
 #include "mutators/model_bandit.hpp"
-#include "support/fake_model_server.hpp"
 #include "support/cli_runner.hpp"
+#include "support/fake_model_server.hpp"
 
 namespace ke = kernelevolve;
 using ke_test::run_cli;
@@ -59,8 +59,6 @@ ke::LlmOptions options_for(const FakeModelServer& server, const std::string& mod
   o.price = price;
   return o;
 }
-
-
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/" + name; }
 
@@ -119,7 +117,8 @@ TEST_CASE("a call is priced by its prompt and completion tokens, as each API rep
 
   // No usage at all: estimated from the lengths of the request and the reply, 4 bytes a token.
   FakeModelServer silent;
-  const std::string reply = "{\"choices\": [{\"message\": {\"content\": " + FakeModelServer::quote(fast_kernel(5)) + "}}]}";
+  const std::string reply =
+      "{\"choices\": [{\"message\": {\"content\": " + FakeModelServer::quote(fast_kernel(5)) + "}}]}";
   silent.push({200, reply});
   ke::LlmMutator estimated(options_for(silent, "silent", {1000, 2000}));
   m = estimated.mutate({spec, graph, {0}, rng});
@@ -210,8 +209,9 @@ TEST_CASE("the bandit: an untried model first, then the one whose calls improve 
   CHECK_THROWS_AS(ke::mutators::ModelBandit(2, 1.0, 0.0), ke::Error);
 }
 
-TEST_CASE("two models in one run: each node names the model that wrote it, and the calls turn to the one that "
-          "improves") {
+TEST_CASE(
+    "two models in one run: each node names the model that wrote it, and the calls turn to the one that "
+    "improves") {
   FakeModelServer good, bad;
   for (int i = 0; i < 20; ++i) {
     good.push({200, FakeModelServer::openai(fast_kernel(i), 100)});
@@ -368,8 +368,9 @@ TEST_CASE("a version-3 database is migrated: its nodes gain a model and a cost, 
     seed.evaluation.timings = {{10, 10, 10, 0, 3}};
     store.record_node(run, seed, {});
   }
-  for (const char* column : {"runs DROP COLUMN cost_usd", "runs DROP COLUMN llm_prices", "nodes DROP COLUMN cost_usd",
-                             "nodes DROP COLUMN model", "mutator_calls DROP COLUMN cost_usd", "mutator_calls DROP COLUMN model"}) {
+  for (const char* column :
+       {"runs DROP COLUMN cost_usd", "runs DROP COLUMN llm_prices", "nodes DROP COLUMN cost_usd",
+        "nodes DROP COLUMN model", "mutator_calls DROP COLUMN cost_usd", "mutator_calls DROP COLUMN model"}) {
     exec_sql(path, std::string("ALTER TABLE ") + column);
   }
   exec_sql(path, "PRAGMA user_version = 3");
@@ -390,7 +391,7 @@ TEST_CASE("cli: --max-cost stops a run, and --json's cost_usd is the tokens the 
   FakeModelServer server;
   for (int i = 0; i < 10; ++i) server.push({200, FakeModelServer::openai(fast_kernel(i), 100)});
   const auto o = run_cli("run " + fixture("e2e/colsum.json") + " --no-db --in-process --mutator llm --llm-url " +
-                              server.url() + " --llm-model priced --llm-price 1000,2000 --max-cost 0.5 --json");
+                         server.url() + " --llm-model priced --llm-price 1000,2000 --max-cost 0.5 --json");
   REQUIRE_MESSAGE(o.code == 0, o.err);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
@@ -450,8 +451,8 @@ TEST_CASE("cli: two model endpoints: each node is credited to its model, and the
   }
   const std::string db = dir / "runs.db";
   const auto o = run_cli("run " + fixture("e2e/colsum.json") + " --db " + db + " --in-process --mutator llm" +
-                              " --llm-url " + good.url() + " --llm-model model-a --llm-url " + bad.url() +
-                              " --llm-model model-b --llm-price 1,2 --max-evals 15 --json");
+                         " --llm-url " + good.url() + " --llm-model model-a --llm-url " + bad.url() +
+                         " --llm-model model-b --llm-price 1,2 --max-evals 15 --json");
   REQUIRE_MESSAGE(o.code == 0, o.err);
   const std::size_t asked_a = good.requests().size(), asked_b = bad.requests().size();
   MESSAGE("model-a asked " << asked_a << " times, model-b " << asked_b << " times");
@@ -473,7 +474,8 @@ TEST_CASE("cli: two model endpoints: each node is credited to its model, and the
   for (simdjson::dom::element n : nodes) {
     if (n["model"].is_null()) continue;
     const std::string model(n["model"].get_string().value());
-    const std::string source(sources.at(static_cast<std::size_t>(n["source"].get_int64().value())).get_string().value());
+    const std::string source(
+        sources.at(static_cast<std::size_t>(n["source"].get_int64().value())).get_string().value());
     CAPTURE(model);
     CHECK(source.find(model == "model-a" ? "variant" : "broken") != std::string::npos);
     ++credited;
@@ -484,7 +486,8 @@ TEST_CASE("cli: two model endpoints: each node is credited to its model, and the
 }
 
 TEST_CASE("cli: a bad --llm-price, --max-cost or pairing of --llm-url and --llm-model is a usage error naming it") {
-  const std::string run = "run " + fixture("e2e/colsum.json") + " --no-db --mutator llm --llm-url http://127.0.0.1:9/v1 ";
+  const std::string run =
+      "run " + fixture("e2e/colsum.json") + " --no-db --mutator llm --llm-url http://127.0.0.1:9/v1 ";
   struct Case {
     std::string args;
     const char* says;

@@ -123,9 +123,9 @@ std::vector<Interval> timing_runs(const std::vector<Event>& events, int evaluato
 }
 
 struct Findings {
-  int timed_overlaps = 0;           // timed launches of one evaluator inside a timing run of the other
-  int compiles_during_timing = 0;   // compiles of one evaluator while the other was timing
-  int untimed_during_timing = 0;    // verification launches of one evaluator while the other was timing
+  int timed_overlaps = 0;          // timed launches of one evaluator inside a timing run of the other
+  int compiles_during_timing = 0;  // compiles of one evaluator while the other was timing
+  int untimed_during_timing = 0;   // verification launches of one evaluator while the other was timing
   int timing_runs = 0;
 };
 
@@ -170,7 +170,7 @@ TEST_CASE("with two candidates in flight, one compiles while the other is timed,
   const Findings f = run_search(lock.string(), 10);
   fs::remove(lock);
   MESSAGE("timing runs " << f.timing_runs << ", compiles during another's timing " << f.compiles_during_timing
-                          << ", verification launches during another's timing " << f.untimed_during_timing);
+                         << ", verification launches during another's timing " << f.untimed_during_timing);
   CHECK(f.timing_runs >= 2 * 10);  // a run per workload per evaluation that verified
   CHECK(f.timed_overlaps == 0);
   CHECK(f.compiles_during_timing >= 1);

@@ -193,7 +193,8 @@ std::string shown(const fs::path& p) { return fs::relative(p, fs::path(KE_SOURCE
 
 }  // namespace
 
-TEST_CASE("the suite has at least 20 level-1, 10 level-2 and 5 level-3 CPU problems, each with a cost model and notes") {
+TEST_CASE(
+    "the suite has at least 20 level-1, 10 level-2 and 5 level-3 CPU problems, each with a cost model and notes") {
   int level1 = 0, level2 = 0, level3 = 0;
   for (const fs::path& path : specs_named({"cpu.json", "spec.json"})) {
     const std::string where = shown(path);
@@ -244,8 +245,10 @@ TEST_CASE("every CPU problem: the seed and the last tunable point pass; zeros an
     ke::LocalEvaluator evaluator(spec, device, quick());
     const ke::Candidate seed{spec.seed.source, spec.seed.language.value_or(spec.language), spec.seed_tunables()};
     const ke::Evaluation seed_eval = evaluator.evaluate(seed, 11);
-    CHECK_MESSAGE(seed_eval.status == ke::Status::ok, where << ": seed: " << std::string(ke::to_string(seed_eval.status)) << ": "
-                                                            << seed_eval.message << "\n" << seed_eval.compile_log);
+    CHECK_MESSAGE(seed_eval.status == ke::Status::ok, where
+                                                          << ": seed: " << std::string(ke::to_string(seed_eval.status))
+                                                          << ": " << seed_eval.message << "\n"
+                                                          << seed_eval.compile_log);
 
     // The other end of every tunable list (usually the fast one), where the constraints allow it.
     ke::Bindings last;
@@ -271,21 +274,24 @@ TEST_CASE("every CPU problem: the seed and the last tunable point pass; zeros an
     for (std::size_t i = 0; i < spec.params.size(); ++i) {
       const ke::Param& p = spec.params[i];
       if (p.role != ke::Role::out && p.role != ke::Role::inout) continue;
-      CHECK_MESSAGE(rejected[i], where << ": some constant output of '" << p.name
-                                       << "' is within the tolerance on every workload");
+      CHECK_MESSAGE(rejected[i],
+                    where << ": some constant output of '" << p.name << "' is within the tolerance on every workload");
     }
 
     ke::LocalEvaluator first_trial(spec, device, one_trial());
     const ke::Language language = spec.seed.language.value_or(spec.language);
-    const ke::Evaluation zero_eval = first_trial.evaluate(ke::Candidate{constant_kernel(spec, zeros), language, spec.seed_tunables()}, 13);
+    const ke::Evaluation zero_eval =
+        first_trial.evaluate(ke::Candidate{constant_kernel(spec, zeros), language, spec.seed_tunables()}, 13);
     CHECK_MESSAGE(zero_eval.status == ke::Status::incorrect,
-                  where << ": all-zeros output: " << std::string(ke::to_string(zero_eval.status)) << ": " << zero_eval.message
-                        << "\n" << zero_eval.compile_log);
+                  where << ": all-zeros output: " << std::string(ke::to_string(zero_eval.status)) << ": "
+                        << zero_eval.message << "\n"
+                        << zero_eval.compile_log);
     const ke::Evaluation const_eval =
         first_trial.evaluate(ke::Candidate{constant_kernel(spec, constants), language, spec.seed_tunables()}, 14);
     CHECK_MESSAGE(const_eval.status == ke::Status::incorrect,
-                  where << ": constant output: " << std::string(ke::to_string(const_eval.status)) << ": " << const_eval.message
-                        << "\n" << const_eval.compile_log);
+                  where << ": constant output: " << std::string(ke::to_string(const_eval.status)) << ": "
+                        << const_eval.message << "\n"
+                        << const_eval.compile_log);
     MESSAGE(where << ": seed ok; zeros: " << zero_eval.message << "; constant: " << const_eval.message);
   }
   CHECK(problems >= 35);

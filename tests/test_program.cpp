@@ -57,7 +57,8 @@ std::string two_pass(const std::string& plan_shape = "\"cdiv(n, CHUNK)\"", const
 {"temporaries": [{"name": "partial", "dtype": "f64", "shape": [)P") +
          plan_shape + R"P(]}],
  "steps": [{"kernel": "partial_sums", "args": ["x", "partial", "n", "CHUNK"]},
-           {"kernel": ")P" + second_kernel +
+           {"kernel": ")P" +
+         second_kernel +
          R"P(", "args": ["x", "partial", "y", "n", "cdiv(n, CHUNK)"]}]}
 */
 void partial_sums(const float* x, double* partial, int64_t n, int64_t chunk) {
@@ -154,9 +155,11 @@ TEST_CASE("a plan that cannot run says what is wrong") {
         std::string::npos);
   CHECK(plan_error(spec, R"({"steps": [{"library": "mkl.gemm", "args": ["x"]}]})", ke::Language::cuda)
             .find("not a library call") != std::string::npos);
-  CHECK(plan_error(spec, R"({"temporaries": [{"name": "x", "dtype": "f32", "shape": [1]}], "steps": [{"kernel": "a"}]})")
-            .find("name of a param") != std::string::npos);
-  CHECK(plan_error(spec, R"({"temporaries": [{"name": "t", "dtype": "f32", "shape": ["q"]}], "steps": [{"kernel": "a"}]})")
+  CHECK(
+      plan_error(spec, R"({"temporaries": [{"name": "x", "dtype": "f32", "shape": [1]}], "steps": [{"kernel": "a"}]})")
+          .find("name of a param") != std::string::npos);
+  CHECK(plan_error(spec,
+                   R"({"temporaries": [{"name": "t", "dtype": "f32", "shape": ["q"]}], "steps": [{"kernel": "a"}]})")
             .find("reads 'q'") != std::string::npos);
   CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "args": ["x"]}]  )").find("never closes") != std::string::npos);
   CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "args": [x]}]})").find("not valid JSON") != std::string::npos);

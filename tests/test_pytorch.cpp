@@ -7,6 +7,7 @@
 // device's memory. Skipped, and says so, where no Python imports torch (or there is no GPU).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -14,7 +15,6 @@
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/pytorch.hpp>
-#include <cmath>
 #include <simdjson.h>
 #include <string>
 #include <tuple>
@@ -82,10 +82,10 @@ TEST_CASE("pytorch: the signature derived from a module: inputs, weights by stat
 }
 
 TEST_CASE("pytorch: modules that cannot be a kernel are refused, naming why" * doctest::skip(!have_torch())) {
-  for (const auto& [file, why] : std::vector<std::pair<std::string, std::string>>{
-           {"data_dependent.py", "data-dependent shape"},
-           {"in_place.py", "in place"},
-           {"not_a_tensor.py", "forward returns float"}}) {
+  for (const auto& [file, why] :
+       std::vector<std::pair<std::string, std::string>>{{"data_dependent.py", "data-dependent shape"},
+                                                        {"in_place.py", "in place"},
+                                                        {"not_a_tensor.py", "forward returns float"}}) {
     CAPTURE(file);
     try {
       ke::load_pytorch_problem(fixture(file));
@@ -163,7 +163,8 @@ TEST_CASE("pytorch: integer inputs come from the problem's get_inputs() in every
 
 TEST_CASE("pytorch: a reference that kills its own process: the host survives, the failure names the reference" *
           doctest::skip(!have_torch())) {
-  const Cli r = cli("check " + fixture("crashing.py") + " --seed-kernel " + fixture("crashing_seed.c"), "KE_TEST_CRASH=1");
+  const Cli r =
+      cli("check " + fixture("crashing.py") + " --seed-kernel " + fixture("crashing_seed.c"), "KE_TEST_CRASH=1");
   CHECK(r.code != 0);
   CHECK(r.code < 128);  // an exit with a message, not a signal
   CHECK_MESSAGE(r.err.find("reference") != std::string::npos, r.err);
@@ -180,8 +181,8 @@ TEST_CASE("pytorch: without a seed, a command writes the first kernel from the m
   const std::string writer = "--mutator command --command 'sh " + fixture("first_kernel_writer.sh") + "'";
   const fs::path db = fs::temp_directory_path() / ("ke_pytorch_seedless_" + std::to_string(::getpid()) + ".db");
   fs::remove(db);
-  const Cli r = cli("run " + fixture("linear_relu_scale.py") + " " + writer + " --db " + db.string() +
-                    " --max-evals 3 --json");
+  const Cli r =
+      cli("run " + fixture("linear_relu_scale.py") + " " + writer + " --db " + db.string() + " --max-evals 3 --json");
   REQUIRE_MESSAGE(r.code == 0, r.err);
   CHECK_MESSAGE(r.out.find("\"seed\": {\"node\": 0, \"status\": \"ok\"") != std::string::npos, r.out);
   CHECK(r.out.find("\"evaluations\": 3") != std::string::npos);
@@ -200,7 +201,8 @@ TEST_CASE("pytorch: without a seed, a command writes the first kernel from the m
   fs::remove(db);
 
   // A spec file without a seed, as `import` writes one, runs the same way.
-  const Cli from_spec = cli("run " + fixture("linear_relu_scale_seedless.json") + " " + writer + " --no-db --max-evals 1 --json");
+  const Cli from_spec =
+      cli("run " + fixture("linear_relu_scale_seedless.json") + " " + writer + " --no-db --max-evals 1 --json");
   REQUIRE_MESSAGE(from_spec.code == 0, from_spec.err);
   CHECK(from_spec.out.find("\"seed\": {\"node\": 0, \"status\": \"ok\"") != std::string::npos);
 }
@@ -218,20 +220,23 @@ TEST_CASE("pytorch: without a seed, a command that answers garbage ends the run 
   const fs::path script = fs::temp_directory_path() / ("ke_pytorch_wrong_writer_" + std::to_string(::getpid()) + ".sh");
   std::ofstream(script) << "cat > /dev/null\nprintf '```c\\n'\ncat '" << fixture("linear_relu_scale_wrong.c")
                         << "'\nprintf '```\\n'\n";
-  const Cli wrong = cli("run " + fixture("linear_relu_scale.py") + " --mutator command --command 'sh " + script.string() +
-                        "' --no-db --max-evals 5");
+  const Cli wrong = cli("run " + fixture("linear_relu_scale.py") + " --mutator command --command 'sh " +
+                        script.string() + "' --no-db --max-evals 5");
   CHECK(wrong.code == 1);
   CHECK_MESSAGE(wrong.out.find("the kernel it wrote is incorrect") != std::string::npos, wrong.out << wrong.err);
   fs::remove(script);
 }
 
-TEST_CASE("pytorch: get_workloads() gives a workload each, one signature for all; a workload that changes it is refused" *
-          doctest::skip(!have_torch())) {
+TEST_CASE(
+    "pytorch: get_workloads() gives a workload each, one signature for all; a workload that changes it is refused" *
+    doctest::skip(!have_torch())) {
   const ke::Spec spec = ke::load_pytorch_problem(fixture("workloads.py"));
   REQUIRE(spec.workloads.size() == 3);
-  CHECK(spec.workloads[1] == ke::Bindings{{"batch_size", 5}, {"in_features", 40}, {"hidden", 12}, {"out_features", 20}});
+  CHECK(spec.workloads[1] ==
+        ke::Bindings{{"batch_size", 5}, {"in_features", 40}, {"hidden", 12}, {"out_features", 20}});
   // Globals a workload leaves out keep the module's values.
-  CHECK(spec.workloads[2] == ke::Bindings{{"batch_size", 3}, {"in_features", 24}, {"hidden", 32}, {"out_features", 16}});
+  CHECK(spec.workloads[2] ==
+        ke::Bindings{{"batch_size", 3}, {"in_features", 24}, {"hidden", 32}, {"out_features", 16}});
   // hidden and out_features share their default (16): the workloads tell which dimension follows which.
   CHECK(param(spec, "fc2_weight").shape == std::vector<std::string>{"out_features", "hidden"});
   CHECK(param(spec, "out").shape == std::vector<std::string>{"batch_size", "out_features"});
@@ -251,10 +256,12 @@ TEST_CASE("pytorch: get_workloads() gives a workload each, one signature for all
   fs::remove_all(dir);
 
   for (const auto& [file, why] : std::vector<std::pair<std::string, std::string>>{
-           {"workloads_unknown_global.py", "get_workloads()[1] {batchsize: 16} names 'batchsize', which is not one of "
-                                           "the module's int globals"},
-           {"workloads_new_signature.py", "get_workloads()[1] {batch_size: 16, layers: 3} changes the kernel's "
-                                          "signature"}}) {
+           {"workloads_unknown_global.py",
+            "get_workloads()[1] {batchsize: 16} names 'batchsize', which is not one of "
+            "the module's int globals"},
+           {"workloads_new_signature.py",
+            "get_workloads()[1] {batch_size: 16, layers: 3} changes the kernel's "
+            "signature"}}) {
     CAPTURE(file);
     const Cli r = cli("import " + fixture(file) + " -o " + (dir / "refused").string());
     CHECK(r.code == 2);
@@ -342,22 +349,28 @@ TEST_CASE("pytorch: a 0-d tensor is a one-element buffer: a loss, a scalar weigh
   fs::remove(wrong);
 }
 
-TEST_CASE("pytorch: dimensions are named by the global they follow, not by their value" * doctest::skip(!have_torch())) {
+TEST_CASE("pytorch: dimensions are named by the global they follow, not by their value" *
+          doctest::skip(!have_torch())) {
   // batch_size = out_channels = height = width = 16, in_channels = kernel_size = 3.
   const ke::Spec conv = ke::load_pytorch_problem(fixture("conv_shared.py"));
   CHECK(shape_of(conv, "x") == Shape{"batch_size", "in_channels", "height", "width"});
   CHECK(shape_of(conv, "conv_weight") == Shape{"out_channels", "in_channels", "kernel_size", "kernel_size"});
   CHECK(shape_of(conv, "conv_bias") == Shape{"out_channels"});
-  CHECK(shape_of(conv, "out") == Shape{"batch_size", "out_channels", "height - kernel_size + 1", "width - kernel_size + 1"});
+  CHECK(shape_of(conv, "out") ==
+        Shape{"batch_size", "out_channels", "height - kernel_size + 1", "width - kernel_size + 1"});
   for (const std::string size : {"batch_size", "out_channels", "height", "width", "in_channels", "kernel_size"})
     CHECK_MESSAGE(param(conv, size).role == ke::Role::size, size);
   REQUIRE(conv.workloads.size() == 1);
-  CHECK(conv.workloads[0] == ke::Bindings{{"batch_size", 16}, {"out_channels", 16}, {"height", 16}, {"width", 16},
-                                          {"in_channels", 3}, {"kernel_size", 3}});
+  CHECK(conv.workloads[0] == ke::Bindings{{"batch_size", 16},
+                                          {"out_channels", 16},
+                                          {"height", 16},
+                                          {"width", 16},
+                                          {"in_channels", 3},
+                                          {"kernel_size", 3}});
   // The cost's bytes are every buffer's, at any sizes; a constant that is no size is in the notes.
   REQUIRE(conv.cost_bytes.has_value());
-  const ke::Bindings other{{"batch_size", 2}, {"out_channels", 5}, {"height", 9}, {"width", 7}, {"in_channels", 3},
-                           {"kernel_size", 2}};
+  const ke::Bindings other{{"batch_size", 2}, {"out_channels", 5}, {"height", 9},
+                           {"width", 7},      {"in_channels", 3},  {"kernel_size", 2}};
   CHECK(conv.cost_bytes->eval(other) == 4 * (2 * 3 * 9 * 7 + 5 * 3 * 2 * 2 + 5 + 2 * 5 * 8 * 6));
   // Its flops are PyTorch's count (FlopCounterMode, or torch.profiler's before PyTorch 2.1), named as the
   // sizes are: two per multiply-add of the convolution, at any sizes.
@@ -393,7 +406,8 @@ TEST_CASE("pytorch: dimensions are named by the global they follow, not by their
   const ke::Spec deep = ke::load_pytorch_problem(fixture("conv_pool_linear.py"));
   CHECK(shape_of(deep, "x") == Shape{"batch_size", "3", "height", "width"});
   const ke::Expr features = ke::Expr::parse(shape_of(deep, "fc_weight").at(1));
-  for (const auto& [c, h, w] : std::vector<std::tuple<int, int, int>>{{4, 20, 18}, {3, 21, 25}, {7, 8, 9}, {1, 40, 13}}) {
+  for (const auto& [c, h, w] :
+       std::vector<std::tuple<int, int, int>>{{4, 20, 18}, {3, 21, 25}, {7, 8, 9}, {1, 40, 13}}) {
     CAPTURE(features.text());
     const ke::Bindings sizes{{"channels", c}, {"height", h}, {"width", w}};
     CHECK(features.eval(sizes) == c * (((h - 1) / 2 + 1) / 2) * (((w - 1) / 2 + 1) / 2));
@@ -467,8 +481,8 @@ TEST_CASE("pytorch: a run measures PyTorch eager and torch.compile and reports t
     CHECK(vs_compile > 0);
   }
   // The text report says the same.
-  const Cli text = cli("run " + fixture("linear_relu_scale.py") + " --seed-kernel " + fixture("linear_relu_scale_seed.c") +
-                       " --no-db --max-evals 2");
+  const Cli text = cli("run " + fixture("linear_relu_scale.py") + " --seed-kernel " +
+                       fixture("linear_relu_scale_seed.c") + " --no-db --max-evals 2");
   REQUIRE_MESSAGE(text.code == 0, text.err);
   CHECK_MESSAGE(text.out.find("PyTorch eager:") != std::string::npos, text.out);
   CHECK_MESSAGE(text.out.find("torch.compile:") != std::string::npos, text.out);
@@ -504,7 +518,8 @@ std::shared_ptr<ke::Device> cuda_or_null(std::string& why) {
 }
 }  // namespace
 
-TEST_CASE("pytorch: on a CUDA GPU the reference runs in the candidate device's own memory" * doctest::skip(!have_torch())) {
+TEST_CASE("pytorch: on a CUDA GPU the reference runs in the candidate device's own memory" *
+          doctest::skip(!have_torch())) {
   std::string why;
   const auto gpu = cuda_or_null(why);
   if (!gpu) {

@@ -2,8 +2,8 @@
 // instructions — writing a file, opening a socket, starting a shell, signalling their parent (this
 // test) — are each confined and classified `invalid` with the call named, while the host lives on and
 // an honest kernel still passes after each. And apply_sandbox() as a helper process would call it.
-#include <doctest/doctest.h>
 #include <arpa/inet.h>
+#include <doctest/doctest.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -78,7 +78,8 @@ static long raw(long nr, long a, long b, long c, long d) {
 ke::Candidate hostile(const std::string& statements) {
   return {std::string(kRawSyscall) + "void twice(const float* x, float* y, int64_t n) {\n" + statements +
               "\n  for (int64_t i = 0; i < n; ++i) y[i] = 2.0f * x[i];\n}\n",
-          ke::Language::c, {}};
+          ke::Language::c,
+          {}};
 }
 
 std::string quoted(const std::string& s) { return "\"" + s + "\""; }
@@ -127,7 +128,8 @@ TEST_CASE("sandbox modes parse and print; this machine's support is reported") {
   CHECK(support.to_json().find("\"mode\": \"strict\"") != std::string::npos);
 }
 
-TEST_CASE("apply_sandbox in a helper process: writes, sockets and processes denied and named; reads, threads and the lock file work") {
+TEST_CASE(
+    "apply_sandbox in a helper process: writes, sockets and processes denied and named; reads, threads and the lock file work") {
   const std::string lock = scratch("helper.lock");
   const std::string target = scratch("helper_target");
   {
@@ -208,7 +210,8 @@ TEST_CASE("hostile raw-syscall kernels are confined and invalid, named; an hones
       const std::string path = scratch("raw_file");
       fs::remove(path);
       // openat(AT_FDCWD, path, O_WRONLY|O_CREAT|O_TRUNC, 0644); write; close
-      confined(hostile("  long fd = raw(257, -100, (long)" + quoted(path) + ", 01101, 0644);\n"
+      confined(hostile("  long fd = raw(257, -100, (long)" + quoted(path) +
+                       ", 01101, 0644);\n"
                        "  if (fd >= 0) { raw(1, fd, (long)\"pwned\\n\", 6, 0); raw(3, fd, 0, 0, 0); }"),
                "openat(" + quoted(path) + ", O_WRONLY|O_CREAT|O_TRUNC)");
       CHECK_FALSE(fs::exists(path));
@@ -225,9 +228,10 @@ TEST_CASE("hostile raw-syscall kernels are confined and invalid, named; an hones
       REQUIRE(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
       // socket(AF_INET, SOCK_STREAM, 0); connect(fd, {AF_INET, port, 127.0.0.1})
       const unsigned port = ntohs(addr.sin_port);
-      confined(hostile("  unsigned char sa[16] = {2, 0, " + std::to_string(port >> 8) + ", " + std::to_string(port & 255) +
-                       ", 127, 0, 0, 1};\n  long fd = raw(41, 2, 1, 0, 0);\n  if (fd >= 0) raw(42, fd, (long)sa, 16, 0);"),
-               "socket(domain 2");
+      confined(
+          hostile("  unsigned char sa[16] = {2, 0, " + std::to_string(port >> 8) + ", " + std::to_string(port & 255) +
+                  ", 127, 0, 0, 1};\n  long fd = raw(41, 2, 1, 0, 0);\n  if (fd >= 0) raw(42, fd, (long)sa, 16, 0);"),
+          "socket(domain 2");
       CHECK(::accept(listener, nullptr, nullptr) < 0);  // nobody connected
       CHECK(errno == EAGAIN);
       ::close(listener);
@@ -235,18 +239,21 @@ TEST_CASE("hostile raw-syscall kernels are confined and invalid, named; an hones
     SUBCASE("execve's a shell") {
       const std::string marker = scratch("exec_marker");
       fs::remove(marker);
-      confined(hostile("  const char* argv[] = {\"/bin/sh\", \"-c\", \"echo pwned > " + marker +
-                       "\", 0};\n  const char* envp[] = {0};\n  raw(59, (long)\"/bin/sh\", (long)argv, (long)envp, 0);"),
-               "execve(\"/bin/sh\")");
+      confined(
+          hostile("  const char* argv[] = {\"/bin/sh\", \"-c\", \"echo pwned > " + marker +
+                  "\", 0};\n  const char* envp[] = {0};\n  raw(59, (long)\"/bin/sh\", (long)argv, (long)envp, 0);"),
+          "execve(\"/bin/sh\")");
       CHECK_FALSE(fs::exists(marker));
     }
     SUBCASE("signals its parent (this test)") {
       g_sigterm = 0;
-      struct sigaction sa{}, old{};
+      struct sigaction sa {
+      }, old{};
       sa.sa_handler = on_sigterm;
       ::sigaction(SIGTERM, &sa, &old);
       // kill(getppid(), SIGTERM)
-      confined(hostile("  raw(62, raw(110, 0, 0, 0, 0), 15, 0, 0);"), "kill(pid " + std::to_string(getpid()) + ", signal 15)");
+      confined(hostile("  raw(62, raw(110, 0, 0, 0, 0), 15, 0, 0);"),
+               "kill(pid " + std::to_string(getpid()) + ", signal 15)");
       ::sigaction(SIGTERM, &old, nullptr);
       CHECK(g_sigterm == 0);
     }
@@ -258,7 +265,8 @@ TEST_CASE("hostile raw-syscall kernels are confined and invalid, named; an hones
       fs::remove(path);
       // rt_sigaction(SIGSYS, {SIG_IGN}, 0, 8) twice, then openat(..., O_WRONLY|O_CREAT, 0644)
       confined(hostile("  unsigned long act[4] = {1, 0, 0, 0};\n  raw(13, 31, (long)act, 0, 8);\n"
-                       "  raw(13, 31 | (1l << 32), (long)act, 0, 8);\n  raw(257, -100, (long)" + quoted(path) + ", 0101, 0644);"),
+                       "  raw(13, 31 | (1l << 32), (long)act, 0, 8);\n  raw(257, -100, (long)" +
+                       quoted(path) + ", 0101, 0644);"),
                "rt_sigaction");
       CHECK_FALSE(fs::exists(path));
     }
@@ -267,7 +275,8 @@ TEST_CASE("hostile raw-syscall kernels are confined and invalid, named; an hones
       fs::remove(path);
       // rt_sigprocmask(SIG_BLOCK, {SIGSYS}, 0, 8); openat(..., O_WRONLY|O_CREAT, 0644)
       confined(hostile("  unsigned long set = 1ul << (31 - 1);\n  raw(14, 0, (long)&set, 0, 8);\n"
-                       "  raw(257, -100, (long)" + quoted(path) + ", 0101, 0644);"),
+                       "  raw(257, -100, (long)" +
+                       quoted(path) + ", 0101, 0644);"),
                "SIGSYS");
       CHECK_FALSE(fs::exists(path));
     }
@@ -280,8 +289,9 @@ TEST_CASE("with the sandbox off (asked for), the same raw write goes through: th
   ke::WorkerEvaluator evaluator(spec, "cpu", quick(ke::SandboxMode::off));
   const std::string path = scratch("unconfined");
   fs::remove(path);
-  const ke::Evaluation e =
-      evaluator.evaluate(hostile("  long fd = raw(257, -100, (long)" + quoted(path) + ", 01101, 0644);\n  if (fd >= 0) raw(3, fd, 0, 0, 0);"), 1);
+  const ke::Evaluation e = evaluator.evaluate(hostile("  long fd = raw(257, -100, (long)" + quoted(path) +
+                                                      ", 01101, 0644);\n  if (fd >= 0) raw(3, fd, 0, 0, 0);"),
+                                              1);
   CHECK(e.status == ke::Status::ok);
   CHECK(fs::exists(path));
   fs::remove(path);
@@ -308,7 +318,8 @@ void twice(const float* x, float* y, int64_t n) {
   for (int k = 0; k < 3; ++k) pthread_join(t[k], 0);
 }
 )",
-                                ke::Language::c, {}};
+                              ke::Language::c,
+                              {}};
   ke::Evaluation e = evaluator.evaluate(threads, 1);
   CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
   const ke::Candidate cpp{R"(
@@ -320,7 +331,8 @@ extern "C" void twice(const float* x, float* y, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) y[i] = doubled(tmp[i]);
 }
 )",
-                          ke::Language::cpp, {}};
+                          ke::Language::cpp,
+                          {}};
   CHECK(evaluator.workers_started() == 1);
   ke::WorkerEvaluator cpp_evaluator(twice_spec(ke::Language::cpp), "cpu", quick(ke::SandboxMode::strict));
   e = cpp_evaluator.evaluate(cpp, 2);
@@ -328,7 +340,8 @@ extern "C" void twice(const float* x, float* y, std::int64_t n) {
   CHECK(cpp_evaluator.workers_started() == 1);
 }
 
-TEST_CASE("the command line: --sandbox off must be asked for, is printed and stored with the run; devices says what is active") {
+TEST_CASE(
+    "the command line: --sandbox off must be asked for, is printed and stored with the run; devices says what is active") {
   const std::string spec = std::string(KE_FIXTURES) + "/hostile/scale.json";
   const std::string db = scratch("runs.db");
   fs::remove(db);

@@ -180,7 +180,9 @@ namespace {
 class TwoClassEvaluator final : public ke::FitnessEvaluator {
  public:
   int calls = 0;
-  ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t s) override { return evaluate_on(static_cast<std::size_t>(calls % 2), c, s); }
+  ke::Evaluation evaluate(const ke::Candidate& c, std::uint64_t s) override {
+    return evaluate_on(static_cast<std::size_t>(calls % 2), c, s);
+  }
   ke::Evaluation evaluate_on(std::size_t k, const ke::Candidate& c, std::uint64_t) override {
     ++calls;
     ke::Evaluation e;
@@ -476,7 +478,9 @@ struct FailureLog final : ke::Observer {
   std::vector<std::string> failures;
   int nodes = 0, finished = 0;
   void on_node(const ke::Node&, const ke::SearchState&) override { ++nodes; }
-  void on_mutator_failure(const ke::Mutation& m, const std::vector<ke::NodeId>&) override { failures.push_back(m.error); }
+  void on_mutator_failure(const ke::Mutation& m, const std::vector<ke::NodeId>&) override {
+    failures.push_back(m.error);
+  }
   void on_finish(const ke::RunResult&, const ke::SearchGraph&) override { ++finished; }
 };
 
@@ -487,8 +491,8 @@ TEST_CASE("without a seed, the mutator writes the first kernel, node 0; a kernel
   writer->first_answers = {ke::Bindings{{"A", 2}, {"B", 1}}, ke::Bindings{{"A", 1}, {"B", 1}}};  // A=2 does not compile
   ke::EvolverOptions options;
   options.confirm_rounds = 0;
-  ke::Evolver evolver(seedless_grid(), std::make_shared<SurfaceEvaluator>(), writer, std::make_shared<ke::GreedyPolicy>(),
-                      ke::max_evaluations(6), options);
+  ke::Evolver evolver(seedless_grid(), std::make_shared<SurfaceEvaluator>(), writer,
+                      std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(6), options);
   FailureLog log;
   evolver.add_observer(&log);
   const ke::RunResult r = evolver.run();
@@ -540,8 +544,8 @@ TEST_CASE("without a seed: a mutator that cannot write one is refused; one that 
 
   auto writer = std::make_shared<WriterMutator>();
   writer->first_answers = {std::nullopt};
-  ke::Evolver evolver(seedless_grid(), std::make_shared<SurfaceEvaluator>(), writer, std::make_shared<ke::GreedyPolicy>(),
-                      ke::max_evaluations(50));
+  ke::Evolver evolver(seedless_grid(), std::make_shared<SurfaceEvaluator>(), writer,
+                      std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(50));
   FailureLog log;
   evolver.add_observer(&log);
   const ke::RunResult r = evolver.run();
@@ -615,7 +619,8 @@ TEST_CASE("the command mutator's request for a first kernel carries the referenc
   CHECK(double(doc2["parent"]["mad_us"].at(0)) == 4.5);
 
   // The command answers a full source; edits have nothing to apply to.
-  const std::string kernel = "void k(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = 2 * x[i]; }";
+  const std::string kernel =
+      "void k(const float* x, float* y, long n) { for (long i = 0; i < n; ++i) y[i] = 2 * x[i]; }";
   ke::CommandMutator writes("grep -q '\"task\": \"first_kernel\"' && printf '```c\\n" + kernel + "\\n```\\n'");
   CHECK(writes.writes_first_kernel());
   const ke::Mutation m = writes.mutate({spec, graph, {}, rng});
@@ -683,7 +688,8 @@ TEST_CASE("the command mutator's request carries the parent's plan (null without
   CHECK(first["plan"].is_null());
   CHECK(std::string_view(first["plan_format"]).find("kernelevolve-plan") != std::string_view::npos);
   // The command reads it on its standard input, and its answer carries the plan inside the source.
-  ke::CommandMutator reads("grep -q '\"plan\": {\"temporaries\": \\[{\"name\": \"part\"' && printf '```c\\n%s```\\n' \"$PROGRAM\"");
+  ke::CommandMutator reads(
+      "grep -q '\"plan\": {\"temporaries\": \\[{\"name\": \"part\"' && printf '```c\\n%s```\\n' \"$PROGRAM\"");
   setenv("PROGRAM", (program + "/* v2 */\n").c_str(), 1);
   const ke::Mutation m = reads.mutate({spec, graph, {1}, rng});
   REQUIRE_MESSAGE(m.child.has_value(), m.error);
@@ -730,11 +736,13 @@ TEST_CASE("noise is not a signal: a lead within the measured spread is a tie, an
 TEST_CASE("the graph knows a point by its code: comments, blank lines and spacing do not make a new kernel") {
   ke::SearchGraph g;
   ke::Node n;
-  n.candidate = {"#define N 4\nvoid f(float* x) {\n  for (int i = 0; i < N; ++i) x[i] = 0; // zero\n}\n", ke::Language::c,
+  n.candidate = {"#define N 4\nvoid f(float* x) {\n  for (int i = 0; i < N; ++i) x[i] = 0; // zero\n}\n",
+                 ke::Language::c,
                  {{"B", 1}}};
   g.add(n);
   ke::Candidate same = n.candidate;
-  same.source = "// a model's note\n#define N 4\n\nvoid f(float* x)   {\n\tfor (int i = 0;  i < N; ++i) x[i] = 0; /* same */\n}";
+  same.source =
+      "// a model's note\n#define N 4\n\nvoid f(float* x)   {\n\tfor (int i = 0;  i < N; ++i) x[i] = 0; /* same */\n}";
   CHECK(g.contains(same));
   CHECK(same.key() != n.candidate.key());  // the store still keeps the text as written
   ke::Candidate other_value = n.candidate;
@@ -862,13 +870,15 @@ class MovedCeilingsSurface final : public ke::FitnessEvaluator {
 
 }  // namespace
 
-TEST_CASE("ceilings that moved between runs make a noisy machine: the result and the report say so, confirmations double") {
+TEST_CASE(
+    "ceilings that moved between runs make a noisy machine: the result and the report say so, confirmations double") {
   auto spec = grid_spec();
   ke::Evolver calm(spec, std::make_shared<SurfaceEvaluator>(), std::make_shared<ke::ParamMutator>(),
                    std::make_shared<ke::GreedyPolicy>(), ke::max_evaluations(1000));
   const ke::RunResult a = calm.run();
   CHECK(a.ceilings_moved.empty());
-  CHECK(ke::run_report_json(spec, ke::DeviceInfo{}, calm.graph(), a, 1).find("\"ceilings_moved\": null") != std::string::npos);
+  CHECK(ke::run_report_json(spec, ke::DeviceInfo{}, calm.graph(), a, 1).find("\"ceilings_moved\": null") !=
+        std::string::npos);
   auto moved = std::make_shared<MovedCeilingsSurface>();
   ke::Evolver loud(spec, moved, std::make_shared<ke::ParamMutator>(), std::make_shared<ke::GreedyPolicy>(),
                    ke::max_evaluations(1000));

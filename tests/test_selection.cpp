@@ -2,11 +2,11 @@
 // search on a synthetic cost surface, and the stop rules a search composes (token budget included).
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/evolver.hpp>
 #include <kernelevolve/selection.hpp>
-#include <algorithm>
-#include <atomic>
 #include <map>
 #include <set>
 
@@ -35,7 +35,8 @@ ke::NodeId add(ke::SearchGraph& g, std::vector<ke::NodeId> parents, double speed
   return g.add(std::move(n));
 }
 
-std::map<ke::NodeId, int> histogram(ke::SelectionPolicy& p, const ke::SearchGraph& g, int draws, std::uint64_t seed = 1) {
+std::map<ke::NodeId, int> histogram(ke::SelectionPolicy& p, const ke::SearchGraph& g, int draws,
+                                    std::uint64_t seed = 1) {
   std::mt19937_64 rng(seed);
   std::map<ke::NodeId, int> h;
   for (int i = 0; i < draws; ++i) {
@@ -136,9 +137,9 @@ TEST_CASE("tournament: size 1 is uniform, a large size is nearly greedy, pressur
 
 TEST_CASE("ucb: prefers the node whose children improved on it, explores the rest, and counts pending children") {
   ke::SearchGraph g;
-  add(g, {}, 1.0);          // 0
-  add(g, {0}, 1.0);         // 1: no better than the seed
-  add(g, {0}, 1.0);         // 2: no better than the seed
+  add(g, {}, 1.0);   // 0
+  add(g, {0}, 1.0);  // 1: no better than the seed
+  add(g, {0}, 1.0);  // 2: no better than the seed
   // Node 1's children: each better than node 1. Node 2's children: all failed.
   for (int i = 0; i < 4; ++i) add(g, {1}, 1.0 * (1.2 + 0.01 * i));
   for (int i = 0; i < 4; ++i) add(g, {2}, 0, {}, ke::Status::incorrect);
@@ -293,7 +294,8 @@ ke::Spec grid_spec() {
   s.name = "grid";
   s.language = ke::Language::c;
   s.entry = "k";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0}, {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
               {"n", ke::DType::i64, ke::Role::size, {}, 0}};
   s.workloads = {{{"n", 100}}};
   s.reference.source = "void k(const float* x, float* y, long n) {}";

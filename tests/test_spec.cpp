@@ -99,7 +99,8 @@ std::string bad_validate(const Spec& spec) {
 TEST_CASE("enum names round-trip") {
   for (DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::u8, DType::i32, DType::i64})
     CHECK(parse_dtype(to_string(dtype)) == dtype);
-  for (Role role : {Role::in, Role::out, Role::inout, Role::size, Role::scalar}) CHECK(parse_role(to_string(role)) == role);
+  for (Role role : {Role::in, Role::out, Role::inout, Role::size, Role::scalar})
+    CHECK(parse_role(to_string(role)) == role);
   for (Language language : {Language::c, Language::cpp, Language::cuda, Language::hip})
     CHECK(parse_language(to_string(language)) == language);
   CHECK_FALSE(parse_dtype("f33"));
@@ -202,9 +203,10 @@ TEST_CASE("the inline base spec is good, and its optional parts may be left out"
   const Spec spec = parse_spec(spec_json(), inline_path);
   CHECK(spec.name == "vec_scale");
   CHECK(spec.inputs.at("x").kind == InputDist::Kind::normal);
-  const Spec minimal = parse_spec(spec_json({{"inputs", ""}, {"tolerance", ""}, {"tunables", ""}, {"constraints", ""},
-                                             {"cost", ""}, {"notes", ""}}),
-                                  inline_path);
+  const Spec minimal = parse_spec(
+      spec_json(
+          {{"inputs", ""}, {"tolerance", ""}, {"tunables", ""}, {"constraints", ""}, {"cost", ""}, {"notes", ""}}),
+      inline_path);
   CHECK(minimal.tunables.empty());
   CHECK(minimal.tolerance.atol == doctest::Approx(Tolerance{}.atol));
   CHECK_FALSE(minimal.cost_flops);
@@ -241,7 +243,8 @@ TEST_CASE("a dimension may be an integer expression over the sizes, evaluated pe
         {"name": "H", "dtype": "i64", "role": "size"},
         {"name": "K", "dtype": "i64", "role": "size"}])"},
                                           {"workloads", R"([{"N": 2, "H": 10, "K": 3}, {"N": 1, "H": 7, "K": 7}])"},
-                                          {"constraints", ""}, {"tunables", ""}}),
+                                          {"constraints", ""},
+                                          {"tunables", ""}}),
                                inline_path);
   CHECK(spec.params[1].shape == std::vector<std::string>{"N", "H - K + 1", "cdiv(H, 2) * 3", "(H + 1) / 4"});
   CHECK(spec.element_count(spec.params[1], spec.workloads[0]) == 2 * 8 * 15 * 2);
@@ -349,8 +352,8 @@ TEST_CASE("a bad dtype") {
       {"name": "x", "dtype": "f32", "shape": ["N"], "role": "in"},
       {"name": "y", "dtype": "f33", "shape": ["N"], "role": "out"},
       {"name": "N", "dtype": "i64", "role": "size"}])"}}));
-  CHECK(message == inline_path +
-                       ": params[1].dtype: unknown dtype \"f33\" (expected one of f16 bf16 f32 f64 i8 u8 i32 i64)");
+  CHECK(message ==
+        inline_path + ": params[1].dtype: unknown dtype \"f33\" (expected one of f16 bf16 f32 f64 i8 u8 i32 i64)");
 }
 
 TEST_CASE("a bad language") {
@@ -508,8 +511,10 @@ Spec cpp_spec() {
   spec.name = "axpy";
   spec.language = Language::c;
   spec.entry = "axpy";
-  spec.params = {{"x", DType::f32, Role::in, {"N"}}, {"y", DType::f32, Role::inout, {"N"}},
-                 {"a", DType::f32, Role::scalar, {}, 3.0}, {"N", DType::i64, Role::size, {}}};
+  spec.params = {{"x", DType::f32, Role::in, {"N"}},
+                 {"y", DType::f32, Role::inout, {"N"}},
+                 {"a", DType::f32, Role::scalar, {}, 3.0},
+                 {"N", DType::i64, Role::size, {}}};
   spec.workloads = {{{"N", 4096}}, {{"N", 77}}};
   spec.reference.source = "void axpy(const float* x, float* y, float a, long N) {}";
   spec.seed.source = spec.reference.source;
@@ -600,7 +605,8 @@ TEST_CASE("Candidate::key identifies source and tunables") {
 
 TEST_CASE("cost.flops_floor: a boolean, written back only when false") {
   CHECK(parse_spec(spec_json(), inline_path).cost_flops_floor);
-  const Spec rates_only = parse_spec(spec_json({{"cost", R"({"flops": "N", "bytes": "8 * N", "flops_floor": false})"}}), inline_path);
+  const Spec rates_only =
+      parse_spec(spec_json({{"cost", R"({"flops": "N", "bytes": "8 * N", "flops_floor": false})"}}), inline_path);
   CHECK_FALSE(rates_only.cost_flops_floor);
   CHECK_FALSE(parse_spec(to_json(rates_only), inline_path).cost_flops_floor);
   CHECK(contains(bad_spec(spec_json({{"cost", R"({"flops": "N", "flops_floor": "no"})"}})), "cost.flops_floor"));

@@ -126,7 +126,8 @@ std::string query_text(const std::string& path, const std::string& sql) {
   sqlite3_stmt* s = nullptr;
   REQUIRE(sqlite3_prepare_v2(db, sql.c_str(), -1, &s, nullptr) == SQLITE_OK);
   std::string v;
-  if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0)) v = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
+  if (sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+    v = reinterpret_cast<const char*>(sqlite3_column_text(s, 0));
   sqlite3_finalize(s);
   sqlite3_close(db);
   return v;
@@ -286,17 +287,23 @@ TEST_CASE("hardware counters are kept with the node's resources and shown in wor
   ke::Node seed = seed_node(spec, ke::Status::ok);
   seed.evaluation.timings = {{100, 100, 100, 0, 5}, {100, 100, 100, 0, 5}};
   // As run --counters leaves them on a new best (tests/fixtures/counters: an H100's row sum).
-  seed.evaluation.resources = {{"registers", 30},          {"hw_dram_pct", 84},  {"hw_dram_gbps", 2822},
-                               {"hw_sm_pct", 17},          {"hw_achieved_occupancy_pct", 94},
-                               {"hw_duration_ns", 48448},  {"hw_stall_long_scoreboard_pct", 84}};
+  seed.evaluation.resources = {{"registers", 30},
+                               {"hw_dram_pct", 84},
+                               {"hw_dram_gbps", 2822},
+                               {"hw_sm_pct", 17},
+                               {"hw_achieved_occupancy_pct", 94},
+                               {"hw_duration_ns", 48448},
+                               {"hw_stall_long_scoreboard_pct", 84}};
   seed.speedup = 1;
   store->record_node(run, seed, {});
   const ke::Checkpoint cp = store->load(run);
   CHECK(cp.graph.node(0).evaluation.resources == seed.evaluation.resources);
-  const std::string words = "counters: DRAM 84% of peak (2822 GB/s), SM 17% of peak, achieved occupancy 94%, warps "
-                            "stalled on long_scoreboard 84% of the time (Nsight Compute, one launch of t0: 48.4 us at "
-                            "its locked clocks)";
-  CHECK_MESSAGE(ke::show_node_text(*store, run, 0).find(words) != std::string::npos, ke::show_node_text(*store, run, 0));
+  const std::string words =
+      "counters: DRAM 84% of peak (2822 GB/s), SM 17% of peak, achieved occupancy 94%, warps "
+      "stalled on long_scoreboard 84% of the time (Nsight Compute, one launch of t0: 48.4 us at "
+      "its locked clocks)";
+  CHECK_MESSAGE(ke::show_node_text(*store, run, 0).find(words) != std::string::npos,
+                ke::show_node_text(*store, run, 0));
   CHECK(ke::show_run_text(*store, run).find(words) != std::string::npos);
   CHECK(ke::export_json(*store, run).find("\"hw_dram_pct\": 84") != std::string::npos);
 }
@@ -320,8 +327,9 @@ TEST_CASE("a version-1 database is migrated: its runs gain the confirmation and 
   exec_sql(path, "ALTER TABLE runs DROP COLUMN confirmation");
   exec_sql(path, "ALTER TABLE runs DROP COLUMN best_node");
   // Nor the cost and model columns of version 4.
-  for (const char* column : {"runs DROP COLUMN cost_usd", "runs DROP COLUMN llm_prices", "nodes DROP COLUMN cost_usd",
-                             "nodes DROP COLUMN model", "mutator_calls DROP COLUMN cost_usd", "mutator_calls DROP COLUMN model"}) {
+  for (const char* column :
+       {"runs DROP COLUMN cost_usd", "runs DROP COLUMN llm_prices", "nodes DROP COLUMN cost_usd",
+        "nodes DROP COLUMN model", "mutator_calls DROP COLUMN cost_usd", "mutator_calls DROP COLUMN model"}) {
     exec_sql(path, std::string("ALTER TABLE ") + column);
   }
   exec_sql(path, "PRAGMA user_version = 1");
@@ -685,14 +693,15 @@ TEST_CASE("show, best and export of a real run") {
   const auto show = cli("show " + db);
   REQUIRE_MESSAGE(show.code == 0, show.err);
   for (const char* want : {"run 1 of", "colsum", "id", "parent", "mutator", "status", "t0", "t1", "speedup",
-                           "M=1024 N=1024", "lineage of the best", "best: node " }) {
+                           "M=1024 N=1024", "lineage of the best", "best: node "}) {
     CHECK_MESSAGE(show.out.find(want) != std::string::npos, want << "\n" << show.out);
   }
   CHECK(show.out.find("best: node " + std::to_string(best_node)) != std::string::npos);
   // One table row per node: rows start with the id right-aligned.
   int rows = 0;
   std::istringstream lines(show.out);
-  for (std::string line; std::getline(lines, line);) rows += line.size() > 7 && line[5] != ' ' && line[6] == ' ' && std::isdigit(line[5]);
+  for (std::string line; std::getline(lines, line);)
+    rows += line.size() > 7 && line[5] != ' ' && line[6] == ' ' && std::isdigit(line[5]);
   CHECK(rows >= 6);
   CHECK(cli("show " + db + " --limit 2").out.find("more nodes") != std::string::npos);
 
@@ -739,7 +748,8 @@ TEST_CASE("show, best and export of a real run") {
   CHECK(cli("show").code == 2);
 }
 
-TEST_CASE("the CLI: --resume goes on with the run, a new run reuses measurements, the default database sits beside the spec") {
+TEST_CASE(
+    "the CLI: --resume goes on with the run, a new run reuses measurements, the default database sits beside the spec") {
   TempDir dir;
   const std::string db = dir / "cli.db";
   const std::string spec = fixture("e2e/colsum.json");
@@ -764,7 +774,8 @@ TEST_CASE("the CLI: --resume goes on with the run, a new run reuses measurements
   const auto other = cli("run " + fixture("store/colsum_wide.json") + " --db " + db + " --resume --in-process");
   CHECK(other.code == 2);
   CHECK(other.err.find("no run of this spec") != std::string::npos);
-  const auto wrong_run = cli("run " + fixture("store/colsum_wide.json") + " --db " + db + " --resume --run 1 --in-process");
+  const auto wrong_run =
+      cli("run " + fixture("store/colsum_wide.json") + " --db " + db + " --resume --run 1 --in-process");
   CHECK(wrong_run.code == 2);
   CHECK(wrong_run.err.find("another spec") != std::string::npos);
   CHECK(cli("run " + spec + " --db " + db + " --run 1").code == 2);
@@ -780,7 +791,8 @@ TEST_CASE("the CLI: --resume goes on with the run, a new run reuses measurements
   CHECK(refused.err.find("99") != std::string::npos);
 
   // No --db: beside the spec (here a copy of it in the temporary folder).
-  for (const char* f : {"colsum.json", "colsum_ref.c", "colsum_seed.c"}) fs::copy_file(fixture(std::string("e2e/") + f), dir / f);
+  for (const char* f : {"colsum.json", "colsum_ref.c", "colsum_seed.c"})
+    fs::copy_file(fixture(std::string("e2e/") + f), dir / f);
   const auto beside = cli("run " + dir / "colsum.json" + " --max-evals 2 --in-process");
   REQUIRE_MESSAGE(beside.code == 0, beside.err);
   CHECK(fs::exists(dir / "colsum.json.kernelevolve.db"));
@@ -884,7 +896,8 @@ TEST_CASE("a run killed with SIGKILL mid-search reopens clean, resumes, and keep
   const ke::Checkpoint after = store.load(1);
   CHECK(static_cast<std::int64_t>(after.graph.size()) == nodes_before + 3);
   bool best_still_there = false;
-  for (const auto& n : after.graph.nodes()) best_still_there |= n.candidate.key() == best_key && n.speedup == best_before;
+  for (const auto& n : after.graph.nodes())
+    best_still_there |= n.candidate.key() == best_key && n.speedup == best_before;
   CHECK(best_still_there);
   double best_after = 0;
   for (const auto& n : after.graph.nodes()) best_after = std::max(best_after, n.speedup);
@@ -893,7 +906,8 @@ TEST_CASE("a run killed with SIGKILL mid-search reopens clean, resumes, and keep
   if (confirmed) {
     double fastest_left = 0;
     for (const auto& n : after.graph.nodes()) {
-      if (n.evaluation.status == ke::Status::ok && passed_over.count(n.id) == 0) fastest_left = std::max(fastest_left, n.speedup);
+      if (n.evaluation.status == ke::Status::ok && passed_over.count(n.id) == 0)
+        fastest_left = std::max(fastest_left, n.speedup);
     }
     CHECK(reported_figure >= fastest_left * (1 - 1e-5));
   }

@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <array>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -20,8 +20,8 @@
 #include <sstream>
 #include <string>
 
-#include "support/grid_spec.hpp"
 #include "support/cli_runner.hpp"
+#include "support/grid_spec.hpp"
 
 namespace ke = kernelevolve;
 using ke_test::run_cli;
@@ -70,7 +70,6 @@ std::string read_text(const std::string& path) {
   s << in.rdbuf();
   return s.str();
 }
-
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/" + name; }
 
@@ -309,13 +308,15 @@ TEST_CASE("search_quality replays a recorded sweep of a GPU (a synthetic one), a
   const auto space = ke::tunable_space(spec);
   {
     std::ofstream out(path, std::ios::binary), cut(partial, std::ios::binary);
-    const std::string header = ke::sweep_header(spec, {"A", "B"}, "grid.json", "cuda Fake GPU", "test", "2025-01-01T00:00:00Z");
+    const std::string header =
+        ke::sweep_header(spec, {"A", "B"}, "grid.json", "cuda Fake GPU", "test", "2025-01-01T00:00:00Z");
     out << header;
     cut << header;
     Surface surface;
     for (std::size_t i = 0; i < space.size(); ++i) {
       const ke::Evaluation e = surface.evaluate({spec.seed.source, ke::Language::c, space[i]}, 0);
-      const ke::SweepPoint p{space[i], e.status, e.status == ke::Status::ok ? e.median_us() : std::vector<double>{}, e.message};
+      const ke::SweepPoint p{space[i], e.status, e.status == ke::Status::ok ? e.median_us() : std::vector<double>{},
+                             e.message};
       out << ke::sweep_line({"A", "B"}, p);
       if (i < 5) cut << ke::sweep_line({"A", "B"}, p);
     }
@@ -323,8 +324,10 @@ TEST_CASE("search_quality replays a recorded sweep of a GPU (a synthetic one), a
   const std::string policies = ke::model_policy_available() ? "greedy,model" : "greedy";
   const auto o = [&] {
     const std::string err_file = temp_path("sq_err");
-    FILE* p = popen((std::string(KE_SEARCH_QUALITY) + " --sweeps-only --repeats 5 --policies " + policies + " --sweep " +
-                     path + " " + partial + " 2>" + err_file).c_str(), "r");
+    FILE* p = popen((std::string(KE_SEARCH_QUALITY) + " --sweeps-only --repeats 5 --policies " + policies +
+                     " --sweep " + path + " " + partial + " 2>" + err_file)
+                        .c_str(),
+                    "r");
     REQUIRE(p != nullptr);
     Outcome out;
     std::array<char, 4096> buf;
@@ -342,7 +345,8 @@ TEST_CASE("search_quality replays a recorded sweep of a GPU (a synthetic one), a
   CHECK(o.out.find("| greedy |") != std::string::npos);
   CHECK(o.out.find("Recorded GPU sweeps (1 spaces") != std::string::npos);
   CHECK(o.out.find("CPU spaces of") == std::string::npos);
-  CHECK_MESSAGE(o.err.find("skipping " + partial + ": 14 of its 19 points are not measured yet") != std::string::npos, o.err);
+  CHECK_MESSAGE(o.err.find("skipping " + partial + ": 14 of its 19 points are not measured yet") != std::string::npos,
+                o.err);
   fs::remove(path);
   fs::remove(partial);
 #endif
@@ -366,7 +370,8 @@ TEST_CASE("a sweep as a prior: each point's speedup over the sweep's own seed; a
   CHECK(prior[2].speedup == 0);
   ke::Spec other = spec;
   other.tunables = {{"A", {1, 2}}};
-  CHECK_THROWS_WITH_AS(ke::sweep_prior(ke::read_sweep(path), other), doctest::Contains("sweeps the tunable B"), ke::Error);
+  CHECK_THROWS_WITH_AS(ke::sweep_prior(ke::read_sweep(path), other), doctest::Contains("sweeps the tunable B"),
+                       ke::Error);
   fs::remove(path);
 }
 

@@ -49,7 +49,9 @@ const TritonHere& triton_here() {
 
 const std::string kNoGpu = ke::testing::open_gpu("cuda:0").reason;
 bool skip_gpu() { return !kNoGpu.empty() || !triton_here().ok; }
-std::string why_skipped() { return !kNoGpu.empty() ? "no CUDA device: " + kNoGpu : "no Triton: " + triton_here().reason; }
+std::string why_skipped() {
+  return !kNoGpu.empty() ? "no CUDA device: " + kNoGpu : "no Triton: " + triton_here().reason;
+}
 
 const char* kTwice = R"(
 import triton
@@ -264,14 +266,16 @@ TEST_CASE("triton: a kernel compiles, launches with its scratch pointers, and ma
 
 TEST_CASE("triton: compile errors are results with Triton's log" * doctest::skip(skip_gpu())) {
   ke::LocalEvaluator evaluator(twice_spec(), ke::open_device("cuda:0"));
-  const ke::Evaluation syntax = evaluator.evaluate(candidate("import triton\n@triton.jit\ndef twice(x, y, n, BLOCK:\n"), 1);
+  const ke::Evaluation syntax =
+      evaluator.evaluate(candidate("import triton\n@triton.jit\ndef twice(x, y, n, BLOCK:\n"), 1);
   CHECK(syntax.status == ke::Status::compile_error);
   CHECK(syntax.compile_log.find("SyntaxError") != std::string::npos);
   const ke::Evaluation shape = evaluator.evaluate(
       candidate(replace(kTwice, "tl.arange(0, BLOCK)", "tl.arange(0, BLOCK + 1)")), 2);  // not a power of two
   CHECK(shape.status == ke::Status::compile_error);
   CHECK(shape.compile_log.find("arange") != std::string::npos);
-  const ke::Evaluation args = evaluator.evaluate(candidate(replace(kTwice, "def twice(x, y, n,", "def twice(x, y,")), 3);
+  const ke::Evaluation args =
+      evaluator.evaluate(candidate(replace(kTwice, "def twice(x, y, n,", "def twice(x, y,")), 3);
   CHECK(args.status == ke::Status::compile_error);
   CHECK(args.compile_log.find("the spec passes 3") != std::string::npos);
   const ke::Evaluation ok = evaluator.evaluate(candidate(kTwice), 4);
@@ -295,8 +299,8 @@ TEST_CASE("triton: hostile kernels fail in the worker, and an honest one still p
   honest_ok("start");
 
   // A store far out of bounds: an illegal address, the worker replaced.
-  const ke::Evaluation oob = evaluator.evaluate(
-      candidate(replace(kTwice, "tl.store(y + offs,", "tl.store(y + offs + (1 << 40),")), seed++);
+  const ke::Evaluation oob =
+      evaluator.evaluate(candidate(replace(kTwice, "tl.store(y + offs,", "tl.store(y + offs + (1 << 40),")), seed++);
   CHECK(oob.status == ke::Status::crashed);
   honest_ok("out of bounds");
 
@@ -317,9 +321,9 @@ TEST_CASE("triton: hostile kernels fail in the worker, and an honest one still p
   // Code at the module's top level that runs a program: denied in the confined compile, named, nothing written.
   const fs::path marker = fs::temp_directory_path() / ("ke_triton_pwned_" + std::to_string(::getpid()));
   fs::remove(marker);
-  const ke::Evaluation system = evaluator.evaluate(
-      candidate("import os\nos.system('touch " + marker.string() + "')\nopen('" + marker.string() + "', 'w')\n" + kTwice),
-      seed++);
+  const ke::Evaluation system = evaluator.evaluate(candidate("import os\nos.system('touch " + marker.string() +
+                                                             "')\nopen('" + marker.string() + "', 'w')\n" + kTwice),
+                                                   seed++);
   CAPTURE(system.message);
   CAPTURE(system.compile_log);
   CHECK(system.status == ke::Status::invalid);

@@ -40,11 +40,13 @@ std::vector<double> draw(const ke::Spec& spec, const std::string& param, int tri
 
 ke::Spec ranged_spec(const std::string& idx_dtype, const std::string& idx_input) {
   return ke::parse_spec(R"({"name": "ranged", "language": "c", "entry": "f",
-    "params": [{"name": "idx", "dtype": ")" + idx_dtype + R"(", "shape": ["NNZ"], "role": "in"},
+    "params": [{"name": "idx", "dtype": ")" +
+                            idx_dtype + R"(", "shape": ["NNZ"], "role": "in"},
                {"name": "y", "dtype": "f32", "shape": ["NNZ"], "role": "out"},
                {"name": "V", "dtype": "i64", "role": "size"}, {"name": "NNZ", "dtype": "i64", "role": "size"}],
     "workloads": [{"V": 100, "NNZ": 5000}],
-    "inputs": {"idx": )" + idx_input + R"(},
+    "inputs": {"idx": )" + idx_input +
+                            R"(},
     "reference": {"source": "void f(void) {}"}, "seed": {"source": "void f(void) {}"}})",
                         "ranged.json");
 }
@@ -96,7 +98,7 @@ TEST_CASE("integer inputs keep their declared range on every trial family") {
       const std::set<double> distinct(v.begin(), v.end());
       switch (trial % 4) {
         case 0: CHECK(distinct.size() > 90); break;  // uniform covers the range
-        case 1: {                                     // edge-heavy: the bounds themselves, most of the time
+        case 1: {                                    // edge-heavy: the bounds themselves, most of the time
           const auto at_bounds = std::count_if(v.begin(), v.end(), [](double x) { return x == 0 || x == 99; });
           CHECK(at_bounds > 3000);
           break;
@@ -187,9 +189,10 @@ TEST_CASE("a reference that faults is reported as the reference's fault; the hos
 
 TEST_CASE("a source file that is not a regular file is refused, not read for ever") {
   try {
-    ke::parse_spec(R"({"name": "z", "language": "c", "entry": "f", "params": [{"name": "n", "dtype": "i64", "role": "size"}],
+    ke::parse_spec(
+        R"({"name": "z", "language": "c", "entry": "f", "params": [{"name": "n", "dtype": "i64", "role": "size"}],
       "workloads": [{"n": 1}], "reference": {"file": "/dev/zero"}, "seed": {"source": "void f(void) {}"}})",
-                   "zero.json");
+        "zero.json");
     FAIL("accepted /dev/zero");
   } catch (const ke::Error& e) {
     CHECK(e.code() == ke::ErrorCode::BadSpec);

@@ -109,14 +109,13 @@ KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t,
 // Signatures, parameter by parameter: the same count, each of the same size and kind (pointer, floating, integer).
 // Ours name opaque pointers and enums differently, so the types themselves cannot be compared.
 template <class A, class B>
-constexpr bool same_abi = sizeof(A) == sizeof(B) && std::is_pointer_v<A> == std::is_pointer_v<B> &&
-                          std::is_floating_point_v<A> == std::is_floating_point_v<B>;
+constexpr bool same_abi =
+    sizeof(A) == sizeof(B) && std::is_pointer_v<A> == std::is_pointer_v<B>&& std::is_floating_point_v<A> ==
+                                  std::is_floating_point_v<B>;
 template <class R1, class... A1, class R2, class... A2>
 constexpr bool same_signature(R1 (*)(A1...), R2 (*)(A2...)) {
-  if constexpr (sizeof...(A1) != sizeof...(A2))
-    return false;
-  else
-    return same_abi<R1, R2> && (same_abi<A1, A2> && ...);
+  if constexpr (sizeof...(A1) != sizeof...(A2)) return false;
+  else return same_abi<R1, R2> && (same_abi<A1, A2> && ...);
 }
 #define KE_SAME_FN(table, name) static_assert(same_signature(c::table{}.name, &::name), #name)
 KE_SAME_FN(LtApi, cublasLtCreate);
@@ -179,10 +178,8 @@ class ScopedEnv {
     setenv(name, value, 1);
   }
   ~ScopedEnv() {
-    if (had_)
-      setenv(name_.c_str(), old_.c_str(), 1);
-    else
-      unsetenv(name_.c_str());
+    if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+    else unsetenv(name_.c_str());
   }
 
  private:
@@ -257,12 +254,9 @@ std::uint16_t to_f16(float f) {
 float from_f16(std::uint16_t h) {
   const int sign = (h >> 15) & 1, exponent = (h >> 10) & 0x1F, mantissa = h & 0x3FF;
   float value = 0;
-  if (exponent == 0)
-    value = std::ldexp(static_cast<float>(mantissa), -24);
-  else if (exponent == 31)
-    value = mantissa ? NAN : INFINITY;
-  else
-    value = std::ldexp(static_cast<float>(mantissa + 1024), exponent - 25);
+  if (exponent == 0) value = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31) value = mantissa ? NAN : INFINITY;
+  else value = std::ldexp(static_cast<float>(mantissa + 1024), exponent - 25);
   return sign ? -value : value;
 }
 
@@ -419,8 +413,7 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
   const std::vector<float> b = representable(random_values(kn, 2 + static_cast<std::uint64_t>(n)), dtype);
   const std::vector<float> bias = representable(random_values(static_cast<std::size_t>(n), 3), dtype);
   const std::size_t e = element_bytes(dtype);
-  DeviceBuffer da(mk * e), db(kn * e), dd(mn * e), dbias(static_cast<std::size_t>(n) * e),
-      workspace(workspace_bytes);
+  DeviceBuffer da(mk * e), db(kn * e), dd(mn * e), dbias(static_cast<std::size_t>(n) * e), workspace(workspace_bytes);
   da.upload(encode(a, dtype));
   db.upload(encode(b, dtype));
   dbias.upload(encode(bias, dtype));
@@ -444,7 +437,8 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
       double sum = 0;
       for (std::int64_t p = 0; p < k; ++p) {
         // B stored [K,N], or [N,K] when transposed: the same matrix read through the other index order.
-        const double bv = b_transposed ? b[static_cast<std::size_t>(j * k + p)] : b[static_cast<std::size_t>(p * n + j)];
+        const double bv =
+            b_transposed ? b[static_cast<std::size_t>(j * k + p)] : b[static_cast<std::size_t>(p * n + j)];
         sum += static_cast<double>(a[static_cast<std::size_t>(i * k + p)]) * bv;
       }
       if (add_bias) sum += bias[static_cast<std::size_t>(j)];
@@ -460,10 +454,10 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
   const Worst worst_erf = compare(got, ref_erf, atol, rtol);
   if (gelu && dtype == "f32" && m == 256)
     MESSAGE("GELU epilogue, " << (b_transposed ? "B^T" : "B") << ": worst error " << worst.ratio
-                              << "x the tolerance against the tanh form, " << worst_erf.ratio << "x against the erf form");
-  INFO("worst element " << worst.index << ": got " << worst.got << ", expected " << worst.ref << " ("
-                        << worst.ratio << "x the tolerance; against GELU's erf form instead: " << worst_erf.ratio
-                        << "x)");
+                              << "x the tolerance against the tanh form, " << worst_erf.ratio
+                              << "x against the erf form");
+  INFO("worst element " << worst.index << ": got " << worst.got << ", expected " << worst.ref << " (" << worst.ratio
+                        << "x the tolerance; against GELU's erf form instead: " << worst_erf.ratio << "x)");
   CHECK(worst.ratio <= 1.0);
 }
 
@@ -485,7 +479,8 @@ std::vector<double> host_conv(const c::ConvCall& call, const std::vector<float>&
                 const std::int64_t wi = q * call.stride_w - call.pad_w + s * call.dil_w;
                 if (hi < 0 || hi >= call.h || wi < 0 || wi >= call.w) continue;
                 const std::int64_t c_in = g * cg + ci;
-                sum += static_cast<double>(x[static_cast<std::size_t>(((n * call.c + c_in) * call.h + hi) * call.w + wi)]) *
+                sum += static_cast<double>(
+                           x[static_cast<std::size_t>(((n * call.c + c_in) * call.h + hi) * call.w + wi)]) *
                        w[static_cast<std::size_t>(((ko * cg + ci) * call.r + r) * call.s + s)];
               }
           y[static_cast<std::size_t>(((n * call.k + ko) * p_out + p) * q_out + q)] = sum;
@@ -536,7 +531,8 @@ void check_conv(c::ConvCall call, bool with_bias, bool with_workspace, double at
 
 // First in the file, before the GPU cases load anything: a process keeps a library once it has loaded, and
 // later searches (with their $KE_CUBLASLT) are not made again.
-TEST_CASE("vendor libraries: a library that is not where $KE_CUBLASLT / $KE_CUDNN say is not loaded, and why names it") {
+TEST_CASE(
+    "vendor libraries: a library that is not where $KE_CUBLASLT / $KE_CUDNN say is not loaded, and why names it") {
   const std::string bogus_lt = "/nonexistent/ke-test/libcublasLt.so.99";
   const std::string bogus_dnn = "/nonexistent/ke-test/libcudnn.so.99";
   {
@@ -612,7 +608,8 @@ TEST_CASE("vendor libraries: epilogue names round-trip") {
 
 TEST_CASE("vendor libraries: conv2d's output size") {
   auto size = [](std::int64_t h, std::int64_t w, std::int64_t r, std::int64_t s, std::int64_t stride_h,
-                 std::int64_t stride_w, std::int64_t pad_h, std::int64_t pad_w, std::int64_t dil_h, std::int64_t dil_w) {
+                 std::int64_t stride_w, std::int64_t pad_h, std::int64_t pad_w, std::int64_t dil_h,
+                 std::int64_t dil_w) {
     c::ConvCall call;
     call.n = 1, call.c = 4, call.k = 8, call.h = h, call.w = w, call.r = r, call.s = s;
     call.stride_h = stride_h, call.stride_w = stride_w, call.pad_h = pad_h, call.pad_w = pad_w;
@@ -622,19 +619,19 @@ TEST_CASE("vendor libraries: conv2d's output size") {
     return std::vector<std::int64_t>{ok ? 1 : 0, p, q};
   };
   using V = std::vector<std::int64_t>;
-  CHECK(size(32, 32, 3, 3, 1, 1, 1, 1, 1, 1) == V{1, 32, 32});    // "same" padding
-  CHECK(size(32, 32, 3, 3, 2, 2, 1, 1, 1, 1) == V{1, 16, 16});    // stride 2: (32+2-3)/2+1
-  CHECK(size(7, 7, 3, 3, 1, 1, 0, 0, 2, 2) == V{1, 3, 3});        // dilation 2: the filter spans 5
-  CHECK(size(5, 5, 1, 1, 2, 2, 0, 0, 1, 1) == V{1, 3, 3});        // 1x1, stride 2
-  CHECK(size(10, 6, 3, 5, 3, 1, 0, 2, 1, 1) == V{1, 3, 6});       // every parameter apart in H and W
+  CHECK(size(32, 32, 3, 3, 1, 1, 1, 1, 1, 1) == V{1, 32, 32});      // "same" padding
+  CHECK(size(32, 32, 3, 3, 2, 2, 1, 1, 1, 1) == V{1, 16, 16});      // stride 2: (32+2-3)/2+1
+  CHECK(size(7, 7, 3, 3, 1, 1, 0, 0, 2, 2) == V{1, 3, 3});          // dilation 2: the filter spans 5
+  CHECK(size(5, 5, 1, 1, 2, 2, 0, 0, 1, 1) == V{1, 3, 3});          // 1x1, stride 2
+  CHECK(size(10, 6, 3, 5, 3, 1, 0, 2, 1, 1) == V{1, 3, 6});         // every parameter apart in H and W
   CHECK(size(224, 224, 7, 7, 2, 2, 3, 3, 1, 1) == V{1, 112, 112});  // ResNet's stem
-  CHECK(size(9, 9, 3, 3, 2, 2, 1, 1, 2, 2) == V{1, 4, 4});        // stride, padding and dilation: (9+2-5)/2+1
-  CHECK(size(5, 5, 5, 5, 1, 1, 0, 0, 1, 1) == V{1, 1, 1});        // the filter exactly covers the input
+  CHECK(size(9, 9, 3, 3, 2, 2, 1, 1, 2, 2) == V{1, 4, 4});          // stride, padding and dilation: (9+2-5)/2+1
+  CHECK(size(5, 5, 5, 5, 1, 1, 0, 0, 1, 1) == V{1, 1, 1});          // the filter exactly covers the input
   // Impossible: the (dilated) filter is larger than the padded input; p and q stay untouched.
   CHECK(size(2, 8, 5, 3, 1, 1, 0, 0, 1, 1) == V{0, -7, -7});
-  CHECK(size(8, 8, 3, 3, 1, 1, 0, 0, 4, 4) == V{0, -7, -7});      // dilated span 9 > 8
-  CHECK(size(4, 4, 3, 3, 0, 1, 0, 0, 1, 1) == V{0, -7, -7});      // stride 0
-  CHECK(size(4, 4, 3, 3, 1, 1, -1, 0, 1, 1) == V{0, -7, -7});     // negative padding
+  CHECK(size(8, 8, 3, 3, 1, 1, 0, 0, 4, 4) == V{0, -7, -7});   // dilated span 9 > 8
+  CHECK(size(4, 4, 3, 3, 0, 1, 0, 0, 1, 1) == V{0, -7, -7});   // stride 0
+  CHECK(size(4, 4, 3, 3, 1, 1, -1, 0, 1, 1) == V{0, -7, -7});  // negative padding
 
   c::ConvCall grouped;
   grouped.n = 1, grouped.c = 6, grouped.k = 4, grouped.h = 8, grouped.w = 8, grouped.r = 3, grouped.s = 3;
@@ -688,15 +685,15 @@ TEST_CASE("vendor libraries: whether the GPU tests run") {
 
 // The libraries are looked for inside the cases, not in skip(): a search at registration would come before
 // the first case, which needs none loaded yet.
-#define KE_NEED_CUBLASLT()                                                         \
-  if (!cublaslt().ok) {                                                            \
-    MESSAGE("skipped: cuBLASLt not found: " << cublaslt().why);                    \
-    return;                                                                        \
+#define KE_NEED_CUBLASLT()                                      \
+  if (!cublaslt().ok) {                                         \
+    MESSAGE("skipped: cuBLASLt not found: " << cublaslt().why); \
+    return;                                                     \
   }
-#define KE_NEED_CUDNN()                                                            \
-  if (!cudnn().ok) {                                                               \
-    MESSAGE("skipped: cuDNN not found: " << cudnn().why);                          \
-    return;                                                                        \
+#define KE_NEED_CUDNN()                                   \
+  if (!cudnn().ok) {                                      \
+    MESSAGE("skipped: cuDNN not found: " << cudnn().why); \
+    return;                                               \
   }
 
 TEST_CASE("vendor libraries: f32 products for every epilogue, both layouts of B, against the host" *

@@ -16,8 +16,8 @@
 #include <simdjson.h>
 #include <string>
 
-#include "support/fake_model_server.hpp"
 #include "support/cli_runner.hpp"
+#include "support/fake_model_server.hpp"
 
 namespace ke = kernelevolve;
 using ke_test::TempDir;
@@ -36,10 +36,10 @@ std::string spec_text(const std::string& name, const std::string& extra = "",
         {"name": "M", "dtype": "i64", "role": "size"}, {"name": "N", "dtype": "i64", "role": "size"}])",
                       const std::string& language = "c", const std::string& entry = "colsum",
                       const std::string& workloads = R"([{"M": 4, "N": 8}])") {
-  return R"({"name": ")" + name + R"(", "language": ")" + language + R"(", "entry": ")" + entry +
-         R"(", "params": )" + params + R"(, "workloads": )" + workloads + R"(,
-    "reference": {"source": "void colsum(void) {}"}, "seed": {"source": "// the seed of )" + name +
-         R"(\nvoid colsum(void) {}"})" + extra + "}";
+  return R"({"name": ")" + name + R"(", "language": ")" + language + R"(", "entry": ")" + entry + R"(", "params": )" +
+         params + R"(, "workloads": )" + workloads + R"(,
+    "reference": {"source": "void colsum(void) {}"}, "seed": {"source": "// the seed of )" +
+         name + R"(\nvoid colsum(void) {}"})" + extra + "}";
 }
 
 ke::Spec spec_of(const std::string& name, const std::string& extra = "") {
@@ -83,7 +83,6 @@ void make_other_store(const std::string& path) {
     REQUIRE_MESSAGE(r.best.has_value(), name << ": " << r.stop_reason);
   }
 }
-
 
 std::int64_t query_int(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
@@ -129,7 +128,8 @@ TEST_CASE("warm_match: by name, family or signature, and only with the same lang
       {"name": "b", "dtype": "f32", "shape": ["N"], "role": "out"},
       {"name": "M", "dtype": "i64", "role": "size"}, {"name": "N", "dtype": "i64", "role": "size"}])";
   CHECK(ke::warm_match(here, ke::parse_spec(spec_text("sums", "", renamed), "s.json")).empty());
-  CHECK(ke::warm_match(here, ke::parse_spec(spec_text("sums", R"(, "family": "reduction")", renamed), "s.json")) == "family");
+  CHECK(ke::warm_match(here, ke::parse_spec(spec_text("sums", R"(, "family": "reduction")", renamed), "s.json")) ==
+        "family");
   // Same name and family, but another argument list, language or entry: never usable here.
   const std::string f64 = R"([{"name": "x", "dtype": "f64", "shape": ["M", "N"], "role": "in"},
       {"name": "y", "dtype": "f64", "shape": ["N"], "role": "out"},
@@ -141,7 +141,8 @@ TEST_CASE("warm_match: by name, family or signature, and only with the same lang
   CHECK(ke::warm_match(here, ke::parse_spec(spec_text("colsum", "", inout), "s.json")).empty());
   const std::string shorter = R"([{"name": "x", "dtype": "f32", "shape": ["M"], "role": "in"},
       {"name": "y", "dtype": "f32", "shape": ["M"], "role": "out"}, {"name": "M", "dtype": "i64", "role": "size"}])";
-  CHECK(ke::warm_match(here, ke::parse_spec(spec_text("colsum", "", shorter, "c", "colsum", R"([{"M": 4}])"), "s.json")).empty());
+  CHECK(ke::warm_match(here, ke::parse_spec(spec_text("colsum", "", shorter, "c", "colsum", R"([{"M": 4}])"), "s.json"))
+            .empty());
   const std::string params = R"([{"name": "x", "dtype": "f32", "shape": ["M", "N"], "role": "in"},
         {"name": "y", "dtype": "f32", "shape": ["N"], "role": "out"},
         {"name": "M", "dtype": "i64", "role": "size"}, {"name": "N", "dtype": "i64", "role": "size"}])";
@@ -149,18 +150,20 @@ TEST_CASE("warm_match: by name, family or signature, and only with the same lang
   CHECK(ke::warm_match(here, ke::parse_spec(spec_text("colsum", "", params, "c", "colsum2"), "s.json")).empty());
 }
 
-TEST_CASE("find_warm_kernels: the best of each matching run, best first, each source once, its tunables this "
-          "problem's") {
+TEST_CASE(
+    "find_warm_kernels: the best of each matching run, best first, each source once, its tunables this "
+    "problem's") {
   TempDir dir("ke_warm");
   const std::string db = dir / "others.db";
-  const ke::Spec here = ke::parse_spec(spec_text("colsum", R"(, "family": "reduction", "tunables": {"BLOCK": [1, 2, 4]})"),
-                                       "colsum.json");
+  const ke::Spec here = ke::parse_spec(
+      spec_text("colsum", R"(, "family": "reduction", "tunables": {"BLOCK": [1, 2, 4]})"), "colsum.json");
   const std::string reads_both = "// reads BLOCK and CHUNK\nint a = BLOCK + CHUNK;\nvoid colsum(void) {}";
   const std::string declares = "// ke:tunable UNROLL 2 4 8\nint a = UNROLL;\nvoid colsum(void) {}";
   {
     ke::Store store(db);
     // Family: two nodes; the best (3x) counts, read at BLOCK 4 and CHUNK 64, of which only BLOCK is declared here.
-    record_run(store, spec_of("colsum_big", R"(, "family": "reduction", "tunables": {"CHUNK": [16, 64], "BLOCK": [1, 4]})"),
+    record_run(store,
+               spec_of("colsum_big", R"(, "family": "reduction", "tunables": {"CHUNK": [16, 64], "BLOCK": [1, 4]})"),
                {{"void colsum(void) { /* slower */ }", {}, 2.0}, {reads_both, {{"BLOCK", 4}, {"CHUNK", 64}}, 3.0}});
     // Signature only (another name, no family): its kernel declares its own tunable.
     record_run(store, spec_of("sums_elsewhere"), {{declares, {{"UNROLL", 4}}, 5.0}});
@@ -174,7 +177,8 @@ TEST_CASE("find_warm_kernels: the best of each matching run, best first, each so
     const std::string renamed = R"([{"name": "a", "dtype": "f32", "shape": ["M", "N"], "role": "in"},
         {"name": "b", "dtype": "f32", "shape": ["N"], "role": "out"},
         {"name": "M", "dtype": "i64", "role": "size"}, {"name": "N", "dtype": "i64", "role": "size"}])";
-    record_run(store, ke::parse_spec(spec_text("unrelated", "", renamed), "u.json"), {{"void colsum(void) { /* u */ }", {}, 8.0}});
+    record_run(store, ke::parse_spec(spec_text("unrelated", "", renamed), "u.json"),
+               {{"void colsum(void) { /* u */ }", {}, 8.0}});
     // The same source as the family run's best, slower: taken once only.
     record_run(store, spec_of("colsum_again", R"(, "family": "reduction")"), {{reads_both, {{"BLOCK", 2}}, 2.5}});
     // A run that never beat its seed, which is this problem's seed as it starts: nothing to add.
@@ -200,8 +204,10 @@ TEST_CASE("find_warm_kernels: the best of each matching run, best first, each so
   CHECK(one[0].candidate.source == declares);
   // A problem none of them is: nothing, and no error.
   CHECK(ke::find_warm_kernels({db}, ke::parse_spec(spec_text("other", "", R"([{"name": "x", "dtype": "f32",
-      "shape": ["N"], "role": "inout"}, {"name": "N", "dtype": "i64", "role": "size"}])", "c", "colsum",
-      R"([{"N": 8}])"), "o.json")).empty());
+      "shape": ["N"], "role": "inout"}, {"name": "N", "dtype": "i64", "role": "size"}])",
+                                                             "c", "colsum", R"([{"N": 8}])"),
+                                                   "o.json"))
+            .empty());
 }
 
 TEST_CASE("a store that is missing or not a KernelEvolve database is bad input, named") {
@@ -220,11 +226,16 @@ TEST_CASE("a store that is missing or not a KernelEvolve database is bad input, 
     CHECK(std::string(e.what()).find("notes.txt") != std::string::npos);
     CHECK(std::string(e.what()).find("warm start") != std::string::npos);
   }
-  const auto missing = cli("run " + fixture("e2e/colsum.json") + " --no-db --warm-start " + dir / "missing.db" + " --max-evals 2 --in-process");
+  const auto missing = cli("run " + fixture("e2e/colsum.json") + " --no-db --warm-start " + dir / "missing.db" +
+                           " --max-evals 2 --in-process");
   CHECK(missing.code == 2);
   CHECK(missing.err.find("missing.db") != std::string::npos);
-  CHECK(cli("run " + fixture("e2e/colsum.json") + " --no-db --warm-start " + dir / "notes.txt" + " --in-process").code == 2);
-  CHECK(cli("run " + fixture("e2e/colsum.json") + " --no-db --warm-start " + dir / "x.db" + " --warm-start-max 0").code == 2);
+  CHECK(
+      cli("run " + fixture("e2e/colsum.json") + " --no-db --warm-start " + dir / "notes.txt" + " --in-process").code ==
+      2);
+  CHECK(
+      cli("run " + fixture("e2e/colsum.json") + " --no-db --warm-start " + dir / "x.db" + " --warm-start-max 0").code ==
+      2);
 }
 
 // Times without a compiler: a source that reads BLOCK takes 1000 / BLOCK us; any other source takes 1 us.
@@ -274,8 +285,9 @@ TEST_CASE("a warm kernel with no tunables of this problem's, the fastest node, d
   CHECK(done.stop_reason.find("search space exhausted") == 0);
 }
 
-TEST_CASE("a run warm-started from another problem's store: verified here first, a wrong kernel ends incorrect, "
-          "the model sees them, and a resume does not add them again") {
+TEST_CASE(
+    "a run warm-started from another problem's store: verified here first, a wrong kernel ends incorrect, "
+    "the model sees them, and a resume does not add them again") {
   TempDir dir("ke_warm");
   const std::string other = dir / "other.db";
   make_other_store(other);
@@ -287,7 +299,8 @@ TEST_CASE("a run warm-started from another problem's store: verified here first,
   FakeModelServer server;
   server.push({200, FakeModelServer::openai(kModelKernel, 300)});
   std::string second = kModelKernel;
-  second.insert(second.find("void colsum"), "enum { rows_outer = 1 };  // other code: a comment alone would be the same kernel\n");
+  second.insert(second.find("void colsum"),
+                "enum { rows_outer = 1 };  // other code: a comment alone would be the same kernel\n");
   server.push({200, FakeModelServer::openai(second, 300)});
   setenv("KE_TEST_MODEL_KEY", "k", 1);
   ke::LlmOptions llm;
@@ -356,7 +369,8 @@ TEST_CASE("a run warm-started from another problem's store: verified here first,
 TEST_CASE("run --warm-start: repeatable; the kernels enter first; nothing matching is a note, not an error") {
   TempDir dir("ke_warm");
   const std::string rows_db = dir / "rows.db", by8_db = dir / "by8.db";
-  for (const auto& [name, db] : {std::pair{"warm/colsum_rows.json", rows_db}, std::pair{"warm/colsum_by8.json", by8_db}}) {
+  for (const auto& [name, db] :
+       {std::pair{"warm/colsum_rows.json", rows_db}, std::pair{"warm/colsum_by8.json", by8_db}}) {
     const auto made = cli(std::string("run ") + fixture(name) + " --db " + db + " --max-evals 2 --in-process");
     REQUIRE_MESSAGE(made.code == 0, made.err);
   }
@@ -395,11 +409,15 @@ TEST_CASE("run --warm-start: repeatable; the kernels enter first; nothing matchi
   const std::string unrelated = dir / "unrelated.db";
   {
     ke::Store store(unrelated);
-    record_run(store, ke::parse_spec(spec_text("rowmax", "", R"([{"name": "x", "dtype": "f32", "shape": ["N"],
-        "role": "inout"}, {"name": "N", "dtype": "i64", "role": "size"}])", "c", "colsum", R"([{"N": 8}])"), "r.json"),
+    record_run(store,
+               ke::parse_spec(spec_text("rowmax", "", R"([{"name": "x", "dtype": "f32", "shape": ["N"],
+        "role": "inout"}, {"name": "N", "dtype": "i64", "role": "size"}])",
+                                        "c", "colsum", R"([{"N": 8}])"),
+                              "r.json"),
                {{"void colsum(void) {}", {}, 2.0}});
   }
-  const auto none = cli("run " + fixture("e2e/colsum.json") + " --no-db --warm-start " + unrelated + " --max-evals 2 --in-process");
+  const auto none =
+      cli("run " + fixture("e2e/colsum.json") + " --no-db --warm-start " + unrelated + " --max-evals 2 --in-process");
   REQUIRE_MESSAGE(none.code == 0, none.err);
   CHECK(none.err.find("--warm-start: no run in " + unrelated) != std::string::npos);
 }

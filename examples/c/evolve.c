@@ -9,13 +9,13 @@
 #include <stdlib.h>
 
 /* Prints the failed call's message and leaves; every ke_ call returns a status. */
-#define CHECK(call)                                                                    \
-  do {                                                                                 \
-    ke_status check_status_ = (call);                                                  \
-    if (check_status_ != KE_OK) {                                                      \
-      fprintf(stderr, "evolve_c: %s\n", ke_last_error());                              \
+#define CHECK(call)                                                                                   \
+  do {                                                                                                \
+    ke_status check_status_ = (call);                                                                 \
+    if (check_status_ != KE_OK) {                                                                     \
+      fprintf(stderr, "evolve_c: %s\n", ke_last_error());                                             \
       exit(check_status_ == KE_ERROR_BAD_SPEC || check_status_ == KE_ERROR_INVALID_ARGUMENT ? 2 : 1); \
-    }                                                                                  \
+    }                                                                                                 \
   } while (0)
 
 struct progress_state {
@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   CHECK(ke_version(&major, &minor, &patch));
-  fprintf(stderr, "KernelEvolve %d.%d.%d (header %d.%d.%d)\n", major, minor, patch, KE_VERSION_MAJOR,
-          KE_VERSION_MINOR, KE_VERSION_PATCH);
+  fprintf(stderr, "KernelEvolve %d.%d.%d (header %d.%d.%d)\n", major, minor, patch, KE_VERSION_MAJOR, KE_VERSION_MINOR,
+          KE_VERSION_PATCH);
 
   CHECK(ke_spec_load(&spec, argv[1]));
   options.device = "cpu";

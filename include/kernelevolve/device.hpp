@@ -4,8 +4,8 @@
 #pragma once
 #include <algorithm>
 #include <cstddef>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,9 +17,9 @@
 namespace kernelevolve {
 
 struct DeviceInfo {
-  std::string id;    // "cpu", "cuda:0", "hip:1"
-  std::string kind;  // "cpu", "cuda", "hip": times are only compared within a kind and name
-  std::string name;  // the processor's model name
+  std::string id;         // "cpu", "cuda:0", "hip:1"
+  std::string kind;       // "cpu", "cuda", "hip": times are only compared within a kind and name
+  std::string name;       // the processor's model name
   int compute_units = 0;  // cores or SMs/CUs
   int vector_bits = 0;    // widest SIMD register on a CPU; warp size * 32 on a GPU
   // Ceilings for the roofline. peak_bytes_per_s is a measured copy (bytes read plus written);
@@ -83,7 +83,8 @@ class Buffer {
   // where it can: far cheaper than an upload before every timed launch.
   virtual void fill(const void* pattern, std::size_t pattern_bytes) {
     std::vector<unsigned char> host(bytes());
-    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<const unsigned char*>(pattern)[i % pattern_bytes];
+    for (std::size_t i = 0; i < host.size(); ++i)
+      host[i] = static_cast<const unsigned char*>(pattern)[i % pattern_bytes];
     upload(host.data(), host.size());
   }
   // Copies the first min(bytes(), source.bytes()) bytes of a buffer of the same device into this one;
@@ -109,7 +110,8 @@ class Buffer {
     std::vector<unsigned char> host(bytes), rotated(bytes);
     source.download(host.data(), bytes);
     std::copy(host.begin() + static_cast<std::ptrdiff_t>(shift), host.end(), rotated.begin());
-    std::copy(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(shift), rotated.end() - static_cast<std::ptrdiff_t>(shift));
+    std::copy(host.begin(), host.begin() + static_cast<std::ptrdiff_t>(shift),
+              rotated.end() - static_cast<std::ptrdiff_t>(shift));
     upload(rotated.data(), bytes);
   }
   // The memory itself where the host can address it (the CPU device), else null: the evaluator then
@@ -134,8 +136,8 @@ struct LaunchDims {
 
 struct LaunchResult {
   bool ok = true;
-  std::string error;   // the launch failure, when !ok
-  double time_us = 0;  // when timed: device events on a GPU, the host's steady clock on the CPU
+  std::string error;            // the launch failure, when !ok
+  double time_us = 0;           // when timed: device events on a GPU, the host's steady clock on the CPU
   std::size_t failed_step = 0;  // launch_steps: the step that failed, when !ok
 };
 
@@ -158,7 +160,8 @@ class Device {
   // arguments of `signature`, made ready to be launched as a kernel is (launch() and launch_steps() run it on
   // the device's stream). Null, with `log` saying why, where the device has no such library or the options or
   // arguments do not fit it.
-  virtual std::shared_ptr<Kernel> library_step(const std::string& name, const std::map<std::string, std::string>& options,
+  virtual std::shared_ptr<Kernel> library_step(const std::string& name,
+                                               const std::map<std::string, std::string>& options,
                                                const std::vector<Param>& signature, std::string& log) {
     (void)options, (void)signature;
     log = "error: this device has no library call '" + name + "': library steps run on a CUDA GPU\n";

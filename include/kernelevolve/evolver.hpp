@@ -66,14 +66,14 @@ class Observer {
 // evaluates it on its own problem right after the seed, as a node with mutator "warm" whose note says where it
 // came from: a parent for the search when it is correct and fast here, a recorded failure when it is not.
 struct WarmKernel {
-  Candidate candidate;        // its source, with the tunables this problem declares (or it declares) and it reads
-  std::string store;          // where it was found: the database file
-  std::int64_t run = -1;      // the run there, and its node
+  Candidate candidate;    // its source, with the tunables this problem declares (or it declares) and it reads
+  std::string store;      // where it was found: the database file
+  std::int64_t run = -1;  // the run there, and its node
   std::int64_t node = -1;
-  std::string spec_name;      // the problem it was made for
-  std::string device;         // the device it was measured on
-  double speedup = 0;         // over that problem's seed, there
-  std::string match;          // why it was taken: "name", "family" or "signature"
+  std::string spec_name;  // the problem it was made for
+  std::string device;     // the device it was measured on
+  double speedup = 0;     // over that problem's seed, there
+  std::string match;      // why it was taken: "name", "family" or "signature"
 };
 
 struct EvolverOptions {
@@ -115,10 +115,10 @@ struct EvolverOptions {
 // Where an interrupted run stood, to go on from: its committed nodes and what it had spent. A Store
 // loads one (Store::resume); a host may build one itself.
 struct Checkpoint {
-  SearchGraph graph;         // evaluated nodes only, ids dense from 0, node 0 the seed (or first kernel)
-  double elapsed_s = 0;      // the run's time so far
-  std::int64_t tokens = 0;   // model tokens spent so far, failed mutations included
-  double cost_usd = 0;       // and what they cost, in US dollars
+  SearchGraph graph;        // evaluated nodes only, ids dense from 0, node 0 the seed (or first kernel)
+  double elapsed_s = 0;     // the run's time so far
+  std::int64_t tokens = 0;  // model tokens spent so far, failed mutations included
+  double cost_usd = 0;      // and what they cost, in US dollars
   std::int64_t mutator_failures = 0;
 };
 

@@ -42,7 +42,7 @@ struct WorkloadTiming {
 
 struct Evaluation {
   Status status = Status::pending;
-  std::string message;      // why it is not ok, in one line (or a note when ok)
+  std::string message;  // why it is not ok, in one line (or a note when ok)
   std::string compile_log;
   double compile_ms = 0;
   std::vector<WorkloadTiming> timings;  // one per workload, when ok
@@ -54,13 +54,13 @@ struct Evaluation {
 };
 
 struct EvalOptions {
-  int trials = 5;            // verification trials per workload, each with fresh inputs
-  int warmup = 2;            // untimed launches before timing
-  int min_reps = 5;          // timed launches per workload, at least
-  int max_reps = 200;        // and at most
-  double target_ms = 60;     // timed launches stop once their sum passes this
-  int input_sets = 3;        // inputs rotated among this many buffer sets while timing
-  bool flush_cache = true;   // on GPUs, flush L2 between timed launches
+  int trials = 5;           // verification trials per workload, each with fresh inputs
+  int warmup = 2;           // untimed launches before timing
+  int min_reps = 5;         // timed launches per workload, at least
+  int max_reps = 200;       // and at most
+  double target_ms = 60;    // timed launches stop once their sum passes this
+  int input_sets = 3;       // inputs rotated among this many buffer sets while timing
+  bool flush_cache = true;  // on GPUs, flush L2 between timed launches
   bool check_roofline = true;
   // Fail a kernel whose threads outlive its call (work done behind the timer's back). Only sound where
   // nothing else in the process starts threads meanwhile: the worker process sets it.
@@ -129,7 +129,8 @@ class FitnessEvaluator {
   }
   // Measures again, for real, on a device of the given class: what confirmation of a run's best uses. An
   // evaluator that answers from earlier measurements (ReusingEvaluator) must not answer this one so.
-  virtual Evaluation measure_again(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) {
+  virtual Evaluation measure_again(std::size_t device_class_index, const Candidate& candidate,
+                                   std::uint64_t input_seed) {
     return device_classes().size() > 1 ? evaluate_on(device_class_index, candidate, input_seed)
                                        : evaluate(candidate, input_seed);
   }
@@ -173,14 +174,14 @@ class LocalEvaluator final : public FitnessEvaluator {
 };
 
 struct WorkerOptions {
-  int jobs = 1;               // worker processes, each evaluating one candidate at a time
+  int jobs = 1;  // worker processes, each evaluating one candidate at a time
   // Time limit per candidate, in seconds. 0 derives it from the first evaluation (the seed's):
   // max(min_timeout_s, timeout_factor * its wall time); until then first_timeout_s applies.
   double timeout_s = 0;
   double min_timeout_s = 10;
   double timeout_factor = 10;
   double first_timeout_s = 300;
-  std::string worker_path;    // empty: $KE_WORKER, else beside the library, ../libexec/kernelevolve, ../bin
+  std::string worker_path;  // empty: $KE_WORKER, else beside the library, ../libexec/kernelevolve, ../bin
   EvalOptions eval;
   // How each worker confines itself once set up (kernelevolve/sandbox.hpp): strict by default. A
   // confinement the machine lacks is reported once on stderr; `off` must be asked for, and is reported.

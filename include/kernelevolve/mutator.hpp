@@ -24,7 +24,9 @@ struct LlmPrice {
   double output_per_mtok = 0;
   bool priced() const { return input_per_mtok > 0 || output_per_mtok > 0; }
   double cost_usd(std::int64_t prompt_tokens, std::int64_t completion_tokens) const {
-    return (static_cast<double>(prompt_tokens) * input_per_mtok + static_cast<double>(completion_tokens) * output_per_mtok) / 1e6;
+    return (static_cast<double>(prompt_tokens) * input_per_mtok +
+            static_cast<double>(completion_tokens) * output_per_mtok) /
+           1e6;
   }
   bool operator==(const LlmPrice&) const = default;
 };
@@ -43,14 +45,14 @@ struct Baseline {
 // and a parent before a model builds on it (MutationContext::confirm).
 struct Confirmation {
   NodeId node = -1;
-  bool confirmed = false;   // the search's figure lies within the confirmation's band
+  bool confirmed = false;  // the search's figure lies within the confirmation's band
   int rounds = 0;
   std::vector<double> best_time_us, seed_time_us;      // per workload: the median over rounds
   std::vector<double> best_spread_us, seed_spread_us;  // per workload: half the range over rounds
-  double speedup = 0;                        // geometric mean over workloads of seed time / best time
-  double speedup_low = 0, speedup_high = 0;  // the least and the greatest of the single rounds' speedups
-  double search_speedup = 0;                 // what the search measured for the node
-  std::string note;                          // why it was not confirmed
+  double speedup = 0;                                  // geometric mean over workloads of seed time / best time
+  double speedup_low = 0, speedup_high = 0;            // the least and the greatest of the single rounds' speedups
+  double search_speedup = 0;                           // what the search measured for the node
+  std::string note;                                    // why it was not confirmed
   // The node itself was not ok when evaluated again (wrong on fresh inputs, crashed, timed out): it is
   // never the run's best.
   bool failed_again = false;
@@ -150,31 +152,32 @@ class CommandMutator final : public Mutator {
 // How a model is reached and what it is told. The key is read from the environment variable named in
 // api_key_env at each request; it never reaches the store, a log or the output.
 struct LlmOptions {
-  std::string api = "openai";   // "openai": /chat/completions (OpenAI, vLLM, llama.cpp, Ollama, LiteLLM);
-                                // "anthropic": /messages
-  std::string base_url;         // e.g. https://api.openai.com/v1, http://localhost:11434/v1
+  std::string api = "openai";  // "openai": /chat/completions (OpenAI, vLLM, llama.cpp, Ollama, LiteLLM);
+                               // "anthropic": /messages
+  std::string base_url;        // e.g. https://api.openai.com/v1, http://localhost:11434/v1
   std::string model;
-  std::string api_key_env;      // e.g. OPENAI_API_KEY; empty for servers without keys
+  std::string api_key_env;  // e.g. OPENAI_API_KEY; empty for servers without keys
   double temperature = 0.7;
   int max_tokens = 4096;
-  double timeout_s = 180;       // per request
-  int max_retries = 5;          // on 429, 5xx and transport errors
-  double backoff_initial_s = 1; // doubled per retry, with jitter, capped; Retry-After wins when given
+  double timeout_s = 180;        // per request
+  int max_retries = 5;           // on 429, 5xx and transport errors
+  double backoff_initial_s = 1;  // doubled per retry, with jitter, capped; Retry-After wins when given
   double backoff_max_s = 60;
-  int max_in_flight = 4;        // requests at once across threads sharing this mutator
+  int max_in_flight = 4;  // requests at once across threads sharing this mutator
   // What the prompt remembers: "inherit" (the parent's lineage and outcomes), "siblings" (what the
   // parent's other children did), "both", or "fresh" (the parent alone).
   std::string memory = "both";
   std::vector<std::string> knowledge_dirs;  // extra markdown folders beside the shipped knowledge base
   std::size_t knowledge_budget_chars = 6000;
-  std::string device_description;           // the device and its roofline, for the prompt
-  LlmPrice price;                           // what its tokens cost (Mutation::cost_usd, the cost budget)
+  std::string device_description;  // the device and its roofline, for the prompt
+  LlmPrice price;                  // what its tokens cost (Mutation::cost_usd, the cost budget)
 };
 
 // The device as a model's prompt states it (LlmOptions::device_description): the ceilings a kernel can reach
 // (one core's for a CPU kernel, which runs on the calling thread), how it is compiled and what it may include
 // or call, the GPU's limits per SM and per block, and, given the evaluator's options, the time limit.
-std::string describe_device_for_model(const DeviceInfo& device, Language language, const WorkerOptions* limits = nullptr);
+std::string describe_device_for_model(const DeviceInfo& device, Language language,
+                                      const WorkerOptions* limits = nullptr);
 
 // Asks a language model for a rewrite of the parent: the prompt carries the device, the spec, the
 // parent's source with its measurements, the failures of recent children (compiler log, worst mismatch,

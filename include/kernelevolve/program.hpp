@@ -91,9 +91,9 @@ std::string to_json(const Plan& plan);
 
 // A plan bound to one workload and tunable point.
 struct BoundPlan {
-  std::vector<LaunchDims> dims;                  // per step (a library step's are unused)
-  std::vector<std::size_t> temporary_elements;   // per temporary
-  std::vector<std::size_t> temporary_bytes;      // per temporary
+  std::vector<LaunchDims> dims;                 // per step (a library step's are unused)
+  std::vector<std::size_t> temporary_elements;  // per temporary
+  std::vector<std::size_t> temporary_bytes;     // per temporary
   std::size_t total_temporary_bytes = 0;
   std::vector<std::vector<std::int64_t>> values;  // per step, per argument: a value argument's integer
 };

@@ -42,7 +42,7 @@ struct SandboxAllowances {
   // RLIMIT_FSIZE 0: no byte written to any regular file, even one opened before. Off only where the
   // process writes a log to a file it was handed (the worker under KE_WORKER_LOG).
   bool limit_file_size = true;
-  std::uint64_t open_files = 256;         // RLIMIT_NOFILE
+  std::uint64_t open_files = 256;  // RLIMIT_NOFILE
   // RLIMIT_CPU over the process's life, a backstop to the host's wall-clock timeout (a worker whose
   // host died cannot spin for ever). 0: unlimited. A long-lived process should retire itself before
   // it reaches it (see sandbox_cpu_seconds_used()).

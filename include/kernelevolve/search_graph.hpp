@@ -17,20 +17,20 @@ using NodeId = std::int64_t;
 
 struct Node {
   NodeId id = -1;
-  std::vector<NodeId> parents;   // empty for the seed
-  std::string mutator;           // "seed", "param", "llm", "command", or the host's own
-  std::string note;              // the mutator's one-line account of the change
+  std::vector<NodeId> parents;  // empty for the seed
+  std::string mutator;          // "seed", "param", "llm", "command", or the host's own
+  std::string note;             // the mutator's one-line account of the change
   Candidate candidate;
   Evaluation evaluation;
-  double speedup = 0;            // over the seed, geometric mean across workloads; 0 unless ok
-  double created_s = 0;          // seconds since the run started
+  double speedup = 0;    // over the seed, geometric mean across workloads; 0 unless ok
+  double created_s = 0;  // seconds since the run started
   // What the mutator was asked and answered, when it was a model or a command (kept for the store).
   std::string prompt;
   std::string answer;
   std::int64_t tokens = 0;
-  double mutation_s = 0;         // how long the mutator took to make this node
-  double cost_usd = 0;           // what the model's call cost, in US dollars (0 unpriced, or no model)
-  std::string model;             // the model that wrote it, when a model did
+  double mutation_s = 0;  // how long the mutator took to make this node
+  double cost_usd = 0;    // what the model's call cost, in US dollars (0 unpriced, or no model)
+  std::string model;      // the model that wrote it, when a model did
   // Where an ok node's time goes (diagnosis.hpp): set by the Evolver when the evaluation is recorded and by
   // the Store when a run is loaded; none for a node that is not ok, or one a host added without it.
   std::optional<Diagnosis> diagnosis;

@@ -62,16 +62,16 @@ struct PriorPoint {
 
 // Parameters of the policies; each policy reads its own and ignores the rest.
 struct PolicyOptions {
-  double epsilon = 0.2;          // epsilon-greedy: the chance of a uniformly random ok node instead of the best
-  int tournament_size = 3;       // tournament: ok nodes drawn at random; the fastest of them wins
-  double exploration = 0.2;      // ucb: the weight c of the exploration term c * sqrt(ln N / n)
-  int islands = 4;               // islands: separate populations
-  int migration_interval = 16;   // islands: evaluations between migrations (each island's best to the next)
+  double epsilon = 0.2;         // epsilon-greedy: the chance of a uniformly random ok node instead of the best
+  int tournament_size = 3;      // tournament: ok nodes drawn at random; the fastest of them wins
+  double exploration = 0.2;     // ucb: the weight c of the exploration term c * sqrt(ln N / n)
+  int islands = 4;              // islands: separate populations
+  int migration_interval = 16;  // islands: evaluations between migrations (each island's best to the next)
   // islands: MAP-Elites feature axes. Each is "tunable:NAME" (or just NAME), "source_length", or
   // "resource:NAME" (a count from Evaluation::resources, e.g. "resource:registers"). Empty: the first
   // tunable of the seed, or source_length when it has none.
   std::vector<std::string> features;
-  double bins_per_octave = 2;    // islands: numeric features (length, resources) fall in log2 bins this fine
+  double bins_per_octave = 2;  // islands: numeric features (length, resources) fall in log2 bins this fine
   // model: the surrogate (an ensemble of gradient-boosted tree models, each on a bootstrap of the points)
   int model_ensemble = 5;           // members; their spread is the uncertainty
   int model_rounds = 20;            // boosting rounds (trees) per member
@@ -85,9 +85,9 @@ struct PolicyOptions {
   // How a candidate is scored: "lcb" (predicted ln(time) - exploration x spread), "ei" (expected
   // improvement), "thompson" (one member's prediction, the member drawn per proposal).
   std::string model_acquisition = "lcb";
-  double model_exploration = 0.5;   // lcb: the weight of the spread
+  double model_exploration = 0.5;      // lcb: the weight of the spread
   double model_failure_penalty = 0.5;  // a point that is not ok counts as the worst seen, times e^penalty
-  int model_refit_divisor = 16;     // refit after max(1, n / divisor) new points (n measured at the last fit)
+  int model_refit_divisor = 16;        // refit after max(1, n / divisor) new points (n measured at the last fit)
   // A refit trains at most this many row-rounds (one boosting round over n points is n) per proposal, the
   // last model serving until it completes: about 2 ms on one core. Counted, not timed, so deterministic.
   double model_fit_slice = 4096;
@@ -150,10 +150,10 @@ class UcbPolicy final : public SelectionPolicy {
 
  private:
   struct Arm {
-    double speedup = 0;    // the node's own
-    double gain = 0;       // the sum of its children's gains over it (speedup), the prior included
-    double pulls = 0;      // finished pulls, the prior included
-    double in_flight = 0;  // children added but not yet evaluated
+    double speedup = 0;                        // the node's own
+    double gain = 0;                           // the sum of its children's gains over it (speedup), the prior included
+    double pulls = 0;                          // finished pulls, the prior included
+    double in_flight = 0;                      // children added but not yet evaluated
     double value = 0, inverse_sqrt_pulls = 1;  // kept up to date by refresh(), so a selection is a multiply-add per arm
     void refresh();
   };
@@ -198,8 +198,8 @@ class IslandsPolicy final : public SelectionPolicy {
   std::size_t next_island_ = 0;
   std::int64_t since_migration_ = 0;
   std::vector<std::shared_ptr<Island>> islands_;
-  std::vector<std::int64_t> island_of_;              // by node id; -1 unknown
-  std::vector<std::vector<std::int64_t>> asked_;     // by parent id: islands whose selection chose it, not yet claimed
+  std::vector<std::int64_t> island_of_;           // by node id; -1 unknown
+  std::vector<std::vector<std::int64_t>> asked_;  // by parent id: islands whose selection chose it, not yet claimed
 };
 
 // What the model policy has cost so far (for benchmarks and tests).
@@ -218,7 +218,8 @@ struct ModelStats {
 // times the ensemble's spread (or by expected improvement, or Thompson sampling: model_acquisition).
 // Until `model_min_points` points are ok it explores (model_warmup). Parents: the fastest node. Refits
 // after a growing number of new points, trained a bounded slice per proposal (model_fit_slice), so a
-// proposal stays cheap at thousands of points. Deterministic for a seed (one thread). Throws Error(BadUsage) when this build has no XGBoost (model_policy_available()).
+// proposal stays cheap at thousands of points. Deterministic for a seed (one thread). Throws Error(BadUsage) when this
+// build has no XGBoost (model_policy_available()).
 class ModelPolicy final : public SelectionPolicy {
  public:
   explicit ModelPolicy(PolicyOptions options = {});

@@ -44,7 +44,7 @@ struct Param {
   // Buffers: each dimension is an integer literal, a size name, or an integer expression over the sizes
   // ("H - K + 1"), evaluated per workload.
   std::vector<std::string> shape;
-  double value = 0.0;              // scalars: the fixed value
+  double value = 0.0;  // scalars: the fixed value
   bool is_buffer() const { return role == Role::in || role == Role::out || role == Role::inout; }
 };
 
@@ -78,10 +78,10 @@ struct Tolerance {
 };
 
 struct SourceRef {
-  std::string source;                   // the text (read from `file` when loading)
-  std::string file;                     // where it came from, for messages; empty when inline
-  std::optional<Language> language;     // defaults to the spec's language
-  std::optional<std::string> device;    // e.g. "cpu" for a CPU reference of a GPU problem
+  std::string source;                 // the text (read from `file` when loading)
+  std::string file;                   // where it came from, for messages; empty when inline
+  std::optional<Language> language;   // defaults to the spec's language
+  std::optional<std::string> device;  // e.g. "cpu" for a CPU reference of a GPU problem
   // A reference only: `source` is a PyTorch module in KernelBench's format (class Model, get_inputs,
   // get_init_inputs) read from `file`, run by PyTorch beside the worker (include/kernelevolve/pytorch.hpp).
   bool pytorch = false;
@@ -101,12 +101,12 @@ struct Spec {
   Language language = Language::c;
   std::string entry;
   std::vector<Param> params;
-  std::vector<Bindings> workloads;              // each binds every size param
-  std::map<std::string, InputDist> inputs;      // per input buffer; default uniform(-1, 1)
+  std::vector<Bindings> workloads;          // each binds every size param
+  std::map<std::string, InputDist> inputs;  // per input buffer; default uniform(-1, 1)
   Tolerance tolerance;
   SourceRef reference;
   SourceRef seed;
-  std::optional<LaunchRule> launch;             // required for cuda and hip
+  std::optional<LaunchRule> launch;  // required for cuda and hip
   // Tunable name -> candidate values. The seed's point is the first value of each list.
   std::map<std::string, std::vector<std::int64_t>> tunables;
   std::vector<Expr> constraints;

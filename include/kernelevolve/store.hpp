@@ -56,16 +56,16 @@ struct RunInfo {
   std::string spec_path;
   std::string spec_hash;
   std::string measurement_hash;
-  std::string spec_json;     // to_json(spec): parse_spec() reads it back
+  std::string spec_json;  // to_json(spec): parse_spec() reads it back
   DeviceInfo device;
   RunSettings settings;
-  std::string started_at;    // UTC, ISO 8601
-  std::string updated_at;    // the last commit
-  std::string finished_at;   // empty while the run has not finished (or was killed)
+  std::string started_at;   // UTC, ISO 8601
+  std::string updated_at;   // the last commit
+  std::string finished_at;  // empty while the run has not finished (or was killed)
   std::string stop_reason;
   double elapsed_s = 0;
   std::int64_t tokens = 0;
-  double cost_usd = 0;       // what the model calls cost, at the run's prices
+  double cost_usd = 0;  // what the model calls cost, at the run's prices
   std::int64_t mutator_failures = 0;
   std::int64_t nodes = 0;
   // The end-of-run confirmation of the best (report.hpp's confirmation_text lines: the confirmed node, then
@@ -85,7 +85,7 @@ struct MutatorCallRecord {
   std::string note, prompt, answer, error;
   std::int64_t tokens = 0;
   double cost_usd = 0;
-  std::string model;           // the model that answered, if a model did
+  std::string model;  // the model that answered, if a model did
   double created_s = 0;
   double seconds = 0;
 };
@@ -93,8 +93,8 @@ struct MutatorCallRecord {
 // A measurement found in the store for a candidate.
 struct StoredMeasurement {
   RunId run = -1;
-  NodeId node = -1;            // its id in that run
-  std::int64_t uid = -1;       // its row
+  NodeId node = -1;       // its id in that run
+  std::int64_t uid = -1;  // its row
   Evaluation evaluation;
 };
 
@@ -147,8 +147,8 @@ class Store {
   // measured again).
   std::optional<StoredMeasurement> find_measurement(const std::string& measurement_hash, const DeviceInfo& device,
                                                     const Candidate& candidate) const;
-  std::optional<StoredMeasurement> find_measurement(const std::string& measurement_hash, const std::string& device_class,
-                                                    const Candidate& candidate) const;
+  std::optional<StoredMeasurement> find_measurement(const std::string& measurement_hash,
+                                                    const std::string& device_class, const Candidate& candidate) const;
   // SQLite's integrity check: "ok", or what it found.
   std::string integrity_check() const;
   // The schema version stored in a database file, without opening it as a Store (0 for a new file).
@@ -209,8 +209,8 @@ class StoreRecorder final : public Observer {
   std::shared_ptr<Store> store_;
   RunId run_;
   ReusingEvaluator* reuse_;
-  std::string mutator_;       // the run's mutator, for failed calls (they carry no node)
-  double elapsed_before_ = 0; // the run's time before this process took it up
+  std::string mutator_;        // the run's mutator, for failed calls (they carry no node)
+  double elapsed_before_ = 0;  // the run's time before this process took it up
   std::chrono::steady_clock::time_point start_;
 };
 
@@ -225,7 +225,8 @@ class ReusingEvaluator final : public FitnessEvaluator {
   Evaluation evaluate(const Candidate& candidate, std::uint64_t input_seed) override;
   Evaluation evaluate_on(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) override;
   // Never from the store: the inner evaluator's own measure_again.
-  Evaluation measure_again(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) override;
+  Evaluation measure_again(std::size_t device_class_index, const Candidate& candidate,
+                           std::uint64_t input_seed) override;
   // Never from the store either: the inner evaluator's.
   CounterResult hardware_counters(const Candidate& candidate, std::uint64_t input_seed) override;
   DeviceInfo device_info() override;

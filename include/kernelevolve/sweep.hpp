@@ -39,11 +39,11 @@ struct SweepPoint {
 struct Sweep {
   int format = 1;
   std::string spec_name, spec_file, spec_hash, spec_json, device, commit, started;
-  std::vector<std::string> tunables;       // the columns, in order
-  std::vector<std::string> workloads;      // "M=1024 N=1024", one per workload
-  std::vector<std::string> resumed;        // "DATE COMMIT" of each resumption
+  std::vector<std::string> tunables;   // the columns, in order
+  std::vector<std::string> workloads;  // "M=1024 N=1024", one per workload
+  std::vector<std::string> resumed;    // "DATE COMMIT" of each resumption
   std::vector<SweepPoint> points;
-  std::string path;                        // the file it was read from, for messages
+  std::string path;  // the file it was read from, for messages
 
   // The point measured at `tunables` (projected on the sweep's columns), or null. A linear scan: a
   // replay that looks up often indexes the points itself.
@@ -77,19 +77,19 @@ struct SweepProgress {
 };
 
 struct SweepOptions {
-  std::string out;               // the sweep file: created, or read and appended to (resumed)
-  std::string spec_file;         // recorded in the header
-  std::string commit;            // recorded in the header
-  int jobs = 1;                  // evaluations at once (the evaluator must be thread-safe above 1)
-  std::int64_t max_points = 0;   // measure at most this many points now (0: no limit)
-  double time_limit_s = 0;       // start no point after this many seconds (0: no limit); those in flight finish
+  std::string out;              // the sweep file: created, or read and appended to (resumed)
+  std::string spec_file;        // recorded in the header
+  std::string commit;           // recorded in the header
+  int jobs = 1;                 // evaluations at once (the evaluator must be thread-safe above 1)
+  std::int64_t max_points = 0;  // measure at most this many points now (0: no limit)
+  double time_limit_s = 0;      // start no point after this many seconds (0: no limit); those in flight finish
   std::function<void(const SweepProgress&)> on_progress;  // after each point, from one thread at a time
 };
 
 struct SweepResult {
   std::size_t space = 0, in_file = 0, measured = 0, failed = 0;
-  bool complete = false;     // every point of the space is in the file now
-  std::string stop_reason;   // "complete", "max points", "time limit"
+  bool complete = false;    // every point of the space is in the file now
+  std::string stop_reason;  // "complete", "max points", "time limit"
 };
 
 // Measures every point of tunable_space(spec) that `out` does not hold yet with `evaluator`, appending

@@ -18,10 +18,10 @@ std::string warm_match(const Spec& spec, const Spec& stored);
 
 // The best kernel of each stored run whose problem matches `spec` (warm_match) and whose best is correct,
 // best first by its speedup there, at most `max_kernels` of them, each source once (the same source at other
-// tunables is the parameter search's to find), and never this spec's seed itself. Its tunables keep only those this spec (or its source's `ke:tunable`
-// lines) declares and its source reads; one this spec declares that it reads but has no value for gets the
-// spec's first. Stores are opened read-only. Throws Error(BadUsage) naming the file for a store that does not
-// exist or is not a KernelEvolve database; a stored run whose spec cannot be read is skipped.
+// tunables is the parameter search's to find), and never this spec's seed itself. Its tunables keep only those this
+// spec (or its source's `ke:tunable` lines) declares and its source reads; one this spec declares that it reads but has
+// no value for gets the spec's first. Stores are opened read-only. Throws Error(BadUsage) naming the file for a store
+// that does not exist or is not a KernelEvolve database; a stored run whose spec cannot be read is skipped.
 std::vector<WarmKernel> find_warm_kernels(const std::vector<std::string>& stores, const Spec& spec,
                                           std::size_t max_kernels = 3);
 

@@ -23,7 +23,7 @@ struct Expr::Node {
   Op op = Op::add;         // binary
   Function function = Function::min;
   std::vector<std::shared_ptr<const Node>> args;  // operands or call arguments
-  int depth = 1;  // of the tree below and including this node
+  int depth = 1;                                  // of the tree below and including this node
 };
 
 namespace {
@@ -71,8 +71,8 @@ class Parser {
  private:
   [[noreturn]] void fail(const std::string& problem) const { fail_at(problem, pos_); }
   [[noreturn]] void fail_at(const std::string& problem, std::size_t pos) const {
-    throw Error(ErrorCode::BadSpec, where_ + ": " + problem + " at column " + std::to_string(pos + 1) +
-                                        " in \"" + text_ + "\"");
+    throw Error(ErrorCode::BadSpec,
+                where_ + ": " + problem + " at column " + std::to_string(pos + 1) + " in \"" + text_ + "\"");
   }
 
   void skip_space() {
@@ -92,8 +92,7 @@ class Parser {
   void expect(std::string_view token) {
     if (!accept(token)) {
       skip_space();
-      fail("expected '" + std::string(token) + "'" +
-           (pos_ == text_.size() ? std::string(" before the end") : ""));
+      fail("expected '" + std::string(token) + "'" + (pos_ == text_.size() ? std::string(" before the end") : ""));
     }
   }
 

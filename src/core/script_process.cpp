@@ -74,7 +74,8 @@ std::string run_script(const std::string& python, const std::string& script, con
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   bool timed_out = false;
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -101,8 +102,9 @@ std::string run_script(const std::string& python, const std::string& script, con
                                          " s (" + python + ")" + (err.empty() ? "" : ":\n" + err));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    const std::string how = WIFSIGNALED(status) ? std::string("was killed by signal ") + std::to_string(WTERMSIG(status))
-                                                : "exited with status " + std::to_string(WEXITSTATUS(status));
+    const std::string how = WIFSIGNALED(status)
+                                ? std::string("was killed by signal ") + std::to_string(WTERMSIG(status))
+                                : "exited with status " + std::to_string(WEXITSTATUS(status));
     throw Error(ErrorCode::Internal, what + " (" + python + ") " + how + (err.empty() ? "" : ":\n" + err));
   }
   return out;

@@ -52,8 +52,7 @@ const char* to_string(Language language) {
 }
 
 std::optional<DType> parse_dtype(const std::string& text) {
-  for (DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::u8, DType::i32,
-                      DType::i64})
+  for (DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::u8, DType::i32, DType::i64})
     if (text == to_string(dtype)) return dtype;
   return std::nullopt;
 }
@@ -169,7 +168,8 @@ class Validator {
     check_tolerance();
     check_source(spec_.reference, "reference");
     // A PyTorch problem may come without a seed: a mutator writes the first kernel from the module.
-    if (!(spec_.reference.pytorch && spec_.seed.source.empty() && spec_.seed.file.empty())) check_source(spec_.seed, "seed");
+    if (!(spec_.reference.pytorch && spec_.seed.source.empty() && spec_.seed.file.empty()))
+      check_source(spec_.seed, "seed");
     check_tunables();
     check_expressions();
     check_seed_point();
@@ -197,8 +197,8 @@ class Validator {
       if (!seen.insert(param.name).second) fail(field + ".name", "duplicate param name \"" + param.name + "\"");
       if (param.role == Role::size) {
         if (is_float(param.dtype))
-          fail(field + ".dtype", "size \"" + param.name + "\" must have an integer dtype (i32 or i64), not " +
-                                     to_string(param.dtype));
+          fail(field + ".dtype",
+               "size \"" + param.name + "\" must have an integer dtype (i32 or i64), not " + to_string(param.dtype));
         sizes_.insert(param.name);
       } else if (param.role == Role::scalar) {
         if (!std::isfinite(param.value)) fail(field + ".value", "scalar \"" + param.name + "\" is not finite");
@@ -219,16 +219,17 @@ class Validator {
           if (*literal <= 0) fail(dim_field, "dimension " + dim + " must be positive");
         } else if (is_identifier(dim)) {
           if (!sizes_.count(dim))
-            fail(dim_field, "\"" + dim + "\" is not a size param (sizes: " + join({sizes_.begin(), sizes_.end()}) +
-                                ")");
+            fail(dim_field,
+                 "\"" + dim + "\" is not a size param (sizes: " + join({sizes_.begin(), sizes_.end()}) + ")");
         } else {
           // An expression over the sizes, evaluated per workload (check_workloads: it must be positive there).
           std::optional<Expr> expr;
           try {
             expr = Expr::parse(dim, dim_field);
           } catch (const Error&) {
-            fail(dim_field, "\"" + dim + "\" is neither an integer, a size param nor an integer expression over the "
-                            "sizes (+ - * / %, cdiv, min, max, parentheses)");
+            fail(dim_field, "\"" + dim +
+                                "\" is neither an integer, a size param nor an integer expression over the "
+                                "sizes (+ - * / %, cdiv, min, max, parentheses)");
           }
           for (const auto& name : expr->names())
             if (!sizes_.count(name))
@@ -264,7 +265,8 @@ class Validator {
             std::string problem = error.what();
             const std::size_t start = problem.find("cannot evaluate ");
             if (start != std::string::npos) problem.erase(0, start);
-            fail(field, "buffer \"" + param.name + "\" dimension " + std::to_string(d) + " \"" + dim + "\": " + problem);
+            fail(field,
+                 "buffer \"" + param.name + "\" dimension " + std::to_string(d) + " \"" + dim + "\": " + problem);
           }
           if (extent <= 0)
             fail(field, "buffer \"" + param.name + "\" dimension " + std::to_string(d) + " \"" + dim + "\" is " +
@@ -284,7 +286,8 @@ class Validator {
       if (param->role != Role::in && param->role != Role::inout)
         fail(field, "\"" + name + "\" is not an input buffer (role " + to_string(param->role) + ")");
       if (dist.problem) {
-        if (!spec_.reference.pytorch) fail(field + ".dist", "\"problem\" draws from a PyTorch problem's get_inputs(): the reference is not one");
+        if (!spec_.reference.pytorch)
+          fail(field + ".dist", "\"problem\" draws from a PyTorch problem's get_inputs(): the reference is not one");
         continue;
       }
       if (!is_float(param->dtype)) {
@@ -312,8 +315,9 @@ class Validator {
     for (const auto* bound : {&*dist.low, &*dist.high}) {
       for (const auto& name : bound->names()) {
         if (sizes_.count(name) || scalars_.count(name)) continue;
-        fail(field, "unknown name \"" + name + "\" in \"" + bound->text() + "\" (a range may read the sizes: " +
-                        join({sizes_.begin(), sizes_.end()}) + "; and scalars: " + join({scalars_.begin(), scalars_.end()}) + ")");
+        fail(field, "unknown name \"" + name + "\" in \"" + bound->text() +
+                        "\" (a range may read the sizes: " + join({sizes_.begin(), sizes_.end()}) +
+                        "; and scalars: " + join({scalars_.begin(), scalars_.end()}) + ")");
       }
     }
     for (std::size_t w = 0; w < spec_.workloads.size(); ++w) {
@@ -321,7 +325,8 @@ class Validator {
       const std::int64_t low = dist.low->eval(names), high = dist.high->eval(names);
       const std::string where = field + " (workload " + std::to_string(w) + ")";
       if (low > high)
-        fail(where, "the range [" + std::to_string(low) + ", " + std::to_string(high) + "] is empty: low must not exceed high");
+        fail(where, "the range [" + std::to_string(low) + ", " + std::to_string(high) +
+                        "] is empty: low must not exceed high");
       const auto [type_low, type_high] = integer_limits(param.dtype);
       if (low < type_low || high > type_high)
         fail(where, "the range [" + std::to_string(low) + ", " + std::to_string(high) + "] does not fit " +
@@ -367,9 +372,9 @@ class Validator {
       if (sizes_.count(name) || scalars_.count(name) || spec_.tunables.count(name)) continue;
       std::vector<std::string> tunables;
       for (const auto& entry : spec_.tunables) tunables.push_back(entry.first);
-      fail(field, "unknown name \"" + name + "\" in \"" + expr.text() + "\" (sizes: " +
-                      join({sizes_.begin(), sizes_.end()}) + "; scalars: " + join({scalars_.begin(), scalars_.end()}) +
-                      "; tunables: " + join(tunables) + ")");
+      fail(field, "unknown name \"" + name + "\" in \"" + expr.text() +
+                      "\" (sizes: " + join({sizes_.begin(), sizes_.end()}) +
+                      "; scalars: " + join({scalars_.begin(), scalars_.end()}) + "; tunables: " + join(tunables) + ")");
     }
   }
 
@@ -484,11 +489,12 @@ std::int64_t Spec::element_count(const Param& buffer, const Bindings& workload) 
     try {
       extent = dimension(dim, workload);
     } catch (const Error& error) {
-      throw Error(ErrorCode::BadSpec, (path.empty() ? name : path) + ": param \"" + buffer.name + "\": " + error.what());
+      throw Error(ErrorCode::BadSpec,
+                  (path.empty() ? name : path) + ": param \"" + buffer.name + "\": " + error.what());
     }
     if (__builtin_mul_overflow(count, extent, &count))
-      throw Error(ErrorCode::BadSpec, (path.empty() ? name : path) + ": param \"" + buffer.name +
-                                          "\": element count overflows 64 bits");
+      throw Error(ErrorCode::BadSpec,
+                  (path.empty() ? name : path) + ": param \"" + buffer.name + "\": element count overflows 64 bits");
   }
   return count;
 }
@@ -566,7 +572,8 @@ std::string kernel_signature(const Spec& spec) {
 Tolerance pytorch_tolerance(const Spec& spec) {
   Tolerance t{1e-4, 1e-4};
   for (const Param& p : spec.params) {
-    if ((p.role == Role::out || p.role == Role::inout) && (p.dtype == DType::f16 || p.dtype == DType::bf16)) t = {1e-2, 1e-2};
+    if ((p.role == Role::out || p.role == Role::inout) && (p.dtype == DType::f16 || p.dtype == DType::bf16))
+      t = {1e-2, 1e-2};
   }
   return t;
 }
@@ -575,7 +582,8 @@ std::string describe_input(const Spec& spec, const Param& buffer) {
   const auto it = spec.inputs.find(buffer.name);
   const InputDist dist = it != spec.inputs.end() ? it->second : InputDist{};
   if (spec.reference.pytorch) {
-    if (dist.problem || !is_float(buffer.dtype)) return "the problem's get_inputs() (or the module's weights), every trial";
+    if (dist.problem || !is_float(buffer.dtype))
+      return "the problem's get_inputs() (or the module's weights), every trial";
     return "the problem's get_inputs() (or the module's weights); later trials signed, heavy-tailed, skewed";
   }
   auto number = [](double x) {
@@ -598,9 +606,11 @@ std::string describe_input(const Spec& spec, const Param& buffer) {
   }
   switch (dist.kind) {
     case InputDist::Kind::normal:
-      return "normal, mean " + number(dist.a) + ", std " + number(dist.b) + "; later trials signed, heavy-tailed, skewed";
+      return "normal, mean " + number(dist.a) + ", std " + number(dist.b) +
+             "; later trials signed, heavy-tailed, skewed";
     case InputDist::Kind::laplace:
-      return "Laplace, mean " + number(dist.a) + ", std " + number(dist.b) + "; later trials signed, heavy-tailed, skewed";
+      return "Laplace, mean " + number(dist.a) + ", std " + number(dist.b) +
+             "; later trials signed, heavy-tailed, skewed";
     default:
       return "uniform in [" + number(dist.a) + ", " + number(dist.b) + ")" +
              (it == spec.inputs.end() ? " (the default)" : "") + "; later trials signed, heavy-tailed, skewed";

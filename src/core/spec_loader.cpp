@@ -14,9 +14,9 @@
 #include <string_view>
 #include <system_error>
 
+#include "core/text_file.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/spec.hpp"
-#include "core/text_file.hpp"
 
 namespace kernelevolve {
 namespace {
@@ -55,7 +55,6 @@ const char* type_name(const element& value) {
   return "a value";
 }
 
-
 // Finds the first syntax error of a JSON text, for simdjson's DOM parser reports what went wrong
 // but not where. Runs only after a failed parse.
 class JsonSyntaxLocator {
@@ -80,7 +79,8 @@ class JsonSyntaxLocator {
  private:
   bool at(char c) const { return pos_ < text_.size() && text_[pos_] == c; }
   void space() {
-    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
+    while (pos_ < text_.size() &&
+           (text_[pos_] == ' ' || text_[pos_] == '\t' || text_[pos_] == '\n' || text_[pos_] == '\r'))
       ++pos_;
   }
   bool value(int depth) {
@@ -177,9 +177,9 @@ class Loader {
 
     Spec spec;
     spec.path = path;
-    Fields top = fields(root, "", {"name", "language", "entry", "params", "workloads", "inputs", "tolerance",
-                                   "reference", "seed", "launch", "tunables", "constraints", "cost", "notes",
-                                   "family", "library_steps"});
+    Fields top = fields(root, "",
+                        {"name", "language", "entry", "params", "workloads", "inputs", "tolerance", "reference", "seed",
+                         "launch", "tunables", "constraints", "cost", "notes", "family", "library_steps"});
     spec.name = string(required(top, "", "name"), "name");
     spec.language = language(required(top, "", "language"), "language");
     spec.entry = string(required(top, "", "entry"), "entry");
@@ -194,7 +194,8 @@ class Loader {
     spec.reference = source(required(top, "", "reference"), "reference", /*pytorch_allowed=*/true);
     // KernelBench's tolerances by dtype, where a PyTorch problem's spec gives none.
     if (spec.reference.pytorch && !optional(top, "tolerance")) spec.tolerance = pytorch_tolerance(spec);
-    if (auto* seed = optional(top, "seed"); seed || !spec.reference.pytorch) spec.seed = source(required(top, "", "seed"), "seed");
+    if (auto* seed = optional(top, "seed"); seed || !spec.reference.pytorch)
+      spec.seed = source(required(top, "", "seed"), "seed");
     if (auto* launch = optional(top, "launch")) spec.launch = read_launch(*launch, spec.language == Language::triton);
     if (auto* tunables = optional(top, "tunables")) {
       for (const auto& [name, values] : fields(*tunables, "tunables", {})) {
@@ -385,7 +386,8 @@ class Loader {
       const std::string field = "inputs." + name;
       Fields f = fields(entry, field, {"dist", "mean", "std", "low", "high", "index_of", "sorted"});
       const Param* param = spec.find_param(name);
-      if (const element* d = optional(f, "dist"); d && d->is_string() && std::string_view(d->get_string().value()) == "problem") {
+      if (const element* d = optional(f, "dist");
+          d && d->is_string() && std::string_view(d->get_string().value()) == "problem") {
         if (f.size() > 1) fail(field, "\"dist\": \"problem\" takes no other field");
         InputDist input;
         input.problem = true;
@@ -413,8 +415,8 @@ class Loader {
       for (const auto& [key, member] : f) {
         if (key == "dist") continue;
         if (key != first && key != second)
-          fail(field + "." + key, "does not apply to the " + dist + " distribution (it takes " + first + " and " +
-                                      second + ")");
+          fail(field + "." + key,
+               "does not apply to the " + dist + " distribution (it takes " + first + " and " + second + ")");
         (key == first ? input.a : input.b) = number(member, field + "." + key);
       }
       spec.inputs[name] = input;
@@ -431,7 +433,8 @@ class Loader {
                                   "\": give low and high (or index_of), and optionally \"sorted\": true");
     }
     for (const char* key : {"mean", "std"})
-      if (optional(f, key)) fail(field + "." + key, "does not apply to an integer input (it takes low and high, or index_of)");
+      if (optional(f, key))
+        fail(field + "." + key, "does not apply to an integer input (it takes low and high, or index_of)");
     const element* low = optional(f, "low");
     const element* high = optional(f, "high");
     if (const element* of = optional(f, "index_of")) {

@@ -111,7 +111,8 @@ std::string to_json(const Spec& spec) {
   }
   if (!spec.constraints.empty()) {
     out << ", \"constraints\": [";
-    for (std::size_t i = 0; i < spec.constraints.size(); ++i) out << (i ? ", " : "") << quote(spec.constraints[i].text());
+    for (std::size_t i = 0; i < spec.constraints.size(); ++i)
+      out << (i ? ", " : "") << quote(spec.constraints[i].text());
     out << "]";
   }
   if (spec.cost_flops || spec.cost_bytes) {

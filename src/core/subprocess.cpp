@@ -75,7 +75,8 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   char buf[65536];
   while (from_out >= 0 || from_err >= 0) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       r.timed_out = true;
       break;
@@ -113,7 +114,8 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
       std::string& sink = is_out ? r.out : r.err;
       const ssize_t got = read(fds[i].fd, buf, sizeof buf);
       if (got > 0) {
-        if (sink.size() < max_output) sink.append(buf, std::min<std::size_t>(static_cast<std::size_t>(got), max_output - sink.size()));
+        if (sink.size() < max_output)
+          sink.append(buf, std::min<std::size_t>(static_cast<std::size_t>(got), max_output - sink.size()));
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
         close(fds[i].fd);
         (is_out ? from_out : from_err) = -1;

@@ -177,8 +177,7 @@ std::shared_ptr<Device> open_device(const std::string& id) {
       return backend.open(*parsed);
     }
   }
-  throw Error(ErrorCode::BadUsage,
-              "unknown device '" + id + "': expected cpu, cuda, cuda:N, hip or hip:N");
+  throw Error(ErrorCode::BadUsage, "unknown device '" + id + "': expected cpu, cuda, cuda:N, hip or hip:N");
 }
 
 std::vector<DeviceInfo> list_devices() {

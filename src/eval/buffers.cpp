@@ -44,8 +44,8 @@ std::uint16_t float_to_half(float f) {
   const std::uint16_t sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
   const std::uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return sign | 0x7c00 | (abs > 0x7f800000u ? 0x200 : 0);  // inf / nan
-  if (abs >= 0x477ff000u) return sign | 0x7c00;                                     // overflow
-  if (abs < 0x33000000u) return sign;                                               // underflow to 0
+  if (abs >= 0x477ff000u) return sign | 0x7c00;                                    // overflow
+  if (abs < 0x33000000u) return sign;                                              // underflow to 0
   int exponent = static_cast<int>(abs >> 23) - 127 + 15;
   std::uint32_t mantissa = (abs & 0x7fffff) | 0x800000;
   if (exponent <= 0) {  // subnormal half
@@ -133,13 +133,13 @@ InputDist trial_distribution(const InputDist& spec_dist, int trial) {
     return d;
   }
   // Spread of the spec's own distribution, reused so other trials stay in a range the problem accepts.
-  const double scale = spec_dist.kind == K::uniform ? std::max(std::abs(spec_dist.a), std::abs(spec_dist.b))
-                                                    : std::abs(spec_dist.b);
+  const double scale =
+      spec_dist.kind == K::uniform ? std::max(std::abs(spec_dist.a), std::abs(spec_dist.b)) : std::abs(spec_dist.b);
   const double centre = spec_dist.kind == K::uniform ? (spec_dist.a + spec_dist.b) / 2 : spec_dist.a;
   switch (trial % 4) {
     case 0: return spec_dist;
-    case 1: return {K::normal, centre, scale};                   // signed, unbounded
-    case 2: return {K::laplace, centre, scale};                  // heavy-tailed
+    case 1: return {K::normal, centre, scale};                           // signed, unbounded
+    case 2: return {K::laplace, centre, scale};                          // heavy-tailed
     default: return {K::uniform, centre - scale, centre + scale * 0.5};  // skewed range
   }
 }
@@ -260,7 +260,8 @@ constexpr std::size_t kChunk = 1u << 18;
 template <class F>
 void for_chunks(std::size_t n, F f) {
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
-  const std::size_t threads = std::min<std::size_t>(chunks, std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  const std::size_t threads =
+      std::min<std::size_t>(chunks, std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
   if (threads <= 1) {
     for (std::size_t c = 0; c < chunks; ++c) f(c);
     return;
@@ -284,7 +285,8 @@ void fill_random(const ArrayView& array, const InputDist& dist, std::uint64_t se
   for (auto& chunk_seed : seeds) chunk_seed = rng();
   // The repeated family's values, shared by every chunk, ascending so a sorted draw stays sorted.
   double pool[4];
-  for (double& value : pool) value = std::min(dist.b, std::floor(dist.a + (dist.b - dist.a + 1) * (rng() >> 11) * 0x1.0p-53));
+  for (double& value : pool)
+    value = std::min(dist.b, std::floor(dist.a + (dist.b - dist.a + 1) * (rng() >> 11) * 0x1.0p-53));
   std::sort(pool, pool + 4);
   for_chunks(array.count, [&](std::size_t c) {
     std::mt19937_64 chunk_rng(seeds[c]);
@@ -345,7 +347,9 @@ CompareResult compare(const HostArray& got, const HostArray& expected, const Tol
 CompareResult compare(const ArrayView& got, const ArrayView& expected, std::size_t n, const Tolerance& tol) {
   const std::size_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<CompareResult> parts(chunks);
-  for_chunks(n, [&](std::size_t c) { compare_range(got, expected, tol, c * kChunk, std::min(n, (c + 1) * kChunk), parts[c]); });
+  for_chunks(n, [&](std::size_t c) {
+    compare_range(got, expected, tol, c * kChunk, std::min(n, (c + 1) * kChunk), parts[c]);
+  });
   CompareResult result;
   for (const auto& part : parts) {  // in index order: ties keep the first element
     if (!part.pass) result.pass = false;

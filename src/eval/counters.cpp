@@ -76,10 +76,31 @@ std::vector<std::string> nsight_compute_arguments(const std::string& entry, cons
   // The sections hold the counters read below; dram__bytes is asked for by name (it is in no section of
   // these). Profiling starts off: the worker turns it on while it times the first workload, whose first
   // launch named `entry` is the candidate's, and only that one is profiled.
-  return {"--profile-from-start", "off", "--csv",       "--page",           "raw",          "--print-units", "base",   "--section", "SpeedOfLight",
-          "--section",   "Occupancy",        "--section",    "WarpStateStats", "--metrics", "dram__bytes.sum.per_second",
-          "--kernel-name-base", "function",  "-k",           "regex:^" + entry + "$", "-c", "1",
-          "--target-processes", "all",       "--log-file",   log_path};
+  return {"--profile-from-start",
+          "off",
+          "--csv",
+          "--page",
+          "raw",
+          "--print-units",
+          "base",
+          "--section",
+          "SpeedOfLight",
+          "--section",
+          "Occupancy",
+          "--section",
+          "WarpStateStats",
+          "--metrics",
+          "dram__bytes.sum.per_second",
+          "--kernel-name-base",
+          "function",
+          "-k",
+          "regex:^" + entry + "$",
+          "-c",
+          "1",
+          "--target-processes",
+          "all",
+          "--log-file",
+          log_path};
 }
 
 CounterResult counters_from_nsight_csv(const std::string& csv) {
@@ -135,9 +156,8 @@ CounterResult counters_from_nsight_csv(const std::string& csv) {
       if (reason != "selected") states.emplace_back(value, reason);
     }
   }
-  std::sort(states.begin(), states.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first > b.first : a.second < b.second;
-  });
+  std::sort(states.begin(), states.end(),
+            [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   for (std::size_t i = 0; i < states.size() && i < static_cast<std::size_t>(kStallReasons) && total > 0; ++i) {
     const auto pct = static_cast<std::int64_t>(std::llround(100 * states[i].first / total));
     if (pct > 0) r.counters["hw_stall_" + states[i].second + "_pct"] = pct;

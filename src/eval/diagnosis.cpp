@@ -147,7 +147,8 @@ std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, co
       const auto index = static_cast<std::size_t>(i - 1);
       const bool named = plan && index < plan->steps.size();
       step.name = named ? plan->steps[index].name() : "step " + std::to_string(i);
-      step.library = named ? plan->steps[index].is_library() : resource(evaluation, (prefix + "library").c_str()).has_value();
+      step.library =
+          named ? plan->steps[index].is_library() : resource(evaluation, (prefix + "library").c_str()).has_value();
       if (const auto permille = resource(evaluation, (prefix + "share_permille").c_str()))
         step.share = static_cast<double>(*permille) / 1000.0;
       step.gpu = gpu_of(prefix);
@@ -219,8 +220,10 @@ std::string diagnosis_text(const Diagnosis& d) {
     out += (w ? "; w" : "w") + std::to_string(w) + " " + workload_diagnosis_text(d.workloads[w]);
   }
   if (d.gpu) out += (out.empty() ? "" : "; ") + gpu_diagnosis_text(*d.gpu);
-  for (std::size_t i = 0; i < d.steps.size(); ++i) out += (out.empty() ? "" : "; ") + step_diagnosis_text(d.steps[i], i);
-  if (d.library_share) out += (out.empty() ? "" : "; ") + std::string("library calls ") + percent(*d.library_share) + " of the time";
+  for (std::size_t i = 0; i < d.steps.size(); ++i)
+    out += (out.empty() ? "" : "; ") + step_diagnosis_text(d.steps[i], i);
+  if (d.library_share)
+    out += (out.empty() ? "" : "; ") + std::string("library calls ") + percent(*d.library_share) + " of the time";
   if (const std::string c = counters_text(d.counters); !c.empty()) out += (out.empty() ? "" : "; ") + c;
   if (!d.note.empty()) out += (out.empty() ? "" : " (") + d.note + (out.empty() ? "" : ")");
   return out;
@@ -230,18 +233,21 @@ std::string diagnosis_json(const Diagnosis& d) {
   std::string out = "{\"workloads\": [";
   for (std::size_t w = 0; w < d.workloads.size(); ++w) {
     const WorkloadDiagnosis& x = d.workloads[w];
-    out += std::string(w ? ", " : "") + "{\"time_us\": " + number(x.time_us) + ", \"gbps\": " + number(x.bytes_per_s, 1e9) +
-           ", \"gflops\": " + number(x.flops_per_s, 1e9) + ", \"bandwidth_share\": " + number(x.bandwidth_share) +
-           ", \"compute_share\": " + number(x.compute_share) + ", \"bound\": " + json_quote(to_string(x.bound)) + "}";
+    out += std::string(w ? ", " : "") + "{\"time_us\": " + number(x.time_us) +
+           ", \"gbps\": " + number(x.bytes_per_s, 1e9) + ", \"gflops\": " + number(x.flops_per_s, 1e9) +
+           ", \"bandwidth_share\": " + number(x.bandwidth_share) + ", \"compute_share\": " + number(x.compute_share) +
+           ", \"bound\": " + json_quote(to_string(x.bound)) + "}";
   }
   out += "], \"gpu\": ";
   if (d.gpu) {
     const GpuDiagnosis& g = *d.gpu;
     out += "{\"registers\": " + integer(g.registers) + ", \"spill_bytes\": " + integer(g.spill_bytes) +
-           ", \"local_bytes\": " + integer(g.local_bytes) + ", \"shared_static_bytes\": " + integer(g.shared_static_bytes) +
+           ", \"local_bytes\": " + integer(g.local_bytes) +
+           ", \"shared_static_bytes\": " + integer(g.shared_static_bytes) +
            ", \"dynamic_shared_bytes\": " + integer(g.dynamic_shared_bytes) +
            ", \"max_threads_per_block\": " + integer(g.max_threads_per_block) +
-           ", \"block_threads\": " + integer(g.block_threads) + ", \"active_blocks_per_sm\": " + integer(g.active_blocks_per_sm) +
+           ", \"block_threads\": " + integer(g.block_threads) +
+           ", \"active_blocks_per_sm\": " + integer(g.active_blocks_per_sm) +
            ", \"occupancy_pct\": " + integer(g.occupancy_pct) + "}";
   } else {
     out += "null";
@@ -249,8 +255,8 @@ std::string diagnosis_json(const Diagnosis& d) {
   out += ", \"steps\": [";
   for (std::size_t i = 0; i < d.steps.size(); ++i) {
     const StepDiagnosis& step = d.steps[i];
-    out += std::string(i ? ", " : "") + "{\"name\": " + json_quote(step.name) + ", \"library\": " +
-           (step.library ? "true" : "false") + ", \"share\": " + number(step.share) + "}";
+    out += std::string(i ? ", " : "") + "{\"name\": " + json_quote(step.name) +
+           ", \"library\": " + (step.library ? "true" : "false") + ", \"share\": " + number(step.share) + "}";
   }
   out += "], \"library_share\": " + number(d.library_share);
   out += ", \"counters\": {";

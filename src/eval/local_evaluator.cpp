@@ -6,14 +6,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
-#include <cmath>
-#include <cerrno>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -22,10 +22,10 @@
 #include "eval/buffer_ops.hpp"
 #include "eval/buffers.hpp"
 #include "eval/threads.hpp"
-#include "program/program_run.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/program.hpp"
+#include "program/program_run.hpp"
 #include "pytorch/torch_reference.hpp"
 
 namespace kernelevolve {
@@ -68,14 +68,41 @@ struct ArgBlock {
       }
       const double v = p.role == Role::size ? static_cast<double>(workload.at(p.name)) : p.value;
       switch (p.dtype) {
-        case DType::f32: { float f = static_cast<float>(v); std::memcpy(values[i].data(), &f, 4); break; }
+        case DType::f32: {
+          float f = static_cast<float>(v);
+          std::memcpy(values[i].data(), &f, 4);
+          break;
+        }
         case DType::f64: std::memcpy(values[i].data(), &v, 8); break;
-        case DType::i32: { auto x = static_cast<std::int32_t>(v); std::memcpy(values[i].data(), &x, 4); break; }
-        case DType::i8: { auto x = static_cast<std::int8_t>(v); std::memcpy(values[i].data(), &x, 1); break; }
-        case DType::u8: { auto x = static_cast<std::uint8_t>(v); std::memcpy(values[i].data(), &x, 1); break; }
-        case DType::f16: { auto x = eval::float_to_half(static_cast<float>(v)); std::memcpy(values[i].data(), &x, 2); break; }
-        case DType::bf16: { auto x = eval::float_to_bf16(static_cast<float>(v)); std::memcpy(values[i].data(), &x, 2); break; }
-        default: { auto x = static_cast<std::int64_t>(v); std::memcpy(values[i].data(), &x, 8); }
+        case DType::i32: {
+          auto x = static_cast<std::int32_t>(v);
+          std::memcpy(values[i].data(), &x, 4);
+          break;
+        }
+        case DType::i8: {
+          auto x = static_cast<std::int8_t>(v);
+          std::memcpy(values[i].data(), &x, 1);
+          break;
+        }
+        case DType::u8: {
+          auto x = static_cast<std::uint8_t>(v);
+          std::memcpy(values[i].data(), &x, 1);
+          break;
+        }
+        case DType::f16: {
+          auto x = eval::float_to_half(static_cast<float>(v));
+          std::memcpy(values[i].data(), &x, 2);
+          break;
+        }
+        case DType::bf16: {
+          auto x = eval::float_to_bf16(static_cast<float>(v));
+          std::memcpy(values[i].data(), &x, 2);
+          break;
+        }
+        default: {
+          auto x = static_cast<std::int64_t>(v);
+          std::memcpy(values[i].data(), &x, 8);
+        }
       }
       args[i] = values[i].data();
     }
@@ -150,7 +177,8 @@ class Profile {
     if (!on_ || evaluations_ == 0) return;
     double total = 0;
     for (const auto& [phase, ms] : ms_) total += ms;
-    std::fprintf(stderr, "KE_PROFILE: %d evaluations, %.1f ms each in the phases below\n", evaluations_, total / evaluations_);
+    std::fprintf(stderr, "KE_PROFILE: %d evaluations, %.1f ms each in the phases below\n", evaluations_,
+                 total / evaluations_);
     for (const auto& [phase, ms] : ms_) {
       std::fprintf(stderr, "KE_PROFILE:   %-18s %9.1f ms each (%4.1f%%)\n", phase.c_str(), ms / evaluations_,
                    total > 0 ? 100 * ms / total : 0);
@@ -234,8 +262,9 @@ struct LocalEvaluator::Impl {
     if (options.check_threads) {
       const int left = thread_count() - threads_before;
       if (left > 0) {
-        return fail(e, Status::invalid, "the kernel left " + std::to_string(left) +
-                                            " thread(s) running after it returned: work must finish inside the call");
+        return fail(e, Status::invalid,
+                    "the kernel left " + std::to_string(left) +
+                        " thread(s) running after it returned: work must finish inside the call");
       }
     }
     time_us = lr.time_us;
@@ -263,8 +292,8 @@ struct LocalEvaluator::Impl {
     }
     if (!device->healthy()) {
       // Nothing compiled or run on a poisoned context could be told apart from the candidate's own fault.
-      throw Error(ErrorCode::DeviceUnavailable, device->info().id +
-                                                    ": an earlier kernel left the device unusable; a new process must open it");
+      throw Error(ErrorCode::DeviceUnavailable,
+                  device->info().id + ": an earlier kernel left the device unusable; a new process must open it");
     }
     Kernel& ref = reference_kernel();  // a broken reference is the spec's fault: it throws
     (void)ref;
@@ -278,8 +307,9 @@ struct LocalEvaluator::Impl {
       return e;
     }
     if (plan.calls_library() && !spec.library_steps) {
-      fail(e, Status::invalid, "the plan calls a library, and this problem forbids library steps (its spec's "
-                               "\"library_steps\" is false): write the work as kernels");
+      fail(e, Status::invalid,
+           "the plan calls a library, and this problem forbids library steps (its spec's "
+           "\"library_steps\" is false): write the work as kernels");
       return e;
     }
     profile.count();
@@ -297,8 +327,9 @@ struct LocalEvaluator::Impl {
       } else if (baseline) {
         fail(e, Status::compile_error, first_error_line(compiled.log));
       } else if (!compiled.missing_entry.empty()) {
-        fail(e, Status::invalid, "the source does not define the entry point '" + compiled.missing_entry + "'" +
-                                     (compiled.plan.declared ? " that its plan launches" : ""));
+        fail(e, Status::invalid,
+             "the source does not define the entry point '" + compiled.missing_entry + "'" +
+                 (compiled.plan.declared ? " that its plan launches" : ""));
       } else if (compiled.failed_step.find("(cublaslt") != std::string::npos ||
                  compiled.failed_step.find("(cudnn") != std::string::npos) {
         fail(e, Status::invalid, compiled.failed_step + ": " + first_error_line(compiled.log));
@@ -358,11 +389,13 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   const Bindings& workload = spec.workloads[w];
   const std::size_t n = spec.params.size();
   const BoundPlan bound = bind_plan(prog.plan, spec, workload, cand.tunables);  // PlanError: the caller's
-  const std::size_t temporaries_cap = temporaries_limit(device_memory_bytes(device.info(), options.device_memory_bytes));
+  const std::size_t temporaries_cap =
+      temporaries_limit(device_memory_bytes(device.info(), options.device_memory_bytes));
   if (bound.total_temporary_bytes > temporaries_cap) {
-    return fail(e, Status::invalid, "the plan's temporaries take " + std::to_string(bound.total_temporary_bytes) +
-                                        " bytes on workload " + std::to_string(w) + ", more than the device allows (" +
-                                        std::to_string(temporaries_cap) + " bytes, a quarter of its memory)");
+    return fail(e, Status::invalid,
+                "the plan's temporaries take " + std::to_string(bound.total_temporary_bytes) + " bytes on workload " +
+                    std::to_string(w) + ", more than the device allows (" + std::to_string(temporaries_cap) +
+                    " bytes, a quarter of its memory)");
   }
   const LaunchDims ref_dims = reference_dims(workload);
   Kernel& ref = reference_kernel();
@@ -470,8 +503,9 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
       if (p.role == Role::in && eval::digest(device, *cand_args.buffers[i], bytes(i)) != input_digest[i]) {
-        return fail(e, Status::incorrect, "the kernel modified its input '" + p.name + "' (workload " +
-                                              std::to_string(w) + ", trial " + std::to_string(trial) + ")");
+        return fail(e, Status::incorrect,
+                    "the kernel modified its input '" + p.name + "' (workload " + std::to_string(w) + ", trial " +
+                        std::to_string(trial) + ")");
       }
     }
     t = profile.add("verify: inputs kept", t);
@@ -512,7 +546,9 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   // shift. So each input's rotation of the reference's copy is tracked, and each call's copy is rotated from
   // it by what takes it to the call's own shift: no third block on the device. An inout param's reference
   // copy is overwritten by the reference's output, so it keeps a base of its own.
-  auto fresh_seed = [&](int rep) { return mix(mix(input_seed, w ^ 0x71e0ull), static_cast<std::uint64_t>(rep) + 1000); };
+  auto fresh_seed = [&](int rep) {
+    return mix(mix(input_seed, w ^ 0x71e0ull), static_cast<std::uint64_t>(rep) + 1000);
+  };
   {
     const std::uint64_t seed = fresh_seed(-1000);
     if (problem) {
@@ -622,8 +658,9 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
           eval::compare(device, *cand_args.buffers[i], expected_output(i), p.dtype, count(i), spec.tolerance);
       if (!c.pass) {
         record_worst(p, c, -1);
-        return fail(e, Status::incorrect,
-                    "a timed run (rep " + std::to_string(rep) + ") gave a wrong output: " + describe_mismatch(*e.worst));
+        return fail(
+            e, Status::incorrect,
+            "a timed run (rep " + std::to_string(rep) + ") gave a wrong output: " + describe_mismatch(*e.worst));
       }
     }
   }
@@ -674,7 +711,7 @@ std::size_t property_bytes(const DeviceInfo& device, const std::string& name) {
   if (end == it->second.c_str() || !(v > 0)) return 0;
   std::string unit(end);
   unit.erase(0, unit.find_first_not_of(' '));
-  const double scale = unit.rfind("TiB", 0) == 0 ? 1099511627776.0
+  const double scale = unit.rfind("TiB", 0) == 0   ? 1099511627776.0
                        : unit.rfind("GiB", 0) == 0 ? 1073741824.0
                        : unit.rfind("MiB", 0) == 0 ? 1048576.0
                        : unit.rfind("KiB", 0) == 0 ? 1024.0
@@ -689,10 +726,14 @@ std::size_t parse_memory_text(const char* text) {
   const double v = std::strtod(text, &end);
   if (end == text || !(v > 0)) return 0;
   switch (*end) {
-    case 'T': case 't': return static_cast<std::size_t>(v * 1099511627776.0);
-    case 'G': case 'g': return static_cast<std::size_t>(v * 1073741824.0);
-    case 'M': case 'm': return static_cast<std::size_t>(v * 1048576.0);
-    case 'K': case 'k': return static_cast<std::size_t>(v * 1024.0);
+    case 'T':
+    case 't': return static_cast<std::size_t>(v * 1099511627776.0);
+    case 'G':
+    case 'g': return static_cast<std::size_t>(v * 1073741824.0);
+    case 'M':
+    case 'm': return static_cast<std::size_t>(v * 1048576.0);
+    case 'K':
+    case 'k': return static_cast<std::size_t>(v * 1024.0);
     default: return static_cast<std::size_t>(v);
   }
 }
@@ -813,8 +854,8 @@ int jobs_that_fit(const Spec& spec, const DeviceInfo& device, std::size_t device
   // quarter of the device for a small problem.
   const std::size_t budget = std::max(3 * f.problem_bytes, device_bytes / 4);
   const std::size_t by_budget = f.worker_bytes > 0 ? budget / f.worker_bytes : static_cast<std::size_t>(jobs);
-  const int fit = static_cast<int>(std::max<std::size_t>(
-      1, std::min({static_cast<std::size_t>(jobs), by_device, by_budget})));
+  const int fit =
+      static_cast<int>(std::max<std::size_t>(1, std::min({static_cast<std::size_t>(jobs), by_device, by_budget})));
   if (fit < jobs && why) {
     std::ostringstream msg;
     msg << "--jobs lowered from " << jobs << " to " << fit << " on " << device.id << ": each worker holds "
@@ -852,9 +893,8 @@ LocalEvaluator::LocalEvaluator(Spec spec, std::shared_ptr<Device> device, EvalOp
     reference_device = std::make_shared<pytorch::TorchReference>(spec, device);
   } else if (!reference_device) {
     const std::string& wanted = spec.reference.device.value_or("");
-    reference_device = wanted.empty() || wanted == device->info().id || wanted == device->info().kind
-                           ? device
-                           : open_device(wanted);
+    reference_device =
+        wanted.empty() || wanted == device->info().id || wanted == device->info().kind ? device : open_device(wanted);
   }
   impl_->spec = std::move(spec);
   impl_->device = std::move(device);

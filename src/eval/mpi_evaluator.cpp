@@ -1,11 +1,11 @@
 // Evaluation across hosts through MPI: rank 0 dispatches candidates, the other ranks evaluate them in
 // their own worker processes and answer. Only one thread per process calls MPI at a time (rank 0: its
 // progress thread; other ranks: the serve loop and the heartbeat, under a mutex).
-#include <cstdlib>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <future>
 #include <list>
@@ -30,7 +30,8 @@ namespace kernelevolve {
 
 namespace {
 [[noreturn]] void no_mpi() {
-  throw Error(ErrorCode::BadUsage, "this build of KernelEvolve has no MPI support: rebuild with -DKE_WITH_MPI=ON (Debian: libopenmpi-dev)");
+  throw Error(ErrorCode::BadUsage,
+              "this build of KernelEvolve has no MPI support: rebuild with -DKE_WITH_MPI=ON (Debian: libopenmpi-dev)");
 }
 }  // namespace
 
@@ -100,7 +101,8 @@ std::string resolve_local(const std::string& device_id) {
   }
   int count = 0;
   for (const DeviceInfo& d : list_devices()) count += d.kind == kind;
-  if (count == 0) throw Error(ErrorCode::DeviceUnavailable, "rank " + std::to_string(mpi_rank()) + ": no " + kind + " device");
+  if (count == 0)
+    throw Error(ErrorCode::DeviceUnavailable, "rank " + std::to_string(mpi_rank()) + ": no " + kind + " device");
   return kind + ":" + std::to_string(local % count);
 }
 
@@ -178,12 +180,14 @@ long mpi_serve(const std::string& device_id, WorkerOptions options) {
   simdjson::dom::parser parser;
   try {
     const simdjson::dom::element msg = parser.parse(init).value();
-    const Spec spec = parse_spec(simdjson::to_string(msg["spec"].value()), std::string(msg["path"].get_string().value()));
+    const Spec spec =
+        parse_spec(simdjson::to_string(msg["spec"].value()), std::string(msg["path"].get_string().value()));
     options = worker_options_from(msg["options"].value(), options);
     evaluator = std::make_unique<WorkerEvaluator>(spec, resolve_local(device_id), options);
     send(kHello, "{\"device\": " + wire::to_json(evaluator->device_info()) + "}");
   } catch (const Error& e) {
-    send(kHello, "{\"error\": " + json_quote(e.what()) + ", \"code\": " + std::to_string(static_cast<int>(e.code())) + "}");
+    send(kHello,
+         "{\"error\": " + json_quote(e.what()) + ", \"code\": " + std::to_string(static_cast<int>(e.code())) + "}");
     while (next(tag), tag != kStop) {
     }
     return 0;
@@ -300,7 +304,8 @@ struct MpiEvaluator::Impl {
         for (auto it = queue.begin(); it != queue.end();) {
           Rank* idle = nullptr;
           for (auto& r : ranks) {
-            if (r.alive && !r.job && ((*it)->device_class < 0 || r.device_class == static_cast<std::size_t>((*it)->device_class))) {
+            if (r.alive && !r.job &&
+                ((*it)->device_class < 0 || r.device_class == static_cast<std::size_t>((*it)->device_class))) {
               idle = &r;
               break;
             }
@@ -346,7 +351,8 @@ struct MpiEvaluator::Impl {
             queue.pop_front();
           }
         }
-        if (stopping && queue.empty() && std::none_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.alive && r.job; })) {
+        if (stopping && queue.empty() &&
+            std::none_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.alive && r.job; })) {
           return;
         }
       }
@@ -376,8 +382,9 @@ struct MpiEvaluator::Impl {
       if (msg["evaluation"].get(evaluation) == simdjson::SUCCESS) {
         job->result.set_value(wire::evaluation_from_json(simdjson::to_string(evaluation)));
       } else {
-        job->result.set_exception(std::make_exception_ptr(
-            Error(ErrorCode::Internal, "rank " + std::to_string(r->rank) + ": " + std::string(msg["error"].get_string().value()))));
+        job->result.set_exception(
+            std::make_exception_ptr(Error(ErrorCode::Internal, "rank " + std::to_string(r->rank) + ": " +
+                                                                   std::string(msg["error"].get_string().value()))));
       }
     }
   }
@@ -409,7 +416,8 @@ MpiEvaluator::MpiEvaluator(Spec spec, WorkerOptions options, MpiOptions mpi) : i
   spec.validate();
   if (mpi_rank() != 0) throw Error(ErrorCode::BadUsage, "MpiEvaluator belongs on rank 0; other ranks call mpi_serve");
   const int size = mpi_size();
-  if (size < 2) throw Error(ErrorCode::BadUsage, "MPI evaluation needs at least 2 ranks (rank 0 searches, the others evaluate)");
+  if (size < 2)
+    throw Error(ErrorCode::BadUsage, "MPI evaluation needs at least 2 ranks (rank 0 searches, the others evaluate)");
   impl_->mpi = mpi;
   const std::string init = "{\"path\": " + json_quote(spec.path.empty() ? spec.name : spec.path) +
                            ", \"options\": " + worker_options_json(options) + ", \"spec\": " + to_json(spec) + "}";
@@ -461,7 +469,8 @@ MpiEvaluator::MpiEvaluator(Spec spec, WorkerOptions options, MpiOptions mpi) : i
   }
   if (impl_->classes.empty()) {
     for (auto& r : impl_->ranks) impl_->post(r.rank, kStop, "{}");
-    throw Error(ErrorCode::DeviceUnavailable, "no MPI rank could evaluate:" + (refusals.empty() ? std::string(" none answered") : refusals));
+    throw Error(ErrorCode::DeviceUnavailable,
+                "no MPI rank could evaluate:" + (refusals.empty() ? std::string(" none answered") : refusals));
   }
   impl_->progress = std::thread([this] { impl_->loop(); });
 }
@@ -484,8 +493,10 @@ Evaluation MpiEvaluator::evaluate(const Candidate& candidate, std::uint64_t inpu
   return impl_->submit(candidate, input_seed, -1);
 }
 
-Evaluation MpiEvaluator::evaluate_on(std::size_t device_class_index, const Candidate& candidate, std::uint64_t input_seed) {
-  if (device_class_index >= impl_->classes.size()) throw Error(ErrorCode::BadUsage, "MpiEvaluator: no such device class");
+Evaluation MpiEvaluator::evaluate_on(std::size_t device_class_index, const Candidate& candidate,
+                                     std::uint64_t input_seed) {
+  if (device_class_index >= impl_->classes.size())
+    throw Error(ErrorCode::BadUsage, "MpiEvaluator: no such device class");
   return impl_->submit(candidate, input_seed, static_cast<long>(device_class_index));
 }
 
@@ -495,7 +506,8 @@ std::vector<std::string> MpiEvaluator::device_classes() { return impl_->classes;
 
 int MpiEvaluator::live_ranks() const {
   std::lock_guard lock(impl_->mutex);
-  return static_cast<int>(std::count_if(impl_->ranks.begin(), impl_->ranks.end(), [](const auto& r) { return r.alive; }));
+  return static_cast<int>(
+      std::count_if(impl_->ranks.begin(), impl_->ranks.end(), [](const auto& r) { return r.alive; }));
 }
 
 std::vector<std::string> MpiEvaluator::lost_ranks() const {

@@ -26,7 +26,8 @@ std::vector<std::string> expand_device_list(const std::string& list) {
           any = true;
         }
       }
-      if (!any) throw Error(ErrorCode::DeviceUnavailable, "device list '" + list + "': no " + kind + " device is present");
+      if (!any)
+        throw Error(ErrorCode::DeviceUnavailable, "device list '" + list + "': no " + kind + " device is present");
     } else {
       ids.push_back(item);
     }

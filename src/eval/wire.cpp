@@ -37,7 +37,8 @@ ReadStatus read_all(int fd, char* data, std::size_t n, std::chrono::steady_clock
   while (n > 0) {
     int wait_ms = -1;
     if (!forever) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return ReadStatus::timeout;
       wait_ms = static_cast<int>(std::min<long long>(left.count(), 1 << 30));
     }
@@ -91,7 +92,6 @@ simdjson::dom::element parse(simdjson::dom::parser& parser, const std::string& j
 
 std::string str(simdjson::dom::element e) { return std::string(e.get_string().value()); }
 
-
 }  // namespace
 
 bool write_frame(int fd, const std::string& payload) {
@@ -107,7 +107,8 @@ ReadStatus read_frame(int fd, std::string& payload, int timeout_ms) {
   unsigned char header[4];
   ReadStatus s = read_all(fd, reinterpret_cast<char*>(header), 4, deadline, forever);
   if (s != ReadStatus::ok) return s;
-  const std::uint32_t n = header[0] | (header[1] << 8) | (header[2] << 16) | (static_cast<std::uint32_t>(header[3]) << 24);
+  const std::uint32_t n =
+      header[0] | (header[1] << 8) | (header[2] << 16) | (static_cast<std::uint32_t>(header[3]) << 24);
   if (n > (1u << 30)) return ReadStatus::error;
   payload.assign(n, '\0');
   return read_all(fd, payload.data(), n, deadline, forever);
@@ -176,10 +177,11 @@ std::string to_json(const Evaluation& e) {
       << ", \"timings\": [";
   for (std::size_t i = 0; i < e.timings.size(); ++i) {
     const auto& t = e.timings[i];
-    out << (i ? ", " : "") << "[" << number(t.median_us) << ", " << number(t.min_us) << ", " << number(t.max_us)
-        << ", " << number(t.mad_us) << ", " << t.samples << "]";
+    out << (i ? ", " : "") << "[" << number(t.median_us) << ", " << number(t.min_us) << ", " << number(t.max_us) << ", "
+        << number(t.mad_us) << ", " << t.samples << "]";
   }
-  out << "], \"device\": " << json_quote(e.device) << ", \"resources\": " << json_object(Bindings(e.resources.begin(), e.resources.end()));
+  out << "], \"device\": " << json_quote(e.device)
+      << ", \"resources\": " << json_object(Bindings(e.resources.begin(), e.resources.end()));
   if (e.worst) {
     const Mismatch& m = *e.worst;
     out << ", \"worst\": {\"buffer\": " << json_quote(m.buffer) << ", \"workload\": " << m.workload
@@ -226,7 +228,8 @@ std::string to_json(const DeviceInfo& d) {
   std::ostringstream out;
   out << "{\"id\": " << json_quote(d.id) << ", \"kind\": " << json_quote(d.kind) << ", \"name\": " << json_quote(d.name)
       << ", \"compute_units\": " << d.compute_units << ", \"vector_bits\": " << d.vector_bits
-      << ", \"peak_bytes_per_s\": " << number(d.peak_bytes_per_s) << ", \"peak_flops_per_s\": " << number(d.peak_flops_per_s)
+      << ", \"peak_bytes_per_s\": " << number(d.peak_bytes_per_s)
+      << ", \"peak_flops_per_s\": " << number(d.peak_flops_per_s)
       << ", \"floor_bytes_per_s\": " << number(d.floor_bytes_per_s) << ", \"properties\": {";
   bool first = true;
   for (const auto& [k, v] : d.properties) {

@@ -22,9 +22,9 @@
 #include <sstream>
 #include <thread>
 
-#include "eval/wire.hpp"
-#include "core/subprocess.hpp"
 #include "core/shipped_file.hpp"
+#include "core/subprocess.hpp"
+#include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/report.hpp"
@@ -44,15 +44,17 @@ std::string find_worker(const std::string& configured) {
   if (!found.path.empty()) return found.path;
   std::string looked;
   for (const auto& p : found.looked) looked += "\n  " + p;
-  throw Error(ErrorCode::Internal, "cannot find the kernelevolve-worker executable; set KE_WORKER to its path. Looked in:" + looked);
+  throw Error(ErrorCode::Internal,
+              "cannot find the kernelevolve-worker executable; set KE_WORKER to its path. Looked in:" + looked);
 }
 
 // What a worker is told of its work (worker_main.cpp's Init): the members of the init message, which a
 // profile request repeats with its candidate.
-std::string init_fields(const Spec& spec, const std::string& device_id, const EvalOptions& options, SandboxMode sandbox) {
-  return "\"path\": " + json_quote(spec.path.empty() ? spec.name : spec.path) + ", \"device\": " + json_quote(device_id) +
-         ", \"options\": " + wire::to_json(options) + ", \"sandbox\": " + json_quote(to_string(sandbox)) +
-         ", \"spec\": " + to_json(spec);
+std::string init_fields(const Spec& spec, const std::string& device_id, const EvalOptions& options,
+                        SandboxMode sandbox) {
+  return "\"path\": " + json_quote(spec.path.empty() ? spec.name : spec.path) +
+         ", \"device\": " + json_quote(device_id) + ", \"options\": " + wire::to_json(options) +
+         ", \"sandbox\": " + json_quote(to_string(sandbox)) + ", \"spec\": " + to_json(spec);
 }
 
 std::string describe_exit(int status) {
@@ -142,7 +144,8 @@ struct WorkerEvaluator::Impl {
     const bool sent = wire::write_frame(w.fd, "{\"type\": \"bridge\", \"arena\": " + pytorch::to_json(arena) + "}") &&
                       wire::send_fds(w.fd, fds);
     ::close(socket_fd);
-    if (!sent) throw Error(ErrorCode::Internal, "the worker " + worker_path + " ended before it had the shared reference");
+    if (!sent)
+      throw Error(ErrorCode::Internal, "the worker " + worker_path + " ended before it had the shared reference");
   }
 
   // Reaps a worker: gives it a moment to finish dying (so its real exit status is seen), then kills it.
@@ -180,7 +183,8 @@ struct WorkerEvaluator::Impl {
     sigset_t none, defaults;
     sigemptyset(&none);
     sigemptyset(&defaults);
-    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaddset(&defaults, sig);
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGCHLD, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+      sigaddset(&defaults, sig);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &defaults);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
@@ -272,10 +276,11 @@ struct WorkerEvaluator::Impl {
     if (!w.alive()) start(w);
     // A baseline's evaluation includes torch.compile's first compile (Inductor, Triton), which takes far
     // longer than any kernel's evaluation: it gets the first evaluation's limit.
-    const double limit_s = candidate.language == Language::pytorch ? std::max(current_timeout(), options.first_timeout_s)
-                                                                   : current_timeout();
-    const std::string request = "{\"type\": \"eval\", \"seed\": " + std::to_string(seed) +
-                                ", \"candidate\": " + wire::to_json(candidate) + "}";
+    const double limit_s = candidate.language == Language::pytorch
+                               ? std::max(current_timeout(), options.first_timeout_s)
+                               : current_timeout();
+    const std::string request =
+        "{\"type\": \"eval\", \"seed\": " + std::to_string(seed) + ", \"candidate\": " + wire::to_json(candidate) + "}";
     const auto t0 = std::chrono::steady_clock::now();
     std::string reply;
     wire::ReadStatus rs = wire::ReadStatus::closed;
@@ -286,7 +291,8 @@ struct WorkerEvaluator::Impl {
     std::string phase;
     if (wire::write_frame(w.fd, request)) {
       for (;;) {
-        const double left_ms = limit_s * 1000 - std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        const double left_ms =
+            limit_s * 1000 - std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         rs = wire::read_frame(w.fd, reply, static_cast<int>(std::max(1.0, left_ms)));
         if (rs != wire::ReadStatus::ok) break;
         if (reply.rfind("{\"type\": \"reference\"", 0) == 0) {
@@ -308,11 +314,13 @@ struct WorkerEvaluator::Impl {
       e.device = FitnessEvaluator::device_class(info);
     }
     if (rs != wire::ReadStatus::ok && in_reference) {
-      const std::string how = rs == wire::ReadStatus::timeout ? "exceeded the time limit of " + std::to_string(limit_s) + " s"
-                                                              : reap(w, false);
+      const std::string how = rs == wire::ReadStatus::timeout
+                                  ? "exceeded the time limit of " + std::to_string(limit_s) + " s"
+                                  : reap(w, false);
       if (w.alive()) reap(w, true);
-      throw Error(ErrorCode::Internal, spec_origin() + ": the reference failed: its worker " + how +
-                                           " while running the trusted reference (not a candidate), so no result can be trusted");
+      throw Error(ErrorCode::Internal,
+                  spec_origin() + ": the reference failed: its worker " + how +
+                      " while running the trusted reference (not a candidate), so no result can be trusted");
     }
     if (rs == wire::ReadStatus::timeout) {
       reap(w, true);
@@ -384,8 +392,9 @@ WorkerEvaluator::WorkerEvaluator(Spec spec, std::string device_id, WorkerOptions
   // As many workers as the device's memory holds, each with its own blocks and reference, or beside the
   // reference they share.
   std::string why;
-  const int fit = jobs_that_fit(impl_->spec, impl_->info, device_memory_bytes(impl_->info, options.eval.device_memory_bytes),
-                                options.jobs, &why, impl_->share);
+  const int fit =
+      jobs_that_fit(impl_->spec, impl_->info, device_memory_bytes(impl_->info, options.eval.device_memory_bytes),
+                    options.jobs, &why, impl_->share);
   if (fit < options.jobs) {
     std::fprintf(stderr, "kernelevolve: %s\n", why.c_str());
     impl_->workers.resize(static_cast<std::size_t>(fit));
@@ -428,7 +437,8 @@ CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   };
-  if (impl_->options.nsight_compute.empty()) return done("no Nsight Compute (ncu) was given to collect hardware counters with");
+  if (impl_->options.nsight_compute.empty())
+    return done("no Nsight Compute (ncu) was given to collect hardware counters with");
   if (impl_->device_id.rfind("cpu", 0) == 0) return done("hardware counters are collected on GPU devices only");
   char dir[] = "/tmp/kernelevolve-counters-XXXXXX";
   if (!::mkdtemp(dir)) return done(std::string("cannot make a directory for the profile: ") + std::strerror(errno));
@@ -446,8 +456,10 @@ CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std
   once.min_reps = once.max_reps = 1;
   once.input_sets = 1;
   const std::string request = "{" + init_fields(impl_->spec, impl_->device_id, once, impl_->options.sandbox) +
-                              ", \"candidate\": " + wire::to_json(candidate) + ", \"seed\": " + std::to_string(input_seed) + "}";
-  if (std::ofstream out(request_path); !(out << request)) return done("cannot write the profile's request to " + request_path);
+                              ", \"candidate\": " + wire::to_json(candidate) +
+                              ", \"seed\": " + std::to_string(input_seed) + "}";
+  if (std::ofstream out(request_path); !(out << request))
+    return done("cannot write the profile's request to " + request_path);
   std::string command = shell_quote(impl_->options.nsight_compute);
   for (const auto& a : nsight_compute_arguments(impl_->spec.entry, log_path)) {
     command += " " + shell_quote(a);

@@ -107,9 +107,11 @@ int profile_once(const char* request_path) {
     });
     const ke::Evaluation e = evaluator.evaluate(candidate, seed);
     if (on) stop();
-    if (switch_error) std::fprintf(stderr, "kernelevolve-worker: cuProfilerStart/Stop failed with CUDA error %d\n", switch_error);
+    if (switch_error)
+      std::fprintf(stderr, "kernelevolve-worker: cuProfilerStart/Stop failed with CUDA error %d\n", switch_error);
     if (e.status != ke::Status::ok) {
-      std::fprintf(stderr, "kernelevolve-worker: the candidate was %s: %s\n", ke::to_string(e.status), e.message.c_str());
+      std::fprintf(stderr, "kernelevolve-worker: the candidate was %s: %s\n", ke::to_string(e.status),
+                   e.message.c_str());
       return 3;
     }
     return 0;
@@ -130,7 +132,8 @@ std::shared_ptr<ke::Device> shared_reference(const ke::Spec& spec, const std::sh
   std::string frame;
   simdjson::dom::parser parser;
   simdjson::dom::element msg;
-  if (wire::read_frame(wire::kWorkerFd, frame, -1) != wire::ReadStatus::ok || parser.parse(frame).get(msg) != simdjson::SUCCESS) {
+  if (wire::read_frame(wire::kWorkerFd, frame, -1) != wire::ReadStatus::ok ||
+      parser.parse(frame).get(msg) != simdjson::SUCCESS) {
     throw ke::Error(ke::ErrorCode::Internal, "no shared reference came from the host");
   }
   ke::pytorch::SharedArena arena = ke::pytorch::shared_arena_from_json(simdjson::to_string(msg["arena"].value()));
@@ -202,8 +205,8 @@ int main(int argc, char** argv) {
     evaluator->prepare();  // compiles now, while NVRTC may still write its cache, and starts Triton's helper
     const std::string device_json = wire::to_json(evaluator->device_info());
     sandbox = ke::sandbox::confine_worker(sandbox_mode, device_id, options.timing_lock, std::move(sandbox));
-    wire::write_frame(wire::kWorkerFd, "{\"type\": \"ready\", \"device\": " + device_json +
-                                           ", \"sandbox\": " + sandbox.to_json() + "}");
+    wire::write_frame(wire::kWorkerFd,
+                      "{\"type\": \"ready\", \"device\": " + device_json + ", \"sandbox\": " + sandbox.to_json() + "}");
   } catch (const ke::Error& e) {
     reply_error(static_cast<int>(e.code()), e.what());
     return 1;
@@ -232,8 +235,9 @@ int main(int argc, char** argv) {
       }
       // A denied system call makes the node invalid, naming the call; the worker is replaced after it.
       restart = ke::sandbox::judge_candidate(sandbox_mode, e) || restart;
-      wire::write_frame(wire::kWorkerFd, "{\"type\": \"result\", \"restart\": " + std::string(restart ? "true" : "false") +
-                                             ", \"evaluation\": " + wire::to_json(e) + "}");
+      wire::write_frame(wire::kWorkerFd,
+                        "{\"type\": \"result\", \"restart\": " + std::string(restart ? "true" : "false") +
+                            ", \"evaluation\": " + wire::to_json(e) + "}");
       if (restart) return 0;
     } catch (const ke::Error& e) {
       reply_error(static_cast<int>(e.code()), e.what());

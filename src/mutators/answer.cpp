@@ -90,13 +90,12 @@ ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_s
     return r;
   }
   const std::vector<std::string> lines = split_lines(answer);
-  const bool has_edits = std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
-    return trim(l) == "<<<<<<< SEARCH";
-  });
+  const bool has_edits =
+      std::any_of(lines.begin(), lines.end(), [](const std::string& l) { return trim(l) == "<<<<<<< SEARCH"; });
   if (has_edits) {
     r = apply_edits(lines, parent_source);
   } else {
-    static const std::vector<std::string> kTags = {"",   "c",  "cpp", "c++",    "cxx",    "cuda", "cu",
+    static const std::vector<std::string> kTags = {"",    "c",  "cpp", "c++",    "cxx",    "cuda", "cu",
                                                    "hip", "cc", "h",   "python", "triton", "py"};
     std::string best;
     bool found = false;
@@ -145,8 +144,9 @@ std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::st
     std::istringstream in(line.substr(marker.size()));
     std::string name;
     in >> name;
-    const bool identifier = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
-                            std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
+    const bool identifier =
+        !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+        std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
     if (!identifier) continue;
     std::vector<std::int64_t> values;
     std::int64_t v;
@@ -205,7 +205,8 @@ Bindings live_tunables(const Spec& spec, const std::string& source, Language lan
   // declaration alone keeps what the parameter search found), else starts at its first value.
   for (const auto& [name, values] : declared_tunables(source)) {
     const auto kept = out.find(name);
-    if (kept == out.end() || std::find(values.begin(), values.end(), kept->second) == values.end()) out[name] = values.front();
+    if (kept == out.end() || std::find(values.begin(), values.end(), kept->second) == values.end())
+      out[name] = values.front();
   }
   return out;
 }

@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "kernelevolve/spec.hpp"
 #include <vector>
+#include "kernelevolve/spec.hpp"
 
 namespace kernelevolve::mutators {
 

@@ -2,12 +2,12 @@
 // shared with the C API's custom mutators) and the run of the user's program on it.
 #include <sstream>
 
+#include "core/subprocess.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/program.hpp"
 #include "kernelevolve/report.hpp"
 #include "mutators/answer.hpp"
-#include "core/subprocess.hpp"
 
 namespace kernelevolve {
 
@@ -18,15 +18,17 @@ std::string tail(const std::string& text, std::size_t max) { return mutators::ta
 std::string node_json(const Node& n, bool with_source) {
   std::ostringstream out;
   out << "{\"id\": " << n.id << ", \"mutator\": " << json_quote(n.mutator) << ", \"note\": " << json_quote(n.note)
-      << ", \"status\": " << json_quote(to_string(n.evaluation.status)) << ", \"message\": " << json_quote(n.evaluation.message)
-      << ", \"speedup\": " << n.speedup << ", \"tunables\": " << json_object(n.candidate.tunables) << ", \"time_us\": [";
+      << ", \"status\": " << json_quote(to_string(n.evaluation.status))
+      << ", \"message\": " << json_quote(n.evaluation.message) << ", \"speedup\": " << n.speedup
+      << ", \"tunables\": " << json_object(n.candidate.tunables) << ", \"time_us\": [";
   const auto& t = n.evaluation.timings;
   for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i].median_us;
   out << "], \"mad_us\": [";
   for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << t[i].mad_us;
   out << "]";
   if (n.diagnosis) out << ", \"diagnosis\": " << diagnosis_json(*n.diagnosis);
-  if (!n.evaluation.compile_log.empty()) out << ", \"compile_log\": " << json_quote(tail(n.evaluation.compile_log, 4000));
+  if (!n.evaluation.compile_log.empty())
+    out << ", \"compile_log\": " << json_quote(tail(n.evaluation.compile_log, 4000));
   if (n.evaluation.worst && n.evaluation.status == Status::incorrect) {
     const Mismatch& m = *n.evaluation.worst;
     out << ", \"worst_mismatch\": {\"buffer\": " << json_quote(m.buffer) << ", \"index\": " << m.index
@@ -44,8 +46,9 @@ std::string baselines_json(const std::vector<Baseline>& marks) {
   out << "[";
   for (std::size_t b = 0; b < marks.size(); ++b) {
     const Evaluation& e = marks[b].evaluation;
-    out << (b ? ", " : "") << "{\"name\": " << json_quote(marks[b].name) << ", \"status\": " << json_quote(to_string(e.status))
-        << ", \"message\": " << json_quote(e.message) << ", \"time_us\": [";
+    out << (b ? ", " : "") << "{\"name\": " << json_quote(marks[b].name)
+        << ", \"status\": " << json_quote(to_string(e.status)) << ", \"message\": " << json_quote(e.message)
+        << ", \"time_us\": [";
     for (std::size_t i = 0; i < e.timings.size(); ++i) out << (i ? ", " : "") << e.timings[i].median_us;
     out << "], \"mad_us\": [";
     for (std::size_t i = 0; i < e.timings.size(); ++i) out << (i ? ", " : "") << e.timings[i].mad_us;
@@ -59,8 +62,8 @@ std::string baselines_json(const std::vector<Baseline>& marks) {
 std::string signature_json(const Spec& spec) {
   std::ostringstream out;
   out << "{\"entry\": " << json_quote(spec.entry) << ", \"language\": " << json_quote(to_string(spec.language))
-      << ", \"device\": " << json_quote(device_kind(spec.language)) << ", \"declaration\": "
-      << json_quote(kernel_signature(spec)) << ", \"params\": [";
+      << ", \"device\": " << json_quote(device_kind(spec.language))
+      << ", \"declaration\": " << json_quote(kernel_signature(spec)) << ", \"params\": [";
   for (std::size_t i = 0; i < spec.params.size(); ++i) {
     // The spec file's param, and the C type the kernel declares it with.
     std::string param = to_json(spec.params[i]);
@@ -113,10 +116,12 @@ std::string mutation_request_json(const MutationContext& ctx) {
   if (ctx.parents.empty()) {
     // The first kernel of a problem without a seed: no parent, but the reference to translate and the
     // signature to define, and what earlier attempts wrote that failed.
-    out << "{\"task\": \"first_kernel\", \"spec\": " << to_json(ctx.spec) << ", \"signature\": "
-        << signature_json(ctx.spec) << ", \"reference\": " << reference_json(ctx.spec)
-        << ", \"parent\": null, \"plan\": null, \"plan_format\": " << json_quote(kPlanFormat) << ", \"failed_attempts\": [";
-    for (std::size_t i = 0; i < ctx.failed_attempts.size(); ++i) out << (i ? ", " : "") << node_json(ctx.failed_attempts[i], true);
+    out << "{\"task\": \"first_kernel\", \"spec\": " << to_json(ctx.spec)
+        << ", \"signature\": " << signature_json(ctx.spec) << ", \"reference\": " << reference_json(ctx.spec)
+        << ", \"parent\": null, \"plan\": null, \"plan_format\": " << json_quote(kPlanFormat)
+        << ", \"failed_attempts\": [";
+    for (std::size_t i = 0; i < ctx.failed_attempts.size(); ++i)
+      out << (i ? ", " : "") << node_json(ctx.failed_attempts[i], true);
     out << "], \"recent_failures\": [], \"baselines\": " << baselines_json(ctx.baselines)
         << ", \"nodes\": " << ctx.graph.size() << "}";
     return out.str();
@@ -141,7 +146,8 @@ std::string mutation_request_json(const MutationContext& ctx) {
   return out.str();
 }
 
-CommandMutator::CommandMutator(std::string command, double timeout_s) : command_(std::move(command)), timeout_s_(timeout_s) {
+CommandMutator::CommandMutator(std::string command, double timeout_s)
+    : command_(std::move(command)), timeout_s_(timeout_s) {
   if (command_.empty()) throw Error(ErrorCode::BadUsage, "the command mutator needs a command (--command CMD)");
   if (!(timeout_s_ > 0)) throw Error(ErrorCode::BadUsage, "the command mutator's time limit must be positive");
 }
@@ -165,8 +171,8 @@ Mutation CommandMutator::mutate(const MutationContext& ctx) {
   }
   if (!m.error.empty()) return m;
   // A first kernel has nothing to edit: only a full source will do.
-  const Candidate base = first ? Candidate{"", ctx.spec.language, ctx.spec.seed_tunables()}
-                               : ctx.graph.node(ctx.parents.at(0)).candidate;
+  const Candidate base =
+      first ? Candidate{"", ctx.spec.language, ctx.spec.seed_tunables()} : ctx.graph.node(ctx.parents.at(0)).candidate;
   const mutators::ParsedAnswer parsed = mutators::apply_answer(r.out, base.source);
   if (!parsed.ok) {
     m.error = "the command's answer was not usable: " + parsed.error;

@@ -46,7 +46,8 @@ std::string cpu_facts(const DeviceInfo& d, Language language) {
         << "-bit vectors, 2 FMA units, " << property(d, "max_ghz").substr(0, 4)
         << " GHz: computed from the nominal clock, not measured; a sustained clock under load is lower)";
   }
-  if (d.peak_bytes_per_s > 0) out << ", memory copy " << rate(d.peak_bytes_per_s / 1e9, "GB/s") << " (measured on one thread)";
+  if (d.peak_bytes_per_s > 0)
+    out << ", memory copy " << rate(d.peak_bytes_per_s / 1e9, "GB/s") << " (measured on one thread)";
   out << ".\n" << moved_line(d);
   std::string caches;
   for (const char* c : {"cache_l1d", "cache_l2", "cache_l3"}) {
@@ -62,7 +63,8 @@ std::string cpu_facts(const DeviceInfo& d, Language language) {
   }
   if (const std::string inc = property(d, "callable"); !inc.empty()) out << "Headers and calls: " << inc << ".\n";
   if (const std::string stack = property(d, "stack_bytes"); !stack.empty()) {
-    out << "Stack: " << std::stoll(stack) / (1 << 20) << " MiB on the calling thread (large arrays belong on the heap).\n";
+    out << "Stack: " << std::stoll(stack) / (1 << 20)
+        << " MiB on the calling thread (large arrays belong on the heap).\n";
   }
   return out.str();
 }
@@ -80,8 +82,9 @@ std::string gpu_facts(const DeviceInfo& d, Language language) {
       << " shared memory (" << property(d, "shared_per_block_optin") << " when the launch asks for more).\n";
   if (const std::string memory = property(d, "memory"); !memory.empty()) out << "Memory " << memory << ". ";
   if (const std::string l2 = property(d, "l2_cache"); !l2.empty()) out << "L2 " << l2 << ". ";
-  out << "Ceilings: copy " << (d.peak_bytes_per_s > 0 ? rate(d.peak_bytes_per_s / 1e9, "GB/s") + " (measured)" : "unknown")
-      << ", fp32 FMA " << (d.peak_flops_per_s > 0 ? rate(d.peak_flops_per_s / 1e12, "TFLOP/s") : "unknown") << ".\n"
+  out << "Ceilings: copy "
+      << (d.peak_bytes_per_s > 0 ? rate(d.peak_bytes_per_s / 1e9, "GB/s") + " (measured)" : "unknown") << ", fp32 FMA "
+      << (d.peak_flops_per_s > 0 ? rate(d.peak_flops_per_s / 1e12, "TFLOP/s") : "unknown") << ".\n"
       << moved_line(d);
   if (language == Language::triton) {
     out << "Compiler: Triton's, to PTX for " << property(d, "arch") << ", loaded by the CUDA driver "
@@ -130,7 +133,11 @@ std::vector<CacheSize> description_caches(const std::string& device_description)
       double value = 0;
       if (!(words >> name >> value >> unit) || value <= 0 || name.empty() || name[0] != 'l') continue;
       if (!unit.empty() && unit.back() == '.') unit.pop_back();
-      const double scale = unit == "B" ? 1 : unit == "KiB" ? 1024.0 : unit == "MiB" ? 1048576.0 : unit == "GiB" ? 1073741824.0 : 0;
+      const double scale = unit == "B"     ? 1
+                           : unit == "KiB" ? 1024.0
+                           : unit == "MiB" ? 1048576.0
+                           : unit == "GiB" ? 1073741824.0
+                                           : 0;
       if (scale == 0 || name.back() == 'i') continue;  // an instruction cache holds no data
       name[0] = 'L';
       caches.push_back({name, value * scale});

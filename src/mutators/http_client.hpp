@@ -6,9 +6,9 @@
 namespace kernelevolve::mutators {
 
 struct HttpResponse {
-  long status = 0;          // 0 when the request never got an answer
+  long status = 0;  // 0 when the request never got an answer
   std::string body;
-  std::string error;        // transport failure (curl's message), when status == 0
+  std::string error;          // transport failure (curl's message), when status == 0
   double retry_after_s = -1;  // the Retry-After header, in seconds, when present
 };
 

@@ -3,13 +3,13 @@
 #include <dlfcn.h>
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
-#include <algorithm>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 
@@ -92,8 +92,12 @@ std::vector<Passage> split_passages(const std::string& file, std::string text) {
   std::vector<Passage> out;
   const auto meta = front_matter(text);
   const std::string file_requirements = meta.count("requires") ? lowercase(meta.at("requires")) : "";
-  Passage current{file, "", "", meta.count("devices") ? meta.at("devices") : "",
-                  meta.count("languages") ? meta.at("languages") : "", ""};
+  Passage current{file,
+                  "",
+                  "",
+                  meta.count("devices") ? meta.at("devices") : "",
+                  meta.count("languages") ? meta.at("languages") : "",
+                  ""};
   auto set_requirements = [&](const std::string& section) {
     const auto all = words(file_requirements + " " + section);
     current.requirements.clear();
@@ -162,17 +166,22 @@ struct KnowledgeBase::Impl {
 };
 
 KnowledgeBase::KnowledgeBase(const std::vector<std::string>& folders) : impl_(std::make_unique<Impl>()) {
-  if (sqlite3_open(":memory:", &impl_->db) != SQLITE_OK) throw Error(ErrorCode::Internal, "knowledge base: cannot open SQLite");
+  if (sqlite3_open(":memory:", &impl_->db) != SQLITE_OK)
+    throw Error(ErrorCode::Internal, "knowledge base: cannot open SQLite");
   char* err = nullptr;
-  if (sqlite3_exec(impl_->db, "CREATE VIRTUAL TABLE passages USING fts5(file UNINDEXED, heading, text, devices UNINDEXED, "
-                   "languages UNINDEXED, requirements UNINDEXED)", nullptr,
-                   nullptr, &err) != SQLITE_OK) {
+  if (sqlite3_exec(impl_->db,
+                   "CREATE VIRTUAL TABLE passages USING fts5(file UNINDEXED, heading, text, devices UNINDEXED, "
+                   "languages UNINDEXED, requirements UNINDEXED)",
+                   nullptr, nullptr, &err) != SQLITE_OK) {
     const std::string message = err ? err : "unknown";
     sqlite3_free(err);
     throw Error(ErrorCode::Internal, "knowledge base: SQLite without FTS5? " + message);
   }
   sqlite3_stmt* insert = nullptr;
-  sqlite3_prepare_v2(impl_->db, "INSERT INTO passages(file, heading, text, devices, languages, requirements) VALUES (?, ?, ?, ?, ?, ?)", -1, &insert, nullptr);
+  sqlite3_prepare_v2(
+      impl_->db,
+      "INSERT INTO passages(file, heading, text, devices, languages, requirements) VALUES (?, ?, ?, ?, ?, ?)", -1,
+      &insert, nullptr);
   for (const auto& folder : folders) {
     std::error_code ec;
     if (folder.empty() || !fs::is_directory(folder, ec)) continue;
@@ -200,16 +209,18 @@ KnowledgeBase::~KnowledgeBase() { sqlite3_close(impl_->db); }
 
 std::size_t KnowledgeBase::passages() const { return impl_->count; }
 
-std::vector<Passage> KnowledgeBase::retrieve(const std::string& query, std::size_t budget_chars, const Applies& to) const {
+std::vector<Passage> KnowledgeBase::retrieve(const std::string& query, std::size_t budget_chars,
+                                             const Applies& to) const {
   std::vector<Passage> out;
   const std::string match = fts_query(query);
   if (match.empty() || impl_->count == 0) return out;
   std::lock_guard lock(impl_->mutex);
   sqlite3_stmt* select = nullptr;
-  if (sqlite3_prepare_v2(impl_->db,
-                         "SELECT file, heading, text, devices, languages, requirements FROM passages WHERE passages MATCH ? "
-                         "ORDER BY bm25(passages, 0.0, 4.0, 1.0, 0.0, 0.0, 0.0) LIMIT 400",
-                         -1, &select, nullptr) != SQLITE_OK) {
+  if (sqlite3_prepare_v2(
+          impl_->db,
+          "SELECT file, heading, text, devices, languages, requirements FROM passages WHERE passages MATCH ? "
+          "ORDER BY bm25(passages, 0.0, 4.0, 1.0, 0.0, 0.0, 0.0) LIMIT 400",
+          -1, &select, nullptr) != SQLITE_OK) {
     return out;
   }
   sqlite3_bind_text(select, 1, match.c_str(), -1, SQLITE_TRANSIENT);
@@ -284,7 +295,8 @@ std::string shipped_knowledge_dir() {
   if (const char* env = std::getenv("KE_KNOWLEDGE"); env && *env) return env;
   Dl_info info{};
   if (dladdr(reinterpret_cast<void*>(&shipped_knowledge_dir), &info) && info.dli_fname) {
-    const fs::path installed = fs::absolute(info.dli_fname).parent_path().parent_path() / "share" / "kernelevolve" / "knowledge";
+    const fs::path installed =
+        fs::absolute(info.dli_fname).parent_path().parent_path() / "share" / "kernelevolve" / "knowledge";
     std::error_code ec;
     if (fs::is_directory(installed, ec)) return installed.string();
   }

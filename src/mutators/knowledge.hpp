@@ -23,8 +23,8 @@ struct Passage {
   std::string file;
   std::string heading;
   std::string text;
-  std::string devices;    // from the file's front matter, space-separated; empty: any
-  std::string languages;  // likewise
+  std::string devices;       // from the file's front matter, space-separated; empty: any
+  std::string languages;     // likewise
   std::string requirements;  // the file's and the section's `requires:`, space-separated; empty: none
 };
 

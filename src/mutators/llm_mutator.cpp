@@ -8,21 +8,21 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <iomanip>
 #include <mutex>
 #include <optional>
 #include <random>
-#include <iomanip>
 #include <set>
 #include <sstream>
 #include <thread>
 
+#include "devices/gpu/common.hpp"
+#include "eval/buffers.hpp"
 #include "kernelevolve/counters.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/program.hpp"
 #include "kernelevolve/report.hpp"
-#include "devices/gpu/common.hpp"
-#include "eval/buffers.hpp"
 #include "mutators/answer.hpp"
 #include "mutators/device_facts.hpp"
 #include "mutators/http_client.hpp"
@@ -77,11 +77,13 @@ std::string diagnosis_lines(const Node& n, bool legend) {
         << std::lround(kSoleCeilingShare * 100) << "% of it on)";
   }
   out << (d.note.empty() ? "" : " (" + d.note + ")") << ":\n";
-  for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "- w" << w << " " << workload_diagnosis_text(d.workloads[w]) << "\n";
+  for (std::size_t w = 0; w < d.workloads.size(); ++w)
+    out << "- w" << w << " " << workload_diagnosis_text(d.workloads[w]) << "\n";
   if (d.gpu) out << "- " << gpu_diagnosis_text(*d.gpu) << "\n";
   // A program's kernels, each with its own (its share of the time is the line under the diagnosis).
   for (std::size_t s = 0; s < d.steps.size(); ++s) {
-    if (d.steps[s].gpu) out << "- step " << s + 1 << " (" << d.steps[s].name << "): " << gpu_diagnosis_text(*d.steps[s].gpu) << "\n";
+    if (d.steps[s].gpu)
+      out << "- step " << s + 1 << " (" << d.steps[s].name << "): " << gpu_diagnosis_text(*d.steps[s].gpu) << "\n";
   }
   if (const std::string c = counters_text(d.counters); !c.empty()) {
     out << "- hardware " << c << " (Nsight Compute, one launch of w0)\n";
@@ -150,9 +152,11 @@ std::string descendants_text(const SearchGraph& g, const Node& n, const std::vec
   std::ostringstream out;
   out << "  after it, " << seen.size() << " node" << (seen.size() == 1 ? "" : "s") << " of the search";
   if (!best) return out.str() + ", none ok\n";
-  out << "; the fastest, node " << best->id << " (" << best->mutator << "), with " << bindings_text(best->candidate.tunables)
-      << ": " << outcome(*best, baselines)
-      << (n.evaluation.status == Status::ok && !beats(*best, n) ? " (within the noise of node " + std::to_string(n.id) + ")" : "")
+  out << "; the fastest, node " << best->id << " (" << best->mutator << "), with "
+      << bindings_text(best->candidate.tunables) << ": " << outcome(*best, baselines)
+      << (n.evaluation.status == Status::ok && !beats(*best, n)
+              ? " (within the noise of node " + std::to_string(n.id) + ")"
+              : "")
       << "\n";
   // The others in a line, by what they changed from the node: a model that sees only the winner cannot tell
   // a value that lost by 2% from one that lost by half (an agent playing the model asked for exactly this).
@@ -169,7 +173,8 @@ std::string descendants_text(const SearchGraph& g, const Node& n, const std::vec
     std::string changed;
     for (const auto& [k, v] : d.candidate.tunables) {
       const auto it = n.candidate.tunables.find(k);
-      if (it == n.candidate.tunables.end() || it->second != v) changed += (changed.empty() ? "" : " ") + k + "=" + std::to_string(v);
+      if (it == n.candidate.tunables.end() || it->second != v)
+        changed += (changed.empty() ? "" : " ") + k + "=" + std::to_string(v);
     }
     others << (listed++ ? ", " : "") << "node " << id << " (" << (changed.empty() ? d.mutator : changed) << ") ";
     if (d.evaluation.status == Status::ok) {
@@ -232,8 +237,9 @@ std::string plan_text(const Spec& spec) {
   const Language language = spec.language;
   const bool triton = language == Language::triton, cpu = is_cpu_language(language);
   std::string out =
-      std::string("Programs: a source may declare its own plan instead of the default one (the entry alone with the "
-                  "spec's params): ") +
+      std::string(
+          "Programs: a source may declare its own plan instead of the default one (the entry alone with the "
+          "spec's params): ") +
       (cpu ? "functions called in order, each with its args, and temporaries (workspaces allocated for it, NaN-filled "
              "before every call), so the program need not allocate. "
            : "several kernels run in order on one stream, each with its own grid and args, and temporaries "
@@ -253,27 +259,30 @@ std::string plan_text(const Spec& spec) {
            "y, chunks, BLOCK: tl.constexpr)`.\n";
   }
   if (cpu) {
-    return out + "In a comment:\n/* kernelevolve-plan\n"
-                 "{\"temporaries\": [{\"name\": \"partial\", \"dtype\": \"f64\", \"shape\": [\"cdiv(n, CHUNK)\"]}],\n"
-                 " \"steps\": [{\"kernel\": \"partial_sums\", \"args\": [\"x\", \"partial\", \"n\", \"CHUNK\"]},\n"
-                 "           {\"kernel\": \"finish\", \"args\": [\"x\", \"partial\", \"y\", \"n\", \"cdiv(n, CHUNK)\"]}]}\n*/\n"
-                 "with `void partial_sums(const float* x, double* partial, int64_t n, int64_t chunk)` and `void finish(const "
-                 "float* x, double* partial, float* y, int64_t n, int64_t chunks)`.\n";
+    return out +
+           "In a comment:\n/* kernelevolve-plan\n"
+           "{\"temporaries\": [{\"name\": \"partial\", \"dtype\": \"f64\", \"shape\": [\"cdiv(n, CHUNK)\"]}],\n"
+           " \"steps\": [{\"kernel\": \"partial_sums\", \"args\": [\"x\", \"partial\", \"n\", \"CHUNK\"]},\n"
+           "           {\"kernel\": \"finish\", \"args\": [\"x\", \"partial\", \"y\", \"n\", \"cdiv(n, CHUNK)\"]}]}\n*/\n"
+           "with `void partial_sums(const float* x, double* partial, int64_t n, int64_t chunk)` and `void finish(const "
+           "float* x, double* partial, float* y, int64_t n, int64_t chunks)`.\n";
   }
-  out += "Each kernel is extern \"C\" __global__; a step without grid, block or shared_bytes takes the default's. In a "
-         "comment:\n/* kernelevolve-plan\n"
-         "{\"temporaries\": [{\"name\": \"partial\", \"dtype\": \"f32\", \"shape\": [\"cdiv(N, 256)\"]}],\n"
-         " \"steps\": [{\"kernel\": \"partial_sums\", \"grid\": [\"cdiv(N, 256)\"], \"block\": [256], \"args\": [\"x\", \"partial\", \"N\"]},\n"
-         "           {\"kernel\": \"finish\", \"grid\": [1], \"block\": [1024], \"args\": [\"partial\", \"y\", \"cdiv(N, 256)\"]}]}\n*/\n"
-         "with `partial_sums(const float* x, float* partial, int64_t n)` and `finish(float* partial, float* y, int64_t "
-         "blocks)`.\n";
+  out +=
+      "Each kernel is extern \"C\" __global__; a step without grid, block or shared_bytes takes the default's. In a "
+      "comment:\n/* kernelevolve-plan\n"
+      "{\"temporaries\": [{\"name\": \"partial\", \"dtype\": \"f32\", \"shape\": [\"cdiv(N, 256)\"]}],\n"
+      " \"steps\": [{\"kernel\": \"partial_sums\", \"grid\": [\"cdiv(N, 256)\"], \"block\": [256], \"args\": [\"x\", \"partial\", \"N\"]},\n"
+      "           {\"kernel\": \"finish\", \"grid\": [1], \"block\": [1024], \"args\": [\"partial\", \"y\", \"cdiv(N, 256)\"]}]}\n*/\n"
+      "with `partial_sums(const float* x, float* partial, int64_t n)` and `finish(float* partial, float* y, int64_t "
+      "blocks)`.\n";
   if (language == Language::cuda && spec.library_steps) {
-    out += "A step may call a library instead (buffers of one dtype, f32, f16 or bf16; f32 accumulation, no TF32; any "
-           "buffer may be a temporary): {\"library\": \"cublaslt.matmul\", \"args\": [A, B, D, M, N, K] (then bias), "
-           "\"options\": {\"epilogue\": none|relu|gelu|bias|bias_relu|bias_gelu, \"b_transposed\": \"true\" for B stored "
-           "[N, K], a Linear weight}}: row-major D[M, N] = epilogue(A[M, K] B + bias[N]); {\"library\": \"cudnn.conv2d\", "
-           "\"args\": [x, w, y, N, C, H, W, K, R, S] (then bias), \"options\": {\"stride\", \"padding\", \"dilation\" "
-           "(\"a\" or \"a,b\"), \"groups\"}}: NCHW torch.nn.functional.conv2d.\n";
+    out +=
+        "A step may call a library instead (buffers of one dtype, f32, f16 or bf16; f32 accumulation, no TF32; any "
+        "buffer may be a temporary): {\"library\": \"cublaslt.matmul\", \"args\": [A, B, D, M, N, K] (then bias), "
+        "\"options\": {\"epilogue\": none|relu|gelu|bias|bias_relu|bias_gelu, \"b_transposed\": \"true\" for B stored "
+        "[N, K], a Linear weight}}: row-major D[M, N] = epilogue(A[M, K] B + bias[N]); {\"library\": \"cudnn.conv2d\", "
+        "\"args\": [x, w, y, N, C, H, W, K, R, S] (then bias), \"options\": {\"stride\", \"padding\", \"dilation\" "
+        "(\"a\" or \"a,b\"), \"groups\"}}: NCHW torch.nn.functional.conv2d.\n";
   }
   return out;
 }
@@ -354,7 +363,8 @@ std::string inputs_in_cache(const Spec& spec, const std::string& device_descript
     out << (w ? ";" : "") << " w" << w << " " << copies << (copies == 1 ? " copy of " : " copies of ")
         << gpu::format_bytes(bytes) << ", " << gpu::format_bytes(copied) << " in all";
     if (caches.empty()) continue;
-    const auto fits = std::find_if(caches.begin(), caches.end(), [&](const mutators::CacheSize& c) { return copied <= c.bytes; });
+    const auto fits =
+        std::find_if(caches.begin(), caches.end(), [&](const mutators::CacheSize& c) { return copied <= c.bytes; });
     auto name_size = [](const mutators::CacheSize& c) { return c.name + " (" + gpu::format_bytes(c.bytes) + ")"; };
     if (fits == caches.begin()) {
       out << ": within " << name_size(*fits) << ": expect them warm in " << fits->name;
@@ -394,45 +404,51 @@ struct LlmMutator::Impl {
         "start no threads, do no I/O, never exit; do all the work inside the call.\n";
     std::string tunables =
         "You may declare tunables the parameter search will explore, one per line: "
-        "`// ke:tunable NAME v1 v2 v3`, used as a macro guarded by #ifndef NAME. " + std::string(mutators::kTunableRule);
+        "`// ke:tunable NAME v1 v2 v3`, used as a macro guarded by #ifndef NAME. " +
+        std::string(mutators::kTunableRule);
     if (triton) {
       // Triton's own terms: a Python module, constexpr tunables, the launch is not the kernel's to write.
-      rules += "A Triton kernel is a Python module with one @triton.jit entry (helpers may be @triton.jit too): "
-               "import triton and triton.language as tl, nothing else, and no launch code (the grid is the "
-               "spec's or the plan's, each program runs 32 x num_warps threads). Its parameters are the spec's params in "
-               "order, then each tunable it uses as `NAME: tl.constexpr`. Mask every load and store at the edges.\n";
+      rules +=
+          "A Triton kernel is a Python module with one @triton.jit entry (helpers may be @triton.jit too): "
+          "import triton and triton.language as tl, nothing else, and no launch code (the grid is the "
+          "spec's or the plan's, each program runs 32 x num_warps threads). Its parameters are the spec's params in "
+          "order, then each tunable it uses as `NAME: tl.constexpr`. Mask every load and store at the edges.\n";
       tunables =
           "You may declare tunables the parameter search will explore, one per line: "
           "`# ke:tunable NAME v1 v2 v3`, each a `NAME: tl.constexpr` parameter of the entry. num_warps and "
-          "num_stages are tunables too, Triton's compile options, never parameters. " + std::string(mutators::kTunableRule);
+          "num_stages are tunables too, Triton's compile options, never parameters. " +
+          std::string(mutators::kTunableRule);
     }
     rules += plan_text(spec);
     if (first) {
       return "You are an expert performance engineer. You write " + lang +
              " kernels for the device described that compute exactly what a reference computes (within the "
-             "stated tolerance) for every valid input, and run fast.\n" + rules +
-             "Answer with the complete source in one ```" + lang + " fenced block: it defines the entry point "
+             "stated tolerance) for every valid input, and run fast.\n" +
+             rules + "Answer with the complete source in one ```" + lang +
+             " fenced block: it defines the entry point "
              "with exactly the signature given (or its plan and the kernels it names), and includes the headers it "
-             "needs.\n" + tunables +
-             " Say in one sentence before the code how the kernel works.";
+             "needs.\n" +
+             tunables + " Say in one sentence before the code how the kernel works.";
     }
     return "You are an expert performance engineer. You rewrite " + lang +
            " kernels to run faster on the device described, while computing exactly what the reference "
-           "computes (within the stated tolerance) for every valid input.\n" + rules +
-           "Answer with the complete new source in one ```" + lang +
+           "computes (within the stated tolerance) for every valid input.\n" +
+           rules + "Answer with the complete new source in one ```" + lang +
            " fenced block, or with SEARCH/REPLACE edits on the parent:\n"
-           "<<<<<<< SEARCH\n(exact lines of the parent)\n=======\n(replacement)\n>>>>>>> REPLACE\n" + tunables +
-           " Say in one sentence before the code what you changed and why.";
+           "<<<<<<< SEARCH\n(exact lines of the parent)\n=======\n(replacement)\n>>>>>>> REPLACE\n" +
+           tunables + " Say in one sentence before the code what you changed and why.";
   }
 
   // The problem as any prompt states it: signature, workloads, tolerance, launch, tunables, notes.
   static void problem_section(std::ostringstream& out, const Spec& spec, const std::string& device_description) {
     out << "## Problem: " << spec.name << "\nSignature: `" << kernel_signature(spec) << "`\n";
     out << "Workloads:";
-    for (std::size_t i = 0; i < spec.workloads.size(); ++i) out << " w" << i << " {" << bindings_text(spec.workloads[i]) << "}";
+    for (std::size_t i = 0; i < spec.workloads.size(); ++i)
+      out << " w" << i << " {" << bindings_text(spec.workloads[i]) << "}";
     // How the figures below are made, so that a model reads them right.
     out << "\nTiming: the median of many launches per workload, each on inputs no earlier launch saw (rotated "
-        << (is_cpu_language(spec.language) ? "among copies; caches are not flushed" : "among copies, the L2 flushed before each")
+        << (is_cpu_language(spec.language) ? "among copies; caches are not flushed"
+                                           : "among copies, the L2 flushed before each")
         << "), \"±\" its spread (the median absolute deviation of the launches); \"Nx over the seed\" is the "
            "geometric mean over the workloads of the seed's time over the kernel's, and likewise over a baseline. "
            "Each node's figures are one evaluation's: a difference within a few spreads may be noise.";
@@ -441,20 +457,22 @@ struct LlmMutator::Impl {
     const bool triton = spec.language == Language::triton;
     // The spec's launch is the default plan: a candidate may declare its own (the system prompt says how).
     if (spec.launch && triton) {
-      out << "Launch (the default plan; a source may declare its own): grid (" << spec.launch->grid[0].text() << ", " << spec.launch->grid[1].text() << ", "
-          << spec.launch->grid[2].text() << ") programs (tl.program_id(0..2)), each of 32 x num_warps threads\n";
+      out << "Launch (the default plan; a source may declare its own): grid (" << spec.launch->grid[0].text() << ", "
+          << spec.launch->grid[1].text() << ", " << spec.launch->grid[2].text()
+          << ") programs (tl.program_id(0..2)), each of 32 x num_warps threads\n";
     } else if (spec.launch) {
-      out << "Launch (the default plan; a source may declare its own): grid (" << spec.launch->grid[0].text() << ", " << spec.launch->grid[1].text() << ", "
-          << spec.launch->grid[2].text() << "), block (" << spec.launch->block[0].text() << ", "
-          << spec.launch->block[1].text() << ", " << spec.launch->block[2].text() << "), shared bytes "
-          << spec.launch->shared_bytes.text() << "\n";
+      out << "Launch (the default plan; a source may declare its own): grid (" << spec.launch->grid[0].text() << ", "
+          << spec.launch->grid[1].text() << ", " << spec.launch->grid[2].text() << "), block ("
+          << spec.launch->block[0].text() << ", " << spec.launch->block[1].text() << ", "
+          << spec.launch->block[2].text() << "), shared bytes " << spec.launch->shared_bytes.text() << "\n";
     }
     if (!spec.tunables.empty()) {
       // The spec's, which the seed reads: a kernel that drops one no longer has it (its own are listed with
       // it, as "Tunables:"), and a model shown the spec's list alone took them for the parent's.
-      out << (triton ? "The spec's tunables (tl.constexpr parameters of the seed; num_warps and num_stages are Triton's "
-                       "options; each kernel's own are listed with it):"
-                     : "The spec's tunables (macros the seed reads; each kernel's own are listed with it):");
+      out << (triton
+                  ? "The spec's tunables (tl.constexpr parameters of the seed; num_warps and num_stages are Triton's "
+                    "options; each kernel's own are listed with it):"
+                  : "The spec's tunables (macros the seed reads; each kernel's own are listed with it):");
       for (const auto& [name, values] : spec.tunables) {
         out << " " << name << " in {";
         for (std::size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
@@ -477,7 +495,8 @@ struct LlmMutator::Impl {
     constexpr std::size_t kExamples = 2, kSourceChars = 3000;
     std::vector<const Node*> warm;
     for (const Node& n : g.nodes()) {
-      if (n.mutator == "warm" && n.id != parent && n.id != best && n.evaluation.status != Status::pending) warm.push_back(&n);
+      if (n.mutator == "warm" && n.id != parent && n.id != best && n.evaluation.status != Status::pending)
+        warm.push_back(&n);
     }
     if (warm.empty()) return;
     std::stable_sort(warm.begin(), warm.end(), [](const Node* a, const Node* b) { return a->speedup > b->speedup; });
@@ -488,7 +507,8 @@ struct LlmMutator::Impl {
       if (source.size() > kSourceChars) source = source.substr(0, kSourceChars) + "\n[... cut]";
       if (!source.ends_with("\n")) source += "\n";
       out << "### node " << n.id << ": " << n.note << "\nHere: " << outcome(n) << "; tunables "
-          << bindings_text(n.candidate.tunables) << "\n```" << to_string(n.candidate.language) << "\n" << source << "```\n";
+          << bindings_text(n.candidate.tunables) << "\n```" << to_string(n.candidate.language) << "\n"
+          << source << "```\n";
     }
   }
 
@@ -510,9 +530,8 @@ struct LlmMutator::Impl {
     out << "\n## Notes from the knowledge base\n";
     for (const auto& p : passages) {
       const std::string title = "### " + p.heading + " (" + p.file + ")";
-      const auto given = std::find_if(earlier.begin(), earlier.end(), [&](const Node* n) {
-        return n->prompt.find(title + "\n") != std::string::npos;
-      });
+      const auto given = std::find_if(earlier.begin(), earlier.end(),
+                                      [&](const Node* n) { return n->prompt.find(title + "\n") != std::string::npos; });
       if (given != earlier.end()) {
         out << title << ": given in the prompt that wrote node " << (*given)->id << ", not repeated\n";
       } else {
@@ -547,19 +566,23 @@ struct LlmMutator::Impl {
     }
     const SourceRef& ref = spec.reference;
     const std::string ref_lang = ref.pytorch ? "python" : to_string(ref.language.value_or(spec.language));
-    out << "\n## Reference" << (ref.pytorch ? " (a PyTorch module; weights reach the kernel as the `in` buffers "
-                                               "named after their state-dict keys, '.' as '_')" : "")
-        << (ref.file.empty() ? "" : ": " + ref.file) << "\n```" << ref_lang << "\n" << ref.source
-        << (ref.source.ends_with("\n") ? "" : "\n") << "```\n";
+    out << "\n## Reference"
+        << (ref.pytorch ? " (a PyTorch module; weights reach the kernel as the `in` buffers "
+                          "named after their state-dict keys, '.' as '_')"
+                        : "")
+        << (ref.file.empty() ? "" : ": " + ref.file) << "\n```" << ref_lang << "\n"
+        << ref.source << (ref.source.ends_with("\n") ? "" : "\n") << "```\n";
     if (!ctx.failed_attempts.empty()) {
       out << "\n## Earlier attempts that failed\n";
       for (const Node& n : ctx.failed_attempts) {
-        out << failure_detail(n) << "```" << to_string(n.candidate.language) << "\n" << n.candidate.source
-            << (n.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
+        out << failure_detail(n) << "```" << to_string(n.candidate.language) << "\n"
+            << n.candidate.source << (n.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
       }
     }
-    std::string query = spec.name + " " + spec.notes + " " + to_string(spec.language) + " " + options.device_description;
-    for (const Node& n : ctx.failed_attempts) query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
+    std::string query =
+        spec.name + " " + spec.notes + " " + to_string(spec.language) + " " + options.device_description;
+    for (const Node& n : ctx.failed_attempts)
+      query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
     knowledge_section(out, query, spec);
     out << "\n## Task\nWrite the first " << to_string(spec.language) << " kernel for this problem: a complete source "
         << "that defines `" << kernel_signature(spec) << "` (or declares a plan and defines its kernels) and computes "
@@ -588,8 +611,8 @@ struct LlmMutator::Impl {
       out << "Noise: this machine is noisy: ";
       if (noise > kNoisyMachine) {
         out << "the seed's launches spread by " << std::lround(noise * 100)
-            << "% of their median (median absolute deviation); a difference under about " << std::lround(2 * noise * 100)
-            << "% is not one";
+            << "% of their median (median absolute deviation); a difference under about "
+            << std::lround(2 * noise * 100) << "% is not one";
       }
       if (!moved.empty()) {
         out << (noise > kNoisyMachine ? "; " : "") << "its measured ceilings moved between runs (" << moved
@@ -600,7 +623,8 @@ struct LlmMutator::Impl {
     out << marks_section(ctx.baselines);
     out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n"
         << confirmation_text(ctx, parent) << diagnosis_lines(parent, true) << steps_text(spec, parent)
-        << "Tunables: " << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language) << "\n"
+        << "Tunables: " << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language)
+        << "\n"
         << parent.candidate.source << (parent.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
     // A lead inside the spreads of single measurements is not one a model should build a story on.
     if (!parent.parents.empty() && parent.evaluation.status == Status::ok) {
@@ -622,7 +646,8 @@ struct LlmMutator::Impl {
         out << "\n## How the parent came to be (its lineage)\n";
         for (NodeId id : chain) {
           const Node& n = g.node(id);
-          out << "- node " << id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n, ctx.baselines) << "\n";
+          out << "- node " << id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note)
+              << "): " << outcome(n, ctx.baselines) << "\n";
         }
       }
     }
@@ -633,7 +658,8 @@ struct LlmMutator::Impl {
         std::size_t shown = 0;
         for (auto it = kids.rbegin(); it != kids.rend() && shown < 8; ++it, ++shown) {
           const Node& n = g.node(*it);
-          out << "- node " << n.id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note) << "): " << outcome(n, ctx.baselines) << "\n"
+          out << "- node " << n.id << " (" << n.mutator << (n.note.empty() ? "" : ": " + n.note)
+              << "): " << outcome(n, ctx.baselines) << "\n"
               << descendants_text(g, n, ctx.baselines);
         }
       }
@@ -659,10 +685,12 @@ struct LlmMutator::Impl {
       }
       warm_section(out, g, parent.id, g.best());
     }
-    std::string query = spec.name + " " + spec.notes + " " + to_string(spec.language) + " " + options.device_description;
+    std::string query =
+        spec.name + " " + spec.notes + " " + to_string(spec.language) + " " + options.device_description;
     for (NodeId id : g.children(parent.id)) {
       const Node& n = g.node(id);
-      if (n.evaluation.status != Status::ok) query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
+      if (n.evaluation.status != Status::ok)
+        query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
     }
     std::vector<const Node*> earlier;
     for (NodeId id : g.lineage(parent.id)) earlier.push_back(&g.node(id));
@@ -676,7 +704,8 @@ struct LlmMutator::Impl {
     out << "{\"model\": " << json_quote(options.model) << ", \"max_tokens\": " << options.max_tokens
         << ", \"temperature\": " << options.temperature << ", ";
     if (options.api == "anthropic") {
-      out << "\"system\": " << json_quote(system) << ", \"messages\": [{\"role\": \"user\", \"content\": " << json_quote(user) << "}]}";
+      out << "\"system\": " << json_quote(system)
+          << ", \"messages\": [{\"role\": \"user\", \"content\": " << json_quote(user) << "}]}";
     } else {
       out << "\"messages\": [{\"role\": \"system\", \"content\": " << json_quote(system)
           << "}, {\"role\": \"user\", \"content\": " << json_quote(user) << "}]}";
@@ -758,7 +787,8 @@ struct LlmMutator::Impl {
         if (used.estimated) used.prompt = static_cast<std::int64_t>(body.size() / 4);
         return;
       }
-      const std::string what = r.status == 0 ? "no answer (" + r.error + ")" : "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 300);
+      const std::string what = r.status == 0 ? "no answer (" + r.error + ")"
+                                             : "HTTP " + std::to_string(r.status) + ": " + r.body.substr(0, 300);
       if (!retryable || attempt >= options.max_retries) {
         error = "the model request failed after " + std::to_string(attempt + 1) + " attempt(s): " + what;
         return;
@@ -782,8 +812,10 @@ LlmMutator::LlmMutator(LlmOptions options) : impl_(std::make_unique<Impl>()) {
     options.base_url = options.api == "anthropic" ? "https://api.anthropic.com/v1" : "https://api.openai.com/v1";
   }
   if (options.model.empty()) throw Error(ErrorCode::BadUsage, "llm: a model name is required (--llm-model)");
-  if (options.memory != "inherit" && options.memory != "siblings" && options.memory != "both" && options.memory != "fresh") {
-    throw Error(ErrorCode::BadUsage, "llm: unknown memory mode '" + options.memory + "' (known: inherit, siblings, both, fresh)");
+  if (options.memory != "inherit" && options.memory != "siblings" && options.memory != "both" &&
+      options.memory != "fresh") {
+    throw Error(ErrorCode::BadUsage,
+                "llm: unknown memory mode '" + options.memory + "' (known: inherit, siblings, both, fresh)");
   }
   if (options.max_in_flight < 1) throw Error(ErrorCode::BadUsage, "llm: max_in_flight must be at least 1");
   for (double p : {options.price.input_per_mtok, options.price.output_per_mtok}) {
@@ -865,7 +897,7 @@ Mutation LlmMutator::mutate(const MutationContext& ctx) {
   }
   // A first kernel has nothing to edit: only a full source will do.
   const Candidate base = first_kernel ? Candidate{"", ctx.spec.language, ctx.spec.seed_tunables()}
-                               : ctx.graph.node(ctx.parents.at(0)).candidate;
+                                      : ctx.graph.node(ctx.parents.at(0)).candidate;
   const mutators::ParsedAnswer parsed = mutators::apply_answer(answer, base.source);
   if (!parsed.ok) {
     m.error = "the model's answer was not usable: " + parsed.error;
@@ -883,7 +915,8 @@ Mutation LlmMutator::mutate(const MutationContext& ctx) {
   return m;
 }
 
-MixMutator::MixMutator(std::shared_ptr<Mutator> model, std::shared_ptr<Mutator> params, int param_steps, int model_every)
+MixMutator::MixMutator(std::shared_ptr<Mutator> model, std::shared_ptr<Mutator> params, int param_steps,
+                       int model_every)
     : model_(std::move(model)), params_(std::move(params)), param_steps_(param_steps), model_every_(model_every) {
   if (!model_ || !params_) throw Error(ErrorCode::BadUsage, "MixMutator: both mutators are required");
   if (param_steps_ < 0 || model_every_ < 0) throw Error(ErrorCode::BadUsage, "MixMutator: steps must not be negative");
@@ -915,7 +948,8 @@ Mutation MixMutator::mutate(const MutationContext& ctx) {
     NodeId from = structure_;
     const std::string& source = ctx.graph.node(structure_).candidate.source;
     for (const Node& n : ctx.graph.nodes()) {
-      if (n.evaluation.status == Status::ok && n.candidate.source == source && n.speedup > ctx.graph.node(from).speedup) from = n.id;
+      if (n.evaluation.status == Status::ok && n.candidate.source == source && n.speedup > ctx.graph.node(from).speedup)
+        from = n.id;
     }
     MutationContext own{ctx.spec, ctx.graph, {from}, ctx.rng};
     Mutation m = params_->mutate(own);

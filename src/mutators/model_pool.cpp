@@ -15,8 +15,8 @@ struct ModelPoolMutator::Impl {
   std::map<std::string, std::size_t> arm_of;  // model name -> its index
   mutators::ModelBandit bandit;
   std::mutex mutex;
-  std::size_t seen = 0;                   // the graph's evaluations credited so far
-  std::set<std::string> waiting;          // the keys of children made in this process, not yet credited
+  std::size_t seen = 0;           // the graph's evaluations credited so far
+  std::set<std::string> waiting;  // the keys of children made in this process, not yet credited
 
   Impl(std::vector<std::shared_ptr<LlmMutator>> m, double exploration, double discount)
       : models(std::move(m)), bandit(models.size(), exploration, discount) {}
@@ -55,14 +55,16 @@ struct ModelPoolMutator::Impl {
   }
 };
 
-ModelPoolMutator::ModelPoolMutator(std::vector<std::shared_ptr<LlmMutator>> models, double exploration, double discount) {
+ModelPoolMutator::ModelPoolMutator(std::vector<std::shared_ptr<LlmMutator>> models, double exploration,
+                                   double discount) {
   if (models.empty()) throw Error(ErrorCode::BadUsage, "ModelPoolMutator: at least one model is needed");
   std::map<std::string, std::size_t> arm_of;
   for (std::size_t i = 0; i < models.size(); ++i) {
     if (!models[i]) throw Error(ErrorCode::BadUsage, "ModelPoolMutator: model " + std::to_string(i) + " is null");
     if (!arm_of.emplace(models[i]->model(), i).second) {
-      throw Error(ErrorCode::BadUsage, "the model '" + models[i]->model() +
-                                           "' is given twice: each model once, so that each node names the one that wrote it");
+      throw Error(ErrorCode::BadUsage,
+                  "the model '" + models[i]->model() +
+                      "' is given twice: each model once, so that each node names the one that wrote it");
     }
   }
   impl_ = std::make_unique<Impl>(std::move(models), exploration, discount);

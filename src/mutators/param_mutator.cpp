@@ -50,8 +50,9 @@ std::vector<Bindings> tunable_space(const Spec& spec, std::size_t limit) {
   double total = 1;
   for (const auto& [name, values] : axes) total *= static_cast<double>(values.size());
   if (total > static_cast<double>(limit)) {
-    throw Error(ErrorCode::BadUsage, spec.name + ": the tunable space has " + std::to_string(static_cast<long long>(total)) +
-                                         " points, more than " + std::to_string(limit) + " to enumerate");
+    throw Error(ErrorCode::BadUsage, spec.name + ": the tunable space has " +
+                                         std::to_string(static_cast<long long>(total)) + " points, more than " +
+                                         std::to_string(limit) + " to enumerate");
   }
   const Bindings all = spec.seed_tunables();
   Bindings seed_point;
@@ -141,8 +142,7 @@ Mutation ParamMutator::mutate(const MutationContext& ctx) {
         const auto& values = tunables.at(name);
         const auto at = static_cast<std::int64_t>(nearest_index(values, point[name]));
         const std::int64_t step = (unit(ctx.rng) < 0.8 ? 1 : 2) * (unit(ctx.rng) < 0.5 ? -1 : 1);
-        const std::int64_t to =
-            std::clamp<std::int64_t>(at + step, 0, static_cast<std::int64_t>(values.size()) - 1);
+        const std::int64_t to = std::clamp<std::int64_t>(at + step, 0, static_cast<std::int64_t>(values.size()) - 1);
         point[name] = values[static_cast<std::size_t>(to)];
       }
     }

@@ -231,7 +231,8 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
       } else if (k == "library") {
         step.library = text_of(f.value, where + ".library");
       } else if (k == "grid" || k == "block") {
-        if (cpu) throw PlanError("the plan's " + where + "." + k + ": a CPU step runs on the calling thread, with no grid");
+        if (cpu)
+          throw PlanError("the plan's " + where + "." + k + ": a CPU step runs on the calling thread, with no grid");
         dims3(f.value, k == "grid" ? step.launch.grid : step.launch.block, where + "." + k, spec);
       } else if (k == "shared_bytes") {
         if (cpu) throw PlanError("the plan's " + where + ".shared_bytes: a CPU step has no shared memory");
@@ -271,7 +272,8 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
       } else if (k == "options") {
         simdjson::dom::object options;
         if (f.value.get_object().get(options)) throw PlanError("the plan's " + where + ".options must be an object");
-        for (auto o : options) step.options[std::string(o.key)] = text_of(o.value, where + ".options." + std::string(o.key));
+        for (auto o : options)
+          step.options[std::string(o.key)] = text_of(o.value, where + ".options." + std::string(o.key));
       } else {
         throw PlanError("the plan's " + where + " has an unknown field '" + k +
                         "' (kernel or library, grid, block, shared_bytes, args, options)");
@@ -287,17 +289,19 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
       if (!known_library(step.library)) {
         std::string known;
         for (const auto& c : library_calls()) known += (known.empty() ? "" : ", ") + c;
-        throw PlanError("the plan's " + where + " calls '" + step.library + "', which is not a library call (" +
-                        known + ")");
+        throw PlanError("the plan's " + where + " calls '" + step.library + "', which is not a library call (" + known +
+                        ")");
       }
-      if (cpu) throw PlanError("the plan's " + where + " calls " + step.library + ", a GPU library, from a CPU program");
+      if (cpu)
+        throw PlanError("the plan's " + where + " calls " + step.library + ", a GPU library, from a CPU program");
       if (!has_args) throw PlanError("the plan's " + where + " (" + step.library + ") needs its args");
     } else if (!step.options.empty()) {
       throw PlanError("the plan's " + where + ".options: only a library step takes options");
     }
     if (!has_args) {
       // A kernel without its own list takes the spec's params in order, then the temporaries.
-      for (std::size_t i = 0; i < spec.params.size(); ++i) step.args.push_back({StepArg::Kind::param, i, {}, spec.params[i].name});
+      for (std::size_t i = 0; i < spec.params.size(); ++i)
+        step.args.push_back({StepArg::Kind::param, i, {}, spec.params[i].name});
       for (std::size_t i = 0; i < plan.temporaries.size(); ++i)
         step.args.push_back({StepArg::Kind::temporary, i, {}, plan.temporaries[i].name});
     }

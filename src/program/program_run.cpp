@@ -78,8 +78,8 @@ CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candi
   return out;
 }
 
-ProgramLaunch::ProgramLaunch(Device& device, const CompiledProgram& program, const BoundPlan& bound,
-                             void** param_args, const std::vector<std::size_t>& param_bytes)
+ProgramLaunch::ProgramLaunch(Device& device, const CompiledProgram& program, const BoundPlan& bound, void** param_args,
+                             const std::vector<std::size_t>& param_bytes)
     : device_(device), program_(program), values_(bound.values) {
   const Plan& plan = program.plan;
   temporaries_.reserve(plan.temporaries.size());
@@ -120,7 +120,8 @@ ProgramLaunch::ProgramLaunch(Device& device, const CompiledProgram& program, con
 }
 
 void ProgramLaunch::poison() {
-  for (std::size_t t = 0; t < temporaries_.size(); ++t) eval::poison(*temporaries_[t], program_.plan.temporaries[t].dtype);
+  for (std::size_t t = 0; t < temporaries_.size(); ++t)
+    eval::poison(*temporaries_[t], program_.plan.temporaries[t].dtype);
 }
 
 LaunchResult ProgramLaunch::run(bool timed, bool flush_cache, std::vector<double>* each) {

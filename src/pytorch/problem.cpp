@@ -46,11 +46,13 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
   if (!fs::is_regular_file(path, ec)) throw Error(ErrorCode::BadSpec, path + ": no such PyTorch problem file");
   const std::string absolute = fs::absolute(path).lexically_normal().string();
   const std::string device = options.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
-  const std::string text = pytorch::run_bridge({"describe", "--module", absolute, "--device", device}, options.timeout_s);
+  const std::string text =
+      pytorch::run_bridge({"describe", "--module", absolute, "--device", device}, options.timeout_s);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(text).get(doc) != simdjson::SUCCESS) {
-    throw Error(ErrorCode::Internal, path + ": the PyTorch bridge answered something that is not JSON: " + text.substr(0, 300));
+    throw Error(ErrorCode::Internal,
+                path + ": the PyTorch bridge answered something that is not JSON: " + text.substr(0, 300));
   }
   if (std::string_view why; doc["error"].get(why) == simdjson::SUCCESS) {
     std::string message = path + ": cannot be a kernel problem: " + std::string(why);
@@ -93,8 +95,10 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
   simdjson::dom::object cost;
   if (doc["cost"].get(cost) == simdjson::SUCCESS) {
     std::string_view text;
-    if (cost["bytes"].get(text) == simdjson::SUCCESS) spec.cost_bytes = Expr::parse(std::string(text), path + ": cost.bytes");
-    if (cost["flops"].get(text) == simdjson::SUCCESS) spec.cost_flops = Expr::parse(std::string(text), path + ": cost.flops");
+    if (cost["bytes"].get(text) == simdjson::SUCCESS)
+      spec.cost_bytes = Expr::parse(std::string(text), path + ": cost.bytes");
+    if (cost["flops"].get(text) == simdjson::SUCCESS)
+      spec.cost_flops = Expr::parse(std::string(text), path + ": cost.flops");
     // PyTorch counts a direct algorithm's flops; cuDNN's Winograd or FFT convolutions do fewer (level 1 problem
     // 69 of KernelBench, a transposed convolution, ran under that count's floor on an H200): rates, no floor.
     spec.cost_flops_floor = false;
@@ -144,13 +148,14 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
   }
   if (!constants.empty()) spec.notes += " The module's constants (not sizes; fixed): " + constants + ".";
   // The launch above is a start, not a rule: a candidate may be a program (docs/spec-format.md, "Programs").
-  spec.notes += is_cpu_language(spec.language)
-                    ? " The default plan calls the entry once with the params in order; a candidate may bring its own "
-                      "plan (kernelevolve-plan: several functions in order, temporaries; docs/spec-format.md, \"Programs\")."
-                    : " The launch is the default plan, one kernel (the entry) with the params in order; a candidate may "
-                      "bring its own plan (kernelevolve-plan: several kernels with their own grids, temporaries" +
-                          std::string(spec.language == Language::cuda ? ", cuBLASLt and cuDNN steps" : "") +
-                          "; docs/spec-format.md, \"Programs\").";
+  spec.notes +=
+      is_cpu_language(spec.language)
+          ? " The default plan calls the entry once with the params in order; a candidate may bring its own "
+            "plan (kernelevolve-plan: several functions in order, temporaries; docs/spec-format.md, \"Programs\")."
+          : " The launch is the default plan, one kernel (the entry) with the params in order; a candidate may "
+            "bring its own plan (kernelevolve-plan: several kernels with their own grids, temporaries" +
+                std::string(spec.language == Language::cuda ? ", cuBLASLt and cuDNN steps" : "") +
+                "; docs/spec-format.md, \"Programs\").";
   // How the signature was derived: on the meta device (nothing allocated), or by a real call and why.
   if (std::string_view derivation; doc["derivation"].get(derivation) == simdjson::SUCCESS) {
     if (derivation == "meta") {

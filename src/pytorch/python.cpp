@@ -39,8 +39,9 @@ std::string find_python() {
   std::vector<std::string> tried;
   if (const char* env = std::getenv("KE_PYTHON"); env && *env) {
     if (imports_torch(env)) return found = env;
-    throw Error(ErrorCode::DeviceUnavailable,
-                std::string("KE_PYTHON=") + env + " does not run, or does not import torch: a PyTorch problem needs it");
+    throw Error(
+        ErrorCode::DeviceUnavailable,
+        std::string("KE_PYTHON=") + env + " does not run, or does not import torch: a PyTorch problem needs it");
   }
   for (const char* candidate : {"python3", "/usr/bin/python3"}) {
     tried.push_back(candidate);

@@ -28,8 +28,9 @@ SharedBridge::SharedBridge(const Spec& spec, const DeviceInfo& device) {
     throw Error(ErrorCode::Internal, std::string("socketpair: ") + std::strerror(errno));
   }
   control_ = sv[0];
-  std::vector<std::string> args{"serve", "--module", spec.reference.file, "--device", device.id,
-                                "--arena-bytes", std::to_string(arena_bytes_), "--control-fd", "3"};
+  std::vector<std::string> args{"serve",   "--module",      spec.reference.file,          "--device",
+                                device.id, "--arena-bytes", std::to_string(arena_bytes_), "--control-fd",
+                                "3"};
   std::vector<int> fds{sv[1]};
   if (device.kind == "cpu") {
     memfd_ = ::memfd_create("kernelevolve-pytorch-arena", MFD_CLOEXEC);
@@ -54,13 +55,14 @@ SharedBridge::SharedBridge(const Spec& spec, const DeviceInfo& device) {
   simdjson::dom::element doc;
   bool ok = false;
   if (parser.parse(hello).get(doc) != simdjson::SUCCESS || doc["ok"].get(ok) != simdjson::SUCCESS || !ok) {
-    throw Error(ErrorCode::BadSpec, spec.path + ": reference: the PyTorch module does not load: " + hello + "\n" +
-                                        bridge_->error_tail());
+    throw Error(ErrorCode::BadSpec,
+                spec.path + ": reference: the PyTorch module does not load: " + hello + "\n" + bridge_->error_tail());
   }
   if (device.kind != "cpu") {
     std::string_view handle;
     if (doc["arena_ipc"].get(handle) != simdjson::SUCCESS) {
-      throw Error(ErrorCode::DeviceUnavailable, device.id + ": the PyTorch reference process shared no arena: " + hello);
+      throw Error(ErrorCode::DeviceUnavailable,
+                  device.id + ": the PyTorch reference process shared no arena: " + hello);
     }
     ipc_handle_ = handle;
   }

@@ -66,7 +66,8 @@ TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candida
   if (socket_ < 0) throw Error(ErrorCode::Internal, "a shared PyTorch reference without a socket to it");
   if (candidate_device_->info().kind == "cuda") {
     device_arena_ = candidate_device_->open_shared(shared.ipc_handle, arena_bytes_);
-    if (!device_arena_) throw Error(ErrorCode::DeviceUnavailable, candidate_device_->info().id + " cannot open shared memory");
+    if (!device_arena_)
+      throw Error(ErrorCode::DeviceUnavailable, candidate_device_->info().id + " cannot open shared memory");
   } else {
     if (arena_fd_ < 0) throw Error(ErrorCode::Internal, "a shared PyTorch reference on the CPU without its arena");
     map_host_arena();
@@ -81,12 +82,13 @@ TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candida
   // device's memory; a baseline's, which runs here, on either) and the reference's. Timed calls rotate their
   // inputs from the reference's block, so no third block is needed (memory_footprint, fitness.hpp).
   arena_bytes_ = std::max<std::size_t>(memory_footprint(spec_, cand).arena_bytes, kAlign);
-  std::vector<std::string> bridge_args{"serve", "--module", spec_.reference.file, "--device", cand.id,
-                                       "--arena-bytes", std::to_string(arena_bytes_)};
+  std::vector<std::string> bridge_args{"serve", "--module",      spec_.reference.file,        "--device",
+                                       cand.id, "--arena-bytes", std::to_string(arena_bytes_)};
   if (cand.kind == "cuda") {
     std::string handle;
     device_arena_ = candidate_device_->allocate_shared(arena_bytes_, handle);
-    if (!device_arena_) throw Error(ErrorCode::DeviceUnavailable, cand.id + " cannot share memory with PyTorch's process");
+    if (!device_arena_)
+      throw Error(ErrorCode::DeviceUnavailable, cand.id + " cannot share memory with PyTorch's process");
     bridge_args.insert(bridge_args.end(), {"--arena-ipc", handle});
     bridge_ = std::make_unique<BridgeProcess>(bridge_args, std::vector<int>{});
   } else {
@@ -96,8 +98,8 @@ TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candida
   }
   const std::string hello = bridge_->greeting();
   if (hello.find("\"ok\": true") == std::string::npos) {
-    throw Error(ErrorCode::BadSpec, spec_.path + ": reference: the PyTorch module does not load: " + hello + "\n" +
-                                        bridge_->error_tail());
+    throw Error(ErrorCode::BadSpec,
+                spec_.path + ": reference: the PyTorch module does not load: " + hello + "\n" + bridge_->error_tail());
   }
 }
 
@@ -116,7 +118,7 @@ void TorchReference::map_host_arena() {
 }
 
 TorchReference::~TorchReference() {
-  bridge_.reset();  // the bridge first: it maps the arena
+  bridge_.reset();                     // the bridge first: it maps the arena
   if (socket_ >= 0) ::close(socket_);  // a shared bridge sees us gone, and frees the arena if we held it
   device_arena_.reset();
   if (arena_) ::munmap(arena_, arena_bytes_);
@@ -223,7 +225,9 @@ std::string TorchReference::request(const std::string& line) {
   for (std::size_t sent = 0; sent < out.size();) {
     const ssize_t n = ::write(socket_, out.data() + sent, out.size() - sent);  // SIGPIPE is ignored in a worker
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw Error(ErrorCode::Internal, "the shared PyTorch reference process has ended (" + std::string(std::strerror(errno)) + ")");
+    if (n <= 0)
+      throw Error(ErrorCode::Internal,
+                  "the shared PyTorch reference process has ended (" + std::string(std::strerror(errno)) + ")");
     sent += static_cast<std::size_t>(n);
   }
   for (;;) {
@@ -247,9 +251,24 @@ std::string TorchReference::views_request(void** args, bool outputs) const {
     if (p.role != Role::size) continue;
     std::int64_t v = 0;
     switch (p.dtype) {
-      case DType::i32: { std::int32_t x; std::memcpy(&x, args[i], 4); v = x; break; }
-      case DType::i8: { std::int8_t x; std::memcpy(&x, args[i], 1); v = x; break; }
-      case DType::u8: { std::uint8_t x; std::memcpy(&x, args[i], 1); v = x; break; }
+      case DType::i32: {
+        std::int32_t x;
+        std::memcpy(&x, args[i], 4);
+        v = x;
+        break;
+      }
+      case DType::i8: {
+        std::int8_t x;
+        std::memcpy(&x, args[i], 1);
+        v = x;
+        break;
+      }
+      case DType::u8: {
+        std::uint8_t x;
+        std::memcpy(&x, args[i], 1);
+        v = x;
+        break;
+      }
       default: std::memcpy(&v, args[i], 8);
     }
     sizes[p.name] = v;
@@ -264,7 +283,8 @@ std::string TorchReference::views_request(void** args, bool outputs) const {
     const Param& p = spec_.params[i];
     if (!p.is_buffer()) continue;
     const void* data = *static_cast<void* const*>(args[i]);
-    out << (first ? "" : ", ") << json_quote(p.name) << ": [" << offset_of(data) << ", " << json_quote(to_string(p.dtype)) << ", [";
+    out << (first ? "" : ", ") << json_quote(p.name) << ": [" << offset_of(data) << ", "
+        << json_quote(to_string(p.dtype)) << ", [";
     first = false;
     for (std::size_t d = 0; d < p.shape.size(); ++d) {
       const std::string& dim = p.shape[d];
@@ -317,10 +337,10 @@ LaunchResult TorchReference::launch(Kernel& kernel, void** args, const LaunchDim
   const std::string mode = torch_kernel ? torch_kernel->mode : "reference";
   try {
     std::string reply;
-    const std::string why = ask("{\"op\": \"run\", \"mode\": " + json_quote(mode) + ", \"timed\": " +
-                                    (timed ? "true" : "false") + ", \"flush\": " + (flush_cache ? "true" : "false") +
-                                    ", " + views_request(args, true) + "}",
-                                &reply);
+    const std::string why =
+        ask("{\"op\": \"run\", \"mode\": " + json_quote(mode) + ", \"timed\": " + (timed ? "true" : "false") +
+                ", \"flush\": " + (flush_cache ? "true" : "false") + ", " + views_request(args, true) + "}",
+            &reply);
     if (!why.empty()) {
       r.ok = false, r.error = "the PyTorch module failed: " + why;
     } else if (timed) {
@@ -341,7 +361,8 @@ void TorchReference::draw(void** args, std::uint64_t seed) {
   // Python's random seeds are at most 2^63 - 1 in torch.manual_seed.
   const std::string why =
       ask("{\"op\": \"draw\", \"seed\": " + std::to_string(seed >> 1) + ", " + views_request(args, false) + "}");
-  if (!why.empty()) throw Error(ErrorCode::BadSpec, spec_.path + ": reference: the problem's get_inputs() failed: " + why);
+  if (!why.empty())
+    throw Error(ErrorCode::BadSpec, spec_.path + ": reference: the problem's get_inputs() failed: " + why);
 }
 
 }  // namespace kernelevolve::pytorch

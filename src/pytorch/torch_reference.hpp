@@ -79,9 +79,9 @@ class TorchReference final : public Device {
   int live_buffers_ = 0;
   std::mutex mutex_;
   std::unique_ptr<BridgeProcess> bridge_;
-  int socket_ = -1;        // to a shared bridge
-  std::string pending_;    // what arrived on socket_ past the last reply
-  bool holding_ = false;   // the shared arena, acquired for the evaluation under way
+  int socket_ = -1;       // to a shared bridge
+  std::string pending_;   // what arrived on socket_ past the last reply
+  bool holding_ = false;  // the shared arena, acquired for the evaluation under way
   friend class ArenaBuffer;
   void release(std::size_t bytes);
 };

@@ -26,8 +26,8 @@ extern "C" {
 // `address_space_bytes` its RLIMIT_AS (0: none). No file opened for writing, no program, no process, no
 // socket. Its stderr may still be written (the helper's log, a file it was handed). Writes the report's
 // summary into `report` (NUL-terminated, cut to `capacity`); returns 0, or -1 for an unknown mode.
-__attribute__((visibility("default"))) int ke_confine(const char* mode, std::uint64_t address_space_bytes,
-                                                      char* report, std::size_t capacity) {
+__attribute__((visibility("default"))) int ke_confine(const char* mode, std::uint64_t address_space_bytes, char* report,
+                                                      std::size_t capacity) {
   const auto parsed = kernelevolve::parse_sandbox_mode(mode ? mode : "");
   if (!parsed) {
     copy_out(std::string("unknown sandbox mode '") + (mode ? mode : "") + "'", report, capacity);

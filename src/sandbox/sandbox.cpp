@@ -23,13 +23,13 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <type_traits>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <linux/seccomp.h>
 #include <sys/ioctl.h>
+#include <type_traits>
 
 #ifdef KE_WITH_SECCOMP
 #include <seccomp.h>
@@ -108,9 +108,9 @@ namespace {
 // Outcomes of the namespace steps, shared by enter_sandbox_namespaces and the probe (which runs them in
 // a forked child of a possibly multithreaded process, so it must not allocate: raw calls only).
 struct NamespaceOutcome {
-  int user_errno = -1;      // 0: a user namespace was entered
-  int net_mount_errno = -1; // 0: network and mount namespaces were entered
-  int view_errno = -1;      // 0: the file system is read-only in this mount namespace
+  int user_errno = -1;       // 0: a user namespace was entered
+  int net_mount_errno = -1;  // 0: network and mount namespaces were entered
+  int view_errno = -1;       // 0: the file system is read-only in this mount namespace
 };
 
 // `hide`: directories to cover with an empty read-only tmpfs (null-terminated; may be null).
@@ -137,7 +137,7 @@ NamespaceOutcome enter_namespaces_raw(const char* const* hide = nullptr, int* hi
       *hidden += 1;
     }
   }
-  struct mount_attr attr{};
+  struct mount_attr attr {};
   attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID;
   o.view_errno = ::syscall(SYS_mount_setattr, AT_FDCWD, "/", AT_RECURSIVE, &attr, sizeof attr) == 0 ? 0 : errno;
   return o;
@@ -175,8 +175,8 @@ SandboxReport enter_sandbox_namespaces(SandboxMode mode, const std::vector<std::
   }
   // The users' own files are hidden: nothing a compiler or a kernel needs lives there.
   std::vector<std::string> hide = {"/home", "/root"};
-  if (const char* home = std::getenv("HOME"); home && home[0] == '/' && home[1] != '\0' && home != hide[0] &&
-                                               home != hide[1]) {
+  if (const char* home = std::getenv("HOME");
+      home && home[0] == '/' && home[1] != '\0' && home != hide[0] && home != hide[1]) {
     hide.push_back(home);
   }
   std::vector<std::string> kept;
@@ -184,7 +184,7 @@ SandboxReport enter_sandbox_namespaces(SandboxMode mode, const std::vector<std::
   for (const auto& dir : hide) {
     bool needed = false;
     for (const auto& path : keep_visible) needed |= path == dir || path.rfind(dir + "/", 0) == 0;
-    struct stat st{};
+    struct stat st {};
     if (needed) {
       kept.push_back(dir);
     } else if (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -246,16 +246,13 @@ int path_argument(long nr) {
     case SYS_rename:
 #endif
     case SYS_truncate:
-    case SYS_execve:
-      return 0;
+    case SYS_execve: return 0;
     case SYS_openat:
     case SYS_execveat:
     case SYS_unlinkat:
     case SYS_mkdirat:
-    case SYS_renameat2:
-      return 1;
-    default:
-      return -1;
+    case SYS_renameat2: return 1;
+    default: return -1;
   }
 }
 
@@ -445,14 +442,14 @@ bool build_allow_list(scmp_filter_ctx ctx, const SandboxAllowances& allow, std::
   // Unconditional: memory, threads' own state, time, reading, and I/O on descriptors already open.
   static const char* const always[] = {
       // reading files and descriptors already open
-      "read", "readv", "pread64", "preadv", "preadv2", "write", "writev", "pwrite64", "pwritev", "pwritev2",
-      "lseek", "close", "close_range", "fstat", "newfstatat", "stat", "lstat", "statx", "fstatfs", "statfs",
-      "access", "faccessat", "faccessat2", "readlink", "readlinkat", "getdents", "getdents64", "getcwd", "chdir",
-      "fchdir", "umask", "dup", "dup2", "dup3", "flock", "fadvise64", "readahead", "getxattr", "lgetxattr",
-      "fgetxattr", "listxattr", "llistxattr", "flistxattr",
+      "read", "readv", "pread64", "preadv", "preadv2", "write", "writev", "pwrite64", "pwritev", "pwritev2", "lseek",
+      "close", "close_range", "fstat", "newfstatat", "stat", "lstat", "statx", "fstatfs", "statfs", "access",
+      "faccessat", "faccessat2", "readlink", "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir",
+      "umask", "dup", "dup2", "dup3", "flock", "fadvise64", "readahead", "getxattr", "lgetxattr", "fgetxattr",
+      "listxattr", "llistxattr", "flistxattr",
       // waiting on descriptors; pipes and events within the process
-      "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait",
-      "epoll_pwait", "epoll_pwait2", "pipe", "pipe2", "eventfd", "eventfd2",
+      "poll", "ppoll", "select", "pselect6", "epoll_create", "epoll_create1", "epoll_ctl", "epoll_wait", "epoll_pwait",
+      "epoll_pwait2", "pipe", "pipe2", "eventfd", "eventfd2",
       // the sockets it already has (the worker's channel): no new ones, no addresses
       "recvfrom", "recvmsg", "shutdown", "getsockname", "getpeername", "getsockopt", "setsockopt",
       // memory, executable memory included (the JIT, dlopen)
@@ -463,15 +460,14 @@ bool build_allow_list(scmp_filter_ctx ctx, const SandboxAllowances& allow, std::
       "sched_yield", "sched_getaffinity", "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
       "sched_get_priority_min", "sched_getattr", "sched_rr_get_interval", "getcpu", "prctl", "capget",
       // time and identity (read only)
-      "nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday", "time", "times",
-      "getrusage", "sysinfo", "uname", "getrandom", "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid",
-      "getegid", "getresuid", "getresgid", "getgroups", "getpgrp", "getpgid", "getsid", "getpriority", "getrlimit",
-      "ioprio_get",
+      "nanosleep", "clock_nanosleep", "clock_gettime", "clock_getres", "gettimeofday", "time", "times", "getrusage",
+      "sysinfo", "uname", "getrandom", "getpid", "gettid", "getppid", "getuid", "geteuid", "getgid", "getegid",
+      "getresuid", "getresgid", "getgroups", "getpgrp", "getpgid", "getsid", "getpriority", "getrlimit", "ioprio_get",
       // signals to itself, timers, ending
       "rt_sigprocmask", "rt_sigreturn", "sigaltstack", "rt_sigpending", "rt_sigtimedwait", "rt_sigsuspend", "pause",
       "alarm", "getitimer", "setitimer", "timer_create", "timer_settime", "timer_gettime", "timer_getoverrun",
-      "timer_delete", "timerfd_create", "timerfd_settime", "timerfd_gettime", "restart_syscall", "exit",
-      "exit_group", "wait4", "waitid"};
+      "timer_delete", "timerfd_create", "timerfd_settime", "timerfd_gettime", "restart_syscall", "exit", "exit_group",
+      "wait4", "waitid"};
   for (const char* name : always) {
     if (!add(ctx, A, name, {}, error)) return false;
   }
@@ -503,8 +499,8 @@ bool build_allow_list(scmp_filter_ctx ctx, const SandboxAllowances& allow, std::
   if (!add(ctx, A, "prlimit64", {SCMP_A2(SCMP_CMP_EQ, 0)}, error)) return false;
   if (!add(ctx, A, "sched_setaffinity", {SCMP_A0(SCMP_CMP_EQ, 0)}, error)) return false;
   // fcntl: descriptor flags, locks, duplication; not F_SETOWN/F_SETSIG (signals to another process).
-  for (int cmd : {F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_GETLK, F_SETLK, F_SETLKW,
-                  F_OFD_GETLK, F_OFD_SETLK, F_OFD_SETLKW, F_GETPIPE_SZ, F_GET_SEALS}) {
+  for (int cmd : {F_DUPFD, F_DUPFD_CLOEXEC, F_GETFD, F_SETFD, F_GETFL, F_SETFL, F_GETLK, F_SETLK, F_SETLKW, F_OFD_GETLK,
+                  F_OFD_SETLK, F_OFD_SETLKW, F_GETPIPE_SZ, F_GET_SEALS}) {
     if (!add(ctx, A, "fcntl", {SCMP_A1(SCMP_CMP_EQ, static_cast<scmp_datum_t>(cmd))}, error)) return false;
   }
   // ioctl: what isatty() and non-blocking I/O ask; a GPU driver's requests on its own descriptors.
@@ -537,21 +533,21 @@ bool build_deny_list(scmp_filter_ctx ctx, const SandboxAllowances& allow, std::s
       // the network (and any other socket: a Unix socket can reach a privileged daemon)
       "socket", "socketpair", "connect", "bind", "listen", "accept", "accept4",
       // changing the file system
-      "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir", "link",
-      "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat",
-      "truncate", "ftruncate", "fallocate", "mknod", "mknodat", "utime", "utimes", "utimensat", "futimesat",
-      "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "name_to_handle_at",
-      "open_by_handle_at", "memfd_secret",
+      "creat", "unlink", "unlinkat", "rename", "renameat", "renameat2", "mkdir", "mkdirat", "rmdir", "link", "linkat",
+      "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "chown", "fchown", "lchown", "fchownat", "truncate",
+      "ftruncate", "fallocate", "mknod", "mknodat", "utime", "utimes", "utimensat", "futimesat", "setxattr",
+      "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr", "name_to_handle_at", "open_by_handle_at",
+      "memfd_secret",
       // mounts, namespaces, identity, privileges
       "mount", "umount2", "mount_setattr", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick",
-      "pivot_root", "chroot", "setns", "unshare", "setuid", "setgid", "setreuid", "setregid", "setresuid",
-      "setresgid", "setfsuid", "setfsgid", "setgroups", "capset",
+      "pivot_root", "chroot", "setns", "unshare", "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid",
+      "setfsuid", "setfsgid", "setgroups", "capset",
       // the machine
-      "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "userfaultfd", "perf_event_open",
-      "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
-      "swapoff", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname",
-      "iopl", "ioperm", "acct", "quotactl", "keyctl", "add_key", "request_key", "syslog", "vhangup",
-      "fanotify_init", "setpriority", "ioprio_set"};
+      "io_uring_setup", "io_uring_enter", "io_uring_register", "bpf", "userfaultfd", "perf_event_open", "kexec_load",
+      "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon", "swapoff", "settimeofday",
+      "clock_settime", "clock_adjtime", "adjtimex", "sethostname", "setdomainname", "iopl", "ioperm", "acct",
+      "quotactl", "keyctl", "add_key", "request_key", "syslog", "vhangup", "fanotify_init", "setpriority",
+      "ioprio_set"};
   for (const char* name : never) {
     if (!add(ctx, D, name, {}, error)) return false;
   }
@@ -625,8 +621,8 @@ SandboxReport apply_sandbox(SandboxMode mode, const SandboxAllowances& allow, Sa
   if (allow.limit_file_size) set_limit(RLIMIT_FSIZE, 0, 0, "file size 0", limits, r);
   set_limit(RLIMIT_CORE, 0, 0, "no core files", limits, r);
   if (allow.open_files > 0) {
-    set_limit(RLIMIT_NOFILE, allow.open_files, allow.open_files, ("open files " + std::to_string(allow.open_files)).c_str(),
-              limits, r);
+    set_limit(RLIMIT_NOFILE, allow.open_files, allow.open_files,
+              ("open files " + std::to_string(allow.open_files)).c_str(), limits, r);
   }
   if (allow.address_space_bytes > 0) {
     set_limit(RLIMIT_AS, allow.address_space_bytes, allow.address_space_bytes,
@@ -644,8 +640,8 @@ SandboxReport apply_sandbox(SandboxMode mode, const SandboxAllowances& allow, Sa
   if (!allow.gpu_driver) {
     __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
     __user_cap_data_struct data[2]{};
-    if (::syscall(SYS_capget, &header, data) == 0 && (data[0].effective | data[1].effective | data[0].permitted |
-                                                       data[1].permitted) != 0) {
+    if (::syscall(SYS_capget, &header, data) == 0 &&
+        (data[0].effective | data[1].effective | data[0].permitted | data[1].permitted) != 0) {
       __user_cap_data_struct none[2]{};
       if (::syscall(SYS_capset, &header, none) == 0) {
         r.active.push_back("capabilities dropped");
@@ -671,7 +667,7 @@ SandboxReport apply_sandbox(SandboxMode mode, const SandboxAllowances& allow, Sa
   std::uint32_t deny = SCMP_ACT_ERRNO(EPERM);
 #if defined(__x86_64__) || defined(__aarch64__)
   if (kTrapSupported) {
-    struct sigaction sa{};
+    struct sigaction sa {};
     sa.sa_sigaction = on_denied_call;
     sa.sa_flags = SA_SIGINFO;  // not SA_NODEFER: a fault inside the handler kills rather than recurses
     sigemptyset(&sa.sa_mask);
@@ -691,9 +687,10 @@ SandboxReport apply_sandbox(SandboxMode mode, const SandboxAllowances& allow, Sa
   } else {
     // A call through another ABI (int 0x80 on x86-64) is not in the allow-list's terms: kill.
     seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
-    seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);  // every thread (a GPU driver's too), atomically
+    seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);     // every thread (a GPU driver's too), atomically
     seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);  // a binary tree over call numbers, not a list
-    const bool built = mode == SandboxMode::strict ? build_allow_list(ctx, allow, error) : build_deny_list(ctx, allow, error);
+    const bool built =
+        mode == SandboxMode::strict ? build_allow_list(ctx, allow, error) : build_deny_list(ctx, allow, error);
     if (built) {
       const int rc = seccomp_load(ctx);
       if (rc != 0) error = "seccomp_load: " + errno_text(-rc);

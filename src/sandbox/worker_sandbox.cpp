@@ -58,7 +58,7 @@ SandboxAllowances allowances(const std::string& device_id, const std::string& ti
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     a.address_space_bytes = 0;
 #else
-    struct sysinfo si{};
+    struct sysinfo si {};
     const std::uint64_t ram = ::sysinfo(&si) == 0 ? static_cast<std::uint64_t>(si.totalram) * si.mem_unit : 0;
     a.address_space_bytes = std::max<std::uint64_t>(ram, 8ull << 30);
 #endif

@@ -22,8 +22,8 @@ double geomean_ratio(const std::vector<double>& num, const std::vector<double>& 
 
 }  // namespace
 
-Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, const Node& node,
-                          const Node& seed, int rounds, double noise, std::uint64_t input_seed_base) {
+Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, const Node& node, const Node& seed,
+                          int rounds, double noise, std::uint64_t input_seed_base) {
   Confirmation c;
   c.node = node.id;
   c.search_speedup = node.speedup;

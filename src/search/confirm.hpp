@@ -10,7 +10,7 @@ namespace kernelevolve {
 
 // Evaluates `node` and `seed` alternately, `rounds` times each, on the device class `class_index` of
 // `evaluator` (FitnessEvaluator::measure_again), with input seeds drawn from `input_seed_base`.
-Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, const Node& node,
-                          const Node& seed, int rounds, double noise, std::uint64_t input_seed_base);
+Confirmation confirm_node(FitnessEvaluator& evaluator, std::size_t class_index, const Node& node, const Node& seed,
+                          int rounds, double noise, std::uint64_t input_seed_base);
 
 }  // namespace kernelevolve

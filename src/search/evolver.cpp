@@ -4,12 +4,12 @@
 #include "search/confirm.hpp"
 
 #include <chrono>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <exception>
-#include <iomanip>
 #include <functional>
+#include <iomanip>
 #include <map>
 #include <mutex>
 #include <set>
@@ -39,7 +39,8 @@ Evolver::Evolver(Spec spec, std::shared_ptr<FitnessEvaluator> evaluator, std::sh
     throw Error(ErrorCode::BadUsage, "Evolver: evaluator, mutator, policy and stop rule are all required");
   }
   if (options.jobs < 1) throw Error(ErrorCode::BadUsage, "Evolver: jobs must be at least 1");
-  if (options.first_kernel_attempts < 1) throw Error(ErrorCode::BadUsage, "Evolver: first_kernel_attempts must be at least 1");
+  if (options.first_kernel_attempts < 1)
+    throw Error(ErrorCode::BadUsage, "Evolver: first_kernel_attempts must be at least 1");
   for (const WarmKernel& warm : options.warm_start) {
     if (warm.candidate.source.empty()) throw Error(ErrorCode::BadUsage, "Evolver: a warm_start kernel has no source");
   }
@@ -62,7 +63,8 @@ void Evolver::resume(Checkpoint checkpoint) {
   const SearchGraph& g = checkpoint.graph;
   for (const Node& n : g.nodes()) {
     if (n.evaluation.status == Status::pending) {
-      throw Error(ErrorCode::BadUsage, "Evolver::resume: node " + std::to_string(n.id) + " of the checkpoint is still pending");
+      throw Error(ErrorCode::BadUsage,
+                  "Evolver::resume: node " + std::to_string(n.id) + " of the checkpoint is still pending");
     }
   }
   if (g.size() > 0 && !g.node(0).parents.empty()) {
@@ -129,7 +131,8 @@ struct Completions {
 std::string warm_note(const WarmKernel& warm) {
   std::ostringstream out;
   out << "warm start from " << (warm.spec_name.empty() ? "another problem" : warm.spec_name);
-  if (warm.run >= 0) out << " (run " << warm.run << ", node " << warm.node << (warm.store.empty() ? "" : " of " + warm.store) << ")";
+  if (warm.run >= 0)
+    out << " (run " << warm.run << ", node " << warm.node << (warm.store.empty() ? "" : " of " + warm.store) << ")";
   if (!warm.device.empty()) out << " on " << warm.device;
   out << ": " << std::fixed << std::setprecision(2) << warm.speedup << "x over its seed there";
   if (!warm.match.empty()) out << "; same " << warm.match;
@@ -203,12 +206,12 @@ RunResult Evolver::run() {
     const std::uint64_t seed = input_seed(s.options.seed, id);
     in_flight += 1;
     threads.emplace(id, std::thread([&completions, &s, id, candidate, seed] {
-      try {
-        completions.push(id, s.evaluator->evaluate(candidate, seed));
-      } catch (...) {
-        completions.fail(id, std::current_exception());
-      }
-    }));
+                      try {
+                        completions.push(id, s.evaluator->evaluate(candidate, seed));
+                      } catch (...) {
+                        completions.fail(id, std::current_exception());
+                      }
+                    }));
   };
 
   // Counts an evaluated node in the state the stop rules see.
@@ -233,8 +236,8 @@ RunResult Evolver::run() {
     const Evaluation& baseline = seed_here != seed_by_class.end() ? seed_here->second : s.graph.node(0).evaluation;
     const double gain = id == 0 ? (evaluation.status == Status::ok ? 1.0 : 0.0) : speedup(baseline, evaluation);
     s.graph.record_evaluation(id, std::move(evaluation), gain);
-    if (s.options.hardware_counters && result.counters_error.empty() && s.graph.node(id).evaluation.status == Status::ok &&
-        s.graph.best() == std::optional<NodeId>(id)) {
+    if (s.options.hardware_counters && result.counters_error.empty() &&
+        s.graph.node(id).evaluation.status == Status::ok && s.graph.best() == std::optional<NodeId>(id)) {
       Node& n = s.graph.node(id);
       const CounterResult c = s.evaluator->hardware_counters(n.candidate, input_seed(s.options.seed, id));
       if (c.ok()) {
@@ -273,7 +276,8 @@ RunResult Evolver::run() {
         ranked.push_back(&n);
       }
     }
-    std::stable_sort(ranked.begin(), ranked.end(), [](const Node* a, const Node* b) { return a->speedup > b->speedup; });
+    std::stable_sort(ranked.begin(), ranked.end(),
+                     [](const Node* a, const Node* b) { return a->speedup > b->speedup; });
     const Node& seed_node = s.graph.node(0);
     // The node passed over so far whose rounds against the seed beat `than`, the fastest such; null if none.
     auto fastest_passed_over = [&](double than) -> const Confirmation* {
@@ -350,7 +354,8 @@ RunResult Evolver::run() {
       result.state.elapsed_s = elapsed();
       if (auto stop = s.stop->should_stop(result.state)) return "no first kernel yet, and " + *stop;
       const auto mutate_start = std::chrono::steady_clock::now();
-      Mutation m = s.mutator->mutate(MutationContext{s.spec, s.graph, {}, rng, failed, s.policy.get(), result.baselines});
+      Mutation m =
+          s.mutator->mutate(MutationContext{s.spec, s.graph, {}, rng, failed, s.policy.get(), result.baselines});
       const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
       result.state.tokens += m.tokens;
       result.state.cost_usd += m.cost_usd;
@@ -381,7 +386,8 @@ RunResult Evolver::run() {
           for (Observer* o : s.observers) o->on_node(first, result.state);
           return std::nullopt;
         }
-        why = "the kernel it wrote is " + std::string(to_string(e.status)) + (e.message.empty() ? "" : ": " + e.message);
+        why =
+            "the kernel it wrote is " + std::string(to_string(e.status)) + (e.message.empty() ? "" : ": " + e.message);
         node.evaluation = std::move(e);
         failed.push_back(std::move(node));
         m.child.reset();
@@ -395,8 +401,8 @@ RunResult Evolver::run() {
       for (Observer* o : s.observers) o->on_mutator_failure(m, {});
     }
     return "no first kernel: the " + s.mutator->name() + " mutator was asked " +
-           std::to_string(s.options.first_kernel_attempts) + " times for one written from the reference, and the last " +
-           "time " + why;
+           std::to_string(s.options.first_kernel_attempts) +
+           " times for one written from the reference, and the last " + "time " + why;
   };
 
   // A PyTorch problem's marks to beat, eager's and torch.compile's times, measured as the kernels are. A
@@ -427,8 +433,8 @@ RunResult Evolver::run() {
     seed.candidate.language = s.spec.seed.language.value_or(s.spec.language);
     // Its live tunables only, as every mutator's child has: a step in a tunable the seed does not read would
     // measure the seed again.
-    seed.candidate.tunables = mutators::live_tunables(s.spec, seed.candidate.source, seed.candidate.language,
-                                                      s.spec.seed_tunables());
+    seed.candidate.tunables =
+        mutators::live_tunables(s.spec, seed.candidate.source, seed.candidate.language, s.spec.seed_tunables());
     launch(std::move(seed));
     collect();
   } else {
@@ -504,8 +510,9 @@ RunResult Evolver::run() {
       const std::vector<std::string> classes = s.evaluator->device_classes();
       const auto at = std::find(classes.begin(), classes.end(), node.evaluation.device);
       const std::size_t class_index = at == classes.end() ? 0 : static_cast<std::size_t>(at - classes.begin());
-      Confirmation c = confirm_node(*s.evaluator, class_index, node, s.graph.node(0), rounds_for(s.options.confirm_parent_rounds),
-                                    s.options.confirm_noise, input_seed(s.options.seed, 2'000'000'000 + 100 * id));
+      Confirmation c =
+          confirm_node(*s.evaluator, class_index, node, s.graph.node(0), rounds_for(s.options.confirm_parent_rounds),
+                       s.options.confirm_noise, input_seed(s.options.seed, 2'000'000'000 + 100 * id));
       return &prompt_confirmations.emplace(id, std::move(c)).first->second;
     };
   }

@@ -28,14 +28,14 @@ bool model_policy_available() { return KE_WITH_XGBOOST != 0; }
 namespace {
 
 void check(int rc, const char* what) {
-  if (rc != 0) throw Error(ErrorCode::Internal, std::string("the model policy: XGBoost ") + what + ": " + XGBGetLastError());
+  if (rc != 0)
+    throw Error(ErrorCode::Internal, std::string("the model policy: XGBoost ") + what + ": " + XGBGetLastError());
 }
 
 struct Matrix {
   DMatrixHandle handle = nullptr;
   Matrix(const std::vector<float>& rows, std::size_t n, std::size_t columns) {
-    check(XGDMatrixCreateFromMat(rows.data(), n, columns, std::numeric_limits<float>::quiet_NaN(), &handle),
-          "matrix");
+    check(XGDMatrixCreateFromMat(rows.data(), n, columns, std::numeric_limits<float>::quiet_NaN(), &handle), "matrix");
   }
   Matrix(const Matrix&) = delete;
   Matrix& operator=(const Matrix&) = delete;
@@ -68,12 +68,12 @@ struct Predictions {
 // on time: the search stays deterministic for a seed.
 struct PendingFit {
   std::unique_ptr<Matrix> train;
-  std::size_t rows = 0, measured = 0;  // training rows (priors included), and how many were measured ones
+  std::size_t rows = 0, measured = 0;       // training rows (priors included), and how many were measured ones
   std::vector<std::vector<float>> weights;  // per member
   std::vector<std::string> seeds;           // per member
   double base = 0;
   std::vector<std::unique_ptr<Booster>> members;
-  int round = 0;  // of the last member, the rounds trained
+  int round = 0;                      // of the last member, the rounds trained
   std::vector<float> grid_predicted;  // the trained members' predictions of the grid, a member after another
 };
 
@@ -96,9 +96,9 @@ struct ModelPolicy::Impl {
     std::vector<Point> prior_x;                     // from another device (PolicyOptions::prior)
     std::vector<double> prior_y;
     std::size_t oks = 0;
-    std::size_t fitted_at = 0;                      // x.size() at the last fit (0: never)
+    std::size_t fitted_at = 0;  // x.size() at the last fit (0: never)
     std::vector<std::unique_ptr<Booster>> ensemble;
-    std::unique_ptr<PendingFit> pending;            // the next ensemble, being trained a slice at a time
+    std::unique_ptr<PendingFit> pending;  // the next ensemble, being trained a slice at a time
     // The valid grid when it is small enough to enumerate, with each point's prediction since the last fit.
     bool enumerated = false;
     std::vector<Point> grid;
@@ -304,7 +304,8 @@ struct ModelPolicy::Impl {
         predict_member(*f.members.back(), *s.grid_matrix, s.grid.size(), f.grid_predicted);
         spent += static_cast<double>(s.grid.size()) / 2;
       }
-    } while (spent + static_cast<double>(f.rows) <= budget && !(f.members.size() == ensemble && f.round == options.model_rounds));
+    } while (spent + static_cast<double>(f.rows) <= budget &&
+             !(f.members.size() == ensemble && f.round == options.model_rounds));
     const bool done = f.members.size() == ensemble && f.round == options.model_rounds;
     if (done) {
       s.ensemble = std::move(f.members);
@@ -493,8 +494,9 @@ struct ModelPolicy::Impl {
     // A refit is due after max(1, n / divisor) new points. The first fit is made whole (there is nothing
     // to propose with before it); later ones a slice per proposal, the last ensemble serving meanwhile.
     const std::size_t since = s.x.size() - s.fitted_at;
-    if (!s.pending && (s.ensemble.empty() ||
-                       since >= std::max<std::size_t>(1, s.fitted_at / static_cast<std::size_t>(options.model_refit_divisor)))) {
+    if (!s.pending &&
+        (s.ensemble.empty() ||
+         since >= std::max<std::size_t>(1, s.fitted_at / static_cast<std::size_t>(options.model_refit_divisor)))) {
       begin_fit(s, q.rng);
     }
     if (s.pending) fit_step(s, s.ensemble.empty() ? std::numeric_limits<double>::infinity() : options.model_fit_slice);
@@ -539,10 +541,12 @@ struct ModelPolicy::Impl {
 ModelPolicy::ModelPolicy(PolicyOptions options) : impl_(std::make_unique<Impl>()) {
   static std::once_flag quiet;
   std::call_once(quiet, [] { XGBSetGlobalConfig("{\"verbosity\": 0}"); });
-  if (options.model_ensemble < 2 || options.model_rounds < 1 || options.model_depth < 1 || options.model_min_points < 1 ||
-      options.model_refit_divisor < 1 || options.prior_weight < 0 || !(options.model_fit_slice > 0)) {
-    throw Error(ErrorCode::BadUsage, "the model policy: ensemble must be at least 2; rounds, depth, min points and refit "
-                                     "divisor at least 1; prior weight not negative; fit slice positive");
+  if (options.model_ensemble < 2 || options.model_rounds < 1 || options.model_depth < 1 ||
+      options.model_min_points < 1 || options.model_refit_divisor < 1 || options.prior_weight < 0 ||
+      !(options.model_fit_slice > 0)) {
+    throw Error(ErrorCode::BadUsage,
+                "the model policy: ensemble must be at least 2; rounds, depth, min points and refit "
+                "divisor at least 1; prior weight not negative; fit slice positive");
   }
   const std::string& w = options.model_warmup;
   if (w != "corner" && w != "random" && w != "maximin") {

@@ -98,7 +98,6 @@ std::string confirmation_json(const Confirmation& c) {
          ", \"seed_spread_us\": " + list(c.seed_spread_us) + ", \"note\": " + json_quote(c.note) + "}";
 }
 
-
 std::string confirmation_text(const Confirmation& c) {
   std::ostringstream out;
   out << (c.confirmed ? "confirmed" : "NOT confirmed") << ": node " << c.node << ", " << c.rounds
@@ -114,20 +113,18 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
   std::map<std::string, int> counts;
   for (const Node& n : graph.nodes()) counts[to_string(n.evaluation.status)] += 1;
   std::ostringstream out;
-  out << "{" << json_quote("spec") << ": " << json_quote(spec.name) << ", \"device\": "
-      << json_quote(device.id + " " + device.name)
+  out << "{" << json_quote("spec") << ": " << json_quote(spec.name)
+      << ", \"device\": " << json_quote(device.id + " " + device.name)
       << ", \"ceilings_moved\": " << (result.ceilings_moved.empty() ? "null" : json_quote(result.ceilings_moved))
-      << ", \"run\": " << run_id
-      << ", \"evaluations\": " << graph.size() << ", \"status_counts\": {";
+      << ", \"run\": " << run_id << ", \"evaluations\": " << graph.size() << ", \"status_counts\": {";
   bool first = true;
   for (const auto& [k, v] : counts) {
     out << (first ? "" : ", ") << json_quote(k) << ": " << v;
     first = false;
   }
   out << "}, \"stop_reason\": " << json_quote(result.stop_reason)
-      << ", \"elapsed_s\": " << number(result.state.elapsed_s)
-      << ", \"mutator_failures\": " << result.mutator_failures << ", \"tokens\": " << result.state.tokens
-      << ", \"cost_usd\": " << dollars(result.state.cost_usd);
+      << ", \"elapsed_s\": " << number(result.state.elapsed_s) << ", \"mutator_failures\": " << result.mutator_failures
+      << ", \"tokens\": " << result.state.tokens << ", \"cost_usd\": " << dollars(result.state.cost_usd);
   // Per model, what its nodes did and cost (a failed call without a node counts in the totals above only).
   std::map<std::string, std::vector<const Node*>> by_model;
   for (const Node& n : graph.nodes()) {
@@ -163,11 +160,10 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
       const Evaluation& e = result.baselines[i].evaluation;
       const auto t = e.median_us();
       const bool ok = e.status == Status::ok;
-      out << (i ? ", " : "") << json_quote(result.baselines[i].name) << ": {\"status\": "
-          << json_quote(to_string(e.status)) << ", \"time_us\": "
-          << (ok ? array(t.size(), [&](std::size_t w) { return number(t[w]); }) : "null")
-          << ", \"reason\": " << (ok ? "null" : json_quote(e.message))
-          << "}";
+      out << (i ? ", " : "") << json_quote(result.baselines[i].name)
+          << ": {\"status\": " << json_quote(to_string(e.status))
+          << ", \"time_us\": " << (ok ? array(t.size(), [&](std::size_t w) { return number(t[w]); }) : "null")
+          << ", \"reason\": " << (ok ? "null" : json_quote(e.message)) << "}";
     }
     out << "}";
   }
@@ -182,22 +178,20 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
         << ", \"search_speedup\": " << number(best.speedup)
         << ", \"confirmed\": " << (has_confirmation && result.confirmation->confirmed ? "true" : "false")
         << ", \"confirmation\": " << (has_confirmation ? confirmation_json(*result.confirmation) : "null")
-        << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); })
-        << ", \"spread_us\": "
+        << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); }) << ", \"spread_us\": "
         << array(t.size(), [&](std::size_t i) { return number(best.evaluation.timings[i].mad_us); })
-        << ", \"tunables\": " << json_object(tun) << ", \"gbps\": " << array(t.size(), [&](std::size_t i) {
-             return number(achieved_bytes_per_s(spec, spec.workloads[i], tun, t[i]) / 1e9);
-           })
-        << ", \"gflops\": " << array(t.size(), [&](std::size_t i) {
-             return number(achieved_flops_per_s(spec, spec.workloads[i], tun, t[i]) / 1e9);
-           })
-        << ", \"roofline_share\": " << array(t.size(), [&](std::size_t i) {
-             return number(roofline_share(spec, spec.workloads[i], tun, t[i], device));
-           })
-        << ", \"diagnosis\": " << (best.diagnosis ? diagnosis_json(*best.diagnosis) : "null")
-        << ", \"lineage\": " << array(graph.lineage(best.id).size(), [&](std::size_t i) {
-             return std::to_string(graph.lineage(best.id)[i]);
-           })
+        << ", \"tunables\": " << json_object(tun) << ", \"gbps\": "
+        << array(t.size(),
+                 [&](std::size_t i) { return number(achieved_bytes_per_s(spec, spec.workloads[i], tun, t[i]) / 1e9); })
+        << ", \"gflops\": "
+        << array(t.size(),
+                 [&](std::size_t i) { return number(achieved_flops_per_s(spec, spec.workloads[i], tun, t[i]) / 1e9); })
+        << ", \"roofline_share\": "
+        << array(t.size(),
+                 [&](std::size_t i) { return number(roofline_share(spec, spec.workloads[i], tun, t[i], device)); })
+        << ", \"diagnosis\": " << (best.diagnosis ? diagnosis_json(*best.diagnosis) : "null") << ", \"lineage\": "
+        << array(graph.lineage(best.id).size(),
+                 [&](std::size_t i) { return std::to_string(graph.lineage(best.id)[i]); })
         << ", \"source\": " << json_quote(best.candidate.source);
     for (const char* name : {"eager", "compile"}) {
       if (const Baseline* b = find_baseline(result, name)) {
@@ -205,16 +199,15 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
       }
     }
     out << "}";
-    out << ", \"unconfirmed\": " << array(result.unconfirmed.size(), [&](std::size_t i) {
-      return confirmation_json(result.unconfirmed[i]);
-    });
+    out << ", \"unconfirmed\": "
+        << array(result.unconfirmed.size(), [&](std::size_t i) { return confirmation_json(result.unconfirmed[i]); });
     const std::vector<NodeId> fastest = fastest_per_workload(spec, graph, best);
     out << ", \"fastest_per_workload\": " << array(fastest.size(), [&](std::size_t w) {
       const Node& n = graph.node(fastest[w]);
       const double t_us = n.evaluation.timings[w].median_us;
       return "{\"node\": " + std::to_string(n.id) + ", \"time_us\": " + number(t_us) +
-             ", \"tunables\": " + json_object(n.candidate.tunables) +
-             ", \"roofline_share\": " + number(roofline_share(spec, spec.workloads[w], n.candidate.tunables, t_us, device)) + "}";
+             ", \"tunables\": " + json_object(n.candidate.tunables) + ", \"roofline_share\": " +
+             number(roofline_share(spec, spec.workloads[w], n.candidate.tunables, t_us, device)) + "}";
     });
   } else {
     out << ", \"best\": null";
@@ -249,16 +242,17 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   }
   const Node& seed = graph.node(result.seed);
   const Node& best = graph.node(*result.best);
-  const bool has_confirmation = result.confirmation && result.confirmation->node == best.id &&
-                                result.confirmation->rounds > 0;
+  const bool has_confirmation =
+      result.confirmation && result.confirmation->node == best.id && result.confirmation->rounds > 0;
   char line[256];
-  std::snprintf(line, sizeof line, "  %-28s %12s %12s %9s %10s %10s %9s\n", "workload", "seed us", "best us",
-                "speedup", "GB/s", "GFLOP/s", "roofline");
+  std::snprintf(line, sizeof line, "  %-28s %12s %12s %9s %10s %10s %9s\n", "workload", "seed us", "best us", "speedup",
+                "GB/s", "GFLOP/s", "roofline");
   out << line;
   // A rate the spec's cost or the device's peak cannot give is "-", never a 0 read as a measurement.
   const bool bytes_known = spec.cost_bytes.has_value();
   const bool flops_known = spec.cost_flops.has_value();
-  const bool roofline_known = (bytes_known && device.peak_bytes_per_s > 0) || (flops_known && device.peak_flops_per_s > 0);
+  const bool roofline_known =
+      (bytes_known && device.peak_bytes_per_s > 0) || (flops_known && device.peak_flops_per_s > 0);
   auto cell = [](double x, const char* format, bool known) {
     if (!known || !std::isfinite(x)) return std::string("-");
     char text[32];
@@ -273,11 +267,12 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
     const double s = confirmed_times ? result.confirmation->seed_time_us[w] : seed.evaluation.timings[w].median_us;
     const double b = confirmed_times ? result.confirmation->best_time_us[w] : best.evaluation.timings[w].median_us;
     const Bindings& tun = best.candidate.tunables;
-    std::snprintf(line, sizeof line, "  %-28s %12s %12s %9s %10s %10s %9s\n", name.c_str(), cell(s, "%.1f", true).c_str(),
-                  cell(b, "%.1f", true).c_str(), cell(s / b, "%.2fx", true).c_str(),
-                  cell(achieved_bytes_per_s(spec, spec.workloads[w], tun, b) / 1e9, "%.2f", bytes_known).c_str(),
-                  cell(achieved_flops_per_s(spec, spec.workloads[w], tun, b) / 1e9, "%.2f", flops_known).c_str(),
-                  cell(100 * roofline_share(spec, spec.workloads[w], tun, b, device), "%.1f%%", roofline_known).c_str());
+    std::snprintf(
+        line, sizeof line, "  %-28s %12s %12s %9s %10s %10s %9s\n", name.c_str(), cell(s, "%.1f", true).c_str(),
+        cell(b, "%.1f", true).c_str(), cell(s / b, "%.2fx", true).c_str(),
+        cell(achieved_bytes_per_s(spec, spec.workloads[w], tun, b) / 1e9, "%.2f", bytes_known).c_str(),
+        cell(achieved_flops_per_s(spec, spec.workloads[w], tun, b) / 1e9, "%.2f", flops_known).c_str(),
+        cell(100 * roofline_share(spec, spec.workloads[w], tun, b, device), "%.1f%%", roofline_known).c_str());
     out << line;
   }
   // The "-" of a column in words, as the diagnosis says them: a figure without its cost or peak is unknown, not 0.
@@ -295,7 +290,8 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   for (const Confirmation& c : result.unconfirmed) {
     out << "  node " << c.node << " not confirmed: " << c.note << "\n";
   }
-  if (has_confirmation) out << "  " << confirmation_text(*result.confirmation) << "\n"; else if (best.id != seed.id) {
+  if (has_confirmation) out << "  " << confirmation_text(*result.confirmation) << "\n";
+  else if (best.id != seed.id) {
     out << "  not confirmed (confirmation was off)\n";
   }
   for (const Baseline& b : result.baselines) {
@@ -320,9 +316,9 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   for (std::size_t w = 0; w < fastest.size(); ++w) {
     if (fastest[w] == best.id) continue;
     const Node& n = graph.node(fastest[w]);
-    std::snprintf(line, sizeof line, "  workload %zu alone: node %lld is faster there, %.1f us (best: %.1f us), tunables",
-                  w, static_cast<long long>(n.id), n.evaluation.timings[w].median_us,
-                  best.evaluation.timings[w].median_us);
+    std::snprintf(
+        line, sizeof line, "  workload %zu alone: node %lld is faster there, %.1f us (best: %.1f us), tunables", w,
+        static_cast<long long>(n.id), n.evaluation.timings[w].median_us, best.evaluation.timings[w].median_us);
     out << line;
     for (const auto& [k, v] : n.candidate.tunables) out << " " << k << "=" << v;
     out << "\n";

@@ -9,7 +9,8 @@ namespace kernelevolve {
 NodeId SearchGraph::add(Node node) {
   node.id = static_cast<NodeId>(nodes_.size());
   for (NodeId p : node.parents) {
-    if (p < 0 || p >= node.id) throw Error(ErrorCode::BadUsage, "SearchGraph::add: unknown parent " + std::to_string(p));
+    if (p < 0 || p >= node.id)
+      throw Error(ErrorCode::BadUsage, "SearchGraph::add: unknown parent " + std::to_string(p));
   }
   for (NodeId p : node.parents) children_[p].push_back(node.id);
   by_key_.emplace(node.candidate.code_key(), node.id);

@@ -128,7 +128,8 @@ std::vector<NodeId> UcbPolicy::select(const SearchGraph& graph, std::mt19937_64&
     const Arm& a = arms_[static_cast<std::size_t>(id)];
     const double score = a.value * inverse_best + bonus * a.inverse_sqrt_pulls;
     // Ties go to the faster node: among equally promising arms, exploit.
-    if (score > chosen_score || (score == chosen_score && a.speedup > arms_[static_cast<std::size_t>(chosen)].speedup)) {
+    if (score > chosen_score ||
+        (score == chosen_score && a.speedup > arms_[static_cast<std::size_t>(chosen)].speedup)) {
       chosen = id;
       chosen_score = score;
     }
@@ -156,7 +157,8 @@ std::vector<std::string> resolve_features(const std::vector<std::string>& wanted
     }
   }
   if (out.empty()) {
-    out.push_back(seed.candidate.tunables.empty() ? "source_length" : "tunable:" + seed.candidate.tunables.begin()->first);
+    out.push_back(seed.candidate.tunables.empty() ? "source_length"
+                                                  : "tunable:" + seed.candidate.tunables.begin()->first);
   }
   return out;
 }
@@ -174,7 +176,8 @@ void check_feature(const std::string& f) {
 
 IslandsPolicy::IslandsPolicy(PolicyOptions options) : options_(std::move(options)) {
   if (options_.islands < 1) throw Error(ErrorCode::BadUsage, "islands: there must be at least 1 island");
-  if (options_.migration_interval < 1) throw Error(ErrorCode::BadUsage, "islands: the migration interval must be at least 1");
+  if (options_.migration_interval < 1)
+    throw Error(ErrorCode::BadUsage, "islands: the migration interval must be at least 1");
   if (!(options_.bins_per_octave > 0)) throw Error(ErrorCode::BadUsage, "islands: bins per octave must be positive");
   for (const auto& f : options_.features) check_feature(f);
 }

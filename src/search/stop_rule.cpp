@@ -63,9 +63,11 @@ std::shared_ptr<StopRule> token_budget(std::int64_t tokens) {
 }
 
 std::shared_ptr<StopRule> cost_budget(double usd) {
-  if (!(usd > 0) || !std::isfinite(usd)) throw Error(ErrorCode::BadUsage, "cost_budget: the budget must be a positive number of dollars");
+  if (!(usd > 0) || !std::isfinite(usd))
+    throw Error(ErrorCode::BadUsage, "cost_budget: the budget must be a positive number of dollars");
   return std::make_shared<LambdaRule>([usd](const SearchState& s) -> std::optional<std::string> {
-    if (s.cost_usd >= usd) return "spent $" + format(s.cost_usd) + " of the budget of $" + format(usd) + " on model calls";
+    if (s.cost_usd >= usd)
+      return "spent $" + format(s.cost_usd) + " of the budget of $" + format(usd) + " on model calls";
     return std::nullopt;
   });
 }

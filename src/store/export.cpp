@@ -79,9 +79,7 @@ std::optional<NodeId> run_best(const RunInfo& info, const SearchGraph& g) {
 }
 
 // Dollars as a person reads them: cents for a run, fractions of a cent for one call.
-std::string usd(double x) {
-  return "$" + number(x, x >= 1 ? "%.2f" : x >= 0.01 ? "%.4f" : "%.6f");
-}
+std::string usd(double x) { return "$" + number(x, x >= 1 ? "%.2f" : x >= 0.01 ? "%.4f" : "%.6f"); }
 
 // The model that wrote a node, and what its call cost, before its note: "[gpt-4o $0.0123] ".
 std::string model_prefix(const Node& n) {
@@ -97,7 +95,8 @@ std::string diagnosis_block(const Node& n) {
   out << "diagnosis (rates from the spec's cost; shares of the device's copy bandwidth, which caches may pass, and "
          "FMA peak"
       << (d.note.empty() ? "" : "; " + d.note) << "):\n";
-  for (std::size_t w = 0; w < d.workloads.size(); ++w) out << "  t" << w << ": " << workload_diagnosis_text(d.workloads[w]) << "\n";
+  for (std::size_t w = 0; w < d.workloads.size(); ++w)
+    out << "  t" << w << ": " << workload_diagnosis_text(d.workloads[w]) << "\n";
   if (d.gpu) out << "  " << gpu_diagnosis_text(*d.gpu) << "\n";
   for (std::size_t i = 0; i < d.steps.size(); ++i) out << "  " << step_diagnosis_text(d.steps[i], i) << "\n";
   if (d.library_share) out << "  library calls: " << std::lround(100 * *d.library_share) << "% of the time\n";
@@ -182,13 +181,15 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
     }
     line += cell;
     std::string note = model_prefix(n) + n.note;
-    if (n.evaluation.status != Status::ok && !n.evaluation.message.empty()) note += (note.empty() ? "" : ": ") + n.evaluation.message;
+    if (n.evaluation.status != Status::ok && !n.evaluation.message.empty())
+      note += (note.empty() ? "" : ": ") + n.evaluation.message;
     out << line << " " << one_line(note, 72) << "\n";
   }
   out << "\n";
   if (!best) {
     out << "no correct node";
-    if (g.size() > 0) out << "; the seed is " << to_string(g.node(0).evaluation.status) << ": " << g.node(0).evaluation.message;
+    if (g.size() > 0)
+      out << "; the seed is " << to_string(g.node(0).evaluation.status) << ": " << g.node(0).evaluation.message;
     out << "\n";
     return out.str();
   }
@@ -199,8 +200,9 @@ std::string show_run_text(const Store& store, RunId run, std::size_t limit) {
   out << "lineage of the best:\n";
   for (NodeId id : g.lineage(b.id)) {
     const Node& n = g.node(id);
-    std::snprintf(cell, sizeof cell, "  %6lld %-9s %8s  ", static_cast<long long>(n.id), one_line(n.mutator, 9).c_str(),
-                  n.evaluation.status == Status::ok ? (number(n.speedup, "%.2f") + "x").c_str() : to_string(n.evaluation.status));
+    std::snprintf(
+        cell, sizeof cell, "  %6lld %-9s %8s  ", static_cast<long long>(n.id), one_line(n.mutator, 9).c_str(),
+        n.evaluation.status == Status::ok ? (number(n.speedup, "%.2f") + "x").c_str() : to_string(n.evaluation.status));
     out << cell << one_line(model_prefix(n) + n.note, 90) << "\n";
   }
   return out.str();
@@ -241,8 +243,9 @@ std::string show_node_text(const Store& store, RunId run, NodeId id) {
   }
   if (e.worst) {
     // An ok node keeps its worst element too: how near the tolerance it came.
-    out << (e.status == Status::ok ? "worst element (within tolerance): " : "worst mismatch: ") << e.worst->buffer << "[" << e.worst->index << "] = " << element_text(e.worst->got)
-        << ", expected " << element_text(e.worst->expected) << " (workload " << e.worst->workload << ")\n";
+    out << (e.status == Status::ok ? "worst element (within tolerance): " : "worst mismatch: ") << e.worst->buffer
+        << "[" << e.worst->index << "] = " << element_text(e.worst->got) << ", expected "
+        << element_text(e.worst->expected) << " (workload " << e.worst->workload << ")\n";
   }
   if (!e.compile_log.empty()) {
     const std::size_t keep = 2000;
@@ -264,8 +267,9 @@ std::optional<std::string> best_kernel_source(const Store& store, RunId run) {
   const bool triton = b.candidate.language == Language::triton;
   const char* comment = triton ? "# " : "// ";
   out << comment << "kernelevolve: the best kernel of run " << info.id << " in " << one_line(store.path(), 200) << "\n"
-      << comment << "spec " << one_line(info.spec_name, 100) << ", device " << one_line(info.device.id + " (" + info.device.name + ")", 120)
-      << ", node " << b.id << ", " << number(b.speedup, "%.3f") << "x over the seed (geometric mean)\n";
+      << comment << "spec " << one_line(info.spec_name, 100) << ", device "
+      << one_line(info.device.id + " (" + info.device.name + ")", 120) << ", node " << b.id << ", "
+      << number(b.speedup, "%.3f") << "x over the seed (geometric mean)\n";
   const auto t = b.evaluation.median_us();
   if (!t.empty()) {
     out << comment << "time per workload (us):";
@@ -300,11 +304,11 @@ std::string export_json(const Store& store, RunId run) {
       << ", \"started_at\": " << json_quote(info.started_at) << ", \"updated_at\": " << json_quote(info.updated_at)
       << ", \"finished_at\": " << (info.finished_at.empty() ? "null" : json_quote(info.finished_at))
       << ", \"stop_reason\": " << json_quote(info.stop_reason) << ", \"elapsed_s\": " << number(info.elapsed_s)
-      << ", \"tokens\": " << info.tokens << ", \"cost_usd\": " << number(info.cost_usd)
-      << ", \"llm_prices\": {";
+      << ", \"tokens\": " << info.tokens << ", \"cost_usd\": " << number(info.cost_usd) << ", \"llm_prices\": {";
   for (auto it = info.settings.llm_prices.begin(); it != info.settings.llm_prices.end(); ++it) {
-    out << (it == info.settings.llm_prices.begin() ? "" : ", ") << json_quote(it->first) << ": {\"input_per_mtok\": "
-        << number(it->second.input_per_mtok) << ", \"output_per_mtok\": " << number(it->second.output_per_mtok) << "}";
+    out << (it == info.settings.llm_prices.begin() ? "" : ", ") << json_quote(it->first)
+        << ": {\"input_per_mtok\": " << number(it->second.input_per_mtok)
+        << ", \"output_per_mtok\": " << number(it->second.output_per_mtok) << "}";
   }
   out << "}, \"mutator_failures\": " << info.mutator_failures << "}";
   out << ", \"workloads\": [";
@@ -350,8 +354,7 @@ std::string export_json(const Store& store, RunId run) {
       out << "null";
     }
     out << ", \"diagnosis\": " << (n.diagnosis ? diagnosis_json(*n.diagnosis) : "null");
-    out << ", \"tokens\": " << n.tokens << ", \"cost_usd\": " << number(n.cost_usd)
-        << ", \"source\": " << it->second;
+    out << ", \"tokens\": " << n.tokens << ", \"cost_usd\": " << number(n.cost_usd) << ", \"source\": " << it->second;
     if (!e.compile_log.empty()) out << ", \"compile_log\": " << json_quote(e.compile_log);
     out << "}";
   }
@@ -406,8 +409,9 @@ std::string export_dot(const Store& store, RunId run) {
   const auto best = run_best(info, g);
   std::ostringstream out;
   out << "digraph \"" << dot_escape(info.spec_name + " run " + std::to_string(info.id)) << "\" {\n"
-      << "  graph [rankdir=LR, label=\"" << dot_escape(info.spec_name + " on " + info.device.id + " (" + info.device.name +
-                                                       "), run " + std::to_string(info.id))
+      << "  graph [rankdir=LR, label=\""
+      << dot_escape(info.spec_name + " on " + info.device.id + " (" + info.device.name + "), run " +
+                    std::to_string(info.id))
       << "\", labelloc=t, fontname=\"Helvetica\"];\n"
       << "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
       << "  edge [color=\"#777777\"];\n";
@@ -419,7 +423,8 @@ std::string export_dot(const Store& store, RunId run) {
     out << "  n" << n.id << " [label=\"" << dot_escape(label) << "\", fillcolor=\""
         << (is_best ? "#ffd700" : status_color(n.evaluation.status)) << "\"";
     if (is_best) out << ", penwidth=3";
-    out << ", tooltip=\"" << dot_escape(one_line(n.note + (n.evaluation.message.empty() ? "" : ": " + n.evaluation.message), 200))
+    out << ", tooltip=\""
+        << dot_escape(one_line(n.note + (n.evaluation.message.empty() ? "" : ": " + n.evaluation.message), 200))
         << "\"];\n";
   }
   std::vector<bool> on_lineage(g.size(), false);  // the best node's lineage stands out

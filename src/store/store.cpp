@@ -135,12 +135,13 @@ const std::vector<Migration> kMigrations = {
     // 3: each run keeps the node its end chose as best, which confirmation may move off the search's fastest.
     {2, "ALTER TABLE runs ADD COLUMN best_node INTEGER"},
     // 4: what model calls cost, at the prices the run began with, and which model wrote each node.
-    {3, "ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
-        "ALTER TABLE runs ADD COLUMN llm_prices TEXT NOT NULL DEFAULT '';"
-        "ALTER TABLE nodes ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
-        "ALTER TABLE nodes ADD COLUMN model TEXT NOT NULL DEFAULT '';"
-        "ALTER TABLE mutator_calls ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
-        "ALTER TABLE mutator_calls ADD COLUMN model TEXT NOT NULL DEFAULT ''"},
+    {3,
+     "ALTER TABLE runs ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE runs ADD COLUMN llm_prices TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE nodes ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE nodes ADD COLUMN model TEXT NOT NULL DEFAULT '';"
+     "ALTER TABLE mutator_calls ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
+     "ALTER TABLE mutator_calls ADD COLUMN model TEXT NOT NULL DEFAULT ''"},
 };
 
 const char* kNodeColumns =
@@ -276,7 +277,9 @@ class Stmt {
   }
   Stmt& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
   Stmt& bind(int i, int v) { return bind(i, static_cast<std::int64_t>(v)); }
-  Stmt& bind(int i, double v) { return check(std::isfinite(v) ? sqlite3_bind_double(stmt_, i, v) : sqlite3_bind_null(stmt_, i)); }
+  Stmt& bind(int i, double v) {
+    return check(std::isfinite(v) ? sqlite3_bind_double(stmt_, i, v) : sqlite3_bind_null(stmt_, i));
+  }
   Stmt& bind(int i, const std::string& v) {
     return check(sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT, SQLITE_UTF8));
   }
@@ -301,7 +304,9 @@ class Stmt {
   }
 
   std::int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
-  double f64(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL ? NAN : sqlite3_column_double(stmt_, c); }
+  double f64(int c) const {
+    return sqlite3_column_type(stmt_, c) == SQLITE_NULL ? NAN : sqlite3_column_double(stmt_, c);
+  }
   bool null(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
   std::string text(int c) const {
     const auto* p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, c));
@@ -366,11 +371,12 @@ struct Store::Statements {
   Stmt insert_node, update_node, find_node, insert_edge, insert_timing, insert_call, update_progress, find_source,
       insert_source;
   explicit Statements(sqlite3* db)
-      : insert_node(db,
-                    "INSERT INTO nodes(run_id, seq, key, source_id, language, tunables, mutator, note, status, message, "
-                    "compile_log, compile_ms, worst, resources, speedup, created_s, tokens, mutation_s, reused_from, device, "
-                    "cost_usd, model) "
-                    "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
+      : insert_node(
+            db,
+            "INSERT INTO nodes(run_id, seq, key, source_id, language, tunables, mutator, note, status, message, "
+            "compile_log, compile_ms, worst, resources, speedup, created_s, tokens, mutation_s, reused_from, device, "
+            "cost_usd, model) "
+            "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)"),
         update_node(db,
                     "UPDATE nodes SET key = ?3, source_id = ?4, language = ?5, tunables = ?6, mutator = ?7, note = ?8, "
                     "status = ?9, message = ?10, compile_log = ?11, compile_ms = ?12, worst = ?13, resources = ?14, "
@@ -384,9 +390,10 @@ struct Store::Statements {
         insert_call(db,
                     "INSERT INTO mutator_calls(run_id, node, mutator, parents, note, prompt, answer, error, tokens, "
                     "created_s, seconds, cost_usd, model) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
-        update_progress(db,
-                        "UPDATE runs SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), elapsed_s = max(elapsed_s, ?2), "
-                        "tokens = max(tokens, ?3), cost_usd = max(cost_usd, ?4) WHERE id = ?1"),
+        update_progress(
+            db,
+            "UPDATE runs SET updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), elapsed_s = max(elapsed_s, ?2), "
+            "tokens = max(tokens, ?3), cost_usd = max(cost_usd, ?4) WHERE id = ?1"),
         find_source(db, "SELECT id FROM sources WHERE hash = ?"),
         insert_source(db, "INSERT INTO sources(hash, text) VALUES(?, ?)") {}
 };
@@ -418,12 +425,14 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
     const std::int64_t app = pragma("PRAGMA application_id");
     const std::int64_t version = pragma("PRAGMA user_version");
     if (tables > 0 && app != kApplicationId) {
-      throw Error(ErrorCode::BadUsage, path + " is not a KernelEvolve database (it holds other tables); give --db another file");
+      throw Error(ErrorCode::BadUsage,
+                  path + " is not a KernelEvolve database (it holds other tables); give --db another file");
     }
     if (version > kSchemaVersion) {
       throw Error(ErrorCode::BadUsage, path + " has schema version " + std::to_string(version) +
                                            ", written by a newer KernelEvolve; this one reads versions up to " +
-                                           std::to_string(kSchemaVersion) + ". Upgrade KernelEvolve, or use another database");
+                                           std::to_string(kSchemaVersion) +
+                                           ". Upgrade KernelEvolve, or use another database");
     }
     if (tables > 0 && version < kSchemaVersion) {
       int at = static_cast<int>(version);
@@ -440,9 +449,10 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
                                              std::to_string(kSchemaVersion) + "); start a new database");
       }
       if (mode == Mode::read_only) {
-        throw Error(ErrorCode::BadUsage, path + " has schema version " + std::to_string(version) + "; version " +
-                                             std::to_string(kSchemaVersion) +
-                                             " is needed: open it for writing once (kernelevolve run --db) to migrate it");
+        throw Error(ErrorCode::BadUsage,
+                    path + " has schema version " + std::to_string(version) + "; version " +
+                        std::to_string(kSchemaVersion) +
+                        " is needed: open it for writing once (kernelevolve run --db) to migrate it");
       }
       Transaction tx(db_);
       for (const Migration* m : steps) exec(m->sql);
@@ -454,7 +464,8 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
       // commit survives the death of the process (kill -9) though not a power cut (set_durable).
       {
         Stmt wal(db_, "PRAGMA journal_mode = WAL");
-        if (!wal.step() || wal.text(0) != "wal") throw Error(ErrorCode::Internal, "cannot put " + path + " in WAL mode");
+        if (!wal.step() || wal.text(0) != "wal")
+          throw Error(ErrorCode::Internal, "cannot put " + path + " in WAL mode");
       }
       exec("PRAGMA synchronous = NORMAL");
       if (tables == 0) {
@@ -514,11 +525,16 @@ int Store::file_schema_version(const std::string& path) {
 
 RunId Store::begin_run(const Spec& spec, const DeviceInfo& device, const RunSettings& settings) {
   std::lock_guard lock(mutex_);
-  Stmt s(db_,
-         "INSERT INTO runs(spec_name, spec_path, spec_hash, measurement_hash, spec_json, device_id, device_kind, "
-         "device_name, device_json, policy, mutator, seed, command_line, llm_prices, started_at, updated_at) VALUES(?, ?, "
-         "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))");
-  s.bind(1, spec.name).bind(2, spec.path).bind(3, spec_hash(spec)).bind(4, measurement_hash(spec)).bind(5, to_json(spec));
+  Stmt s(
+      db_,
+      "INSERT INTO runs(spec_name, spec_path, spec_hash, measurement_hash, spec_json, device_id, device_kind, "
+      "device_name, device_json, policy, mutator, seed, command_line, llm_prices, started_at, updated_at) VALUES(?, ?, "
+      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))");
+  s.bind(1, spec.name)
+      .bind(2, spec.path)
+      .bind(3, spec_hash(spec))
+      .bind(4, measurement_hash(spec))
+      .bind(5, to_json(spec));
   s.bind(6, device.id).bind(7, device.kind).bind(8, device.name).bind(9, wire::to_json(device));
   s.bind(10, settings.policy).bind(11, settings.mutator).bind(12, static_cast<std::int64_t>(settings.seed));
   s.bind(13, settings.command_line).bind(14, prices_json(settings.llm_prices));
@@ -628,7 +644,8 @@ std::int64_t Store::node_uid(RunId run, NodeId id) const {
   return uid;
 }
 
-void Store::record_node(RunId run, const Node& node, const SearchState& state, std::optional<std::int64_t> reused_from) {
+void Store::record_node(RunId run, const Node& node, const SearchState& state,
+                        std::optional<std::int64_t> reused_from) {
   std::lock_guard lock(mutex_);
   Transaction tx(db_);
   // The source row is new only inside this transaction: forget cached ids if it rolls back.
@@ -644,7 +661,10 @@ void Store::record_node(RunId run, const Node& node, const SearchState& state, s
   auto bind_all = [&](Stmt& s) {
     s.reset();
     s.bind(1, run).bind(2, node.id).bind(3, node.candidate.key()).bind(4, source_id(node.candidate.source));
-    s.bind(5, to_string(node.candidate.language)).bind(6, int_map_json(tunables)).bind(7, node.mutator).bind(8, node.note);
+    s.bind(5, to_string(node.candidate.language))
+        .bind(6, int_map_json(tunables))
+        .bind(7, node.mutator)
+        .bind(8, node.note);
     s.bind(9, to_string(e.status)).bind(10, e.message).bind(11, e.compile_log).bind(12, e.compile_ms);
     if (e.worst) {
       s.bind(13, mismatch_json(*e.worst));
@@ -689,7 +709,12 @@ void Store::record_node(RunId run, const Node& node, const SearchState& state, s
     c.bind(6, node.prompt).bind(7, node.answer).bind(8, std::string()).bind(9, node.tokens);
     c.bind(10, node.created_s).bind(11, node.mutation_s).bind(12, node.cost_usd).bind(13, node.model).run();
   }
-  st_->update_progress.reset().bind(1, run).bind(2, state.elapsed_s).bind(3, state.tokens).bind(4, state.cost_usd).run();
+  st_->update_progress.reset()
+      .bind(1, run)
+      .bind(2, state.elapsed_s)
+      .bind(3, state.tokens)
+      .bind(4, state.cost_usd)
+      .run();
   tx.commit();
   forget.committed = true;
 }
@@ -707,18 +732,20 @@ void Store::record_mutator_failure(RunId run, const std::string& mutator, const 
   c.bind(1, run).bind_null(2).bind(3, mutator).bind(4, ids_json(parent_uids)).bind(5, m.note).bind(6, m.prompt);
   c.bind(7, m.answer).bind(8, m.error.empty() ? std::string("no candidate") : m.error).bind(9, m.tokens);
   c.bind(10, created_s).bind(11, seconds).bind(12, m.cost_usd).bind(13, m.model).run();
-  Stmt u(db_, "UPDATE runs SET mutator_failures = mutator_failures + 1, tokens = tokens + ?2, cost_usd = cost_usd + ?3 "
-              "WHERE id = ?1");
+  Stmt u(db_,
+         "UPDATE runs SET mutator_failures = mutator_failures + 1, tokens = tokens + ?2, cost_usd = cost_usd + ?3 "
+         "WHERE id = ?1");
   u.bind(1, run).bind(2, m.tokens).bind(3, m.cost_usd).run();
   tx.commit();
 }
 
 void Store::finish_run(RunId run, const RunResult& result) {
   std::lock_guard lock(mutex_);
-  Stmt s(db_,
-         "UPDATE runs SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
-         "'now'), stop_reason = ?2, elapsed_s = ?3, tokens = ?4, mutator_failures = max(mutator_failures, ?5), "
-         "confirmation = ?6, best_node = ?7, cost_usd = ?8 WHERE id = ?1");
+  Stmt s(
+      db_,
+      "UPDATE runs SET finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
+      "'now'), stop_reason = ?2, elapsed_s = ?3, tokens = ?4, mutator_failures = max(mutator_failures, ?5), "
+      "confirmation = ?6, best_node = ?7, cost_usd = ?8 WHERE id = ?1");
   std::string confirmation;
   if (result.confirmation) confirmation += confirmation_text(*result.confirmation) + "\n";
   for (const Confirmation& c : result.unconfirmed) {
@@ -753,7 +780,8 @@ std::vector<std::string> keep_run_prices(Store& store, RunId run, Mutator& mutat
       said.push_back("run " + std::to_string(run) + " keeps the price it began with for " + model + ": " +
                      text(it->second) + " (not " + text(price) + ")");
     } else if (it == stored.end()) {
-      said.push_back("run " + std::to_string(run) + " had no price for " + model + "; its calls from now on cost " + text(price));
+      said.push_back("run " + std::to_string(run) + " had no price for " + model + "; its calls from now on cost " +
+                     text(price));
     }
   }
   mutator.set_prices(stored);
@@ -888,7 +916,8 @@ Checkpoint Store::resume(RunId run) {
   Transaction tx(db_);
   // Orphans (nodes whose parent was lost; load leaves them out) step aside to negative numbers, then
   // each kept node moves down to its dense id, in ascending order, so the id it takes is free by then.
-  Stmt aside(db_, "UPDATE nodes SET seq = -uid WHERE run_id = ? AND seq >= 0 AND uid NOT IN (SELECT value FROM json_each(?))");
+  Stmt aside(
+      db_, "UPDATE nodes SET seq = -uid WHERE run_id = ? AND seq >= 0 AND uid NOT IN (SELECT value FROM json_each(?))");
   aside.bind(1, run).bind(2, ids_json(kept)).run();
   Stmt u(db_, "UPDATE nodes SET seq = ? WHERE uid = ? AND seq != ?");
   for (std::size_t i = 0; i < kept.size(); ++i) {
@@ -1011,7 +1040,8 @@ void StoreRecorder::on_finish(const RunResult& result, const SearchGraph&) { sto
 
 // ---- ReusingEvaluator -------------------------------------------------------------------------------
 
-ReusingEvaluator::ReusingEvaluator(std::shared_ptr<FitnessEvaluator> inner, std::shared_ptr<Store> store, const Spec& spec)
+ReusingEvaluator::ReusingEvaluator(std::shared_ptr<FitnessEvaluator> inner, std::shared_ptr<Store> store,
+                                   const Spec& spec)
     : inner_(std::move(inner)), store_(std::move(store)), measurement_hash_(measurement_hash(spec)) {
   if (!inner_ || !store_) throw Error(ErrorCode::BadUsage, "ReusingEvaluator: an evaluator and a store are required");
 }
@@ -1037,7 +1067,8 @@ std::optional<Evaluation> ReusingEvaluator::from_store(const std::string& device
     reused_[candidate.key()] = found->uid;
   }
   Evaluation e = std::move(found->evaluation);
-  const std::string note = "measured before, by run " + std::to_string(found->run) + " node " + std::to_string(found->node);
+  const std::string note =
+      "measured before, by run " + std::to_string(found->run) + " node " + std::to_string(found->node);
   if (e.message.find("measured before, by run") == std::string::npos) {
     e.message = e.message.empty() ? note : e.message + " (" + note + ")";
   }

@@ -45,7 +45,8 @@ bool same_signature(const Spec& spec, const Spec& stored) {
 Bindings tunables_here(const Spec& spec, const Candidate& kernel) {
   const auto declared = mutators::declared_tunables(kernel.source);
   auto first_value = [&](const std::string& name) -> std::optional<std::int64_t> {
-    if (const auto it = spec.tunables.find(name); it != spec.tunables.end() && !it->second.empty()) return it->second.front();
+    if (const auto it = spec.tunables.find(name); it != spec.tunables.end() && !it->second.empty())
+      return it->second.front();
     if (const auto it = declared.find(name); it != declared.end() && !it->second.empty()) return it->second.front();
     return std::nullopt;
   };
@@ -112,14 +113,16 @@ std::vector<WarmKernel> find_warm_kernels(const std::vector<std::string>& stores
     }
   }
   // Best first; among equals, the order the stores and runs were given in.
-  std::stable_sort(found.begin(), found.end(), [](const WarmKernel& a, const WarmKernel& b) { return a.speedup > b.speedup; });
+  std::stable_sort(found.begin(), found.end(),
+                   [](const WarmKernel& a, const WarmKernel& b) { return a.speedup > b.speedup; });
   // Distinct sources (the same source at other tunables is the parameter search's to find), and never this
   // problem's seed as the run starts it.
   std::string seed_key;
   if (!spec.seed.source.empty()) {
     const Language language = kernel_language(spec);
     seed_key = Candidate{spec.seed.source, language,
-                         mutators::live_tunables(spec, spec.seed.source, language, spec.seed_tunables())}.key();
+                         mutators::live_tunables(spec, spec.seed.source, language, spec.seed_tunables())}
+                   .key();
   }
   std::unordered_set<std::string> sources;
   std::vector<WarmKernel> kept;

@@ -109,7 +109,8 @@ Spec sweep_spec(const Sweep& sweep) {
 std::vector<PriorPoint> sweep_prior(const Sweep& sweep, const Spec& spec) {
   for (const auto& name : sweep.tunables) {
     if (!spec.tunables.count(name)) {
-      throw Error(ErrorCode::BadUsage, sweep.path + " sweeps the tunable " + name + ", which " + spec.name + " lacks: not a prior for it");
+      throw Error(ErrorCode::BadUsage,
+                  sweep.path + " sweeps the tunable " + name + ", which " + spec.name + " lacks: not a prior for it");
     }
   }
   const Spec swept = sweep_spec(sweep);
@@ -144,7 +145,8 @@ Sweep read_sweep(const std::string& path) {
   auto fail = [&](std::size_t line, const std::string& why) -> Error {
     return Error(ErrorCode::BadUsage, path + ":" + std::to_string(line) + ": " + why);
   };
-  if (all.rfind(kMagic, 0) != 0) throw fail(1, "not a kernelevolve sweep file (its first line is not '# kernelevolve sweep 1')");
+  if (all.rfind(kMagic, 0) != 0)
+    throw fail(1, "not a kernelevolve sweep file (its first line is not '# kernelevolve sweep 1')");
   std::size_t line_no = 0, at = 0;
   bool columns = false;
   std::size_t workload_columns = 0;
@@ -158,7 +160,8 @@ Sweep read_sweep(const std::string& path) {
     if (line[0] == '#') {
       if (line_no == 1) {
         s.format = std::atoi(line.substr(std::string(kMagic).size()).c_str());
-        if (s.format != 1) throw fail(1, "sweep format " + std::to_string(s.format) + " is not one this build reads (1)");
+        if (s.format != 1)
+          throw fail(1, "sweep format " + std::to_string(s.format) + " is not one this build reads (1)");
         continue;
       }
       const std::size_t colon = line.find(": ");
@@ -185,8 +188,8 @@ Sweep read_sweep(const std::string& path) {
       s.tunables.assign(fields.begin(), fields.begin() + static_cast<std::ptrdiff_t>(status_at));
       workload_columns = fields.size() - status_at - 2;
       if (workload_columns != s.workloads.size()) {
-        throw fail(line_no, std::to_string(workload_columns) + " time columns for " + std::to_string(s.workloads.size()) +
-                                " workloads in the header");
+        throw fail(line_no, std::to_string(workload_columns) + " time columns for " +
+                                std::to_string(s.workloads.size()) + " workloads in the header");
       }
       columns = true;
       continue;
@@ -209,7 +212,8 @@ Sweep read_sweep(const std::string& path) {
     const std::size_t times = fields.size() - n - 2;  // between the status and the note
     if (p.status == Status::ok) {
       if (times != workload_columns) {
-        throw fail(line_no, "an ok point needs " + std::to_string(workload_columns) + " times, it has " + std::to_string(times));
+        throw fail(line_no,
+                   "an ok point needs " + std::to_string(workload_columns) + " times, it has " + std::to_string(times));
       }
       for (std::size_t w = 0; w < times; ++w) {
         char* stop = nullptr;

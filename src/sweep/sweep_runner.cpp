@@ -47,11 +47,13 @@ void drop_partial_line(const std::string& path) {
 SweepResult run_sweep(const Spec& spec, FitnessEvaluator& evaluator, const SweepOptions& options) {
   if (options.out.empty()) throw Error(ErrorCode::BadUsage, "a sweep needs a file to write (--out FILE)");
   if (options.jobs < 1) throw Error(ErrorCode::BadUsage, "a sweep's jobs must be at least 1");
-  if (spec.seed.source.empty()) throw Error(ErrorCode::BadUsage, spec.name + " has no seed kernel to sweep the tunables of");
+  if (spec.seed.source.empty())
+    throw Error(ErrorCode::BadUsage, spec.name + " has no seed kernel to sweep the tunables of");
   const std::vector<Bindings> space = tunable_space(spec);
   std::vector<std::string> columns;
   for (const auto& [name, value] : space.front()) columns.push_back(name);
-  if (columns.empty()) throw Error(ErrorCode::BadUsage, spec.name + ": the seed reads none of the spec's tunables: nothing to sweep");
+  if (columns.empty())
+    throw Error(ErrorCode::BadUsage, spec.name + ": the seed reads none of the spec's tunables: nothing to sweep");
   const std::string device = FitnessEvaluator::device_class(evaluator.device_info());
   const std::string hash = spec_hash(spec);
 
@@ -75,7 +77,8 @@ SweepResult run_sweep(const Spec& spec, FitnessEvaluator& evaluator, const Sweep
       throw Error(ErrorCode::BadUsage, options.out + " was measured on " + old.device + ", not on " + device +
                                            ": times of two devices do not mix; choose another --out");
     }
-    if (old.tunables != columns) throw Error(ErrorCode::BadUsage, options.out + ": its columns are not this spec's live tunables");
+    if (old.tunables != columns)
+      throw Error(ErrorCode::BadUsage, options.out + ": its columns are not this spec's live tunables");
     for (const SweepPoint& p : old.points) done.insert(values_of(p.tunables));
   }
   // The order points are measured in: the seed, then the rest shuffled with a fixed seed, so that a drift

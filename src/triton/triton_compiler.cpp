@@ -97,15 +97,16 @@ Compiler::Compiler(const std::string& python, const std::string& confine_library
   const char* mode_name = mode == SandboxMode::strict ? "strict" : mode == SandboxMode::basic ? "basic" : "off";
   std::vector<std::string> args = {"serve", "--mode", mode_name};
   if (!confine_library.empty()) args.insert(args.end(), {"--confine", confine_library});
-  helper_ = std::make_unique<ScriptProcess>(python, kHelperScript, args, std::vector<int>{}, "Triton's compile helper (" + python + ")");
+  helper_ = std::make_unique<ScriptProcess>(python, kHelperScript, args, std::vector<int>{},
+                                            "Triton's compile helper (" + python + ")");
   // Its first line comes once Triton is imported and a first kernel compiled (about a second).
   const std::string greeting = helper_->greeting(120);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   bool ok = false;
   if (parser.parse(greeting).get(doc) != simdjson::SUCCESS || doc["ok"].get(ok) != simdjson::SUCCESS) {
-    throw Error(ErrorCode::DeviceUnavailable, "Triton's compile helper (" + python + ") did not start: " + greeting +
-                                                  "\n" + helper_->error_tail());
+    throw Error(ErrorCode::DeviceUnavailable,
+                "Triton's compile helper (" + python + ") did not start: " + greeting + "\n" + helper_->error_tail());
   }
   if (!ok) {
     std::string_view error, log;
@@ -121,8 +122,7 @@ Compiler::Compiler(const std::string& python, const std::string& confine_library
 Compiled Compiler::compile(const KernelSource& ks, const Target& target, std::string& log) {
   std::string request = "{\"op\": \"compile\", \"source\": " + json_quote(ks.source) +
                         ", \"entry\": " + json_quote(ks.entry) + ", \"params\": [";
-  for (std::size_t i = 0; i < ks.params.size(); ++i)
-    request += (i ? ", " : "") + json_quote(triton_type(ks.params[i]));
+  for (std::size_t i = 0; i < ks.params.size(); ++i) request += (i ? ", " : "") + json_quote(triton_type(ks.params[i]));
   request += "], \"constexprs\": {";
   int num_warps = 4, num_stages = 3;
   bool first = true;

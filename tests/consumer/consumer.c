@@ -3,12 +3,12 @@
 #include <kernelevolve.h>
 #include <stdio.h>
 
-#define CHECK(call)                                              \
-  do {                                                           \
-    if ((call) != KE_OK) {                                       \
-      fprintf(stderr, "consumer_c: %s\n", ke_last_error());      \
-      return 1;                                                  \
-    }                                                            \
+#define CHECK(call)                                         \
+  do {                                                      \
+    if ((call) != KE_OK) {                                  \
+      fprintf(stderr, "consumer_c: %s\n", ke_last_error()); \
+      return 1;                                             \
+    }                                                       \
   } while (0)
 
 int main(int argc, char** argv) {

@@ -18,8 +18,16 @@ namespace ke = kernelevolve;
 namespace {
 
 // Values that probe the evaluator's overflow and division checks.
-constexpr std::int64_t kValues[] = {0, 1, -1, 2, 7, 1024, std::numeric_limits<std::int64_t>::max(),
-                                    std::numeric_limits<std::int64_t>::min(), 3037000500, -3037000500};
+constexpr std::int64_t kValues[] = {0,
+                                    1,
+                                    -1,
+                                    2,
+                                    7,
+                                    1024,
+                                    std::numeric_limits<std::int64_t>::max(),
+                                    std::numeric_limits<std::int64_t>::min(),
+                                    3037000500,
+                                    -3037000500};
 
 [[noreturn]] void finding(const char* what) {
   std::fprintf(stderr, "fuzz_expr: an exception other than kernelevolve::Error escaped: %s\n", what);

@@ -69,8 +69,9 @@ class FakeModelServer {
            ", \"total_tokens\": " + std::to_string(tokens) + "}}";
   }
   static std::string anthropic(const std::string& content, int in = 30, int out = 70) {
-    return "{\"content\": [{\"type\": \"text\", \"text\": " + quote(content) + "}], \"usage\": {\"input_tokens\": " +
-           std::to_string(in) + ", \"output_tokens\": " + std::to_string(out) + "}}";
+    return "{\"content\": [{\"type\": \"text\", \"text\": " + quote(content) +
+           "}], \"usage\": {\"input_tokens\": " + std::to_string(in) + ", \"output_tokens\": " + std::to_string(out) +
+           "}}";
   }
   static std::string quote(const std::string& s) {
     std::string out = "\"";
@@ -131,8 +132,9 @@ class FakeModelServer {
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
     }
-    std::string out = "HTTP/1.1 " + std::to_string(reply.status) + " X\r\nContent-Type: application/json\r\nContent-Length: " +
-                      std::to_string(reply.body.size()) + "\r\nConnection: close\r\n";
+    std::string out = "HTTP/1.1 " + std::to_string(reply.status) +
+                      " X\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(reply.body.size()) +
+                      "\r\nConnection: close\r\n";
     for (const auto& h : reply.headers) out += h + "\r\n";
     out += "\r\n" + reply.body;
     ::send(fd, out.data(), out.size(), MSG_NOSIGNAL);

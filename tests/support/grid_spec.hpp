@@ -11,7 +11,8 @@ inline Spec grid_spec() {
   s.name = "grid";
   s.language = Language::c;
   s.entry = "k";
-  s.params = {{"x", DType::f32, Role::in, {"n"}, 0}, {"y", DType::f32, Role::out, {"n"}, 0},
+  s.params = {{"x", DType::f32, Role::in, {"n"}, 0},
+              {"y", DType::f32, Role::out, {"n"}, 0},
               {"n", DType::i64, Role::size, {}, 0}};
   s.workloads = {{{"n", 100}}, {{"n", 300}}};
   s.reference.source = "void k(const float* x, float* y, long n) {}";

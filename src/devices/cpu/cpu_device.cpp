@@ -69,8 +69,8 @@ std::string language_standard(Language language) { return language == Language::
 struct HostTarget {
   std::string triple;
   std::string cpu;
-  std::vector<std::string> features;  // "+avx2", ... (enabled features only)
-  std::vector<std::string> include_args;  // -internal-isystem ... for C
+  std::vector<std::string> features;          // "+avx2", ... (enabled features only)
+  std::vector<std::string> include_args;      // -internal-isystem ... for C
   std::vector<std::string> cxx_include_args;  // libstdc++ first, then the C ones
 };
 
@@ -99,13 +99,13 @@ const HostTarget& host_target() {
     if (best >= 0) {
       const std::string v = std::to_string(best);
       for (const std::string& dir : {"/usr/include/c++/" + v, "/usr/include/" + multiarch + "/c++/" + v,
-                                    "/usr/include/c++/" + v + "/backward"}) {
+                                     "/usr/include/c++/" + v + "/backward"}) {
         t.cxx_include_args.push_back("-internal-isystem");
         t.cxx_include_args.push_back(dir);
       }
     }
-    t.include_args = {"-internal-isystem", std::string(KE_CLANG_RESOURCE_DIR) + "/include",
-                      "-internal-isystem", "/usr/local/include"};
+    t.include_args = {"-internal-isystem", std::string(KE_CLANG_RESOURCE_DIR) + "/include", "-internal-isystem",
+                      "/usr/local/include"};
     if (fs::exists("/usr/include/" + multiarch, ec)) {
       t.include_args.push_back("-internal-externc-isystem");
       t.include_args.push_back("/usr/include/" + multiarch);
@@ -141,14 +141,47 @@ void add_allowlisted_symbols(llvm::orc::LLJIT& jit, llvm::orc::SymbolMap& map) {
   add("posix_memalign", static_cast<int (*)(void**, size_t, size_t)>(&::posix_memalign));
 #define KE_MATH1(name) add(#name "f", static_cast<F1>(&::name##f)), add(#name, static_cast<D1>(&::name))
 #define KE_MATH2(name) add(#name "f", static_cast<F2>(&::name##f)), add(#name, static_cast<D2>(&::name))
-  KE_MATH1(sqrt); KE_MATH1(cbrt); KE_MATH1(exp); KE_MATH1(exp2); KE_MATH1(expm1); KE_MATH1(log);
-  KE_MATH1(log2); KE_MATH1(log10); KE_MATH1(log1p); KE_MATH1(sin); KE_MATH1(cos); KE_MATH1(tan);
-  KE_MATH1(asin); KE_MATH1(acos); KE_MATH1(atan); KE_MATH1(sinh); KE_MATH1(cosh); KE_MATH1(tanh);
-  KE_MATH1(asinh); KE_MATH1(acosh); KE_MATH1(atanh); KE_MATH1(erf); KE_MATH1(erfc); KE_MATH1(tgamma);
-  KE_MATH1(lgamma); KE_MATH1(fabs); KE_MATH1(floor); KE_MATH1(ceil); KE_MATH1(round); KE_MATH1(trunc);
-  KE_MATH1(rint); KE_MATH1(nearbyint);
-  KE_MATH2(pow); KE_MATH2(atan2); KE_MATH2(fmod); KE_MATH2(fmax); KE_MATH2(fmin); KE_MATH2(hypot);
-  KE_MATH2(copysign); KE_MATH2(remainder); KE_MATH2(fdim);
+  KE_MATH1(sqrt);
+  KE_MATH1(cbrt);
+  KE_MATH1(exp);
+  KE_MATH1(exp2);
+  KE_MATH1(expm1);
+  KE_MATH1(log);
+  KE_MATH1(log2);
+  KE_MATH1(log10);
+  KE_MATH1(log1p);
+  KE_MATH1(sin);
+  KE_MATH1(cos);
+  KE_MATH1(tan);
+  KE_MATH1(asin);
+  KE_MATH1(acos);
+  KE_MATH1(atan);
+  KE_MATH1(sinh);
+  KE_MATH1(cosh);
+  KE_MATH1(tanh);
+  KE_MATH1(asinh);
+  KE_MATH1(acosh);
+  KE_MATH1(atanh);
+  KE_MATH1(erf);
+  KE_MATH1(erfc);
+  KE_MATH1(tgamma);
+  KE_MATH1(lgamma);
+  KE_MATH1(fabs);
+  KE_MATH1(floor);
+  KE_MATH1(ceil);
+  KE_MATH1(round);
+  KE_MATH1(trunc);
+  KE_MATH1(rint);
+  KE_MATH1(nearbyint);
+  KE_MATH2(pow);
+  KE_MATH2(atan2);
+  KE_MATH2(fmod);
+  KE_MATH2(fmax);
+  KE_MATH2(fmin);
+  KE_MATH2(hypot);
+  KE_MATH2(copysign);
+  KE_MATH2(remainder);
+  KE_MATH2(fdim);
 #undef KE_MATH1
 #undef KE_MATH2
   add("fmaf", static_cast<float (*)(float, float, float)>(&::fmaf));
@@ -161,9 +194,10 @@ void add_allowlisted_symbols(llvm::orc::LLJIT& jit, llvm::orc::SymbolMap& map) {
 
 // The vector and matrix extensions a kernel author asks about, as enabled on this host ("avx2 fma avx512f ...").
 std::string notable_features() {
-  static const char* const notable[] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512bw",
-                                        "avx512vl", "avx512cd", "avx512vnni", "avx512bf16", "avx512fp16", "avxvnni",
-                                        "amx-tile", "amx-bf16", "amx-int8", "neon", "sve", "sve2"};
+  static const char* const notable[] = {"sse4.2",     "avx",        "avx2",       "fma",      "f16c",
+                                        "avx512f",    "avx512dq",   "avx512bw",   "avx512vl", "avx512cd",
+                                        "avx512vnni", "avx512bf16", "avx512fp16", "avxvnni",  "amx-tile",
+                                        "amx-bf16",   "amx-int8",   "neon",       "sve",      "sve2"};
   const HostTarget& host = host_target();
   std::string out;
   for (const char* f : notable) {
@@ -178,10 +212,10 @@ std::string notable_features() {
 // replacing the process. (The worker process is the real fence; this only stops the obvious.)
 bool is_denied_process_symbol(llvm::StringRef name) {
   static const std::set<std::string, std::less<>> denied = {
-      "exit", "_exit", "_Exit", "quick_exit", "atexit", "at_quick_exit", "fork", "vfork", "clone",
-      "system", "popen", "execl", "execle", "execlp", "execv", "execve", "execvp", "execvpe",
-      "fexecve", "posix_spawn", "posix_spawnp", "kill", "killpg", "raise", "signal", "sigaction",
-      "setuid", "setgid", "chroot", "ptrace", "reboot"};
+      "exit",   "_exit",     "_Exit",   "quick_exit",  "atexit",       "at_quick_exit", "fork",   "vfork",
+      "clone",  "system",    "popen",   "execl",       "execle",       "execlp",        "execv",  "execve",
+      "execvp", "execvpe",   "fexecve", "posix_spawn", "posix_spawnp", "kill",          "killpg", "raise",
+      "signal", "sigaction", "setuid",  "setgid",      "chroot",       "ptrace",        "reboot"};
   return denied.count(name) != 0;
 }
 
@@ -249,8 +283,8 @@ using Trampoline = void (*)(void**);
 // A loaded module. Its code lives until the last handle is gone (the cache may drop it earlier).
 class CpuKernel final : public Kernel {
  public:
-  CpuKernel(std::shared_ptr<JitEngine> engine, llvm::orc::JITDylib* dylib, bool with_platform,
-            Trampoline call, std::size_t params)
+  CpuKernel(std::shared_ptr<JitEngine> engine, llvm::orc::JITDylib* dylib, bool with_platform, Trampoline call,
+            std::size_t params)
       : engine_(std::move(engine)), dylib_(dylib), with_platform_(with_platform), call_(call), params_(params) {}
   ~CpuKernel() override {
     std::lock_guard<std::mutex> lock(engine_->mutex);
@@ -291,10 +325,8 @@ std::string trampoline_source(const KernelSource& ks) {
     const Param& p = ks.params[i];
     if (i) out << ", ";
     if (p.is_buffer()) {
-      if (cpp)
-        out << "__ke_ptr{*(void* const*)__ke_args[" << i << "]}";
-      else
-        out << "*(void* const*)__ke_args[" << i << "]";
+      if (cpp) out << "__ke_ptr{*(void* const*)__ke_args[" << i << "]}";
+      else out << "*(void* const*)__ke_args[" << i << "]";
     } else {
       out << "*(const " << c_type(p.dtype) << "*)__ke_args[" << i << "]";
     }
@@ -306,8 +338,7 @@ std::string trampoline_source(const KernelSource& ks) {
 std::string cache_key(const KernelSource& ks) {
   std::ostringstream key;
   key << to_string(ks.language) << '\0' << ks.entry << '\0';
-  for (const auto& p : ks.params)
-    key << p.name << ':' << to_string(p.dtype) << ':' << static_cast<int>(p.role) << ';';
+  for (const auto& p : ks.params) key << p.name << ':' << to_string(p.dtype) << ':' << static_cast<int>(p.role) << ';';
   key << '\0';
   for (const auto& [name, value] : ks.defines) key << name << '=' << value << ';';
   key << '\0';
@@ -336,9 +367,9 @@ FrontendResult run_frontend(const KernelSource& ks, const std::string& full_sour
     args.push_back(f);
   }
   std::vector<std::string> common = kOptimizationFlags;
-  common.insert(common.end(), {
-      "-mrelocation-model", "pic", "-pic-level", "2", "-fgnuc-version=4.2.1", "-discard-value-names", "-ferror-limit", "20",
-      "-fmessage-length=0", "-resource-dir", KE_CLANG_RESOURCE_DIR, "-Wall"});
+  common.insert(common.end(),
+                {"-mrelocation-model", "pic", "-pic-level", "2", "-fgnuc-version=4.2.1", "-discard-value-names",
+                 "-ferror-limit", "20", "-fmessage-length=0", "-resource-dir", KE_CLANG_RESOURCE_DIR, "-Wall"});
   args.insert(args.end(), common.begin(), common.end());
   const auto& includes = cpp ? host.cxx_include_args : host.include_args;
   args.insert(args.end(), includes.begin(), includes.end());
@@ -397,7 +428,8 @@ class CpuBuffer final : public Buffer {
     const std::size_t data_pages = (rounded + page - 1) / page * page;
     mapped_ = data_pages + 2 * page;
     void* base = mmap(nullptr, mapped_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) throw Error(ErrorCode::Internal, "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    if (base == MAP_FAILED)
+      throw Error(ErrorCode::Internal, "cpu: cannot allocate " + std::to_string(bytes) + " bytes");
     base_ = static_cast<unsigned char*>(base);
     mprotect(base_, page, PROT_NONE);
     mprotect(base_ + page + data_pages, page, PROT_NONE);
@@ -466,11 +498,13 @@ const DeviceInfo& CpuDevice::info() {
     auto& p = info_.properties;
     p["compiler"] = "Clang " LLVM_VERSION_STRING " (in-process JIT)";
     p["flags"] = "-O3 -ffp-contract=on -march=" + cpu_detail::host_target().cpu + " (C " +
-                 cpu_detail::language_standard(Language::c) + ", C++ " + cpu_detail::language_standard(Language::cpp) + ")";
+                 cpu_detail::language_standard(Language::c) + ", C++ " + cpu_detail::language_standard(Language::cpp) +
+                 ")";
     p["isa"] = cpu_detail::notable_features();
-    p["callable"] = "the C and C++ standard headers and Clang's intrinsic headers (<immintrin.h>) may be included; of "
-                    "library functions only memset, memcpy, memmove, memcmp, the malloc family and the math "
-                    "functions of <math.h> resolve";
+    p["callable"] =
+        "the C and C++ standard headers and Clang's intrinsic headers (<immintrin.h>) may be included; of "
+        "library functions only memset, memcpy, memmove, memcmp, the malloc family and the math "
+        "functions of <math.h> resolve";
     p["threads"] = "1";
     struct rlimit stack {};
     if (getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY) {
@@ -486,9 +520,8 @@ CompileResult CpuDevice::compile(const KernelSource& ks) {
   const auto start = cpu_detail::Clock::now();
   CompileResult result;
   if (ks.language != Language::c && ks.language != Language::cpp) {
-    result.log = std::string("error: the CPU device compiles c and cpp kernels; a ") +
-                 to_string(ks.language) + " kernel needs a " +
-                 (ks.language == Language::cuda ? "CUDA" : "HIP") + " device\n";
+    result.log = std::string("error: the CPU device compiles c and cpp kernels; a ") + to_string(ks.language) +
+                 " kernel needs a " + (ks.language == Language::cuda ? "CUDA" : "HIP") + " device\n";
     return result;
   }
   if (!is_identifier(ks.entry)) {

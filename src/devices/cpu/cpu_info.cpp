@@ -84,7 +84,8 @@ std::vector<CacheLevel> host_caches() {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/";
     const std::string level = read_first_line(dir + "level");
     if (level.empty()) break;
-    caches.push_back({std::atoi(level.c_str()), read_first_line(dir + "type"), parse_cache_size(read_first_line(dir + "size"))});
+    caches.push_back(
+        {std::atoi(level.c_str()), read_first_line(dir + "type"), parse_cache_size(read_first_line(dir + "size"))});
   }
   return caches;
 }
@@ -200,7 +201,8 @@ std::string moved_text(const char* name, double now, double before, double scale
   if (!(now > 0) || !(before > 0) || std::abs(now / before - 1) <= kCeilingShift) return "";
   char text[160];
   std::snprintf(text, sizeof text, "%s %.1f %s, %.0f%% %s the %.1f %s measured before on this device", name,
-                now / scale, unit, std::abs(now / before - 1) * 100, now < before ? "under" : "over", before / scale, unit);
+                now / scale, unit, std::abs(now / before - 1) * 100, now < before ? "under" : "over", before / scale,
+                unit);
   return text;
 }
 
@@ -230,9 +232,9 @@ std::string compare_with_previous_ceilings(DeviceInfo& info, const std::function
   std::string moved;
   if (!file.empty()) {
     if (const auto before = read_history(file)) {
-      for (const std::string& m : {moved_text("copy", info.peak_bytes_per_s, before->copy_bytes_per_s, 1e9, "GB/s"),
-                                   moved_text("fp32 FMA peak", info.peak_flops_per_s, before->fma_flops_per_s, 1e9,
-                                              "GFLOP/s")}) {
+      for (const std::string& m :
+           {moved_text("copy", info.peak_bytes_per_s, before->copy_bytes_per_s, 1e9, "GB/s"),
+            moved_text("fp32 FMA peak", info.peak_flops_per_s, before->fma_flops_per_s, 1e9, "GFLOP/s")}) {
         if (!m.empty()) moved += (moved.empty() ? "" : "; ") + m;
       }
     }

@@ -80,7 +80,7 @@ enum : std::uint32_t {
 
 // cublasLtMatmulPreferenceAttributes_t
 enum : int {
-  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,   // uint64_t, default 0
+  CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,    // uint64_t, default 0
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,  // uint32_t, default 256
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
   CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
@@ -123,9 +123,8 @@ struct LtApi {
                                                          std::size_t size) = nullptr;
   cublasStatus_t (*cublasLtMatmulAlgoGetHeuristic)(cublasLtHandle_t, cublasLtMatmulDesc_t, cublasLtMatrixLayout_t A,
                                                    cublasLtMatrixLayout_t B, cublasLtMatrixLayout_t C,
-                                                   cublasLtMatrixLayout_t D, cublasLtMatmulPreference_t,
-                                                   int requested, cublasLtMatmulHeuristicResult_t* results,
-                                                   int* returned) = nullptr;
+                                                   cublasLtMatrixLayout_t D, cublasLtMatmulPreference_t, int requested,
+                                                   cublasLtMatmulHeuristicResult_t* results, int* returned) = nullptr;
   cublasStatus_t (*cublasLtMatmul)(cublasLtHandle_t, cublasLtMatmulDesc_t, const void* alpha, const void* A,
                                    cublasLtMatrixLayout_t, const void* B, cublasLtMatrixLayout_t, const void* beta,
                                    const void* C, cublasLtMatrixLayout_t, void* D, cublasLtMatrixLayout_t,
@@ -264,8 +263,7 @@ struct PlanKey {
   std::uint32_t align_a, align_b, align_d, align_bias;
   std::size_t workspace_bytes;
   auto tie() const {
-    return std::tie(m, n, k, data_type, b_transposed, epilogue, align_a, align_b, align_d, align_bias,
-                    workspace_bytes);
+    return std::tie(m, n, k, data_type, b_transposed, epilogue, align_a, align_b, align_d, align_bias, workspace_bytes);
   }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
@@ -326,13 +324,12 @@ std::string make_plan(Lt& state, const MatmulCall& call, const PlanKey& key, Pla
                                               sizeof trans_first)) != CUBLAS_STATUS_SUCCESS ||
       (s = api.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &trans_second,
                                               sizeof trans_second)) != CUBLAS_STATUS_SUCCESS ||
-      (s = api.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                              sizeof epilogue)) != CUBLAS_STATUS_SUCCESS)
+      (s = api.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue)) !=
+          CUBLAS_STATUS_SUCCESS)
     return failure(api, "cublasLtMatmulDescSetAttribute", s, call);
   // The heuristic reads the bias pointer's alignment from the descriptor; matmul sets it again per call.
-  if (has_bias(call.epilogue) &&
-      (s = api.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias)) !=
-          CUBLAS_STATUS_SUCCESS)
+  if (has_bias(call.epilogue) && (s = api.cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                                         &bias, sizeof bias)) != CUBLAS_STATUS_SUCCESS)
     return failure(api, "cublasLtMatmulDescSetAttribute", s, call);
 
   // Layouts describe each matrix as stored (before its op), column-major, rows × cols with leading dimension ld.
@@ -340,10 +337,8 @@ std::string make_plan(Lt& state, const MatmulCall& call, const PlanKey& key, Pla
              k = static_cast<std::uint64_t>(call.k);
   // Our B: row-major [K,N] is column-major N×K (ld N), used as is; row-major [N,K] is column-major K×N
   // (ld K), used transposed.
-  if (call.b_transposed)
-    s = api.cublasLtMatrixLayoutCreate(&plan.first, key.data_type, k, n, call.k);
-  else
-    s = api.cublasLtMatrixLayoutCreate(&plan.first, key.data_type, n, k, call.n);
+  if (call.b_transposed) s = api.cublasLtMatrixLayoutCreate(&plan.first, key.data_type, k, n, call.k);
+  else s = api.cublasLtMatrixLayoutCreate(&plan.first, key.data_type, n, k, call.n);
   if (s != CUBLAS_STATUS_SUCCESS) return failure(api, "cublasLtMatrixLayoutCreate", s, call);
   // Our A: row-major [M,K] is column-major K×M (ld K).
   if ((s = api.cublasLtMatrixLayoutCreate(&plan.second, key.data_type, k, m, call.k)) != CUBLAS_STATUS_SUCCESS)
@@ -364,8 +359,8 @@ std::string make_plan(Lt& state, const MatmulCall& call, const PlanKey& key, Pla
                                                     &align_first, sizeof align_first)) == CUBLAS_STATUS_SUCCESS &&
       (s = api.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
                                                     &align_second, sizeof align_second)) == CUBLAS_STATUS_SUCCESS &&
-      (s = api.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                    &align_out, sizeof align_out)) == CUBLAS_STATUS_SUCCESS)
+      (s = api.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &align_out,
+                                                    sizeof align_out)) == CUBLAS_STATUS_SUCCESS)
     s = api.cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &align_out,
                                                  sizeof align_out);
   if (s != CUBLAS_STATUS_SUCCESS) {
@@ -388,8 +383,8 @@ std::string make_plan(Lt& state, const MatmulCall& call, const PlanKey& key, Pla
     plan.algo = plan.candidates.front();
     return "";
   }
-  return failure(api, "cublasLtMatmulAlgoGetHeuristic", CUBLAS_STATUS_NOT_SUPPORTED, call) +
-         " (no algorithm fits " + std::to_string(key.workspace_bytes) + " bytes of workspace)";
+  return failure(api, "cublasLtMatmulAlgoGetHeuristic", CUBLAS_STATUS_NOT_SUPPORTED, call) + " (no algorithm fits " +
+         std::to_string(key.workspace_bytes) + " bytes of workspace)";
 }
 
 // ---- choosing the algorithm by measurement ---------------------------------------------------------------
@@ -505,8 +500,7 @@ namespace vendor_detail {
 
 std::string loaded_path(void* handle) {
   struct link_map* map = nullptr;
-  if (handle && dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name)
-    return map->l_name;
+  if (handle && dlinfo(handle, RTLD_DI_LINKMAP, &map) == 0 && map && map->l_name && *map->l_name) return map->l_name;
   return "";
 }
 
@@ -562,8 +556,8 @@ OpenedLibrary open_library(const char* what, const char* env_var, const std::vec
   for (const std::string& dir : dirs)
     if (!dir.empty()) where += ", " + dir;
   // One line, so that a step's failure that quotes it stays one line.
-  out.load.why = std::string("cannot load ") + what + " (searched " + where + " for " + names + "; set $" +
-                 env_var + " to its full path)" + errors;
+  out.load.why = std::string("cannot load ") + what + " (searched " + where + " for " + names + "; set $" + env_var +
+                 " to its full path)" + errors;
   return out;
 }
 
@@ -608,14 +602,10 @@ std::size_t matmul_workspace_bytes() { return std::size_t{32} << 20; }
 std::string matmul(void* stream, const MatmulCall& call) {
   try {
     int data_type = 0;
-    if (call.dtype == "f32")
-      data_type = CUDA_R_32F;
-    else if (call.dtype == "f16")
-      data_type = CUDA_R_16F;
-    else if (call.dtype == "bf16")
-      data_type = CUDA_R_16BF;
-    else
-      return "matmul: dtype '" + call.dtype + "' is not f32, f16 or bf16";
+    if (call.dtype == "f32") data_type = CUDA_R_32F;
+    else if (call.dtype == "f16") data_type = CUDA_R_16F;
+    else if (call.dtype == "bf16") data_type = CUDA_R_16BF;
+    else return "matmul: dtype '" + call.dtype + "' is not f32, f16 or bf16";
     if (call.m < 1 || call.n < 1 || call.k < 1) return "matmul: sizes must be at least 1; " + describe(call);
     if (!call.a || !call.b || !call.d) return "matmul: a null operand address; " + describe(call);
     if (has_bias(call.epilogue) && !call.bias) return "matmul: the epilogue needs a bias address; " + describe(call);

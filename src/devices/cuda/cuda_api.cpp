@@ -108,8 +108,8 @@ bool resolve_driver(void* lib, Api& api, std::string& missing) {
   ok &= resolve(lib, api.cuModuleGetFunction, {"cuModuleGetFunction"}, missing);
   ok &= resolve(lib, api.cuFuncGetAttribute, {"cuFuncGetAttribute"}, missing);
   ok &= resolve(lib, api.cuFuncSetAttribute, {"cuFuncSetAttribute"}, missing);
-  ok &= resolve(lib, api.cuOccupancyMaxActiveBlocksPerMultiprocessor,
-                {"cuOccupancyMaxActiveBlocksPerMultiprocessor"}, missing);
+  ok &= resolve(lib, api.cuOccupancyMaxActiveBlocksPerMultiprocessor, {"cuOccupancyMaxActiveBlocksPerMultiprocessor"},
+                missing);
   ok &= resolve(lib, api.cuLaunchKernel, {"cuLaunchKernel"}, missing);
   return ok;
 }
@@ -141,8 +141,10 @@ const LoadResult& load() {
     if (api.cuDeviceGetCount(&result.device_count) != CUDA_SUCCESS) result.device_count = 0;
     void* nvrtc = open_nvrtc(api.nvrtc_path, errors);
     if (!nvrtc) {
-      result.error = "CUDA devices are present but NVRTC (the run-time compiler) cannot be loaded; install the "
-                     "CUDA toolkit's nvrtc library or set KE_NVRTC_PATH:" + errors;
+      result.error =
+          "CUDA devices are present but NVRTC (the run-time compiler) cannot be loaded; install the "
+          "CUDA toolkit's nvrtc library or set KE_NVRTC_PATH:" +
+          errors;
       return;
     }
     missing.clear();
@@ -197,10 +199,8 @@ bool is_sticky(CUresult r) {
     case CUDA_ERROR_INVALID_PC:
     case CUDA_ERROR_LAUNCH_FAILED:
     case CUDA_ERROR_ECC_UNCORRECTABLE:
-    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-      return true;
-    default:
-      return false;
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED: return true;
+    default: return false;
   }
 }
 

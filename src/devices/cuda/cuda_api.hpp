@@ -140,8 +140,8 @@ struct Api {
   CUresult (*cuFuncGetAttribute)(int*, int, CUfunction) = nullptr;
   CUresult (*cuFuncSetAttribute)(CUfunction, int, int) = nullptr;
   CUresult (*cuOccupancyMaxActiveBlocksPerMultiprocessor)(int*, CUfunction, int, std::size_t) = nullptr;
-  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             CUstream, void**, void**) = nullptr;
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                             void**, void**) = nullptr;
   // NVRTC
   nvrtcResult (*nvrtcVersion)(int*, int*) = nullptr;
   const char* (*nvrtcGetErrorString)(nvrtcResult) = nullptr;
@@ -164,10 +164,10 @@ struct Api {
 
 // What loading found: the API when both libraries and every needed symbol are there, else why not.
 struct LoadResult {
-  const Api* api = nullptr;      // driver and NVRTC both usable; null otherwise
-  const Api* driver = nullptr;   // the driver part alone (libcuda loaded, cuInit succeeded), for listing
-  int device_count = 0;          // when driver is set
-  std::string error;             // why api is null
+  const Api* api = nullptr;     // driver and NVRTC both usable; null otherwise
+  const Api* driver = nullptr;  // the driver part alone (libcuda loaded, cuInit succeeded), for listing
+  int device_count = 0;         // when driver is set
+  std::string error;            // why api is null
 };
 
 // Loads libcuda.so.1 and NVRTC (libnvrtc.so.13, .12, .11.2, then libnvrtc.so; KE_NVRTC_PATH first if set)

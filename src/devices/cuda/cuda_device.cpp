@@ -176,8 +176,8 @@ void parse_spills(const std::string& log, std::map<std::string, std::int64_t>& r
 std::string uuid_string(const CUuuid& u) {
   char buf[64];
   const auto* b = reinterpret_cast<const unsigned char*>(u.bytes);
-  std::snprintf(buf, sizeof buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
-                b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  std::snprintf(buf, sizeof buf, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
   return buf;
 }
 
@@ -406,8 +406,9 @@ class CudaDevice final : public gpu::GpuDevice {
     KernelSource ks;
     ks.language = Language::triton;
     ks.entry = "ke_warm_up";
-    ks.source = "import triton\nimport triton.language as tl\n\n@triton.jit\ndef ke_warm_up(x, n):\n"
-                "    offs = tl.arange(0, 32)\n    tl.store(x + offs, offs.to(tl.float32), mask=offs < n)\n";
+    ks.source =
+        "import triton\nimport triton.language as tl\n\n@triton.jit\ndef ke_warm_up(x, n):\n"
+        "    offs = tl.arange(0, 32)\n    tl.store(x + offs, offs.to(tl.float32), mask=offs < n)\n";
     ks.params = {Param{"x", DType::f32, Role::out, {"n"}}, Param{"n", DType::i64, Role::size, {}}};
     const CompileResult r = compile(ks);
     if (!r.ok())
@@ -452,7 +453,8 @@ class CudaDevice final : public gpu::GpuDevice {
   std::unique_ptr<Buffer> open_shared(const std::string& handle, std::size_t bytes) override {
     CUipcMemHandle ipc{};
     if (handle.size() != 2 * sizeof ipc.reserved || handle.find_first_not_of("0123456789abcdef") != std::string::npos) {
-      throw Error(ErrorCode::DeviceUnavailable, context().id() + ": not a CUDA IPC handle: \"" + handle.substr(0, 40) + "\"");
+      throw Error(ErrorCode::DeviceUnavailable,
+                  context().id() + ": not a CUDA IPC handle: \"" + handle.substr(0, 40) + "\"");
     }
     for (std::size_t i = 0; i < sizeof ipc.reserved; ++i) {
       ipc.reserved[i] = static_cast<char>(std::stoi(handle.substr(2 * i, 2), nullptr, 16));
@@ -465,7 +467,8 @@ class CudaDevice final : public gpu::GpuDevice {
       if (r != CUDA_SUCCESS) error = context().failed("cuIpcOpenMemHandle", r);
     }
     if (!error.empty()) {
-      throw Error(ErrorCode::DeviceUnavailable, context().id() + ": cannot open the memory another process shares: " + error);
+      throw Error(ErrorCode::DeviceUnavailable,
+                  context().id() + ": cannot open the memory another process shares: " + error);
     }
     gpu::Context* ctx = &context();
     const Api* api = &api_;
@@ -512,7 +515,8 @@ class CudaDevice final : public gpu::GpuDevice {
     out.launch.block_threads = static_cast<unsigned>(32 * c.num_warps);
     out.launch.shared_bytes = static_cast<unsigned>(c.shared_bytes);
     out.launch.params = ks.params.size();
-    out.launch.scratch = {{c.global_scratch_bytes, c.global_scratch_align}, {c.profile_scratch_bytes, c.profile_scratch_align}};
+    out.launch.scratch = {{c.global_scratch_bytes, c.global_scratch_align},
+                          {c.profile_scratch_bytes, c.profile_scratch_align}};
     out.resources["triton_compile_ms"] = static_cast<std::int64_t>(c.compile_ms);
     return out;
   }
@@ -531,9 +535,9 @@ std::shared_ptr<Device> make_cuda_device(int index) {
   if (loaded.device_count == 0)
     throw Error(ErrorCode::DeviceUnavailable, "device '" + id + "': the CUDA driver finds no GPU");
   if (index < 0 || index >= loaded.device_count) {
-    throw Error(ErrorCode::DeviceUnavailable, "device '" + id + "': there are " + std::to_string(loaded.device_count) +
-                                                  " CUDA GPU(s), cuda:0 to cuda:" +
-                                                  std::to_string(loaded.device_count - 1));
+    throw Error(ErrorCode::DeviceUnavailable,
+                "device '" + id + "': there are " + std::to_string(loaded.device_count) +
+                    " CUDA GPU(s), cuda:0 to cuda:" + std::to_string(loaded.device_count - 1));
   }
   if (!loaded.api) throw Error(ErrorCode::DeviceUnavailable, "device '" + id + "': " + loaded.error);
   return std::make_shared<cuda_detail::CudaDevice>(loaded.api, index);

@@ -40,7 +40,7 @@ struct NvrtcOutput {
   std::string log;
   std::string image;  // a cubin, or PTX when NVRTC does not know the device's architecture
   bool is_ptx = false;
-  std::string arch;   // the --gpu-architecture it was compiled for
+  std::string arch;  // the --gpu-architecture it was compiled for
 };
 
 // The target a source asks for on a device of compute capability `cc` (90 for 9.0): "sm_90", or

@@ -48,12 +48,12 @@ using cudnnFilterDescriptor_t = struct cudnnFilterStruct*;
 using cudnnConvolutionDescriptor_t = struct cudnnConvolutionStruct*;
 
 struct cudnnConvolutionFwdAlgoPerf_t {
-  int algo;              // cudnnConvolutionFwdAlgo_t
+  int algo;  // cudnnConvolutionFwdAlgo_t
   cudnnStatus_t status;
   float time;
   std::size_t memory;
-  int determinism;       // cudnnDeterminism_t
-  int mathType;          // cudnnMathType_t
+  int determinism;  // cudnnDeterminism_t
+  int mathType;     // cudnnMathType_t
   int reserved[3];
 };
 static_assert(sizeof(cudnnConvolutionFwdAlgoPerf_t) == 48, "layout of cudnn_cnn.h's cudnnConvolutionFwdAlgoPerf_t");
@@ -240,19 +240,15 @@ std::string describe(const ConvCall& call) {
 
 std::string failure(const DnnApi& api, const char* function, cudnnStatus_t status, const ConvCall& call) {
   const char* name = api.cudnnGetErrorString ? api.cudnnGetErrorString(status) : nullptr;
-  return std::string(function) + ": " + (name ? name : "CUDNN_STATUS_UNKNOWN") + " (" + std::to_string(status) +
-         "); " + describe(call);
+  return std::string(function) + ": " + (name ? name : "CUDNN_STATUS_UNKNOWN") + " (" + std::to_string(status) + "); " +
+         describe(call);
 }
 
 bool data_type_of(const std::string& dtype, int& data_type) {
-  if (dtype == "f32")
-    data_type = CUDNN_DATA_FLOAT;
-  else if (dtype == "f16")
-    data_type = CUDNN_DATA_HALF;
-  else if (dtype == "bf16")
-    data_type = CUDNN_DATA_BFLOAT16;
-  else
-    return false;
+  if (dtype == "f32") data_type = CUDNN_DATA_FLOAT;
+  else if (dtype == "f16") data_type = CUDNN_DATA_HALF;
+  else if (dtype == "bf16") data_type = CUDNN_DATA_BFLOAT16;
+  else return false;
   return true;
 }
 
@@ -300,13 +296,13 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, std::int6
           CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnSetTensor4dDescriptor", s, call);
   // A grouped filter holds C/groups input channels per output channel, as PyTorch's weight does.
-  if ((s = api.cudnnSetFilter4dDescriptor(plan.filter, data_type, CUDNN_TENSOR_NCHW, i(call.k),
-                                          i(call.c / call.groups), i(call.r), i(call.s))) != CUDNN_STATUS_SUCCESS)
+  if ((s = api.cudnnSetFilter4dDescriptor(plan.filter, data_type, CUDNN_TENSOR_NCHW, i(call.k), i(call.c / call.groups),
+                                          i(call.r), i(call.s))) != CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnSetFilter4dDescriptor", s, call);
   // fp32 accumulation for every dtype (f16 and bf16 data with float compute: PyTorch's choice too).
   if ((s = api.cudnnSetConvolution2dDescriptor(plan.conv, i(call.pad_h), i(call.pad_w), i(call.stride_h),
-                                               i(call.stride_w), i(call.dil_h), i(call.dil_w),
-                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT)) != CUDNN_STATUS_SUCCESS)
+                                               i(call.stride_w), i(call.dil_h), i(call.dil_w), CUDNN_CROSS_CORRELATION,
+                                               CUDNN_DATA_FLOAT)) != CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnSetConvolution2dDescriptor", s, call);
   if ((s = api.cudnnSetConvolutionGroupCount(plan.conv, i(call.groups))) != CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnSetConvolutionGroupCount", s, call);
@@ -315,14 +311,14 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, std::int6
     return failure(api, "cudnnSetConvolutionMathType", s, call);
 
   int out_n = 0, out_c = 0, out_h = 0, out_w = 0;
-  if ((s = api.cudnnGetConvolution2dForwardOutputDim(plan.conv, plan.x, plan.filter, &out_n, &out_c, &out_h,
-                                                     &out_w)) != CUDNN_STATUS_SUCCESS)
+  if ((s = api.cudnnGetConvolution2dForwardOutputDim(plan.conv, plan.x, plan.filter, &out_n, &out_c, &out_h, &out_w)) !=
+      CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnGetConvolution2dForwardOutputDim", s, call);
   if (out_n != call.n || out_c != call.k || out_h != p || out_w != q)
     return "cudnnGetConvolution2dForwardOutputDim: cuDNN's output [" + std::to_string(out_n) + "," +
            std::to_string(out_c) + "," + std::to_string(out_h) + "," + std::to_string(out_w) +
-           "] is not the expected [" + std::to_string(call.n) + "," + std::to_string(call.k) + "," +
-           std::to_string(p) + "," + std::to_string(q) + "]; " + describe(call);
+           "] is not the expected [" + std::to_string(call.n) + "," + std::to_string(call.k) + "," + std::to_string(p) +
+           "," + std::to_string(q) + "]; " + describe(call);
 
   int requested = 0;
   if (api.cudnnGetConvolutionForwardAlgorithmMaxCount(state.handle, &requested) != CUDNN_STATUS_SUCCESS ||
@@ -346,7 +342,7 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, std::int6
 
 // The plan of `call` from the cache, made if need be; null with `error` set when it cannot be made.
 Plan* plan_for(Dnn& state, const ConvCall& call, int data_type, std::int64_t p, std::int64_t q, std::string& error) {
-  const PlanKey key{call.n,      call.c,      call.h,     call.w,     call.k,     call.r,      call.s,   call.stride_h,
+  const PlanKey key{call.n,        call.c,     call.h,     call.w,     call.k,     call.r,      call.s,   call.stride_h,
                     call.stride_w, call.pad_h, call.pad_w, call.dil_h, call.dil_w, call.groups, data_type};
   auto& cache = plans();
   auto it = cache.find(key);
@@ -359,8 +355,8 @@ Plan* plan_for(Dnn& state, const ConvCall& call, int data_type, std::int64_t p, 
 }
 
 // The algorithm to run within `workspace_bytes`, with its math type and workspace; "" or why none.
-std::string choose(Dnn& state, const ConvCall& call, Plan& plan, std::size_t workspace_bytes, int& algo,
-                   int& math_type, std::size_t& needed) {
+std::string choose(Dnn& state, const ConvCall& call, Plan& plan, std::size_t workspace_bytes, int& algo, int& math_type,
+                   std::size_t& needed) {
   const DnnApi& api = state.api;
   for (const cudnnConvolutionFwdAlgoPerf_t& perf : plan.algorithms) {
     if (perf.memory > workspace_bytes) continue;
@@ -379,8 +375,8 @@ std::string choose(Dnn& state, const ConvCall& call, Plan& plan, std::size_t wor
   s = api.cudnnGetConvolutionForwardWorkspaceSize(state.handle, plan.x, plan.filter, plan.conv, plan.y, algo, &needed);
   if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnGetConvolutionForwardWorkspaceSize", s, call);
   if (needed > workspace_bytes)
-    return "conv2d: no algorithm fits " + std::to_string(workspace_bytes) + " bytes of workspace (the implicit GEMM needs " +
-           std::to_string(needed) + "); " + describe(call);
+    return "conv2d: no algorithm fits " + std::to_string(workspace_bytes) +
+           " bytes of workspace (the implicit GEMM needs " + std::to_string(needed) + "); " + describe(call);
   return "";
 }
 
@@ -452,8 +448,8 @@ std::string conv2d(void* stream, const ConvCall& call) {
     // so it may hold anything (NaN) before.
     const float one = 1.0f, zero = 0.0f;
     s = api.cudnnConvolutionForward(state.handle, &one, plan->x, ptr(call.x), plan->filter, ptr(call.filter),
-                                    plan->conv, algo, needed ? ptr(call.workspace) : nullptr, needed ? call.workspace_bytes : 0,
-                                    &zero, plan->y, ptr(call.y));
+                                    plan->conv, algo, needed ? ptr(call.workspace) : nullptr,
+                                    needed ? call.workspace_bytes : 0, &zero, plan->y, ptr(call.y));
     if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnConvolutionForward", s, call);
     if (call.bias) {
       // y = 1·bias + 1·y, the [1,K,1,1] bias broadcast over N, P and Q.

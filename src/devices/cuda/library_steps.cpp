@@ -22,10 +22,26 @@ std::uint64_t pointer_arg(void** args, std::size_t i) {
 
 std::int64_t integer_arg(void** args, std::size_t i, DType dtype) {
   switch (dtype) {
-    case DType::i32: { std::int32_t v; std::memcpy(&v, args[i], 4); return v; }
-    case DType::i8: { std::int8_t v; std::memcpy(&v, args[i], 1); return v; }
-    case DType::u8: { std::uint8_t v; std::memcpy(&v, args[i], 1); return v; }
-    case DType::i64: { std::int64_t v; std::memcpy(&v, args[i], 8); return v; }
+    case DType::i32: {
+      std::int32_t v;
+      std::memcpy(&v, args[i], 4);
+      return v;
+    }
+    case DType::i8: {
+      std::int8_t v;
+      std::memcpy(&v, args[i], 1);
+      return v;
+    }
+    case DType::u8: {
+      std::uint8_t v;
+      std::memcpy(&v, args[i], 1);
+      return v;
+    }
+    case DType::i64: {
+      std::int64_t v;
+      std::memcpy(&v, args[i], 8);
+      return v;
+    }
     default: return 0;
   }
 }
@@ -60,7 +76,8 @@ class LibraryStep : public gpu::LibraryKernel {
   }
   std::size_t workspace_bytes() const { return workspace_ ? workspace_->bytes() : 0; }
   // Whether buffer argument i holds `elements` of its dtype.
-  std::string fits(const std::vector<std::size_t>& bytes, std::size_t i, std::int64_t elements, const char* what) const {
+  std::string fits(const std::vector<std::size_t>& bytes, std::size_t i, std::int64_t elements,
+                   const char* what) const {
     const std::size_t need = static_cast<std::size_t>(elements) * dtype_size(signature_[i].dtype);
     if (elements >= 0 && need <= bytes[i]) return "";
     return std::string(what) + " '" + signature_[i].name + "' holds " + std::to_string(bytes[i]) +
@@ -75,7 +92,8 @@ class LibraryStep : public gpu::LibraryKernel {
 class MatmulStep final : public LibraryStep {
  public:
   MatmulStep(gpu::GpuDevice& device, std::vector<Param> signature, MatmulEpilogue epilogue, bool b_transposed)
-      : LibraryStep(device, std::move(signature), matmul_workspace_bytes()), epilogue_(epilogue),
+      : LibraryStep(device, std::move(signature), matmul_workspace_bytes()),
+        epilogue_(epilogue),
         b_transposed_(b_transposed) {}
   std::string check_arguments(void** args, const std::vector<std::size_t>& bytes) const override {
     const std::int64_t m = value(args, 3), n = value(args, 4), k = value(args, 5);
@@ -128,7 +146,8 @@ class ConvStep final : public LibraryStep {
     }
     for (const std::string& why :
          {fits(bytes, 0, c.n * c.c * c.h * c.w, "x"), fits(bytes, 1, c.k * (c.c / c.groups) * c.r * c.s, "w"),
-          fits(bytes, 2, c.n * c.k * p * q, "y"), signature_.size() > 10 ? fits(bytes, 10, c.k, "bias") : std::string()}) {
+          fits(bytes, 2, c.n * c.k * p * q, "y"),
+          signature_.size() > 10 ? fits(bytes, 10, c.k, "bias") : std::string()}) {
       if (!why.empty()) return "cudnn.conv2d: " + why;
     }
     return "";
@@ -185,13 +204,12 @@ std::vector<std::string> find_vendor_library_dirs() {
   }
   const char* python = std::getenv("KE_PYTHON");
   const std::string interpreter = python && *python ? python : "python3";
-  const ProcessResult r = run_shell(
-      shell_quote(interpreter) +
-          " -c 'import glob, importlib.util, os\n"
-          "s = importlib.util.find_spec(\"nvidia\")\n"
-          "for p in (s.submodule_search_locations if s else []):\n"
-          "    print(\"\\n\".join(sorted(glob.glob(os.path.join(p, \"*\", \"lib\")))))'",
-      "", 30);
+  const ProcessResult r = run_shell(shell_quote(interpreter) +
+                                        " -c 'import glob, importlib.util, os\n"
+                                        "s = importlib.util.find_spec(\"nvidia\")\n"
+                                        "for p in (s.submodule_search_locations if s else []):\n"
+                                        "    print(\"\\n\".join(sorted(glob.glob(os.path.join(p, \"*\", \"lib\")))))'",
+                                    "", 30);
   std::stringstream out(r.exit_code == 0 ? r.out : std::string());
   for (std::string dir; std::getline(out, dir);)
     if (!dir.empty()) dirs.push_back(dir);
@@ -247,7 +265,9 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
       for (const auto& [key, text] : options) {
         if (key == "epilogue") {
           const auto e = parse_epilogue(text);
-          if (!e) return error("cublaslt.matmul: epilogue '" + text + "' is not none, relu, gelu, bias, bias_relu or bias_gelu");
+          if (!e)
+            return error("cublaslt.matmul: epilogue '" + text +
+                         "' is not none, relu, gelu, bias, bias_relu or bias_gelu");
           epilogue = *e;
         } else if (key == "b_transposed") {
           if (text != "true" && text != "false") return error("cublaslt.matmul: b_transposed is \"true\" or \"false\"");
@@ -262,7 +282,8 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
                                             bias ? "A, B, D, M, N, K, bias" : "A, B, D, M, N, K");
           !why.empty())
         return error(why);
-      if (bias && signature.size() != 7) return error(std::string("cublaslt.matmul: the epilogue ") + to_string(epilogue) + " needs a bias");
+      if (bias && signature.size() != 7)
+        return error(std::string("cublaslt.matmul: the epilogue ") + to_string(epilogue) + " needs a bias");
       const LibraryLoad load = load_cublaslt(vendor_library_dirs());
       if (!load.ok) return error("cuBLASLt cannot be loaded: " + load.why);
       return std::make_shared<MatmulStep>(device, signature, epilogue, transposed);
@@ -282,7 +303,8 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
         }
         if (!ok) return error("cudnn.conv2d: " + key + " '" + text + "' is not an integer (or a pair \"h,w\")");
       }
-      if (std::string why = check_signature(name, signature, 3, 7, 1, "x, w, y, N, C, H, W, K, R, S[, bias]"); !why.empty())
+      if (std::string why = check_signature(name, signature, 3, 7, 1, "x, w, y, N, C, H, W, K, R, S[, bias]");
+          !why.empty())
         return error(why);
       const LibraryLoad load = load_cudnn(vendor_library_dirs());
       if (!load.ok) return error("cuDNN cannot be loaded: " + load.why);

@@ -58,7 +58,8 @@ std::string unusable(const std::string& device_id, const std::string& poison) {
 std::string refusal(const KernelSource& ks, Language language, const std::string& device_id, bool healthy,
                     const std::string& poison) {
   if (ks.language != language) {
-    return "error: " + device_id + " compiles " + to_string(language) + " kernels, not " + to_string(ks.language) + "\n";
+    return "error: " + device_id + " compiles " + to_string(language) + " kernels, not " + to_string(ks.language) +
+           "\n";
   }
   if (!is_identifier(ks.entry)) return "error: the entry '" + ks.entry + "' is not a C identifier\n";
   for (const auto& [name, value] : ks.defines) {

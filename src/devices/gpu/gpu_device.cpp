@@ -557,8 +557,8 @@ bool GpuDevice::fill_random(Buffer& buffer, DType dtype, std::size_t count, cons
   return true;
 }
 
-bool GpuDevice::compare(const Buffer& got, const Buffer& expected, DType dtype, std::size_t count,
-                        const Tolerance& tol, Comparison& result) {
+bool GpuDevice::compare(const Buffer& got, const Buffer& expected, DType dtype, std::size_t count, const Tolerance& tol,
+                        Comparison& result) {
   if (!verify_kernels() || count * dtype_size(dtype) > std::min(got.bytes(), expected.bytes())) return false;
   std::lock_guard lock(verify_mutex_);
   void* g = const_cast<Buffer&>(got).data();
@@ -574,7 +574,8 @@ bool GpuDevice::compare(const Buffer& got, const Buffer& expected, DType dtype, 
   result = Comparison{};
   for (const Worst& w : worst) {  // as the kernel's own reduction: larger, then earlier
     if (w.index < 0) continue;
-    if (w.excess > result.excess || (w.excess == result.excess && (result.worst_index < 0 || w.index < result.worst_index))) {
+    if (w.excess > result.excess ||
+        (w.excess == result.excess && (result.worst_index < 0 || w.index < result.worst_index))) {
       result.excess = w.excess;
       result.worst_index = w.index;
       result.got = w.got;

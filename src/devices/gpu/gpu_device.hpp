@@ -234,8 +234,8 @@ class GpuDevice : public Device {
   FunctionHandle flush_fn_ = nullptr;     // ke_flush, once compiled; until then the flush is a memset
   std::once_flag verify_once_;
   std::shared_ptr<Kernel> fill_kernel_, compare_kernel_, digest_kernel_;
-  std::mutex verify_mutex_;          // one verification at a time owns the scratch buffer
-  std::unique_ptr<Buffer> scratch_;  // per-block results of the verification kernels
+  std::mutex verify_mutex_;                          // one verification at a time owns the scratch buffer
+  std::unique_ptr<Buffer> scratch_;                  // per-block results of the verification kernels
   static constexpr unsigned kVerifyThreads = 256;    // ke_compare's shared array is this size
   static constexpr unsigned kVerifyBlocksPerCu = 4;  // at most; the scratch buffer holds a record per block
 };

@@ -41,9 +41,9 @@ const LoadResult& load() {
   static std::once_flag once;
   std::call_once(once, [] {
     std::string errors;
-    void* rt = open_first({std::getenv("KE_HIP_PATH"), "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5",
-                           "libamdhip64.so"},
-                          api.runtime_path, errors);
+    void* rt = open_first(
+        {std::getenv("KE_HIP_PATH"), "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"},
+        api.runtime_path, errors);
     if (!rt) {
       result.error = "no HIP runtime: cannot load libamdhip64.so (is ROCm installed?):" + errors;
       return;
@@ -100,9 +100,9 @@ const LoadResult& load() {
     }
     result.runtime = &api;
     if (api.hipGetDeviceCount(&result.device_count) != hipSuccess) result.device_count = 0;
-    void* rtc = open_first({std::getenv("KE_HIPRTC_PATH"), "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5",
-                            "libhiprtc.so"},
-                           api.hiprtc_path, errors);
+    void* rtc = open_first(
+        {std::getenv("KE_HIPRTC_PATH"), "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5", "libhiprtc.so"},
+        api.hiprtc_path, errors);
     if (!rtc) {
       result.error = "HIP devices are present but hiprtc cannot be loaded:" + errors;
       return;
@@ -140,10 +140,8 @@ bool is_sticky(hipError_t r) {
     case hipErrorAssert:
     case hipErrorLaunchFailure:
     case hipErrorECCNotCorrectable:
-    case hipErrorContextIsDestroyed:
-      return true;
-    default:
-      return false;
+    case hipErrorContextIsDestroyed: return true;
+    default: return false;
   }
 }
 

@@ -108,10 +108,10 @@ struct Api {
 };
 
 struct LoadResult {
-  const Api* api = nullptr;     // runtime and hiprtc both usable
-  const Api* runtime = nullptr; // the runtime alone (for listing)
+  const Api* api = nullptr;      // runtime and hiprtc both usable
+  const Api* runtime = nullptr;  // the runtime alone (for listing)
   int device_count = 0;
-  std::string error;            // why api is null
+  std::string error;  // why api is null
 };
 
 // Loads libamdhip64 and libhiprtc (newest ABI first; KE_HIP_PATH / KE_HIPRTC_PATH first if set) once per

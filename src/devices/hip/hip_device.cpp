@@ -120,7 +120,7 @@ class HipDriver final : public gpu::Driver {
     if (api_.hipDeviceGetAttribute(&out.max_threads_per_sm, per_cu, index_) != hipSuccess) out.max_threads_per_sm = 0;
     if (api_.hipDeviceGetAttribute(&out.warp_size, hipDeviceAttributeWarpSize, index_) != hipSuccess) out.warp_size = 0;
     return {api_.hipModuleOccupancyMaxActiveBlocksPerMultiprocessor(&out.blocks_per_sm, static_cast<hipFunction_t>(fn),
-                                                                     block_threads, dynamic_shared),
+                                                                    block_threads, dynamic_shared),
             call};
   }
   // A module's kernel may use all of a block's LDS without asking first; a launch beyond it fails.
@@ -249,8 +249,9 @@ std::shared_ptr<Device> make_hip_device(int index) {
   if (loaded.device_count == 0)
     throw Error(ErrorCode::DeviceUnavailable, "device '" + id + "': the HIP runtime finds no GPU");
   if (index < 0 || index >= loaded.device_count) {
-    throw Error(ErrorCode::DeviceUnavailable, "device '" + id + "': there are " + std::to_string(loaded.device_count) +
-                                                  " HIP GPU(s), hip:0 to hip:" + std::to_string(loaded.device_count - 1));
+    throw Error(ErrorCode::DeviceUnavailable,
+                "device '" + id + "': there are " + std::to_string(loaded.device_count) +
+                    " HIP GPU(s), hip:0 to hip:" + std::to_string(loaded.device_count - 1));
   }
   if (!loaded.api) throw Error(ErrorCode::DeviceUnavailable, "device '" + id + "': " + loaded.error);
   return std::make_shared<hip_detail::HipDevice>(loaded.api, index);
