@@ -1,6 +1,8 @@
 #!/bin/sh
 # CI's second half, run by the README's test command after the plain build, ctest and the suite table:
 #
+#   tidy      scripts/ci-tidy.sh: clang-tidy and clang-format on the C/C++ files changed since origin/main
+#             (or HEAD~1), with the plain build's build/compile_commands.json. About 30-60 s.
 #   fuzz      libFuzzer on the spec loader and on the expression parser (tests/fuzz), KE_FUZZ_SECONDS each
 #             (default 30), in build-fuzz (clang-16, ASan + UBSan, only ke_core). A crash, a sanitizer
 #             report, a hang (an input over 10 s), or an exception other than kernelevolve::Error fails CI;
@@ -12,7 +14,7 @@
 #             KE_CTEST_JOBS at a time (default 2); a test without a limit of its own is stopped after
 #             KE_TEST_TIMEOUT seconds (default 1500, ctest's own), so that a hang fails the stage.
 #
-#   scripts/ci-extra.sh [fuzz] [sanitize]     (no argument: both, in that order)
+#   scripts/ci-extra.sh [tidy] [fuzz] [sanitize]     (no argument: all three, in that order)
 #
 # Each stage prints what it ran, how long it took, and PASSED or FAILED; the script stops at the first failure.
 set -eu
@@ -22,6 +24,8 @@ fuzz_seconds=${KE_FUZZ_SECONDS:-30}
 
 banner() { printf '\n==== %s ====\n' "$*"; }
 now() { date +%s; }
+
+stage_tidy() { scripts/ci-tidy.sh; }
 
 stage_fuzz() {
   start=$(now)
@@ -113,12 +117,13 @@ stage_sanitize() {
   echo "sanitize: PASSED in $(($(now) - start)) s (build $((built - start)) s, ctest $(($(now) - built)) s, $jobs at a time)"
 }
 
-[ $# -gt 0 ] || set -- fuzz sanitize
+[ $# -gt 0 ] || set -- tidy fuzz sanitize
 for stage in "$@"; do
   case $stage in
+    tidy) stage_tidy ;;
     fuzz) stage_fuzz ;;
     sanitize) stage_sanitize ;;
-    *) echo "usage: scripts/ci-extra.sh [fuzz] [sanitize]" >&2; exit 2 ;;
+    *) echo "usage: scripts/ci-extra.sh [tidy] [fuzz] [sanitize]" >&2; exit 2 ;;
   esac
 done
 banner "ci-extra: $* PASSED"
