@@ -141,15 +141,7 @@ struct LtApi {
 namespace kernelevolve::cuda {
 namespace {
 
-template <class F>
-bool resolve(void* lib, F& fn, const char* name, std::string& missing) {
-  if (void* p = dlsym(lib, name)) {
-    fn = reinterpret_cast<F>(p);
-    return true;
-  }
-  missing += std::string(missing.empty() ? "" : ", ") + name;
-  return false;
-}
+using vendor_detail::resolve;
 
 // ---- the library, its handle, and the cache of descriptors -----------------------------------------------
 

@@ -108,15 +108,7 @@ struct DnnApi {
 namespace kernelevolve::cuda {
 namespace {
 
-template <class F>
-bool resolve(void* lib, F& fn, const char* name, std::string& missing) {
-  if (void* p = dlsym(lib, name)) {
-    fn = reinterpret_cast<F>(p);
-    return true;
-  }
-  missing += std::string(missing.empty() ? "" : ", ") + name;
-  return false;
-}
+using vendor_detail::resolve;
 
 struct Dnn {
   std::mutex mutex;  // guards everything below, and serializes the calls into the library (the handle's

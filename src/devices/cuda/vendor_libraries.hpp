@@ -11,6 +11,7 @@
 // The constants, structures and signatures behind them are declared by hand in cublaslt.cpp and
 // cudnn.cpp, from the headers named there.
 #pragma once
+#include <dlfcn.h>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -110,6 +111,17 @@ std::size_t conv_workspace_bytes(const ConvCall& call);
 std::string conv2d(void* stream, const ConvCall& call);
 
 namespace vendor_detail {
+
+// Looks `name` up in the library `lib` into `fn`; a symbol it lacks is added to `missing` ("a, b").
+template <class F>
+bool resolve(void* lib, F& fn, const char* name, std::string& missing) {
+  if (void* p = dlsym(lib, name)) {
+    fn = reinterpret_cast<F>(p);
+    return true;
+  }
+  missing += std::string(missing.empty() ? "" : ", ") + name;
+  return false;
+}
 
 // A library opened by open_library: its dlopen handle, or why there is none.
 struct OpenedLibrary {
