@@ -11,9 +11,9 @@
 // The constants, structures and signatures behind them are declared by hand in cublaslt.cpp and
 // cudnn.cpp, from the headers named there.
 #pragma once
-#include <dlfcn.h>
 #include <cstddef>
 #include <cstdint>
+#include <dlfcn.h>
 #include <optional>
 #include <string>
 #include <vector>
