@@ -372,8 +372,7 @@ BoundPlan bind_plan(const Plan& plan, const Spec& spec, const Bindings& workload
       throw PlanError("the plan's " + where + " cannot be evaluated: " + err.what());
     }
   };
-  for (std::size_t t = 0; t < plan.temporaries.size(); ++t) {
-    const Temporary& temp = plan.temporaries[t];
+  for (const Temporary& temp : plan.temporaries) {
     std::size_t elements = 1;
     for (const Expr& dim : temp.shape) {
       const std::int64_t d = eval(dim, "temporary '" + temp.name + "'");
