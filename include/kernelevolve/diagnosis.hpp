@@ -80,6 +80,9 @@ struct Diagnosis {
 // ceilings. A pure function of what the store keeps (the spec, the node's tunables, times and resources, the
 // run's device), so a stored run is diagnosed again on reading. An evaluation measured on another class of
 // device than `device` (Evaluation::device) gets rates but no shares. None for an evaluation that is not ok.
+// A program's steps as its evaluation's resources give them ("steps", "stepN.*"), each named from the plan
+// of `candidate` where given and readable, else "step N"; empty for a program of one step.
+std::vector<StepDiagnosis> program_steps(const Spec& spec, const Evaluation& evaluation, const Candidate* candidate);
 // `candidate`, where given, names a program's steps (its plan) and marks its library steps.
 std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, const Evaluation& evaluation,
                                   const DeviceInfo& device, const Candidate* candidate = nullptr);

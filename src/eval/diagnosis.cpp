@@ -91,7 +91,49 @@ std::string number(const std::optional<double>& x, double scale = 1) {
 
 std::string integer(const std::optional<std::int64_t>& x) { return x ? std::to_string(*x) : "null"; }
 
+// What a GPU said of a kernel, under `prefix` in the resources (a program's "stepN.").
+std::optional<GpuDiagnosis> gpu_of(const Evaluation& evaluation, const std::string& prefix) {
+  if (!resource(evaluation, (prefix + "registers").c_str())) return std::nullopt;
+  GpuDiagnosis g;
+  g.registers = resource(evaluation, (prefix + "registers").c_str());
+  g.spill_bytes = resource(evaluation, (prefix + "spill_store_bytes").c_str());
+  g.local_bytes = resource(evaluation, (prefix + "local_bytes").c_str());
+  g.shared_static_bytes = resource(evaluation, (prefix + "shared_static_bytes").c_str());
+  g.dynamic_shared_bytes = resource(evaluation, (prefix + "dynamic_shared_bytes").c_str());
+  g.max_threads_per_block = resource(evaluation, (prefix + "max_threads_per_block").c_str());
+  g.block_threads = resource(evaluation, (prefix + "block_threads").c_str());
+  g.active_blocks_per_sm = resource(evaluation, (prefix + "active_blocks_per_sm").c_str());
+  g.occupancy_pct = resource(evaluation, (prefix + "occupancy_pct").c_str());
+  return g;
+};
 }  // namespace
+
+std::vector<StepDiagnosis> program_steps(const Spec& spec, const Evaluation& evaluation, const Candidate* candidate) {
+  std::vector<StepDiagnosis> out;
+  const auto steps = resource(evaluation, "steps");
+  if (!steps || *steps < 2) return out;
+  std::optional<Plan> plan;
+  if (candidate) {
+    try {
+      plan = plan_of(spec, candidate->source, candidate->language);
+    } catch (const PlanError&) {
+    }
+  }
+  for (std::int64_t i = 1; i <= *steps; ++i) {
+    const std::string prefix = "step" + std::to_string(i) + ".";
+    StepDiagnosis step;
+    const auto index = static_cast<std::size_t>(i - 1);
+    const bool named = plan && index < plan->steps.size();
+    step.name = named ? plan->steps[index].name() : "step " + std::to_string(i);
+    step.library =
+        named ? plan->steps[index].is_library() : resource(evaluation, (prefix + "library").c_str()).has_value();
+    if (const auto permille = resource(evaluation, (prefix + "share_permille").c_str()))
+      step.share = static_cast<double>(*permille) / 1000.0;
+    step.gpu = gpu_of(evaluation, prefix);
+    out.push_back(std::move(step));
+  }
+  return out;
+}
 
 std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, const Evaluation& evaluation,
                                   const DeviceInfo& device, const Candidate* candidate) {
@@ -118,43 +160,11 @@ std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, co
   }
   // The GPU devices always report registers (gpu::Driver::resources); the CPU's kernels never do. A program
   // of several steps has each step's under "stepN." (program_run.hpp).
-  auto gpu_of = [&](const std::string& prefix) -> std::optional<GpuDiagnosis> {
-    if (!resource(evaluation, (prefix + "registers").c_str())) return std::nullopt;
-    GpuDiagnosis g;
-    g.registers = resource(evaluation, (prefix + "registers").c_str());
-    g.spill_bytes = resource(evaluation, (prefix + "spill_store_bytes").c_str());
-    g.local_bytes = resource(evaluation, (prefix + "local_bytes").c_str());
-    g.shared_static_bytes = resource(evaluation, (prefix + "shared_static_bytes").c_str());
-    g.dynamic_shared_bytes = resource(evaluation, (prefix + "dynamic_shared_bytes").c_str());
-    g.max_threads_per_block = resource(evaluation, (prefix + "max_threads_per_block").c_str());
-    g.block_threads = resource(evaluation, (prefix + "block_threads").c_str());
-    g.active_blocks_per_sm = resource(evaluation, (prefix + "active_blocks_per_sm").c_str());
-    g.occupancy_pct = resource(evaluation, (prefix + "occupancy_pct").c_str());
-    return g;
-  };
-  d.gpu = gpu_of("");
-  if (const auto steps = resource(evaluation, "steps"); steps && *steps > 1) {
-    std::optional<Plan> plan;
-    if (candidate) {
-      try {
-        plan = plan_of(spec, candidate->source, candidate->language);
-      } catch (const PlanError&) {
-      }
-    }
-    for (std::int64_t i = 1; i <= *steps; ++i) {
-      const std::string prefix = "step" + std::to_string(i) + ".";
-      StepDiagnosis step;
-      const auto index = static_cast<std::size_t>(i - 1);
-      const bool named = plan && index < plan->steps.size();
-      step.name = named ? plan->steps[index].name() : "step " + std::to_string(i);
-      step.library =
-          named ? plan->steps[index].is_library() : resource(evaluation, (prefix + "library").c_str()).has_value();
-      if (const auto permille = resource(evaluation, (prefix + "share_permille").c_str()))
-        step.share = static_cast<double>(*permille) / 1000.0;
-      step.gpu = gpu_of(prefix);
+  d.gpu = gpu_of(evaluation, "");
+  d.steps = program_steps(spec, evaluation, candidate);
+  if (!d.steps.empty()) {
+    for (const StepDiagnosis& step : d.steps)
       if (step.library && step.share) d.library_share = d.library_share.value_or(0) + *step.share;
-      d.steps.push_back(std::move(step));
-    }
   } else if (resource(evaluation, "library")) {
     d.library_share = 1.0;  // a program that is one library call
   }

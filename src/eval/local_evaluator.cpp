@@ -330,8 +330,7 @@ struct LocalEvaluator::Impl {
         fail(e, Status::invalid,
              "the source does not define the entry point '" + compiled.missing_entry + "'" +
                  (compiled.plan.declared ? " that its plan launches" : ""));
-      } else if (compiled.failed_step.find("(cublaslt") != std::string::npos ||
-                 compiled.failed_step.find("(cudnn") != std::string::npos) {
+      } else if (compiled.library_failed) {
         fail(e, Status::invalid, compiled.failed_step + ": " + first_error_line(compiled.log));
       } else {
         fail(e, Status::compile_error, "compilation failed" + which);
@@ -389,13 +388,15 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   const Bindings& workload = spec.workloads[w];
   const std::size_t n = spec.params.size();
   const BoundPlan bound = bind_plan(prog.plan, spec, workload, cand.tunables);  // PlanError: the caller's
-  const std::size_t temporaries_cap =
-      temporaries_limit(device_memory_bytes(device.info(), options.device_memory_bytes));
-  if (bound.total_temporary_bytes > temporaries_cap) {
-    return fail(e, Status::invalid,
-                "the plan's temporaries take " + std::to_string(bound.total_temporary_bytes) + " bytes on workload " +
-                    std::to_string(w) + ", more than the device allows (" + std::to_string(temporaries_cap) +
-                    " bytes, a quarter of its memory)");
+  // The device's memory is asked only of a plan with temporaries (on the CPU it is a read of /proc/meminfo).
+  if (bound.total_temporary_bytes > 0) {
+    const std::size_t cap = temporaries_limit(device_memory_bytes(device.info(), options.device_memory_bytes));
+    if (bound.total_temporary_bytes > cap) {
+      return fail(e, Status::invalid,
+                  "the plan's temporaries take " + std::to_string(bound.total_temporary_bytes) + " bytes on workload " +
+                      std::to_string(w) + ", more than the device allows (" + std::to_string(cap) +
+                      " bytes, a quarter of its memory)");
+    }
   }
   const LaunchDims ref_dims = reference_dims(workload);
   Kernel& ref = reference_kernel();

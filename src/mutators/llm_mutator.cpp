@@ -288,38 +288,11 @@ std::string plan_text(const Spec& spec) {
 }
 
 // Each step's share of a program's time in one line, each step named by its kernel or library: from the
-// node's diagnosis where it has one (diagnose names the steps from the plan), else from its resources
-// ("steps", "stepN.share_permille") and the plan read again from its source. Empty for a one-kernel node.
+// node's diagnosis where it has one, else as diagnose would name them (program_steps). Empty for a one-kernel
+// node.
 std::string steps_text(const Spec& spec, const Node& n) {
-  struct Step {
-    std::string name;
-    bool library = false;
-    std::optional<double> share;
-  };
-  std::vector<Step> steps;
-  if (n.diagnosis && !n.diagnosis->steps.empty()) {
-    for (const StepDiagnosis& d : n.diagnosis->steps) steps.push_back({d.name, d.library, d.share});
-  } else {
-    const auto& r = n.evaluation.resources;
-    const auto count = r.find("steps");
-    if (count == r.end() || count->second < 2) return "";
-    std::optional<Plan> plan;
-    try {
-      plan = plan_of(spec, n.candidate.source, n.candidate.language);
-    } catch (const PlanError&) {
-    }
-    for (std::int64_t s = 0; s < count->second; ++s) {
-      Step step;
-      if (plan && static_cast<std::size_t>(s) < plan->steps.size()) {
-        step.name = plan->steps[s].name();
-        step.library = plan->steps[s].is_library();
-      }
-      if (const auto it = r.find("step" + std::to_string(s + 1) + ".share_permille"); it != r.end()) {
-        step.share = static_cast<double>(it->second) / 1000.0;
-      }
-      steps.push_back(step);
-    }
-  }
+  const std::vector<StepDiagnosis> steps =
+      n.diagnosis && !n.diagnosis->steps.empty() ? n.diagnosis->steps : program_steps(spec, n.evaluation, &n.candidate);
   if (steps.size() < 2) return "";
   std::ostringstream out;
   out << "Time by step (each step timed alone, its share of the plan's):" << std::setprecision(3);

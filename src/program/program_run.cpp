@@ -69,6 +69,7 @@ CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candi
     }
     if (!kernel) {
       out.failed_step = "step " + std::to_string(s + 1) + " (" + step.name() + ")";
+      out.library_failed = step.is_library();
       return out;  // kernels stays short: not ok()
     }
     compiled.emplace(key, kernel);

@@ -19,9 +19,10 @@ struct CompiledProgram {
   std::vector<std::shared_ptr<Kernel>> kernels;  // per step; all set when ok()
   std::string log;                               // every compile's diagnostics, each headed by its kernel
   double compile_ms = 0;
-  bool refused = false;       // a compile broke the rules (CompileResult::refused)
-  std::string missing_entry;  // a kernel step's entry the source does not mention
-  std::string failed_step;    // the step that did not compile, for the message
+  bool refused = false;         // a compile broke the rules (CompileResult::refused)
+  std::string missing_entry;    // a kernel step's entry the source does not mention
+  std::string failed_step;      // the step that did not compile, for the message
+  bool library_failed = false;  // that step is a library call the device could not make
   bool ok() const { return !kernels.empty() && kernels.size() == plan.steps.size(); }
   // Every step's resources: a one-step plan's as the kernel gives them; a longer plan's under "stepN."
   // (1-based), with "steps" their number.
