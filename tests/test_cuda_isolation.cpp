@@ -255,3 +255,50 @@ extern "C" __global__ void twice(const float* x, float* y, long long n) {
   CHECK_FALSE(bad.ok());
   MESSAGE("a broken candidate: " << bad.error);
 }
+
+TEST_CASE("cuda hardware counters of a program: one launch of each kernel step, as that step's counters" *
+          doctest::skip(kNoGpu)) {
+  const std::string ncu = ke::find_nsight_compute();
+  if (ncu.empty()) {
+    MESSAGE("skipped: no Nsight Compute (ncu) on this machine ($KE_NCU, PATH, /usr/local/cuda/bin/ncu)");
+    return;
+  }
+  // y = 2x in two kernels through a temporary: the second reads what the first wrote.
+  const char* two_steps = R"P(/* kernelevolve-plan
+{"temporaries": [{"name": "t", "dtype": "f32", "shape": ["n"]}],
+ "steps": [{"kernel": "double_into", "grid": ["cdiv(n, THREADS)"], "block": ["THREADS"], "args": ["x", "t", "n"]},
+           {"kernel": "copy_out", "grid": ["cdiv(n, THREADS)"], "block": ["THREADS"], "args": ["t", "y", "n"]}]}
+*/
+extern "C" __global__ void double_into(const float* x, float* t, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) t[i] = 2.0f * x[i];
+}
+extern "C" __global__ void copy_out(const float* t, float* y, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = t[i];
+}
+)P";
+  ke::WorkerOptions options;
+  options.timeout_s = 120;
+  options.nsight_compute = ncu;
+  ke::WorkerEvaluator evaluator(twice_spec(), "cuda:0", options);
+  const ke::Evaluation plain = evaluator.evaluate(candidate(two_steps), 5);
+  REQUIRE_MESSAGE(plain.status == ke::Status::ok, plain.message);
+  REQUIRE(plain.resources.count("steps"));
+  CHECK(plain.resources.at("steps") == 2);
+  const ke::CounterResult r = evaluator.hardware_counters(candidate(two_steps), 5);
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  std::string all;
+  for (const auto& [name, value] : r.counters) all += name + "=" + std::to_string(value) + " ";
+  MESSAGE("counters in " << r.seconds << " s: " << all);
+  REQUIRE(r.counters.count("step1.hw_duration_ns"));
+  REQUIRE(r.counters.count("step2.hw_duration_ns"));
+  CHECK(r.counters.at("step1.hw_duration_ns") > 0);
+  CHECK(r.counters.at("step2.hw_duration_ns") > 0);
+  CHECK(r.counters.count("step1.hw_dram_pct"));
+  CHECK(r.counters.count("step2.hw_dram_pct"));
+  // The top level is the longer kernel's.
+  REQUIRE(r.counters.count("hw_duration_ns"));
+  CHECK(r.counters.at("hw_duration_ns") ==
+        std::max(r.counters.at("step1.hw_duration_ns"), r.counters.at("step2.hw_duration_ns")));
+}

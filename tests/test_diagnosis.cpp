@@ -6,6 +6,7 @@
 
 #include <kernelevolve/counters.hpp>
 #include <kernelevolve/diagnosis.hpp>
+#include <kernelevolve/error.hpp>
 #include <kernelevolve/evolver.hpp>
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/mutator.hpp>
@@ -17,7 +18,9 @@
 #include <cmath>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace ke = kernelevolve;
 
@@ -270,10 +273,120 @@ TEST_CASE("Nsight Compute's output without a profiled kernel is an error that sa
   r = ke::counters_from_nsight_csv("\"ID\",\"Kernel Name\",\"other__metric\"\n\"\",\"\",\"%\"\n\"0\",\"k\",\"5\"\n");
   CHECK(r.error.find("none of the counters") != std::string::npos);
   CHECK(ke::counters_text({}).empty());
-  // The command line names the kernel exactly and the log file.
-  const auto args = ke::nsight_compute_arguments("row_sum", "/tmp/x.csv");
+  // The command line names the kernel exactly, its first launch and the log file.
+  const auto args = ke::nsight_compute_arguments({"row_sum"}, 1, "/tmp/x.csv");
   CHECK(std::find(args.begin(), args.end(), "regex:^row_sum$") != args.end());
   CHECK(std::find(args.begin(), args.end(), "/tmp/x.csv") != args.end());
+  const auto count = std::find(args.begin(), args.end(), "-c");
+  REQUIRE(count != args.end());
+  CHECK(*std::next(count) == "1");
+}
+
+namespace {
+
+// The argument after `flag` in ncu's arguments; empty where the flag is not there.
+std::string argument_after(const std::vector<std::string>& args, const std::string& flag) {
+  const auto it = std::find(args.begin(), args.end(), flag);
+  return it == args.end() || std::next(it) == args.end() ? std::string() : *std::next(it);
+}
+
+}  // namespace
+
+TEST_CASE("Nsight Compute for a program: every kernel step's name, as many launches, each row in order") {
+  const auto args = ke::nsight_compute_arguments({"scale_rows", "add_bias"}, 2, "/tmp/x.csv");
+  CHECK(argument_after(args, "-k") == "regex:^(scale_rows|add_bias)$");
+  CHECK(argument_after(args, "-c") == "2");
+  // Two steps of one kernel: the name once, both launches.
+  const auto twice = ke::nsight_compute_arguments({"k", "k"}, 2, "/tmp/x.csv");
+  CHECK(argument_after(twice, "-k") == "regex:^k$");
+  CHECK(argument_after(twice, "-c") == "2");
+  // A name that is not an identifier still matches only itself.
+  CHECK(argument_after(ke::nsight_compute_arguments({"a.b", "c"}, 2, "/tmp/x.csv"), "-k") == "regex:^(a\\.b|c)$");
+  CHECK_THROWS_AS(ke::nsight_compute_arguments({}, 1, "/tmp/x.csv"), ke::Error);
+  CHECK_THROWS_AS(ke::nsight_compute_arguments({"k"}, 0, "/tmp/x.csv"), ke::Error);
+
+  // Derived from the H100 capture (ncu_row_sum_h100.csv): its header and units rows, its row renamed
+  // scale_rows, and a second launch, add_bias, with other values (tests/fixtures/counters/ncu_two_kernels.csv).
+  const std::string csv = read_fixture("counters/ncu_two_kernels.csv");
+  const ke::KernelCountersResult r = ke::kernel_counters_from_nsight_csv(csv);
+  REQUIRE_MESSAGE(r.ok(), r.error);
+  REQUIRE(r.kernels.size() == 2);
+  CHECK(r.kernels[0].kernel == "scale_rows");
+  CHECK(r.kernels[0].counters.at("hw_dram_pct") == 77);
+  CHECK(r.kernels[0].counters.at("hw_dram_gbps") == 2592);
+  CHECK(r.kernels[0].counters.at("hw_duration_ns") == 26816);
+  CHECK(r.kernels[0].counters.at("hw_stall_long_scoreboard_pct") == 88);
+  CHECK(r.kernels[1].kernel == "add_bias");
+  CHECK(r.kernels[1].counters.at("hw_dram_pct") == 42);                // 41.62
+  CHECK(r.kernels[1].counters.at("hw_dram_gbps") == 1395);             // 1,395,004,117,210.50 byte/s
+  CHECK(r.kernels[1].counters.at("hw_sm_pct") == 32);                  // 31.70
+  CHECK(r.kernels[1].counters.at("hw_achieved_occupancy_pct") == 61);  // 61.20
+  CHECK(r.kernels[1].counters.at("hw_duration_ns") == 12352);
+  // Warps per issue sum to 8.95: long_scoreboard 3.10, wait 2.40, short_scoreboard 0.90.
+  CHECK(r.kernels[1].counters.at("hw_stall_long_scoreboard_pct") == 35);
+  CHECK(r.kernels[1].counters.at("hw_stall_wait_pct") == 27);
+  CHECK(r.kernels[1].counters.at("hw_stall_short_scoreboard_pct") == 10);
+  CHECK(r.kernels[1].counters.count("hw_stall_mio_throttle_pct") == 0);  // the fourth most common
+  // The one-kernel reading is the first row's.
+  const ke::CounterResult first = ke::counters_from_nsight_csv(csv);
+  REQUIRE_MESSAGE(first.ok(), first.error);
+  CHECK(first.counters == r.kernels[0].counters);
+  // A row without the metrics is named.
+  const ke::KernelCountersResult bare = ke::kernel_counters_from_nsight_csv(
+      "\"ID\",\"Kernel Name\",\"gpu__time_duration.sum\"\n\"\",\"\",\"ns\"\n\"0\",\"a\",\"5\"\n\"1\",\"b\",\"\"\n");
+  CHECK(bare.kernels.size() == 2);
+  CHECK_MESSAGE(bare.error.find("none of the counters asked for for launch 2 (kernel b)") != std::string::npos,
+                bare.error);
+  const ke::KernelCountersResult none = ke::kernel_counters_from_nsight_csv("==WARNING== No kernels were profiled.\n");
+  CHECK(none.kernels.empty());
+  CHECK(none.error.find("profiled no launch") != std::string::npos);
+}
+
+TEST_CASE("a program's steps carry their kernels' counters: text, JSON, and none of them at the top level") {
+  const ke::Spec s = spec_with_cost(false, std::nullopt, "8 * n");
+  const ke::DeviceInfo gpu = device(1000e9, 50e12);
+  ke::Evaluation e = measured({100, 2}, gpu);
+  e.resources = {{"steps", 2},
+                 {"step1.registers", 32},
+                 {"step1.share_permille", 300},
+                 {"step2.registers", 16},
+                 {"step2.share_permille", 700},
+                 {"step2.hw_dram_pct", 42},
+                 {"step2.hw_dram_gbps", 1395},
+                 {"step2.hw_sm_pct", 32},
+                 {"step2.hw_stall_wait_pct", 27},
+                 {"step2.hw_duration_ns", 12352},
+                 {"hw_dram_pct", 42},
+                 {"hw_duration_ns", 12352}};
+  const std::vector<ke::StepDiagnosis> steps = ke::program_steps(s, e, nullptr);
+  REQUIRE(steps.size() == 2);
+  CHECK(steps[0].counters.empty());
+  CHECK(steps[1].counters.size() == 5);
+  CHECK(steps[1].counters.at("hw_dram_pct") == 42);
+  CHECK(steps[1].counters.at("hw_duration_ns") == 12352);
+  CHECK(ke::step_diagnosis_text(steps[0], 0).find("counters") == std::string::npos);
+  const std::string text = ke::step_diagnosis_text(steps[1], 1);
+  CHECK_MESSAGE(text.find("step 2 step 2 70% of the time, regs 16") == 0, text);
+  CHECK_MESSAGE(text.find(", counters: DRAM 42% of peak (1395 GB/s), SM 32% of peak, warps stalled on wait 27% of "
+                          "the time") != std::string::npos,
+                text);
+
+  const auto d = ke::diagnose(s, {}, e, gpu);
+  REQUIRE(d.has_value());
+  // The top level keeps only the "hw_..." resources, not a step's "stepN.hw_...".
+  CHECK(d->counters == std::map<std::string, std::int64_t>{{"hw_dram_pct", 42}, {"hw_duration_ns", 12352}});
+  // The line says the counters with the step, not once more after the steps.
+  const std::string line = ke::diagnosis_text(*d);
+  const auto at = line.find("counters: DRAM 42%");
+  CHECK_MESSAGE(at != std::string::npos, line);
+  CHECK_MESSAGE(line.find("counters:", at + 1) == std::string::npos, line);
+  simdjson::dom::parser parser;
+  const std::string json = ke::diagnosis_json(*d);
+  simdjson::dom::element doc;
+  REQUIRE_MESSAGE(parser.parse(json).get(doc) == simdjson::SUCCESS, json);
+  CHECK(doc["steps"].at(1)["counters"]["hw_dram_gbps"].get_int64().value() == 1395);
+  CHECK(doc["steps"].at(0)["counters"].get_object().value().size() == 0);
+  CHECK(doc["counters"]["hw_dram_pct"].get_int64().value() == 42);
 }
 
 namespace {

@@ -54,12 +54,14 @@ struct GpuDiagnosis {
 };
 
 // One step of a program of several (program.hpp): what it launches, its share of the program's time (over
-// every workload, each step timed alone), and on a GPU its kernel's resources.
+// every workload, each step timed alone), on a GPU its kernel's resources, and its kernel's hardware
+// counters where they were collected.
 struct StepDiagnosis {
   std::string name;  // the kernel, or the library call ("cublaslt.matmul"); "step N" where the source is unknown
   bool library = false;
   std::optional<double> share;
   std::optional<GpuDiagnosis> gpu;
+  std::map<std::string, std::int64_t> counters;  // "hw_..." from the resources' "stepN.hw_..."; none for a library step
 };
 
 struct Diagnosis {
@@ -69,7 +71,8 @@ struct Diagnosis {
   // The share of the time library steps took, where the program calls one.
   std::optional<double> library_share;
   // Hardware counters, where they were collected (resources named "hw_...": counters.hpp, Nsight Compute
-  // on a GPU with EvolverOptions::hardware_counters, for each new best).
+  // on a GPU with EvolverOptions::hardware_counters, for each new best). A program of several steps has
+  // each kernel step's in `steps`, and here its longest kernel's.
   std::map<std::string, std::int64_t> counters;
   // Why the shares are unknown when the device gives no ceilings for it (a node measured on another class
   // of device than the one whose ceilings are known); empty otherwise.
@@ -93,10 +96,12 @@ std::string workload_diagnosis_text(const WorkloadDiagnosis& workload);
 std::string gpu_diagnosis_text(const GpuDiagnosis& gpu);
 // One step of a program, compact: "step 2 bias_relu 18% of the time, regs 16, ..." (`index` from 0).
 std::string step_diagnosis_text(const StepDiagnosis& step, std::size_t index);
-// Every workload ("w0 ...; w1 ...") then the GPU part, a program's steps and any counters, on one line.
+// Every workload ("w0 ...; w1 ...") then the GPU part, a program's steps and any counters (a program's
+// with its steps, not again after them), on one line.
 std::string diagnosis_text(const Diagnosis& diagnosis);
 // {"workloads": [{"time_us", "gbps", "gflops", "bandwidth_share", "compute_share", "bound"}], "gpu": {...} or
-// null, "counters": {...}, "note": "..."}: unknown values are null.
+// null, "steps": [{"name", "library", "share", "counters": {...}}], "library_share", "counters": {...},
+// "note": "..."}: unknown values are null.
 std::string diagnosis_json(const Diagnosis& diagnosis);
 
 }  // namespace kernelevolve

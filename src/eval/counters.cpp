@@ -10,7 +10,10 @@
 #include <cstdlib>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <utility>
+
+#include "kernelevolve/error.hpp"
 
 namespace kernelevolve {
 
@@ -72,10 +75,29 @@ std::string find_nsight_compute() {
   return executable("/usr/local/cuda/bin/ncu") ? "/usr/local/cuda/bin/ncu" : "";
 }
 
-std::vector<std::string> nsight_compute_arguments(const std::string& entry, const std::string& log_path) {
+std::vector<std::string> nsight_compute_arguments(const std::vector<std::string>& kernels, int launches,
+                                                  const std::string& log_path) {
+  if (kernels.empty() || launches < 1)
+    throw Error(ErrorCode::BadUsage, "nsight_compute_arguments: no kernel named, or fewer than one launch");
+  // ^(a|b)$ of the distinct names. Kernel names are C identifiers, so escaping is for a name that is not:
+  // it still matches only itself.
+  std::vector<std::string> distinct;
+  for (const std::string& k : kernels) {
+    if (k.empty()) throw Error(ErrorCode::BadUsage, "nsight_compute_arguments: an empty kernel name");
+    if (std::find(distinct.begin(), distinct.end(), k) == distinct.end()) distinct.push_back(k);
+  }
+  std::string names;
+  for (const std::string& k : distinct) {
+    if (!names.empty()) names += '|';
+    for (const char c : k) {
+      if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) names += '\\';
+      names += c;
+    }
+  }
   // The sections hold the counters read below; dram__bytes is asked for by name (it is in no section of
   // these). Profiling starts off: the worker turns it on while it times the first workload, whose first
-  // launch named `entry` is the candidate's, and only that one is profiled.
+  // call launches the candidate's kernels (a program's steps in its plan's order), and only the first
+  // `launches` launches of those names are profiled.
   return {"--profile-from-start",
           "off",
           "--csv",
@@ -94,49 +116,64 @@ std::vector<std::string> nsight_compute_arguments(const std::string& entry, cons
           "--kernel-name-base",
           "function",
           "-k",
-          "regex:^" + entry + "$",
+          distinct.size() == 1 ? "regex:^" + names + "$" : "regex:^(" + names + ")$",
           "-c",
-          "1",
+          std::to_string(launches),
           "--target-processes",
           "all",
           "--log-file",
           log_path};
 }
 
-CounterResult counters_from_nsight_csv(const std::string& csv) {
-  CounterResult r;
-  std::stringstream lines(csv);
-  std::vector<std::string> header, values;
+namespace {
+
+// ncu's table: the header and each kernel row (the units row, which has no ID, skipped), and the errors
+// ncu wrote beside it.
+struct NsightTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
   std::string problems;
+};
+
+NsightTable nsight_table(const std::string& csv) {
+  NsightTable t;
+  std::stringstream lines(csv);
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("==", 0) == 0) {  // ncu's own messages: ==PROF==, ==ERROR==, ==WARNING==
       if (line.rfind("==ERROR==", 0) == 0 || line.find("ERR_NVGPUCTRPERM") != std::string::npos) {
-        problems += (problems.empty() ? "" : "; ") + line;
+        t.problems += (t.problems.empty() ? "" : "; ") + line;
       }
       continue;
     }
     if (line.empty()) continue;
     auto fields = csv_fields(line);
-    if (header.empty()) {
-      if (std::find(fields.begin(), fields.end(), "Kernel Name") != fields.end()) header = std::move(fields);
+    if (t.header.empty()) {
+      if (std::find(fields.begin(), fields.end(), "Kernel Name") != fields.end()) t.header = std::move(fields);
       continue;
     }
-    if (!fields.empty() && !fields[0].empty() && number(fields[0])) {  // a kernel row (the units row has no ID)
-      values = std::move(fields);
-      break;
-    }
+    if (!fields.empty() && !fields[0].empty() && number(fields[0])) t.rows.push_back(std::move(fields));
   }
-  if (values.empty()) {
-    r.error = "Nsight Compute profiled no launch of the kernel" + (problems.empty() ? std::string() : ": " + problems);
-    return r;
-  }
+  return t;
+}
+
+std::string no_launch(const NsightTable& t) {
+  return "Nsight Compute profiled no launch of the kernel" + (t.problems.empty() ? std::string() : ": " + t.problems);
+}
+
+constexpr const char* kNoCounters = "Nsight Compute's output held none of the counters asked for";
+
+// One row's kernel name and the counters kept (counters.hpp names them); no counters where the row holds
+// none of the metrics.
+KernelCounters row_counters(const std::vector<std::string>& header, const std::vector<std::string>& values) {
+  KernelCounters k;
   std::map<std::string, double> metrics;
   for (std::size_t i = 0; i < header.size() && i < values.size(); ++i) {
+    if (header[i] == "Kernel Name") k.kernel = values[i];
     if (const auto v = number(values[i])) metrics[header[i]] = *v;
   }
   auto keep = [&](const char* metric, const char* name, double scale) {
     if (const auto it = metrics.find(metric); it != metrics.end()) {
-      r.counters[name] = static_cast<std::int64_t>(std::llround(it->second * scale));
+      k.counters[name] = static_cast<std::int64_t>(std::llround(it->second * scale));
     }
   };
   keep("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "hw_dram_pct", 1);
@@ -160,9 +197,39 @@ CounterResult counters_from_nsight_csv(const std::string& csv) {
             [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   for (std::size_t i = 0; i < states.size() && i < static_cast<std::size_t>(kStallReasons) && total > 0; ++i) {
     const auto pct = static_cast<std::int64_t>(std::llround(100 * states[i].first / total));
-    if (pct > 0) r.counters["hw_stall_" + states[i].second + "_pct"] = pct;
+    if (pct > 0) k.counters["hw_stall_" + states[i].second + "_pct"] = pct;
   }
-  if (r.counters.empty()) r.error = "Nsight Compute's output held none of the counters asked for";
+  return k;
+}
+
+}  // namespace
+
+CounterResult counters_from_nsight_csv(const std::string& csv) {
+  CounterResult r;
+  const NsightTable t = nsight_table(csv);
+  if (t.rows.empty()) {
+    r.error = no_launch(t);
+    return r;
+  }
+  r.counters = row_counters(t.header, t.rows[0]).counters;
+  if (r.counters.empty()) r.error = kNoCounters;
+  return r;
+}
+
+KernelCountersResult kernel_counters_from_nsight_csv(const std::string& csv) {
+  KernelCountersResult r;
+  const NsightTable t = nsight_table(csv);
+  if (t.rows.empty()) {
+    r.error = no_launch(t);
+    return r;
+  }
+  for (const auto& row : t.rows) {
+    r.kernels.push_back(row_counters(t.header, row));
+    if (r.kernels.back().counters.empty() && r.error.empty()) {
+      r.error = std::string(kNoCounters) + " for launch " + std::to_string(r.kernels.size()) + " (kernel " +
+                r.kernels.back().kernel + ")";
+    }
+  }
   return r;
 }
 

@@ -5,6 +5,7 @@
 
 #include "kernelevolve/counters.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -91,6 +92,13 @@ std::string number(const std::optional<double>& x, double scale = 1) {
 
 std::string integer(const std::optional<std::int64_t>& x) { return x ? std::to_string(*x) : "null"; }
 
+std::string counters_json(const std::map<std::string, std::int64_t>& counters) {
+  std::string out = "{";
+  for (const auto& [name, value] : counters)
+    out += (out.size() > 1 ? ", " : "") + json_quote(name) + ": " + std::to_string(value);
+  return out + "}";
+}
+
 // What a GPU said of a kernel, under `prefix` in the resources (a program's "stepN.").
 std::optional<GpuDiagnosis> gpu_of(const Evaluation& evaluation, const std::string& prefix) {
   if (!resource(evaluation, (prefix + "registers").c_str())) return std::nullopt;
@@ -130,6 +138,10 @@ std::vector<StepDiagnosis> program_steps(const Spec& spec, const Evaluation& eva
     if (const auto permille = resource(evaluation, (prefix + "share_permille").c_str()))
       step.share = static_cast<double>(*permille) / 1000.0;
     step.gpu = gpu_of(evaluation, prefix);
+    const std::string counter_prefix = prefix + "hw_";
+    for (auto it = evaluation.resources.lower_bound(counter_prefix);
+         it != evaluation.resources.end() && it->first.rfind(counter_prefix, 0) == 0; ++it)
+      step.counters[it->first.substr(prefix.size())] = it->second;
     out.push_back(std::move(step));
   }
   return out;
@@ -169,7 +181,7 @@ std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, co
     d.library_share = 1.0;  // a program that is one library call
   }
   for (const auto& [name, value] : evaluation.resources) {
-    if (name.rfind("hw_", 0) == 0) d.counters[name] = value;
+    if (name.rfind("hw_", 0) == 0) d.counters[name] = value;  // a step's ("stepN.hw_...") are in d.steps
   }
   return d;
 }
@@ -221,6 +233,7 @@ std::string step_diagnosis_text(const StepDiagnosis& step, std::size_t index) {
   std::string out = "step " + std::to_string(index + 1) + " " + step.name + (step.library ? " (library)" : "") +
                     (step.share ? " " + percent(*step.share) + " of the time" : "");
   if (step.gpu) out += ", " + gpu_diagnosis_text(*step.gpu);
+  if (const std::string c = counters_text(step.counters); !c.empty()) out += ", " + c;
   return out;
 }
 
@@ -234,7 +247,11 @@ std::string diagnosis_text(const Diagnosis& d) {
     out += (out.empty() ? "" : "; ") + step_diagnosis_text(d.steps[i], i);
   if (d.library_share)
     out += (out.empty() ? "" : "; ") + std::string("library calls ") + percent(*d.library_share) + " of the time";
-  if (const std::string c = counters_text(d.counters); !c.empty()) out += (out.empty() ? "" : "; ") + c;
+  // A program's steps said their counters; the top-level ones are its longest kernel's again.
+  const bool steps_counted =
+      std::any_of(d.steps.begin(), d.steps.end(), [](const StepDiagnosis& s) { return !s.counters.empty(); });
+  if (const std::string c = counters_text(d.counters); !c.empty() && !steps_counted)
+    out += (out.empty() ? "" : "; ") + c;
   if (!d.note.empty()) out += (out.empty() ? "" : " (") + d.note + (out.empty() ? "" : ")");
   return out;
 }
@@ -266,16 +283,12 @@ std::string diagnosis_json(const Diagnosis& d) {
   for (std::size_t i = 0; i < d.steps.size(); ++i) {
     const StepDiagnosis& step = d.steps[i];
     out += std::string(i ? ", " : "") + "{\"name\": " + json_quote(step.name) +
-           ", \"library\": " + (step.library ? "true" : "false") + ", \"share\": " + number(step.share) + "}";
+           ", \"library\": " + (step.library ? "true" : "false") + ", \"share\": " + number(step.share) +
+           ", \"counters\": " + counters_json(step.counters) + "}";
   }
   out += "], \"library_share\": " + number(d.library_share);
-  out += ", \"counters\": {";
-  bool first = true;
-  for (const auto& [name, value] : d.counters) {
-    out += (first ? "" : ", ") + json_quote(name) + ": " + std::to_string(value);
-    first = false;
-  }
-  return out + "}, \"note\": " + json_quote(d.note) + "}";
+  out += ", \"counters\": " + counters_json(d.counters);
+  return out + ", \"note\": " + json_quote(d.note) + "}";
 }
 
 }  // namespace kernelevolve

@@ -27,6 +27,7 @@
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
+#include "kernelevolve/program.hpp"
 #include "kernelevolve/report.hpp"
 #include "pytorch/shared_bridge.hpp"
 
@@ -429,6 +430,43 @@ DeviceInfo WorkerEvaluator::device_info() {
   return impl_->info;
 }
 
+namespace {
+
+// A program's counters from its profiled launches: the k-th launch is the k-th kernel step's (the worker's
+// first call runs the steps in plan order, and ncu profiled the first launches of their names), stored as
+// "stepN.hw_..." with N the step's place among all steps, library steps included, as the evaluation's
+// "stepN." resources are. The error, or empty.
+std::string step_counters(const KernelCountersResult& profiled, const std::vector<std::string>& kernels,
+                          const std::vector<std::size_t>& kernel_steps, std::map<std::string, std::int64_t>& out) {
+  if (!profiled.ok()) return profiled.error;
+  if (profiled.kernels.size() < kernel_steps.size()) {
+    return "Nsight Compute profiled " + std::to_string(profiled.kernels.size()) + " launches of the program's " +
+           std::to_string(kernel_steps.size()) + " kernel steps";
+  }
+  const KernelCounters* longest = nullptr;
+  for (std::size_t k = 0; k < kernel_steps.size(); ++k) {
+    const KernelCounters& launch = profiled.kernels[k];
+    const std::string step = "step" + std::to_string(kernel_steps[k] + 1);
+    if (launch.kernel != kernels[k]) {
+      return "Nsight Compute's launch " + std::to_string(k + 1) + " was of kernel " + launch.kernel + ", where " +
+             step + " launches " + kernels[k] + ": the launches did not run in the plan's order";
+    }
+    for (const auto& [name, value] : launch.counters) out[step + "." + name] = value;
+    const auto duration = [](const KernelCounters& c) {
+      const auto it = c.counters.find("hw_duration_ns");
+      return it == c.counters.end() ? std::int64_t{-1} : it->second;
+    };
+    if (!longest || duration(launch) > duration(*longest)) longest = &launch;
+  }
+  // The top-level "hw_..." counters are the longest kernel's: what reads one kernel's counters (the
+  // evolver's prompt, `kernelevolve show`, a node compared with a one-kernel one) then reads those of the
+  // kernel that takes most of the program's time.
+  for (const auto& [name, value] : longest->counters) out[name] = value;
+  return "";
+}
+
+}  // namespace
+
 CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std::uint64_t input_seed) {
   const auto start = std::chrono::steady_clock::now();
   CounterResult r;
@@ -440,6 +478,23 @@ CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std
   if (impl_->options.nsight_compute.empty())
     return done("no Nsight Compute (ncu) was given to collect hardware counters with");
   if (impl_->device_id.rfind("cpu", 0) == 0) return done("hardware counters are collected on GPU devices only");
+  // The kernels to profile: the spec's entry, or a program's kernel steps (a library step's kernels are
+  // the vendor's, not the candidate's). A plan that cannot be read (its evaluation was then invalid, so it
+  // is rarely asked here) falls back to the entry, as a source without a plan is profiled.
+  std::vector<std::string> kernels{impl_->spec.entry};
+  std::vector<std::size_t> kernel_steps;  // a program of several steps: each kernel step's index, in plan order
+  try {
+    const Plan plan = plan_of(impl_->spec, candidate.source, candidate.language);
+    kernels.clear();
+    for (std::size_t s = 0; s < plan.steps.size(); ++s) {
+      if (plan.steps[s].is_library()) continue;
+      kernels.push_back(plan.steps[s].kernel);
+      if (plan.steps.size() > 1) kernel_steps.push_back(s);
+    }
+    if (kernels.empty()) return done("a program of library steps only has no kernel of its own to profile");
+  } catch (const PlanError&) {
+    kernels = {impl_->spec.entry};
+  }
   char dir[] = "/tmp/kernelevolve-counters-XXXXXX";
   if (!::mkdtemp(dir)) return done(std::string("cannot make a directory for the profile: ") + std::strerror(errno));
   const std::string request_path = std::string(dir) + "/request.json", log_path = std::string(dir) + "/ncu.csv";
@@ -447,9 +502,10 @@ CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std
     std::string dir;
     ~Cleanup() { std::filesystem::remove_all(dir); }
   } cleanup{dir};
-  // One evaluation, as small as the evaluator allows: the profiler reads the kernel's first launch, and the
-  // rest only has to run through. The timing lock stays: the profiled launch is in the timing phase, which
-  // holds it, so the profiler's replays (at clocks it locks) never run while another worker times.
+  // One evaluation, as small as the evaluator allows: the profiler reads the first launch of each kernel (a
+  // program's first call launches each step once, in plan order), and the rest only has to run through. The
+  // timing lock stays: the profiled launches are in the timing phase, which holds it, so the profiler's
+  // replays (at clocks it locks) never run while another worker times.
   EvalOptions once = impl_->options.eval;
   once.trials = 1;
   once.warmup = 0;
@@ -461,7 +517,7 @@ CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std
   if (std::ofstream out(request_path); !(out << request))
     return done("cannot write the profile's request to " + request_path);
   std::string command = shell_quote(impl_->options.nsight_compute);
-  for (const auto& a : nsight_compute_arguments(impl_->spec.entry, log_path)) {
+  for (const auto& a : nsight_compute_arguments(kernels, static_cast<int>(kernels.size()), log_path)) {
     command += " " + shell_quote(a);
   }
   command += " " + shell_quote(impl_->worker_path) + " --profile " + shell_quote(request_path);
@@ -470,12 +526,19 @@ CounterResult WorkerEvaluator::hardware_counters(const Candidate& candidate, std
   const ProcessResult p = run_shell(command, "", limit, 1u << 20);
   std::string csv;
   if (std::ifstream in(log_path); in) csv.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  CounterResult parsed = counters_from_nsight_csv(csv);
-  if (parsed.ok()) {
-    r.counters = std::move(parsed.counters);
-    return done("");
+  std::string why;
+  if (kernel_steps.empty()) {
+    CounterResult parsed = counters_from_nsight_csv(csv);
+    if (parsed.ok()) {
+      r.counters = std::move(parsed.counters);
+      return done("");
+    }
+    why = parsed.error;
+  } else {
+    why = step_counters(kernel_counters_from_nsight_csv(csv), kernels, kernel_steps, r.counters);
+    if (why.empty()) return done("");
+    r.counters.clear();
   }
-  std::string why = parsed.error;
   if (!p.started) {
     why += " (" + p.start_error + ")";
   } else if (p.timed_out) {

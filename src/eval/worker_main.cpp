@@ -59,8 +59,10 @@ Init read_init(simdjson::dom::element init) {
 
 // `kernelevolve-worker --profile REQUEST`: evaluates one candidate once under Nsight Compute, which
 // started this process with profiling off (--profile-from-start off): it is turned on only while the
-// first workload is timed, whose first launch is the candidate's (the reference, which may carry the same
-// kernel name, runs after it there), and ncu reads that one launch (WorkerEvaluator::hardware_counters).
+// first workload is timed. Its first timed call is the candidate's: one launch of its kernel, or of a
+// program's steps in plan order, and ncu reads those first launches of their names, as many as the program
+// has kernel steps (WorkerEvaluator::hardware_counters). What else runs in the phase comes after them and
+// is not read: the reference, which may carry a kernel's name, and a program's steps timed alone.
 // The request is the init message with the candidate and the input seed. GPU devices only: what runs here
 // is the candidate's device code (NVRTC's or Triton's binary, loaded by the driver), so the worker takes
 // the GPU worker's setup but not its seccomp filter, which would deny the profiler's own library, loaded
