@@ -253,6 +253,36 @@ TEST_CASE("memory modes: inherit shows the lineage, siblings the parent's other 
   CHECK(m.prompt.find("lineage") == std::string::npos);
 }
 
+TEST_CASE("the prompt gives a program's hardware counters per kernel step, not the longest kernel's again") {
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::DeviceInfo device;
+  device.kind = "cpu";
+  device.peak_bytes_per_s = 100e9;
+  device.peak_flops_per_s = 500e9;
+  ke::Node& seed = f.graph.node(0);
+  // As WorkerEvaluator::hardware_counters keeps them for a library step then a kernel: the kernel's counters
+  // under its step, and again at the top level (the longest kernel's).
+  seed.evaluation.resources = {{"steps", 2},
+                               {"step1.library", 1},
+                               {"step1.share_permille", 900},
+                               {"step2.registers", 32},
+                               {"step2.hw_dram_pct", 40},
+                               {"step2.share_permille", 100},
+                               {"hw_dram_pct", 40}};
+  seed.diagnosis = ke::diagnose(f.spec, seed.candidate.tunables, seed.evaluation, device);
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation m = f.mutate(mutator);
+  REQUIRE_MESSAGE(m.child.has_value(), m.error);
+  CHECK_MESSAGE(
+      m.prompt.find(
+          "\n- step 2 (step 2): regs 32, occupancy unknown; hardware counters: DRAM 40% of peak (Nsight Compute, its "
+          "first launch in w0)\n") != std::string::npos,
+      m.prompt);
+  CHECK(m.prompt.find("one launch of w0") == std::string::npos);
+}
+
 TEST_CASE("the prompt gives the parent's diagnosis per workload, a GPU's resources, and the best's diagnosis") {
   FakeModelServer server;
   server.push({200, FakeModelServer::openai(kBetter)});
@@ -999,6 +1029,7 @@ TEST_CASE("programs: the prompt says how a source declares its own plan, in its 
       cuda.prompt);
   CHECK(cuda.prompt.find("{\"kernel\": \"finish\", \"grid\": [1], \"block\": [1024]") != std::string::npos);
   CHECK(cuda.prompt.find("\"cublaslt.matmul\"") != std::string::npos);
+  CHECK(cuda.prompt.find("\"cublas.gemm\"") != std::string::npos);
   CHECK(cuda.prompt.find("\"cudnn.conv2d\"") != std::string::npos);
   CHECK(cuda.prompt.find("bias_gelu") != std::string::npos);
   CHECK(cuda.prompt.find("keep the entry point's name and signature unless the source declares a plan, whose kernels "
@@ -1046,7 +1077,7 @@ TEST_CASE("programs: the prompt says how a source declares its own plan, in its 
   const ke::Mutation p = mutator.mutate({torch, graph, {}, rng});
   CHECK_MESSAGE(p.prompt.find("For a matrix product or a convolution followed by an epilogue") != std::string::npos,
                 p.prompt);
-  CHECK(p.prompt.find("a plan of a library step (cublaslt.matmul or cudnn.conv2d") != std::string::npos);
+  CHECK(p.prompt.find("a plan of a library step (cublas.gemm, cublaslt.matmul or cudnn.conv2d") != std::string::npos);
   CHECK(p.prompt.find("one fused kernel for the rest is often fastest") != std::string::npos);
   // A spec that forbids library steps is offered none.
   torch.library_steps = false;

@@ -494,16 +494,20 @@ TEST_CASE("pytorch: the workers of a device share one reference process and one 
   gpu.id = "cuda:0", gpu.kind = "cuda";
   gpu.properties["l2_cache_bytes"] = std::to_string(50 * MiB);
   const ke::MemoryFootprint own = ke::memory_footprint(spec, gpu), shared = ke::memory_footprint(spec, gpu, true);
-  CHECK(shared.worker_bytes == 0);
+  // A worker's kernels run on its own block (half the arena: the candidate's), not the shared arena's.
+  CHECK(shared.worker_bytes == own.arena_bytes / 2);
   CHECK(shared.shared_bytes == own.worker_bytes + (1024 + 100) * MiB);
-  CHECK(shared.for_jobs(1) == own.for_jobs(1));  // one worker holds the same either way
-  CHECK(shared.for_jobs(3) == own.for_jobs(1) + 2 * shared.fixed_bytes);
-  // A problem of 16 GB on an 80 GB card: one worker of its own (3 P each), three sharing.
+  CHECK(shared.for_jobs(1) == own.for_jobs(1) + own.arena_bytes / 2);
+  CHECK(shared.for_jobs(3) == own.for_jobs(1) + 3 * (own.arena_bytes / 2) + 2 * shared.fixed_bytes);
+  // A problem of 8 GB on an 80 GB card: one worker of its own (3 P each), three sharing (3 P, then P each).
   ke::Spec big = spec;
-  big.workloads = {{{"batch_size", 256}, {"channels", 128}, {"height", 256}, {"width", 256}}};
+  big.workloads = {{{"batch_size", 128}, {"channels", 128}, {"height", 256}, {"width", 256}}};
   std::string why;
   CHECK(ke::jobs_that_fit(big, gpu, 80ull << 30, 3, &why) == 1);
   CHECK(ke::jobs_that_fit(big, gpu, 80ull << 30, 3, &why, true) == 3);
+  big.workloads = {{{"batch_size", 256}, {"channels", 128}, {"height", 256}, {"width", 256}}};  // 16 GB
+  CHECK(ke::jobs_that_fit(big, gpu, 80ull << 30, 3, &why) == 1);
+  CHECK(ke::jobs_that_fit(big, gpu, 80ull << 30, 3, &why, true) == 1);
   CHECK(ke::shares_reference(spec, "cuda:1", std::nullopt));
   CHECK_FALSE(ke::shares_reference(spec, "cpu", false));
   CHECK(ke::shares_reference(spec, "cpu", true));

@@ -399,7 +399,8 @@ Worst compare(const std::vector<float>& got, const std::vector<double>& ref, dou
 // One product on the device against the host; the activation given as a function of the pre-activation.
 void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transposed, c::MatmulEpilogue epilogue,
                   const std::string& dtype, double atol, double rtol,
-                  std::size_t workspace_bytes = c::matmul_workspace_bytes()) {
+                  std::size_t workspace_bytes = c::matmul_workspace_bytes(), bool classic = false) {
+  CAPTURE(classic);
   CAPTURE(m);
   CAPTURE(n);
   CAPTURE(k);
@@ -423,7 +424,7 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
   call.m = m, call.n = n, call.k = k, call.dtype = dtype, call.b_transposed = b_transposed, call.epilogue = epilogue;
   call.a = da.address(), call.b = db.address(), call.d = dd.address(), call.bias = dbias.address();
   call.workspace = workspace.address(), call.workspace_bytes = workspace_bytes;
-  const std::string error = c::matmul(gpu().stream, call);
+  const std::string error = classic ? c::gemm(gpu().stream, call) : c::matmul(gpu().stream, call);
   REQUIRE_MESSAGE(error.empty(), error);
   const std::vector<float> got = decode(dd.download(), dtype);
 
@@ -655,9 +656,15 @@ TEST_CASE("vendor libraries: malformed calls are refused, in one line, before an
   error = c::matmul(nullptr, call);
   CHECK(error.find("bias") != std::string::npos);
   CHECK(error.find('\n') == std::string::npos);
+  // cuBLAS's GEMM has no epilogue: asking for one is refused, not ignored.
+  error = c::gemm(nullptr, call);
+  CHECK_MESSAGE(error.find("epilogue") != std::string::npos, error);
   call.epilogue = c::MatmulEpilogue::none;
   call.k = 0;
   CHECK_FALSE(c::matmul(nullptr, call).empty());
+  CHECK_FALSE(c::gemm(nullptr, call).empty());
+  call.k = std::int64_t{1} << 31;  // beyond the classic API's int
+  CHECK(c::gemm(nullptr, call).find("2^31") != std::string::npos);
 
   c::ConvCall conv;
   conv.n = 1, conv.c = 2, conv.k = 2, conv.h = 2, conv.w = 2, conv.r = 3, conv.s = 3;
@@ -715,6 +722,23 @@ TEST_CASE("vendor libraries: f16 and bf16 products" * doctest::skip(kNoGpu)) {
     check_matmul(64, 128, 96, true, e, "f16", 1e-3, 1e-3);
     check_matmul(64, 128, 96, false, e, "bf16", 1e-2, 8e-3);
   }
+}
+
+TEST_CASE("vendor libraries: cuBLAS's GEMM, both layouts of B, f32 and the 16-bit types, against the host" *
+          doctest::skip(kNoGpu)) {
+  const c::LibraryLoad load = c::load_cublas(library_dirs());
+  if (!load.ok) {
+    MESSAGE("skipped: cuBLAS not found: " << load.why);
+    return;
+  }
+  MESSAGE("cuBLAS: " << load.path);
+  const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {{33, 65, 17}, {256, 256, 256}, {1, 7, 3}};
+  for (auto [m, n, k] : shapes)
+    for (bool b_transposed : {false, true})
+      check_matmul(m, n, k, b_transposed, c::MatmulEpilogue::none, "f32", 2e-5, 1e-5, c::matmul_workspace_bytes(),
+                   true);
+  check_matmul(64, 128, 96, true, c::MatmulEpilogue::none, "f16", 1e-3, 1e-3, c::matmul_workspace_bytes(), true);
+  check_matmul(64, 128, 96, false, c::MatmulEpilogue::none, "bf16", 1e-2, 8e-3, 0, true);
 }
 
 TEST_CASE("vendor libraries: a product with no workspace, and the cache across addresses" * doctest::skip(kNoGpu)) {

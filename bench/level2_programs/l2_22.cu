@@ -1,6 +1,7 @@
 // KernelBench level 2, problem 22 (Matmul_Scale_ResidualAdd_Clamp_LogSumExp_Mish):
 // v = clamp((x @ W^T + b) * 2.0 + itself, -10, 10); l = logsumexp(v, dim 1); out[i] = l * mish(l).
-// Plan: cuBLASLt's product with its bias epilogue into a temporary t[batch, hidden_size], then ONE kernel,
+// Plan: cuBLAS's GEMM (the call torch.mm makes) into a temporary t[batch, hidden_size], then ONE kernel (which
+// adds the bias in fp32 as it reads, as the Linear's epilogue adds it),
 // one block per row that reads the row once: each thread keeps an online (max, sum of exp(v - max)) pair
 // over its elements, the pairs are merged across the block (warp shuffles, then shared memory), and thread 0
 // finishes l = log(sum) + max (PyTorch's stable formula: amax, exp(v - max), sum, log, + max) and l * mish(l),
@@ -8,10 +9,11 @@
 /* kernelevolve-plan
 {"temporaries": [{"name": "t", "dtype": "f32", "shape": ["batch_size", "hidden_size"]}],
  "steps": [
-  {"library": "cublaslt.matmul",
-   "args": ["x", "matmul_weight", "t", "batch_size", "hidden_size", "input_size", "matmul_bias"],
-   "options": {"epilogue": "bias", "b_transposed": "true"}},
-  {"kernel": "lse_mish", "grid": ["batch_size"], "block": [512], "args": ["t", "out", "hidden_size"]}]}
+  {"library": "cublas.gemm",
+   "args": ["x", "matmul_weight", "t", "batch_size", "hidden_size", "input_size"],
+   "options": {"b_transposed": "true"}},
+  {"kernel": "lse_mish", "grid": ["batch_size"], "block": [512],
+   "args": ["t", "matmul_bias", "out", "hidden_size"]}]}
 */
 #ifndef INFINITY  // NVRTC defines no math.h macros
 #define INFINITY __int_as_float(0x7f800000)
@@ -48,19 +50,19 @@ __device__ __forceinline__ void add(float& m, float& s, float v) {
   }
 }
 
-extern "C" __global__ void lse_mish(float* t, float* out, long long n) {
+extern "C" __global__ void lse_mish(float* t, const float* bias, float* out, long long n) {
   const float* row = t + (long long)blockIdx.x * n;
   float m = -INFINITY, s = 0.0f;
   const long long n4 = (n % 4 == 0) ? n / 4 : 0;
   const float4* row4 = reinterpret_cast<const float4*>(row);
   for (long long j = threadIdx.x; j < n4; j += blockDim.x) {
-    const float4 v = row4[j];
-    add(m, s, pre(v.x));
-    add(m, s, pre(v.y));
-    add(m, s, pre(v.z));
-    add(m, s, pre(v.w));
+    const float4 v = row4[j], b = reinterpret_cast<const float4*>(bias)[j];
+    add(m, s, pre(v.x + b.x));
+    add(m, s, pre(v.y + b.y));
+    add(m, s, pre(v.z + b.z));
+    add(m, s, pre(v.w + b.w));
   }
-  for (long long j = n4 * 4 + threadIdx.x; j < n; j += blockDim.x) add(m, s, pre(row[j]));
+  for (long long j = n4 * 4 + threadIdx.x; j < n; j += blockDim.x) add(m, s, pre(row[j] + bias[j]));
   for (int o = 16; o > 0; o >>= 1) {
     const float m2 = __shfl_down_sync(0xffffffffu, m, o);
     const float s2 = __shfl_down_sync(0xffffffffu, s, o);

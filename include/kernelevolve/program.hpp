@@ -41,13 +41,13 @@ struct StepArg {
 
 // The vendor calls a library step may make (docs/spec-format.md says what each computes and takes).
 inline const std::vector<std::string>& library_calls() {
-  static const std::vector<std::string> calls = {"cublaslt.matmul", "cudnn.conv2d"};
+  static const std::vector<std::string> calls = {"cublaslt.matmul", "cublas.gemm", "cudnn.conv2d"};
   return calls;
 }
 
 struct PlanStep {
   std::string kernel;   // the entry in the source this step launches; empty for a library step
-  std::string library;  // "cublaslt.matmul", "cudnn.conv2d"; empty for a kernel step
+  std::string library;  // "cublaslt.matmul", "cublas.gemm", "cudnn.conv2d"; empty for a kernel step
   LaunchRule launch;    // a GPU kernel's grid, block and dynamic shared memory
   std::vector<StepArg> args;
   std::map<std::string, std::string> options;  // a library step's settings ("epilogue": "bias_relu")

@@ -405,8 +405,12 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
 
   auto t = Profile::Clock::now();
   // Where the reference's buffers are the candidate device's own (a PyTorch reference's GPU arena), the
-  // candidate's block is carved from the same arena: two blocks in all on the device, not three.
-  const bool in_arena = problem && problem->shares_candidate_memory();
+  // candidate's block is carved from the same arena: two blocks in all on the device, not three. Not from an
+  // arena that another process allocated (a bridge the workers share): a kernel ran slower on memory opened
+  // over CUDA IPC than on this process's own (the same cuBLAS kernel, the same bytes from DRAM: 7.66 ms
+  // against 5.30, level-2 problem 56 on an H100), so a kernel's block is then its own allocation.
+  const bool baseline = cand.language == Language::pytorch;
+  const bool in_arena = problem && problem->shares_candidate_memory() && (baseline || !problem->shared());
   ArgBlock cand_args(in_arena ? *reference_device : device, spec, workload);
   ArgBlock ref_args(*reference_device, spec, workload);
   std::vector<std::size_t> param_bytes(n, 0);
@@ -812,9 +816,10 @@ MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device, boo
     }
   }
   if (spec.reference.pytorch && shared_reference) {
-    // The bridge's arena and tensors, once for all the workers; a worker maps the arena, holding nothing more.
+    // The bridge's arena and tensors, once for all the workers; a worker maps the arena and, on a GPU, holds
+    // its kernels' block itself (run_workload: not in memory another process allocated).
     f.shared_bytes += f.worker_bytes;
-    f.worker_bytes = 0;
+    f.worker_bytes = gpu ? aligned_total : 0;
   }
   return f;
 }

@@ -93,7 +93,8 @@ constexpr const char* kPlanFormat =
     "scalars and tunables, passed as a 64-bit integer]} or, on CUDA unless the spec's library_steps is false, a "
     "library call {\"library\": "
     "\"cublaslt.matmul\" (args A, B, D, M, N, K, then bias; options epilogue none|relu|gelu|bias|bias_relu|bias_gelu, "
-    "b_transposed) or \"cudnn.conv2d\" (args x, w, y, N, C, H, W, K, R, S, then bias; options stride, padding, "
+    "b_transposed), \"cublas.gemm\" (args A, B, D, M, N, K; option b_transposed: cuBLAS's GEMM, the call torch.mm "
+    "makes, no epilogue) or \"cudnn.conv2d\" (args x, w, y, N, C, H, W, K, R, S, then bias; options stride, padding, "
     "dilation, groups), \"args\", \"options\"}. A kernel's declaration matches its args (a temporary is a writable "
     "pointer of its dtype; Triton kernels take the tunables they name as tl.constexpr). The time is the whole plan's; "
     "\"plan\" is the parent's, parsed, or null where its source declares none.";

@@ -81,11 +81,19 @@ std::string diagnosis_lines(const Node& n, bool legend) {
     out << "- w" << w << " " << workload_diagnosis_text(d.workloads[w]) << "\n";
   if (d.gpu) out << "- " << gpu_diagnosis_text(*d.gpu) << "\n";
   // A program's kernels, each with its own (its share of the time is the line under the diagnosis).
+  // Counters, where collected, come per kernel step for a program (the top-level ones repeat its longest).
+  bool step_counters = false;
   for (std::size_t s = 0; s < d.steps.size(); ++s) {
-    if (d.steps[s].gpu)
-      out << "- step " << s + 1 << " (" << d.steps[s].name << "): " << gpu_diagnosis_text(*d.steps[s].gpu) << "\n";
+    const std::string c = counters_text(d.steps[s].counters);
+    step_counters = step_counters || !c.empty();
+    if (d.steps[s].gpu || !c.empty()) {
+      out << "- step " << s + 1 << " (" << d.steps[s].name
+          << "): " << (d.steps[s].gpu ? gpu_diagnosis_text(*d.steps[s].gpu) : "")
+          << (d.steps[s].gpu && !c.empty() ? "; " : "")
+          << (c.empty() ? "" : "hardware " + c + " (Nsight Compute, its first launch in w0)") << "\n";
+    }
   }
-  if (const std::string c = counters_text(d.counters); !c.empty()) {
+  if (const std::string c = counters_text(d.counters); !c.empty() && !step_counters) {
     out << "- hardware " << c << " (Nsight Compute, one launch of w0)\n";
   }
   return out.str();
@@ -280,7 +288,10 @@ std::string plan_text(const Spec& spec) {
         "A step may call a library instead (buffers of one dtype, f32, f16 or bf16; f32 accumulation, no TF32; any "
         "buffer may be a temporary): {\"library\": \"cublaslt.matmul\", \"args\": [A, B, D, M, N, K] (then bias), "
         "\"options\": {\"epilogue\": none|relu|gelu|bias|bias_relu|bias_gelu, \"b_transposed\": \"true\" for B stored "
-        "[N, K], a Linear weight}}: row-major D[M, N] = epilogue(A[M, K] B + bias[N]); {\"library\": \"cudnn.conv2d\", "
+        "[N, K], a Linear weight}}: row-major D[M, N] = epilogue(A[M, K] B + bias[N]); {\"library\": \"cublas.gemm\", "
+        "\"args\": [A, B, D, M, N, K], \"options\": {\"b_transposed\"}}: the same product without an epilogue through "
+        "cuBLAS's GEMM, the call torch.mm makes (the kernel PyTorch gets; add the bias in the next kernel); "
+        "{\"library\": \"cudnn.conv2d\", "
         "\"args\": [x, w, y, N, C, H, W, K, R, S] (then bias), \"options\": {\"stride\", \"padding\", \"dilation\" "
         "(\"a\" or \"a,b\"), \"groups\"}}: NCHW torch.nn.functional.conv2d.\n";
   }
@@ -562,8 +573,8 @@ struct LlmMutator::Impl {
         << "what the reference computes.\n";
     if (ref.pytorch && spec.language == Language::cuda && spec.library_steps) {
       out << "For a matrix product or a convolution followed by an epilogue (bias, activation, scaling, a reduction), "
-             "a plan of a library step (cublaslt.matmul or cudnn.conv2d, into a temporary unless its own epilogue is "
-             "all there is) and one fused kernel for the rest is often fastest.\n";
+             "a plan of a library step (cublas.gemm, cublaslt.matmul or cudnn.conv2d, into a temporary unless its own "
+             "epilogue is all there is) and one fused kernel for the rest is often fastest.\n";
     }
     return out.str();
   }

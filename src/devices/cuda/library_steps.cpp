@@ -1,4 +1,4 @@
-// cuBLASLt and cuDNN as a program's steps on a CUDA GPU (library_steps.hpp).
+// cuBLASLt, cuBLAS and cuDNN as a program's steps on a CUDA GPU (library_steps.hpp).
 #include "devices/cuda/library_steps.hpp"
 
 #include <cstdlib>
@@ -89,21 +89,25 @@ class LibraryStep : public gpu::LibraryKernel {
   std::unique_ptr<Buffer> workspace_;
 };
 
+// cublaslt.matmul, or cublas.gemm (classic: cuBLAS's GEMM, no epilogue).
 class MatmulStep final : public LibraryStep {
  public:
-  MatmulStep(gpu::GpuDevice& device, std::vector<Param> signature, MatmulEpilogue epilogue, bool b_transposed)
+  MatmulStep(gpu::GpuDevice& device, std::vector<Param> signature, MatmulEpilogue epilogue, bool b_transposed,
+             bool classic)
       : LibraryStep(device, std::move(signature), matmul_workspace_bytes()),
         epilogue_(epilogue),
-        b_transposed_(b_transposed) {}
+        b_transposed_(b_transposed),
+        classic_(classic) {}
   std::string check_arguments(void** args, const std::vector<std::size_t>& bytes) const override {
+    const char* name = classic_ ? "cublas.gemm" : "cublaslt.matmul";
     const std::int64_t m = value(args, 3), n = value(args, 4), k = value(args, 5);
     if (m < 1 || n < 1 || k < 1) {
-      return "cublaslt.matmul: M, N and K must be at least 1 (" + std::to_string(m) + ", " + std::to_string(n) + ", " +
-             std::to_string(k) + ")";
+      return std::string(name) + ": M, N and K must be at least 1 (" + std::to_string(m) + ", " + std::to_string(n) +
+             ", " + std::to_string(k) + ")";
     }
     for (const std::string& why : {fits(bytes, 0, m * k, "A"), fits(bytes, 1, k * n, "B"), fits(bytes, 2, m * n, "D"),
                                    signature_.size() > 6 ? fits(bytes, 6, n, "bias") : std::string()}) {
-      if (!why.empty()) return "cublaslt.matmul: " + why;
+      if (!why.empty()) return name + (": " + why);
     }
     return "";
   }
@@ -116,12 +120,13 @@ class MatmulStep final : public LibraryStep {
     call.a = ptr(args, 0), call.b = ptr(args, 1), call.d = ptr(args, 2);
     if (signature_.size() > 6) call.bias = ptr(args, 6);
     call.workspace = workspace(), call.workspace_bytes = workspace_bytes();
-    return matmul(stream, call);
+    return classic_ ? gemm(stream, call) : matmul(stream, call);
   }
 
  private:
   MatmulEpilogue epilogue_;
   bool b_transposed_;
+  bool classic_;
 };
 
 class ConvStep final : public LibraryStep {
@@ -222,8 +227,10 @@ std::string prepare_vendor_libraries(gpu::GpuDevice& device, void* stream) {
   std::call_once(once, [&] {
     const std::vector<std::string> dirs = vendor_library_dirs();
     const LibraryLoad blas = load_cublaslt(dirs);
+    const LibraryLoad classic = load_cublas(dirs);
     const LibraryLoad dnn = load_cudnn(dirs);
     report = "cuBLASLt: " + (blas.ok ? blas.path : "not loaded: " + blas.why) + "\n" +
+             "cuBLAS: " + (classic.ok ? classic.path : "not loaded: " + classic.why) + "\n" +
              "cuDNN: " + (dnn.ok ? dnn.path : "not loaded: " + dnn.why) + "\n";
     // One small call of each, so that the handles and whatever the libraries open lazily exist now.
     try {
@@ -234,6 +241,12 @@ std::string prepare_vendor_libraries(gpu::GpuDevice& device, void* stream) {
         m.m = m.n = m.k = 4;
         m.a = m.b = m.d = p;
         if (std::string why = matmul(stream, m); !why.empty()) report += "cuBLASLt's first call: " + why + "\n";
+      }
+      if (classic.ok) {
+        MatmulCall m;
+        m.m = m.n = m.k = 4;
+        m.a = m.b = m.d = p;
+        if (std::string why = gemm(stream, m); !why.empty()) report += "cuBLAS's first call: " + why + "\n";
       }
       if (dnn.ok) {
         ConvCall c;
@@ -286,7 +299,21 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
         return error(std::string("cublaslt.matmul: the epilogue ") + to_string(epilogue) + " needs a bias");
       const LibraryLoad load = load_cublaslt(vendor_library_dirs());
       if (!load.ok) return error("cuBLASLt cannot be loaded: " + load.why);
-      return std::make_shared<MatmulStep>(device, signature, epilogue, transposed);
+      return std::make_shared<MatmulStep>(device, signature, epilogue, transposed, false);
+    }
+    if (name == "cublas.gemm") {
+      bool transposed = false;
+      for (const auto& [key, text] : options) {
+        if (key != "b_transposed")
+          return error("cublas.gemm has no option '" + key + "' (b_transposed; cublaslt.matmul has epilogues)");
+        if (text != "true" && text != "false") return error("cublas.gemm: b_transposed is \"true\" or \"false\"");
+        transposed = text == "true";
+      }
+      if (std::string why = check_signature(name, signature, 3, 3, 0, "A, B, D, M, N, K"); !why.empty())
+        return error(why);
+      const LibraryLoad load = load_cublas(vendor_library_dirs());
+      if (!load.ok) return error("cuBLAS cannot be loaded: " + load.why);
+      return std::make_shared<MatmulStep>(device, signature, MatmulEpilogue::none, transposed, true);
     }
     if (name == "cudnn.conv2d") {
       ConvCall c;

@@ -74,6 +74,21 @@ std::size_t matmul_workspace_bytes();
 // succeeded yet.
 std::string matmul(void* stream, const MatmulCall& call);
 
+// ---- cuBLAS -------------------------------------------------------------------------------------------
+
+// Loads cuBLAS as load_cublaslt does: $KE_CUBLAS alone when set; else libcublas.so.13, .so.12, .so.11 and
+// libcublas.so on the loader's path, then under each of `extra_dirs` (with libcublasLt beside it opened
+// first, which libcublas needs).
+LibraryLoad load_cublas(const std::vector<std::string>& extra_dirs);
+
+// The product of `call` without an epilogue (call.epilogue must be none) through cuBLAS's classic GEMM:
+// cublasSgemm for f32 (CUBLAS_DEFAULT_MATH: true fp32, no TF32), cublasGemmEx with fp32 accumulation for
+// f16 and bf16. That is the call PyTorch's torch.mm makes, so the kernel is the one cuBLAS's own heuristics
+// give PyTorch; nothing is timed or tuned. M, N and K must each be below 2^31. Enqueues on `stream`; "" or
+// one line naming the failed call. Loads the library (without extra directories) if no load_cublas call
+// has succeeded yet.
+std::string gemm(void* stream, const MatmulCall& call);
+
 // ---- cuDNN --------------------------------------------------------------------------------------------
 
 // Loads cuDNN 9 or 8 as load_cublaslt does: $KE_CUDNN alone when set; else libcudnn.so.9, libcudnn.so.8,
