@@ -161,6 +161,55 @@ TEST_CASE("pytorch: integer inputs come from the problem's get_inputs() in every
   CHECK(e.status == ke::Status::incorrect);
 }
 
+TEST_CASE("pytorch: later trials draw a weight at the module's own scale, not at unit scale" *
+          doctest::skip(!have_torch())) {
+  // fc_weight is nn.Linear's: uniform within 1/sqrt(64) = 0.125, a spread of 0.072. A kernel that is right but
+  // gives NaN for any weight beyond 3 passes only if no trial draws one there: the heavy-tailed trial at unit
+  // scale (Laplace of scale 1) puts some of the 3,072 weights beyond 3 almost surely; at the module's, e^-41
+  // each.
+  ke::Spec spec = ke::load_pytorch_problem(fixture("linear_relu_scale.py"));
+  std::ifstream in(fixture("linear_relu_scale_seed.c"));
+  std::string source(std::istreambuf_iterator<char>(in), {});
+  const std::string from = "      out[b * out_features + o] = (acc > 0 ? acc : 0) * scale;";
+  REQUIRE(source.find(from) != std::string::npos);
+  source.replace(source.find(from), from.size(),
+                 "      int big = 0;\n"
+                 "      for (int64_t k = 0; k < in_features; ++k) big |= fc_weight[o * in_features + k] > 3.0f || "
+                 "fc_weight[o * in_features + k] < -3.0f;\n"
+                 "      out[b * out_features + o] = big ? __builtin_nanf(\"\") : (acc > 0 ? acc : 0) * scale;");
+  ke::EvalOptions options;
+  options.trials = 5;
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), options);
+  for (std::uint64_t s = 1; s <= 2; ++s) {
+    const ke::Evaluation e = evaluator.evaluate({source, ke::Language::c, {}}, s);
+    CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
+  }
+  // The bias still matters in every trial: a kernel that leaves it out is caught.
+  std::string no_bias = source;
+  no_bias.replace(no_bias.find("float acc = fc_bias[o];"), 23, "float acc = 0.0f;");
+  CHECK(evaluator.evaluate({no_bias, ke::Language::c, {}}, 3).status == ke::Status::incorrect);
+}
+
+TEST_CASE("pytorch: an output that misses a float32 reference is right when it is within the tolerance of float64" *
+          doctest::skip(!have_torch())) {
+  // (big + x) - big: float32 gives multiples of 8 where the answer is x. The exact kernel is ok (judged against
+  // the float64 call, and counted), a wrong one is not, whichever reference.
+  ke::Spec spec = ke::load_pytorch_problem(fixture("cancellation.py"));
+  const std::string head =
+      "#include <stdint.h>\n" + ke::kernel_signature(spec) + " {\n  for (int64_t i = 0; i < n; ++i) ";
+  ke::EvalOptions options;
+  options.trials = 3;
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), options);
+  const ke::Evaluation exact = evaluator.evaluate({head + "out[i] = x[i];\n}\n", ke::Language::c, {}}, 1);
+  REQUIRE_MESSAGE(exact.status == ke::Status::ok, exact.message);
+  CHECK(exact.resources.count("float64_checks") == 1);
+  CHECK(exact.resources.at("float64_checks") >= 3);  // every trial's float32 reference missed
+  REQUIRE(exact.worst);
+  CHECK(exact.worst->excess <= 0.0);  // its worst, against the reference that judged it
+  const ke::Evaluation wrong = evaluator.evaluate({head + "out[i] = 2.0f * x[i];\n}\n", ke::Language::c, {}}, 2);
+  CHECK(wrong.status == ke::Status::incorrect);
+}
+
 TEST_CASE("pytorch: a reference that kills its own process: the host survives, the failure names the reference" *
           doctest::skip(!have_torch())) {
   const Cli r =

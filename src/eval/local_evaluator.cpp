@@ -440,6 +440,19 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   };
   const bool any_keeps = std::any_of(spec.params.begin(), spec.params.end(),
                                      [&](const Param& p) { return is_input(p) && keeps_problem_value(p); });
+  // A PyTorch problem's float input or weight that the spec gives no distribution: drawn at the problem's own
+  // scale, uniform over [mean - std, mean + std] of what trial 0 had (get_inputs() and the module's weights;
+  // [-1, 1], the unit default, for a randn input), which the later trials' families spread from. At unit scale a
+  // network's outputs grow into the thousands, where two valid orders of an fp32 sum already differ by more than 1e-4
+  // relative (KernelBench level 3, problem 1). A constant tensor (a zero bias, a norm's unit weight) keeps the
+  // unit-scale default, so that a kernel that ignores it is still caught.
+  auto problem_scaled = [&](const Param& p, InputDist dist) {
+    if (!problem || !is_float(p.dtype) || spec.inputs.count(p.name)) return dist;
+    const auto& ranges = problem->ranges();
+    const auto it = ranges.find(p.name);
+    if (it == ranges.end() || !(it->second.second > it->second.first)) return dist;
+    return InputDist{InputDist::Kind::uniform, it->second.first, it->second.second};
+  };
   auto draw_inputs = [&](ArgBlock& block, int trial, std::uint64_t seed) {
     if (problem && (trial == 0 || any_keeps)) problem->draw(ref_args.args.data(), seed);
     for (std::size_t i = 0; i < n; ++i) {
@@ -448,7 +461,8 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
         if (problem && (trial == 0 || keeps_problem_value(p))) {
           block.buffers[i]->copy_from(*ref_args.buffers[i]);
         } else {
-          const InputDist dist = eval::trial_distribution(spec.input_distribution(p, workload), trial);
+          const InputDist dist =
+              eval::trial_distribution(problem_scaled(p, spec.input_distribution(p, workload)), trial);
           eval::fill_random(device, *block.buffers[i], p.dtype, count(i), dist, mix(seed, i));
         }
       } else if (p.role == Role::out) {
@@ -481,6 +495,25 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
     if (!moved[i]) moved[i] = device.allocate(std::max<std::size_t>(1, bytes(i)));
     moved[i]->copy_from(*ref_args.buffers[i]);
     return *moved[i];
+  };
+
+  // Whether the candidate's outputs, which missed the float32 reference's, are within the tolerance of the same
+  // call in float64 (TorchReference::run_float64, into the reference's outputs): then they are right, however
+  // far the float32 reference's own rounding took it. A long float32 sum with cancellation can miss the exact
+  // answer by more than KernelBench's 1e-4 (level 2, problem 18), and a candidate that sums exactly then
+  // "fails". Not with an inout param, which the float32 reference has already overwritten.
+  const bool may_rescue = problem && std::none_of(spec.params.begin(), spec.params.end(),
+                                                  [](const Param& p) { return p.role == Role::inout; });
+  auto rescued_by_float64 = [&]() -> bool {
+    if (!may_rescue || !problem->run_float64(ref_args.args.data()).empty()) return false;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Param& p = spec.params[i];
+      if (!is_output(p)) continue;
+      if (!eval::compare(device, *cand_args.buffers[i], expected_output(i), p.dtype, count(i), spec.tolerance).pass)
+        return false;
+    }
+    e.resources["float64_checks"] += 1;
+    return true;
   };
 
   // Step 2: verify, each trial on fresh inputs, the candidate first and on its own copies.
@@ -519,9 +552,12 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
     for (std::size_t i = 0; i < n; ++i) {
       const Param& p = spec.params[i];
       if (!is_output(p)) continue;
-      const Buffer& expected = expected_output(i);
       const Buffer& got = *cand_args.buffers[i];
-      const Comparison c = eval::compare(device, got, expected, p.dtype, count(i), spec.tolerance);
+      Comparison c = eval::compare(device, got, expected_output(i), p.dtype, count(i), spec.tolerance);
+      // Rescued: its worst is then the one against the float64 answer, which judged it.
+      if (!c.pass && rescued_by_float64())
+        c = eval::compare(device, got, expected_output(i), p.dtype, count(i), spec.tolerance);
+      const Buffer& expected = expected_output(i);
       record_worst(p, c, trial);
       if (!c.pass) return fail(e, Status::incorrect, "wrong output: " + describe_mismatch(*e.worst));
       // An output that stays put while the reference's moves does not follow its inputs.
@@ -661,7 +697,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
       if (!is_output(p)) continue;
       const Comparison c =
           eval::compare(device, *cand_args.buffers[i], expected_output(i), p.dtype, count(i), spec.tolerance);
-      if (!c.pass) {
+      if (!c.pass && !rescued_by_float64()) {
         record_worst(p, c, -1);
         return fail(
             e, Status::incorrect,

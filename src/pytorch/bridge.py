@@ -1186,27 +1186,36 @@ class Server:
         return {key: as_module(self.arena.view(views[name]), t.dim() == 0) for key, name, t in self.weights if name in views}
 
     def draw(self, request):
+        """get_inputs() and the module's weights into the arena. The reply gives each float tensor's scale as a
+        range, [mean - std, mean + std]: the evaluator draws its later trials at the problem's own scale, not
+        at unit scale (a network of unit-scale weights gives outputs of thousands, where fp32's rounding alone
+        passes 1e-4). A randn input's range is [-1, 1], the unit scale it had before."""
         self.workload(request.get("sizes"))
         inputs = draw_inputs(self.module, self.device, request["seed"])
         views = request["views"]
+        ranges = {}
+
+        def put(name, t, what, source):
+            v = as_module(self.arena.view(views[name]), t.dim() == 0)
+            if tuple(v.shape) != tuple(t.shape):
+                raise Unmappable(f"{what}: the spec's shape {list(v.shape)} for this workload, {source} {list(t.shape)}")
+            v.copy_(t)
+            if t.is_floating_point() and t.numel() > 1:
+                # Its mean and spread, not its extremes: a randn input's extremes lie at 4 or 5 sigma.
+                std, mean = (float(v) for v in torch.std_mean(t.float()))
+                if math.isfinite(mean) and math.isfinite(std):
+                    ranges[name] = [mean - std, mean + std]
+
         for name, x in zip(self.names, inputs):
             if name in views and isinstance(x, torch.Tensor):
-                v = as_module(self.arena.view(views[name]), x.dim() == 0)
-                if tuple(v.shape) != tuple(x.shape):
-                    raise Unmappable(f"input '{name}': the spec's shape {list(v.shape)} for this workload, the problem's "
-                                     f"get_inputs() {list(x.shape)}")
-                v.copy_(x)
+                put(name, x, f"input '{name}'", "the problem's get_inputs()")
         for _, name, t in self.weights:
             if name in views:
-                v = as_module(self.arena.view(views[name]), t.dim() == 0)
-                if tuple(v.shape) != tuple(t.shape):
-                    raise Unmappable(f"weight '{name}': the spec's shape {list(v.shape)} for this workload, the "
-                                     f"module's {list(t.shape)}")
-                v.copy_(t)
+                put(name, t, f"weight '{name}'", "the module's")
         self.sync()
         inputs = x = None  # get_inputs()' tensors, copied into the arena: not kept
         self.release_cached()
-        return {"ok": True}
+        return {"ok": True, "ranges": ranges}
 
     def prepare(self, request):
         mode = request.get("mode", "reference")
@@ -1215,7 +1224,7 @@ class Server:
         if mode == "compile" and self.device.type == "cpu":
             return {"ok": False, "error": "torch.compile is measured on GPUs only: on the CPU, Inductor builds C++ with "
                                           "the system's compiler, minutes per module"}
-        if mode not in ("reference", "eager", "compile"):
+        if mode not in ("reference", "reference64", "eager", "compile"):
             return {"ok": False, "error": f"unknown mode {mode!r}"}
         return {"ok": True}
 
@@ -1232,6 +1241,19 @@ class Server:
             if mode == "reference":
                 params = self.params(request)
                 outputs = as_outputs(call(model, params, args) if params else model(*args))
+            elif mode == "reference64":
+                # The same call in float64 on the same tensors: the exact answer that a float32 reference
+                # only approximates. A copy of the module, dropped after: float64 weights held only now.
+                def wide(t):
+                    return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+                params = {k: wide(v) for k, v in self.params(request).items()}
+                args64 = [wide(a) for a in args]
+                # Every weight given (the usual case): the module itself, called on float64 copies of them.
+                # Otherwise a float64 copy of the module, so that none of its own tensors stays float32.
+                whole = set(params) >= {key for key, _, _ in self.weights}
+                model64 = model if whole else copy.deepcopy(model).double()
+                outputs = as_outputs(call(model64, params, args64) if params else model64(*args64))
+                model64 = params = args64 = None
             else:
                 for _, name, weight in self.weights:
                     if name in request["views"]:

@@ -357,12 +357,34 @@ LaunchResult TorchReference::launch(Kernel& kernel, void** args, const LaunchDim
   return r;
 }
 
+std::string TorchReference::run_float64(void** args) {
+  try {
+    return ask("{\"op\": \"run\", \"mode\": \"reference64\", \"timed\": false, \"flush\": false, " +
+               views_request(args, true) + "}");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 void TorchReference::draw(void** args, std::uint64_t seed) {
   // Python's random seeds are at most 2^63 - 1 in torch.manual_seed.
-  const std::string why =
-      ask("{\"op\": \"draw\", \"seed\": " + std::to_string(seed >> 1) + ", " + views_request(args, false) + "}");
+  std::string reply;
+  const std::string why = ask(
+      "{\"op\": \"draw\", \"seed\": " + std::to_string(seed >> 1) + ", " + views_request(args, false) + "}", &reply);
   if (!why.empty())
     throw Error(ErrorCode::BadSpec, spec_.path + ": reference: the problem's get_inputs() failed: " + why);
+  ranges_.clear();
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  simdjson::dom::object ranges;
+  if (parser.parse(reply).get(doc) != simdjson::SUCCESS || doc["ranges"].get(ranges) != simdjson::SUCCESS) return;
+  for (auto [name, value] : ranges) {
+    simdjson::dom::array pair;
+    double lo = 0, hi = 0;
+    if (value.get(pair) == simdjson::SUCCESS && pair.size() == 2 && pair.at(0).get(lo) == simdjson::SUCCESS &&
+        pair.at(1).get(hi) == simdjson::SUCCESS && lo <= hi)
+      ranges_[std::string(name)] = {lo, hi};
+  }
 }
 
 }  // namespace kernelevolve::pytorch

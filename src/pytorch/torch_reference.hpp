@@ -10,6 +10,7 @@
 // compiles to the module itself (or under torch.compile), and a timed launch is timed by the bridge with
 // the device's clock (CUDA events after an L2 flush on a GPU, the steady clock on the CPU).
 #pragma once
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -55,6 +56,13 @@ class TorchReference final : public Device {
   // module's weights into its weight buffers. Throws Error(BadSpec) when the module fails or its shapes
   // are not the spec's.
   void draw(void** args, std::uint64_t seed);
+  // The reference again, in float64, on the inputs of `args` (the launch's layout), its outputs rounded once
+  // into their buffers: the exact answer that a float32 reference only approximates. "" or why it could not
+  // run (a module that will not run in float64, no memory for the copies).
+  std::string run_float64(void** args);
+  // Each float input's and weight's [mean - std, mean + std] as the last draw() gave them, by param name: the
+  // problem's own scale, at which the evaluator draws its later trials.
+  const std::map<std::string, std::pair<double, double>>& ranges() const { return ranges_; }
 
  private:
   void describe_device();
@@ -71,7 +79,8 @@ class TorchReference final : public Device {
   std::shared_ptr<Device> candidate_device_;
   DeviceInfo info_;
   int arena_fd_ = -1;
-  std::unique_ptr<Buffer> device_arena_;  // the GPU arena; null on the CPU
+  std::map<std::string, std::pair<double, double>> ranges_;  // of the last draw()
+  std::unique_ptr<Buffer> device_arena_;                     // the GPU arena; null on the CPU
   unsigned char* arena_ = nullptr;
   std::size_t arena_bytes_ = 0;
   std::size_t arena_used_ = 0;
