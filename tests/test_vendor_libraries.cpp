@@ -768,14 +768,16 @@ TEST_CASE("vendor libraries: a product with no workspace, and the cache across a
 TEST_CASE("vendor libraries: choosing the algorithm by measurement leaves the right product in D" *
           doctest::skip(kNoGpu)) {
   KE_NEED_CUBLASLT();
-  // The first call for a key times every candidate into D, then runs the chosen one; the second reuses the
-  // choice with new buffers. Both must match the host (D starts as NaN each time). True fp32 still: TF32 would
-  // be some 30 times off; the tolerance allows K = 512's longer sums and split-K candidates' other order.
-  check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5);
-  check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5);
-  // Tuning off: the heuristic's first answer. Another workspace size makes another key, so that this one
-  // is not served by the plan tuned above.
-  ScopedEnv off("KE_CUBLASLT_TUNE", "0");
+  // Tuning on: the first call for a key times every candidate into D, then runs the chosen one; the second
+  // reuses the choice with new buffers. Both must match the host (D starts as NaN each time). True fp32 still:
+  // TF32 would be some 30 times off; the tolerance allows K = 512's longer sums and split-K candidates' other
+  // order. A workspace size of its own makes a key of its own, not served by a plan made earlier untuned.
+  {
+    ScopedEnv on("KE_CUBLASLT_TUNE", "1");
+    check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5, c::matmul_workspace_bytes() / 4);
+    check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5, c::matmul_workspace_bytes() / 4);
+  }
+  // Tuning off (the default): the heuristic's first answer.
   check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5, c::matmul_workspace_bytes() / 2);
   check_matmul(512, 512, 512, true, c::MatmulEpilogue::bias_relu, "f32", 1e-4, 1e-5, c::matmul_workspace_bytes() / 2);
 }

@@ -64,14 +64,13 @@ std::size_t matmul_workspace_bytes();
 // success, else one line naming the failed call and its status, e.g.
 // "cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED (15); matmul f32 M=33 N=65 K=17 bias_relu".
 // The descriptors and the algorithm are cached per shape, dtype, epilogue, transposition, operand
-// alignment and workspace size. The algorithm is chosen by measurement on the first call for such a key:
-// each of the heuristic's answers that fit the workspace (up to 8) runs on `stream`, 4 times each, into
-// this call's D, and the fastest is kept; D ends holding the chosen algorithm's result. That first call
-// therefore synchronizes `stream` and takes longer (once per key: make it an untimed one). With
-// $KE_CUBLASLT_TUNE=0 the heuristic's first answer is taken untimed and nothing synchronizes;
-// $KE_CUBLASLT_TUNE=log writes each choice (its index in the heuristic's order, 0 = the heuristic's first,
-// and both times) to stderr. Loads the library (without extra directories) if no load_cublaslt call has
-// succeeded yet.
+// alignment and workspace size. The algorithm is the heuristic's first answer, the one PyTorch takes. With
+// $KE_CUBLASLT_TUNE=1 (or =log) it is chosen by measurement on the first call for a key instead: each of the
+// heuristic's answers that fit the workspace (up to 8) runs on `stream`, 4 times each, into this call's D,
+// then the heuristic's first again, and another replaces the first only when 2% faster; D ends holding the
+// chosen algorithm's result, and that first call synchronizes `stream` (once per key: make it an untimed
+// one). =log writes each choice (its index in the heuristic's order, 0 = the first, and both times) to
+// stderr. Loads the library (without extra directories) if no load_cublaslt call has succeeded yet.
 std::string matmul(void* stream, const MatmulCall& call);
 
 // ---- cuBLAS -------------------------------------------------------------------------------------------
