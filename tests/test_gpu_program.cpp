@@ -209,16 +209,11 @@ extern "C" __global__ void bias_relu(const float* t, const float* b, float* y, l
 )P";
 
 // The same with cuBLAS's GEMM (the call torch.mm makes) as the product.
-const char* kLinearGemm = R"P(/* kernelevolve-plan
-{"temporaries": [{"name": "t", "dtype": "f32", "shape": ["M", "N"]}],
- "steps": [{"library": "cublas.gemm", "args": ["x", "w", "t", "M", "N", "K"], "options": {"b_transposed": "true"}},
-           {"kernel": "bias_relu", "grid": ["cdiv(M * N, 256)"], "block": [256], "args": ["t", "b", "y", "M", "N"]}]}
-*/
-extern "C" __global__ void bias_relu(const float* t, const float* b, float* y, long long M, long long N) {
-  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < M * N) y[i] = fmaxf(t[i] + b[i % N], 0.0f);
+std::string linear_gemm() {
+  std::string source = kLinearTwoSteps;
+  const std::string lt = "\"library\": \"cublaslt.matmul\"";
+  return source.replace(source.find(lt), lt.size(), "\"library\": \"cublas.gemm\"");
 }
-)P";
 
 // y = conv2d(x, w, padding 1) + b, NCHW, a 3x3 filter; the reference on the CPU.
 const char* kConvReference = R"(
@@ -357,12 +352,12 @@ TEST_CASE("gpu programs: cuBLASLt's product with its epilogue, alone and before 
   INFO(two.message, "\n", two.compile_log);
   CHECK(two.status == ke::Status::ok);
   CHECK(two.resources.count("step1.share_permille") == 1);
-  const ke::Evaluation gemm = evaluate(spec, kLinearGemm, {});
+  const ke::Evaluation gemm = evaluate(spec, linear_gemm(), {});
   INFO(gemm.message, "\n", gemm.compile_log);
   if (gemm.compile_log.find("cuBLAS cannot be loaded") != std::string::npos) MESSAGE("skipped: " << gemm.compile_log);
   else CHECK(gemm.status == ke::Status::ok);
   // A cublas.gemm step has no epilogue option.
-  std::string with_epilogue = kLinearGemm;
+  std::string with_epilogue = linear_gemm();
   with_epilogue.replace(with_epilogue.find("{\"b_transposed\""), 1, "{\"epilogue\": \"relu\", ");
   const ke::Evaluation refused_option = evaluate(spec, with_epilogue, {});
   CHECK(refused_option.status == ke::Status::invalid);
