@@ -192,8 +192,8 @@ TEST_CASE("pytorch: later trials draw a weight at the module's own scale, not at
 
 TEST_CASE("pytorch: an output that misses a float32 reference is right when it is within the tolerance of float64" *
           doctest::skip(!have_torch())) {
-  // (big + x) - big: float32 gives multiples of 8 where the answer is x. The exact kernel is ok (judged against
-  // the float64 call, and counted), a wrong one is not, whichever reference.
+  // (big + x) - big: float32 misses x by up to 20 tolerances. The exact kernel is ok (judged against the
+  // float64 call, and counted); a wrong one is not, and is too far off to be tried against float64 at all.
   ke::Spec spec = ke::load_pytorch_problem(fixture("cancellation.py"));
   const std::string head =
       "#include <stdint.h>\n" + ke::kernel_signature(spec) + " {\n  for (int64_t i = 0; i < n; ++i) ";
@@ -203,11 +203,12 @@ TEST_CASE("pytorch: an output that misses a float32 reference is right when it i
   const ke::Evaluation exact = evaluator.evaluate({head + "out[i] = x[i];\n}\n", ke::Language::c, {}}, 1);
   REQUIRE_MESSAGE(exact.status == ke::Status::ok, exact.message);
   CHECK(exact.resources.count("float64_checks") == 1);
-  CHECK(exact.resources.at("float64_checks") >= 3);  // every trial's float32 reference missed
+  CHECK(exact.resources.at("float64_checks") >= 1);
   REQUIRE(exact.worst);
   CHECK(exact.worst->excess <= 0.0);  // its worst, against the reference that judged it
   const ke::Evaluation wrong = evaluator.evaluate({head + "out[i] = 2.0f * x[i];\n}\n", ke::Language::c, {}}, 2);
   CHECK(wrong.status == ke::Status::incorrect);
+  CHECK(wrong.resources.count("float64_checks") == 0);
 }
 
 TEST_CASE("pytorch: a reference that kills its own process: the host survives, the failure names the reference" *
