@@ -1,5 +1,6 @@
 // KernelEvolve: evolves faster compute kernels. This header includes every public part.
 #pragma once
+#include "kernelevolve/callable.hpp"
 #include "kernelevolve/candidate.hpp"
 #include "kernelevolve/ceiling_shift.hpp"
 #include "kernelevolve/counters.hpp"

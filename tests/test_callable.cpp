@@ -1,0 +1,131 @@
+// A stored program as a function the host calls (callable.hpp): a run's best node, a CPU program with a
+// temporary, loaded from the database and called on the host's own buffers; its provenance; sizes it was not
+// verified on refused unless asked; nodes that cannot be loaded refused with a reason.
+#include <doctest/doctest.h>
+
+#include <kernelevolve/callable.hpp>
+#include <kernelevolve/device.hpp>
+#include <kernelevolve/error.hpp>
+#include <kernelevolve/fitness.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/cli_runner.hpp"
+
+namespace ke = kernelevolve;
+
+namespace {
+
+const char* kReference = R"(
+#include <stdint.h>
+void centre(const float* x, float* y, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i];
+  const float mean = (float)(s / n);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
+}
+)";
+
+// Two passes through a temporary of per-chunk sums.
+const char* kTwoPass = R"P(#include <stdint.h>
+/* kernelevolve-plan
+{"temporaries": [{"name": "partial", "dtype": "f64", "shape": ["cdiv(n, CHUNK)"]}],
+ "steps": [{"kernel": "partial_sums", "args": ["x", "partial", "n", "CHUNK"]},
+           {"kernel": "finish", "args": ["x", "partial", "y", "n", "cdiv(n, CHUNK)"]}]}
+*/
+void partial_sums(const float* x, double* partial, int64_t n, int64_t chunk) {
+  for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c) {
+    double s = 0;
+    for (int64_t i = c * chunk; i < n && i < (c + 1) * chunk; ++i) s += x[i];
+    partial[c] = s;
+  }
+}
+void finish(const float* x, double* partial, float* y, int64_t n, int64_t chunks) {
+  double s = 0;
+  for (int64_t c = 0; c < chunks; ++c) s += partial[c];
+  const float mean = (float)(s / n);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
+}
+)P";
+
+// Calls `program` on n host floats; the largest error against x - mean(x).
+double call_and_check(ke::CallableProgram& program, std::int64_t n, bool any_shape = false) {
+  std::vector<float> x(static_cast<std::size_t>(n)), y(x.size(), -1.0f);
+  double sum = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) sum += x[i] = static_cast<float>((i * 37) % 101) * 0.25f;
+  void* xp = x.data();
+  void* yp = y.data();
+  void* args[] = {&xp, &yp, &n};
+  program.call(args, any_shape);
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::fabs(y[i] - (x[i] - sum / n)));
+  return worst;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const ke::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE(
+    "a stored program is called on the host's own buffers, refuses sizes it was not verified on, and says "
+    "where it came from") {
+  ke_test::TempDir dir("ke_callable");
+  {
+    std::ofstream(dir / "centre_ref.c") << kReference;
+    std::ofstream(dir / "centre_seed.c") << kTwoPass;
+    std::ofstream(dir / "centre.json") << R"({"name": "centre", "language": "c", "entry": "centre",
+      "params": [{"name": "x", "dtype": "f32", "shape": ["n"], "role": "in"},
+                 {"name": "y", "dtype": "f32", "shape": ["n"], "role": "out"},
+                 {"name": "n", "dtype": "i64", "role": "size"}],
+      "workloads": [{"n": 10000}, {"n": 777}], "tolerance": {"atol": 1e-4, "rtol": 1e-4},
+      "reference": {"file": "centre_ref.c"}, "seed": {"file": "centre_seed.c"},
+      "tunables": {"CHUNK": [256, 1024, 4096]}})";
+  }
+  const std::string db = dir / "centre.db";
+  const auto run = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3");
+  REQUIRE_MESSAGE(run.code == 0, run.err);
+
+  auto cpu = ke::open_device("cpu");
+  const auto program = ke::CallableProgram::load(db, cpu);
+  const ke::Provenance& p = program->provenance();
+  CHECK(p.database == db);
+  CHECK(p.run == 1);
+  CHECK(p.node >= 0);
+  CHECK(p.problem == "centre");
+  CHECK(p.device_class == ke::FitnessEvaluator::device_class(cpu->info()));
+  CHECK(p.speedup > 0);
+  CHECK(call_and_check(*program, 10000) < 1e-3);
+  CHECK(call_and_check(*program, 777) < 1e-3);
+
+  // 500 was never verified: refused, naming what was; run anyway when asked.
+  const std::string refused = error_of([&] { call_and_check(*program, 500); });
+  CHECK_MESSAGE(refused.find("n = 500") != std::string::npos, refused);
+  CHECK(refused.find("n = 777") != std::string::npos);
+  CHECK(refused.find("any_shape") != std::string::npos);
+  CHECK(call_and_check(*program, 500, true) < 1e-3);
+
+  // Node 0, asked for by number, is the seed: the same program at the first CHUNK.
+  const auto seed = ke::CallableProgram::load(db, cpu, {1, 0});
+  CHECK(seed->provenance().node == 0);
+  CHECK(call_and_check(*seed, 10000) < 1e-3);
+
+  // What cannot be loaded says why, naming the database, run and node.
+  std::string why = error_of([&] { ke::CallableProgram::load(db, cpu, {1, 99}); });
+  CHECK_MESSAGE(why.find("has no node 99") != std::string::npos, why);
+  CHECK(why.find(db) != std::string::npos);
+  why = error_of([&] { ke::CallableProgram::load(db, cpu, {7, std::nullopt}); });
+  CHECK_FALSE(why.empty());
+  why = error_of([&] { ke::CallableProgram::load((dir / "none.db"), cpu); });
+  CHECK_FALSE(why.empty());
+}
