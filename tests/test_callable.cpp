@@ -10,47 +10,17 @@
 
 #include <cmath>
 #include <fstream>
-#include <functional>
 #include <string>
 #include <vector>
 
+#include "support/centre_program.hpp"
 #include "support/cli_runner.hpp"
+#include "support/error_of.hpp"
 
 namespace ke = kernelevolve;
+using ke_test::error_of;
 
 namespace {
-
-const char* kReference = R"(
-#include <stdint.h>
-void centre(const float* x, float* y, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += x[i];
-  const float mean = (float)(s / n);
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
-}
-)";
-
-// Two passes through a temporary of per-chunk sums.
-const char* kTwoPass = R"P(#include <stdint.h>
-/* kernelevolve-plan
-{"temporaries": [{"name": "partial", "dtype": "f64", "shape": ["cdiv(n, CHUNK)"]}],
- "steps": [{"kernel": "partial_sums", "args": ["x", "partial", "n", "CHUNK"]},
-           {"kernel": "finish", "args": ["x", "partial", "y", "n", "cdiv(n, CHUNK)"]}]}
-*/
-void partial_sums(const float* x, double* partial, int64_t n, int64_t chunk) {
-  for (int64_t c = 0; c < (n + chunk - 1) / chunk; ++c) {
-    double s = 0;
-    for (int64_t i = c * chunk; i < n && i < (c + 1) * chunk; ++i) s += x[i];
-    partial[c] = s;
-  }
-}
-void finish(const float* x, double* partial, float* y, int64_t n, int64_t chunks) {
-  double s = 0;
-  for (int64_t c = 0; c < chunks; ++c) s += partial[c];
-  const float mean = (float)(s / n);
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
-}
-)P";
 
 // Calls `program` on n host floats; the largest error against x - mean(x).
 double call_and_check(ke::CallableProgram& program, std::int64_t n, bool any_shape = false) {
@@ -66,15 +36,6 @@ double call_and_check(ke::CallableProgram& program, std::int64_t n, bool any_sha
   return worst;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ke::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 }  // namespace
 
 TEST_CASE(
@@ -82,15 +43,9 @@ TEST_CASE(
     "where it came from") {
   ke_test::TempDir dir("ke_callable");
   {
-    std::ofstream(dir / "centre_ref.c") << kReference;
-    std::ofstream(dir / "centre_seed.c") << kTwoPass;
-    std::ofstream(dir / "centre.json") << R"({"name": "centre", "language": "c", "entry": "centre",
-      "params": [{"name": "x", "dtype": "f32", "shape": ["n"], "role": "in"},
-                 {"name": "y", "dtype": "f32", "shape": ["n"], "role": "out"},
-                 {"name": "n", "dtype": "i64", "role": "size"}],
-      "workloads": [{"n": 10000}, {"n": 777}], "tolerance": {"atol": 1e-4, "rtol": 1e-4},
-      "reference": {"file": "centre_ref.c"}, "seed": {"file": "centre_seed.c"},
-      "tunables": {"CHUNK": [256, 1024, 4096]}})";
+    std::ofstream(dir / "centre_ref.c") << ke_test::kCentreReference;
+    std::ofstream(dir / "centre_seed.c") << ke_test::centre_two_pass();
+    std::ofstream(dir / "centre.json") << ke_test::kCentreSpecJson;
   }
   const std::string db = dir / "centre.db";
   const auto run = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3");

@@ -11,6 +11,7 @@
 
 #include <string>
 
+#include "support/centre_program.hpp"
 #include "support/gpu_under_test.hpp"
 #include "triton/triton_compiler.hpp"
 
@@ -32,17 +33,6 @@ bool triton_here() {
   }();
   return here;
 }
-
-// y = x - mean(x), checked by a C reference on the CPU.
-const char* kCentreReference = R"(
-#include <stdint.h>
-void centre(const float* x, float* y, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += x[i];
-  const float mean = (float)(s / n);
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
-}
-)";
 
 // Three kernels, two temporaries: per-block sums, their mean, the subtraction. `reach` lets a test make the
 // first kernel skip the last block (its partial sum then stays poisoned) or the third write out of bounds.
@@ -97,7 +87,7 @@ ke::Spec centre_spec(ke::Language language, const std::string& seed) {
               {"n", ke::DType::i64, ke::Role::size, {}, 0}};
   s.workloads = {{{"n", 1 << 20}}, {{"n", 1001}}};
   s.tolerance = {1e-3, 1e-3};
-  s.reference.source = kCentreReference;
+  s.reference.source = ke_test::kCentreReference;
   s.reference.language = ke::Language::c;
   s.reference.device = "cpu";
   s.seed.source = seed;

@@ -14,22 +14,14 @@
 #include <string>
 
 #include "mutators/answer.hpp"
+#include "support/centre_program.hpp"
 #include "support/cli_runner.hpp"
 
 namespace ke = kernelevolve;
+using ke_test::centre_two_pass;
+using ke_test::kCentreReference;
 
 namespace {
-
-// y[i] = x[i] - mean(x): the reference in one pass over a running sum.
-const char* kReference = R"(
-#include <stdint.h>
-void centre(const float* x, float* y, int64_t n) {
-  double s = 0;
-  for (int64_t i = 0; i < n; ++i) s += x[i];
-  const float mean = (float)(s / n);
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
-}
-)";
 
 ke::Spec centre_spec() {
   ke::Spec s;
@@ -41,42 +33,11 @@ ke::Spec centre_spec() {
               {"n", ke::DType::i64, ke::Role::size, {}, 0}};
   s.workloads = {{{"n", 10000}}, {{"n", 777}}};
   s.tolerance = {1e-4, 1e-4};
-  s.reference.source = kReference;
-  s.seed.source = kReference;
+  s.reference.source = kCentreReference;
+  s.seed.source = kCentreReference;
   s.tunables = {{"CHUNK", {256, 1024}}};
   s.validate();
   return s;
-}
-
-// Two passes: partial sums of CHUNK elements into a temporary, then the mean from them and the output.
-// `first_pass_end` lets a test leave the last partial sum unwritten.
-std::string two_pass(const std::string& plan_shape = "\"cdiv(n, CHUNK)\"", const std::string& first_pass_end = "chunks",
-                     const std::string& second_kernel = "finish") {
-  return std::string(R"P(#include <stdint.h>
-/* kernelevolve-plan
-{"temporaries": [{"name": "partial", "dtype": "f64", "shape": [)P") +
-         plan_shape + R"P(]}],
- "steps": [{"kernel": "partial_sums", "args": ["x", "partial", "n", "CHUNK"]},
-           {"kernel": ")P" +
-         second_kernel +
-         R"P(", "args": ["x", "partial", "y", "n", "cdiv(n, CHUNK)"]}]}
-*/
-void partial_sums(const float* x, double* partial, int64_t n, int64_t chunk) {
-  const int64_t chunks = (n + chunk - 1) / chunk;
-  for (int64_t c = 0; c < )P" +
-         first_pass_end + R"P(; ++c) {
-    double s = 0;
-    for (int64_t i = c * chunk; i < n && i < (c + 1) * chunk; ++i) s += x[i];
-    partial[c] = s;
-  }
-}
-void finish(const float* x, double* partial, float* y, int64_t n, int64_t chunks) {
-  double s = 0;
-  for (int64_t c = 0; c < chunks; ++c) s += partial[c];
-  const float mean = (float)(s / n);
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - mean;
-}
-)P";
 }
 
 ke::EvalOptions quick() {
@@ -106,7 +67,7 @@ std::string plan_error(const ke::Spec& spec, const std::string& plan, ke::Langua
 
 TEST_CASE("a source without a plan runs the spec's one kernel, with the spec's params and launch") {
   ke::Spec spec = centre_spec();
-  const ke::Plan plan = ke::plan_of(spec, kReference, ke::Language::c);
+  const ke::Plan plan = ke::plan_of(spec, kCentreReference, ke::Language::c);
   CHECK_FALSE(plan.declared);
   REQUIRE(plan.steps.size() == 1);
   CHECK(plan.steps[0].kernel == "centre");
@@ -120,7 +81,7 @@ TEST_CASE("a source without a plan runs the spec's one kernel, with the spec's p
 
 TEST_CASE("a declared plan: temporaries, steps, arguments by name or expression, bound per workload") {
   const ke::Spec spec = centre_spec();
-  const ke::Plan plan = ke::plan_of(spec, two_pass(), ke::Language::c);
+  const ke::Plan plan = ke::plan_of(spec, centre_two_pass(), ke::Language::c);
   CHECK(plan.declared);
   REQUIRE(plan.temporaries.size() == 1);
   CHECK(plan.temporaries[0].dtype == ke::DType::f64);
@@ -176,20 +137,20 @@ TEST_CASE("a plan that cannot run says what is wrong") {
 
 TEST_CASE("the plan is code: it is part of a node's identity, and a tunable it reads is live") {
   const ke::Spec spec = centre_spec();
-  const ke::Candidate a{two_pass(), ke::Language::c, {{"CHUNK", 256}}};
-  const ke::Candidate b{two_pass("\"cdiv(n, CHUNK) + 1\""), ke::Language::c, {{"CHUNK", 256}}};
+  const ke::Candidate a{centre_two_pass(), ke::Language::c, {{"CHUNK", 256}}};
+  const ke::Candidate b{centre_two_pass("\"cdiv(n, CHUNK) + 1\""), ke::Language::c, {{"CHUNK", 256}}};
   CHECK(a.code_key() != b.code_key());
   // Other comments still do not count.
-  const ke::Candidate c{"// a note\n" + two_pass(), ke::Language::c, {{"CHUNK", 256}}};
+  const ke::Candidate c{"// a note\n" + centre_two_pass(), ke::Language::c, {{"CHUNK", 256}}};
   CHECK(a.code_key() == c.code_key());
   // CHUNK appears in the plan only (the kernels take it as an argument), and is live.
-  CHECK(ke::mutators::tunable_is_live(spec, two_pass(), ke::Language::c, "CHUNK"));
-  CHECK_FALSE(ke::mutators::tunable_is_live(spec, kReference, ke::Language::c, "CHUNK"));
+  CHECK(ke::mutators::tunable_is_live(spec, centre_two_pass(), ke::Language::c, "CHUNK"));
+  CHECK_FALSE(ke::mutators::tunable_is_live(spec, kCentreReference, ke::Language::c, "CHUNK"));
 }
 
 TEST_CASE("a two-pass CPU program with a temporary is verified and timed, with each step's share") {
   const ke::Spec spec = centre_spec();
-  const ke::Evaluation e = evaluate(spec, two_pass());
+  const ke::Evaluation e = evaluate(spec, centre_two_pass());
   INFO(e.message, "\n", e.compile_log);
   REQUIRE(e.status == ke::Status::ok);
   CHECK(e.timings.size() == 2);
@@ -198,7 +159,7 @@ TEST_CASE("a two-pass CPU program with a temporary is verified and timed, with e
   CHECK(shares >= 998);
   CHECK(shares <= 1002);
   // The diagnosis names each step by its kernel and gives its share.
-  const ke::Candidate program{two_pass(), ke::Language::c, {{"CHUNK", 256}}};
+  const ke::Candidate program{centre_two_pass(), ke::Language::c, {{"CHUNK", 256}}};
   const auto d = ke::diagnose(spec, program.tunables, e, ke::open_device("cpu")->info(), &program);
   REQUIRE(d.has_value());
   REQUIRE(d->steps.size() == 2);
@@ -208,12 +169,12 @@ TEST_CASE("a two-pass CPU program with a temporary is verified and timed, with e
   CHECK(ke::diagnosis_text(*d).find("step 2 finish") != std::string::npos);
   CHECK(ke::diagnosis_json(*d).find("\"name\": \"partial_sums\"") != std::string::npos);
   // Another point of the tunable: another size of temporary, still right.
-  CHECK(evaluate(spec, two_pass(), {{"CHUNK", 1024}}).status == ke::Status::ok);
+  CHECK(evaluate(spec, centre_two_pass(), {{"CHUNK", 1024}}).status == ke::Status::ok);
 }
 
 TEST_CASE("a temporary left unwritten holds the poison, and the answer is wrong") {
   const ke::Spec spec = centre_spec();
-  const ke::Evaluation e = evaluate(spec, two_pass("\"cdiv(n, CHUNK)\"", "chunks - 1"));
+  const ke::Evaluation e = evaluate(spec, centre_two_pass("\"cdiv(n, CHUNK)\"", "chunks - 1"));
   CHECK(e.status == ke::Status::incorrect);
   CHECK(e.message.find("wrong output") != std::string::npos);
 }
@@ -222,20 +183,21 @@ TEST_CASE("temporaries beyond the device's bound are refused, with the bytes") {
   const ke::Spec spec = centre_spec();
   ke::EvalOptions options = quick();
   options.device_memory_bytes = std::size_t{64} << 20;  // a 64 MiB device allows 16 MiB of temporaries
-  const ke::Evaluation e = evaluate(spec, two_pass("\"n\", 1000"), {{"CHUNK", 256}}, options);
+  const ke::Evaluation e = evaluate(spec, centre_two_pass("\"n\", 1000"), {{"CHUNK", 256}}, options);
   CHECK(e.status == ke::Status::invalid);
   CHECK(e.message.find("80000000 bytes") != std::string::npos);
   CHECK(e.message.find("16777216") != std::string::npos);
   // Within the bound, the same plan runs.
-  CHECK(evaluate(spec, two_pass("\"n\", 2"), {{"CHUNK", 256}}, options).status == ke::Status::ok);
+  CHECK(evaluate(spec, centre_two_pass("\"n\", 2"), {{"CHUNK", 256}}, options).status == ke::Status::ok);
 }
 
 TEST_CASE("a plan that launches a kernel the source lacks, or is malformed, makes the node invalid") {
   const ke::Spec spec = centre_spec();
-  const ke::Evaluation missing = evaluate(spec, two_pass("\"cdiv(n, CHUNK)\"", "chunks", "finsh"));
+  const ke::Evaluation missing = evaluate(spec, centre_two_pass("\"cdiv(n, CHUNK)\"", "chunks", "finsh"));
   CHECK(missing.status == ke::Status::invalid);
   CHECK(missing.message.find("'finsh' that its plan launches") != std::string::npos);
-  const ke::Evaluation malformed = evaluate(spec, "/* kernelevolve-plan {\"steps\": 3} */\n" + std::string(kReference));
+  const ke::Evaluation malformed =
+      evaluate(spec, "/* kernelevolve-plan {\"steps\": 3} */\n" + std::string(kCentreReference));
   CHECK(malformed.status == ke::Status::invalid);
   CHECK(malformed.message.find("steps") != std::string::npos);
 }
@@ -256,15 +218,9 @@ TEST_CASE("a spec may forbid library steps; the field reads back, and anything b
 TEST_CASE("through the tool: a program is searched, stored, reused by a later run, and printed with its plan") {
   ke_test::TempDir dir("ke_program");
   {
-    std::ofstream(dir / "centre_ref.c") << kReference;
-    std::ofstream(dir / "centre_seed.c") << two_pass();
-    std::ofstream(dir / "centre.json") << R"({"name": "centre", "language": "c", "entry": "centre",
-      "params": [{"name": "x", "dtype": "f32", "shape": ["n"], "role": "in"},
-                 {"name": "y", "dtype": "f32", "shape": ["n"], "role": "out"},
-                 {"name": "n", "dtype": "i64", "role": "size"}],
-      "workloads": [{"n": 10000}, {"n": 777}], "tolerance": {"atol": 1e-4, "rtol": 1e-4},
-      "reference": {"file": "centre_ref.c"}, "seed": {"file": "centre_seed.c"},
-      "tunables": {"CHUNK": [256, 1024, 4096]}})";
+    std::ofstream(dir / "centre_ref.c") << kCentreReference;
+    std::ofstream(dir / "centre_seed.c") << centre_two_pass();
+    std::ofstream(dir / "centre.json") << ke_test::kCentreSpecJson;
   }
   const std::string db = dir / "centre.db";
   const auto first = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3 --json");

@@ -28,6 +28,7 @@
 #include "support/grid_spec.hpp"
 
 #include "support/cli_runner.hpp"
+#include "support/error_of.hpp"
 
 namespace ke = kernelevolve;
 namespace fs = std::filesystem;
@@ -42,6 +43,7 @@ struct TempDir : ke_test::TempDir {
 };
 
 using ke::testing::grid_spec;
+using ke_test::error_of;
 
 // A known cost surface with every kind of result: A == 2 fails to compile (with a log), B == 2 answers wrong
 // (with a worst mismatch), the rest is ok with resources. Counts its calls.
@@ -142,15 +144,6 @@ void exec_sql(const std::string& path, const std::string& sql) {
   sqlite3_free(err);
   sqlite3_close(db);
   REQUIRE(rc == SQLITE_OK);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const ke::Error& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
