@@ -272,21 +272,23 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
     return nullptr;
   };
   try {
-    if (name == "cublaslt.matmul") {
+    if (name == "cublaslt.matmul" || name == "cublas.gemm") {
+      const bool classic = name == "cublas.gemm";  // cuBLAS's GEMM: no epilogue
       MatmulEpilogue epilogue = MatmulEpilogue::none;
       bool transposed = false;
       for (const auto& [key, text] : options) {
-        if (key == "epilogue") {
+        if (key == "epilogue" && !classic) {
           const auto e = parse_epilogue(text);
           if (!e)
             return error("cublaslt.matmul: epilogue '" + text +
                          "' is not none, relu, gelu, bias, bias_relu or bias_gelu");
           epilogue = *e;
         } else if (key == "b_transposed") {
-          if (text != "true" && text != "false") return error("cublaslt.matmul: b_transposed is \"true\" or \"false\"");
+          if (text != "true" && text != "false") return error(name + ": b_transposed is \"true\" or \"false\"");
           transposed = text == "true";
         } else {
-          return error("cublaslt.matmul has no option '" + key + "' (epilogue, b_transposed)");
+          return error(name + " has no option '" + key + "' " +
+                       (classic ? "(b_transposed; cublaslt.matmul has epilogues)" : "(epilogue, b_transposed)"));
         }
       }
       const bool bias = epilogue == MatmulEpilogue::bias || epilogue == MatmulEpilogue::bias_relu ||
@@ -297,23 +299,9 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
         return error(why);
       if (bias && signature.size() != 7)
         return error(std::string("cublaslt.matmul: the epilogue ") + to_string(epilogue) + " needs a bias");
-      const LibraryLoad load = load_cublaslt(vendor_library_dirs());
-      if (!load.ok) return error("cuBLASLt cannot be loaded: " + load.why);
-      return std::make_shared<MatmulStep>(device, signature, epilogue, transposed, false);
-    }
-    if (name == "cublas.gemm") {
-      bool transposed = false;
-      for (const auto& [key, text] : options) {
-        if (key != "b_transposed")
-          return error("cublas.gemm has no option '" + key + "' (b_transposed; cublaslt.matmul has epilogues)");
-        if (text != "true" && text != "false") return error("cublas.gemm: b_transposed is \"true\" or \"false\"");
-        transposed = text == "true";
-      }
-      if (std::string why = check_signature(name, signature, 3, 3, 0, "A, B, D, M, N, K"); !why.empty())
-        return error(why);
-      const LibraryLoad load = load_cublas(vendor_library_dirs());
-      if (!load.ok) return error("cuBLAS cannot be loaded: " + load.why);
-      return std::make_shared<MatmulStep>(device, signature, MatmulEpilogue::none, transposed, true);
+      const LibraryLoad load = classic ? load_cublas(vendor_library_dirs()) : load_cublaslt(vendor_library_dirs());
+      if (!load.ok) return error(std::string(classic ? "cuBLAS" : "cuBLASLt") + " cannot be loaded: " + load.why);
+      return std::make_shared<MatmulStep>(device, signature, epilogue, transposed, classic);
     }
     if (name == "cudnn.conv2d") {
       ConvCall c;
