@@ -40,6 +40,7 @@ enum class Tag : std::uint32_t {
   result,
   evolver,
   store,
+  program,
 };
 
 // An error raised inside the C layer itself.
@@ -195,6 +196,13 @@ struct ke_store : capi::Handle<capi::Tag::store> {
   std::shared_ptr<ke::Store> store;
   mutable std::mutex mutex;                          // guards the texts for concurrent const calls
   mutable std::map<std::string, std::string> texts;  // what show, best and export returned, kept till destroy
+};
+
+struct ke_program : capi::Handle<capi::Tag::program> {
+  static constexpr const char* kName = "ke_program";
+  std::unique_ptr<ke::CallableProgram> program;
+  std::string provenance_json, spec_json;
+  std::atomic<std::int64_t> calls{0};
 };
 
 struct ke_mutation : capi::Handle<capi::Tag::mutation> {

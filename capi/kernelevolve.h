@@ -669,6 +669,71 @@ KE_API ke_status ke_evolver_resume(ke_result** out, ke_evolver* evolver, int64_t
  * a check. */
 KE_API ke_status ke_result_run_id(int64_t* out, const ke_result* result);
 
+/* ---------------------------------------------------------------------------------------------------
+ * Program: what a run found, put to use. A verified node of a run database (the run's best by default),
+ * compiled once for a device of the class it was verified on, and called on the caller's own buffers: CUDA and
+ * HIP in the GPU's primary context (the CUDA and HIP runtimes' and PyTorch's) on the caller's stream, the CPU
+ * on the calling thread. Programs of several kernels, temporaries and library steps are called the same way.
+ *
+ * A stored program is code that runs in the caller's process, with the caller's rights, outside any sandbox:
+ * load only databases you trust, as you would a shared library.
+ */
+
+typedef struct ke_program ke_program;
+
+typedef struct ke_program_options {
+  unsigned int version;
+  int64_t run;        /* 0: the database's latest run */
+  int64_t node;       /* -1: the run's best (the node its end chose, or the graph's fastest) */
+  const char* device; /* "cpu", "cuda", "cuda:N", "hip", "hip:N"; NULL: the kind it was verified on, device 0 */
+} ke_program_options;
+#define KE_PROGRAM_OPTIONS_VERSION 1
+#define KE_PROGRAM_OPTIONS_INIT \
+  { KE_PROGRAM_OPTIONS_VERSION, 0, -1, NULL }
+KE_API ke_status ke_program_options_init(ke_program_options* options, unsigned int version);
+
+/* Loads and compiles the node. KE_ERROR_INVALID_ARGUMENT, naming the database, run and node, when there is no
+ * such run or node, the node was not verified, it was verified on another class of device (another GPU model),
+ * or it does not compile here; KE_ERROR_DEVICE_UNAVAILABLE when the device cannot be opened. */
+KE_API ke_status ke_program_load(ke_program** out, const char* database, const ke_program_options* options);
+KE_API ke_status ke_program_destroy(ke_program* program);
+
+/* The signature: the spec's params in order (what a call's `args` follow). `role` is "in", "out", "inout",
+ * "size" or "scalar"; `dtype` as a spec writes it ("f32", "i64", ...). */
+KE_API ke_status ke_program_param_count(size_t* out, const ke_program* program);
+KE_API ke_status ke_program_param(const char** name, const char** dtype, const char** role, const ke_program* program,
+                                  size_t index);
+/* The shape of buffer param `index` when the size params take `sizes` (`count` values, in the order the size
+ * params come in the signature): `*ndim` dimensions written to `dims`, which holds `capacity`
+ * (KE_ERROR_INVALID_ARGUMENT when too few, with `*ndim` still set). What a caller allocates outputs by. */
+KE_API ke_status ke_program_shape(int64_t* dims, size_t capacity, size_t* ndim, const ke_program* program, size_t index,
+                                  const int64_t* sizes, size_t count);
+
+/* Flags of ke_program_call. */
+#define KE_PROGRAM_ANY_SHAPE 1u /* run on sizes and scalars it was not verified on */
+#define KE_PROGRAM_WAIT 2u      /* GPU: run on the library's own stream and return when done (`stream` NULL) */
+
+/* Runs the program on `args` (`count` of them, one per param, in order): for a buffer, a pointer to the pointer
+ * to its data (device memory for a GPU program, holding the elements its shape gives at these sizes); for a
+ * size or scalar, a pointer to its value in its dtype. On a GPU it is queued on `stream` (a CUstream or
+ * hipStream_t; NULL: the default stream) and the call returns without waiting, as a kernel launch does, so a
+ * CUDA graph can capture it; on the CPU it runs now, on this thread, and `stream` must be NULL.
+ * KE_ERROR_INVALID_ARGUMENT when the sizes and scalars are not a workload it was verified on (the message says
+ * which were), unless KE_PROGRAM_ANY_SHAPE; KE_ERROR_INTERNAL when a step fails to run. Temporaries are
+ * allocated at the first call of each size and kept; one call at a time per program, and calls on different
+ * streams must be ordered by the caller. */
+KE_API ke_status ke_program_call(ke_program* program, void* const* args, size_t count, void* stream,
+                                 unsigned int flags);
+/* Whether `args` (as ke_program_call takes them) are sizes and scalars it was verified on: 1 or 0 in `*out`. */
+KE_API ke_status ke_program_verified(int* out, const ke_program* program, void* const* args, size_t count);
+/* Calls made so far (each ke_program_call that queued or ran the program): proof that a host called it. */
+KE_API ke_status ke_program_calls(int64_t* out, const ke_program* program);
+
+/* Where it came from, as JSON: {"database", "run", "node", "problem", "device_class", "speedup"}. */
+KE_API ke_status ke_program_provenance_json(const char** out, const ke_program* program);
+/* The problem's spec as JSON, sources inline (a PyTorch problem's module under "reference"). */
+KE_API ke_status ke_program_spec_json(const char** out, const ke_program* program);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

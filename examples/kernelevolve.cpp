@@ -53,6 +53,7 @@ const char* kUsage =
     "  kernelevolve show DB [--run ID] --node N            one node in full: times, diagnosis, resources, compiler log\n"
     "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines (a comment for Triton)\n"
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
+    "  kernelevolve export DB [--run ID] [--node N] --format torch -o op.py   the best node as a PyTorch operator\n"
     "  kernelevolve devices [--json] [--sandbox-info]    the devices found, with their properties; the sandbox\n"
     "run 'kernelevolve COMMAND --help' for a command's options\n";
 
@@ -1139,9 +1140,11 @@ int cmd_export(const std::vector<std::string>& args) {
   po::options_description d("export options");
   std::string db, output, format;
   ke::RunId run_id = 0;
+  ke::NodeId node = -1;
   d.add_options()("run", po::value(&run_id), "the run (default: the latest)")(
-      "format", po::value(&format), "json or dot (Graphviz)")("output,o", po::value(&output),
-                                                              "write to FILE (default: standard output)");
+      "format", po::value(&format), "json or dot (Graphviz): the run's graph; torch: a PyTorch operator's module")(
+      "node", po::value(&node), "torch: the node (default: the run's best)")(
+      "output,o", po::value(&output), "write to FILE (default: standard output)");
   po::variables_map vm = parse_db_command(args, d, db);
   if (vm.count("help") || db.empty()) {
     (vm.count("help") ? std::cout : std::cerr) << kUsage << d;
@@ -1149,10 +1152,24 @@ int cmd_export(const std::vector<std::string>& args) {
   }
   if (format.empty() && output.size() > 4) format = output.substr(output.rfind('.') + 1);
   if (format == "gv") format = "dot";
-  if (format != "json" && format != "dot") {
-    throw ke::Error(ke::ErrorCode::BadUsage, "--format must be json or dot");
+  if (format == "py") format = "torch";
+  if (format != "json" && format != "dot" && format != "torch") {
+    throw ke::Error(ke::ErrorCode::BadUsage, "--format must be json, dot or torch");
   }
+  if (vm.count("node") && format != "torch") throw ke::Error(ke::ErrorCode::BadUsage, "--node is for --format torch");
   const StoredRun r = open_run(db, vm, run_id);
+  if (format == "torch") {
+    ke::CallableChoice choice;
+    choice.run = r.run;
+    if (vm.count("node")) choice.node = node;
+    const ke::StoredProgram found = ke::find_stored_program(db, choice);
+    write_output(ke::torch_module_source(found.provenance, output == "-" ? "" : output), output);
+    if (!output.empty() && output != "-") {
+      std::cerr << "kernelevolve: wrote " << output << ": run " << found.provenance.run << ", node "
+                << found.provenance.node << " of " << db << " as a PyTorch operator (import it; see its docstring)\n";
+    }
+    return 0;
+  }
   write_output(format == "json" ? ke::export_json(*r.store, r.run) : ke::export_dot(*r.store, r.run), output);
   return 0;
 }

@@ -33,6 +33,20 @@ if(NOT workers OR NOT configs OR NOT pcs)
                       "pkg-config file (${pcs})")
 endif()
 
+# The Python package, beside the library it names: importable from the prefix, loading that library.
+file(GLOB_RECURSE py_library ${prefix}/_library.py)
+if(NOT py_library)
+  message(FATAL_ERROR "the install has no Python package kernelevolve (kernelevolve/_library.py)")
+endif()
+get_filename_component(py_dir ${py_library} DIRECTORY)
+get_filename_component(py_dir ${py_dir} DIRECTORY)
+find_program(PYTHON3 python3)
+if(PYTHON3 AND NOT SANITIZE)
+  set(ENV{PYTHONPATH} ${py_dir})
+  run("importing the installed Python package" ${PYTHON3} -c
+      "import kernelevolve, sys; p = kernelevolve.library_path(); print(p); sys.exit(not p.startswith('${prefix}/'))")
+endif()
+
 # Under KE_SANITIZE the installed libraries need the sanitizer runtime in the programs that load them.
 set(sanitize_flags)
 if(SANITIZE)

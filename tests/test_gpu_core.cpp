@@ -21,6 +21,7 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "devices/gpu/common.hpp"
@@ -51,12 +52,17 @@ struct FakeGpu {
   // The SM the occupancy calculator answers for (an H100's limits), and what each kernel uses of it.
   int registers = 32;  // per thread, every kernel
   int occupancy_queries = 0;
+  // The stream calls run on (the device's own unless a caller's was swapped in), each launch's, and the waits.
+  void* stream = reinterpret_cast<void*>(0x5742);
+  std::vector<void*> launch_streams;
+  int synchronizes = 0;
   static constexpr int kRegistersPerSm = 65536, kSharedPerSm = 233472, kThreadsPerSm = 2048, kBlocksPerSm = 32;
 };
 
 class FakeDriver final : public gpu::Driver {
  public:
-  void* stream() override { return nullptr; }
+  void* stream() override { return gpu_->stream; }
+  void* swap_stream(void* stream) override { return std::exchange(gpu_->stream, stream); }
   explicit FakeDriver(std::shared_ptr<FakeGpu> gpu) : gpu_(std::move(gpu)) { gpu_->driver_alive = true; }
   ~FakeDriver() override { gpu_->driver_alive = false; }
   void make_current() override {}
@@ -67,6 +73,7 @@ class FakeDriver final : public gpu::Driver {
   }
   gpu::Status synchronize_device() override { return status(0, "fakeCtxSynchronize"); }
   gpu::Status synchronize() override {
+    ++gpu_->synchronizes;
     const int code = gpu_->pending;
     gpu_->pending = 0;
     if (code) gpu_->lost = true;
@@ -150,6 +157,7 @@ class FakeDriver final : public gpu::Driver {
                      void** args) override {
     if (gpu_->lost) return status(kIllegalAddress, "fakeLaunchKernel");
     if (block[0] * block[1] * block[2] > 1024) return status(kOutOfResources, "fakeLaunchKernel");
+    gpu_->launch_streams.push_back(gpu_->stream);
     gpu_->pending = (*static_cast<FakeGpu::HostKernel*>(fn))(grid, block, args);
     return status(0, "fakeLaunchKernel");
   }
@@ -538,6 +546,50 @@ TEST_CASE("gpu core: launches: dimensions, another device's kernel, the shared m
   CHECK(device.healthy());  // benign errors leave the device usable
   dims.block[0] = 256;
   CHECK(device.launch(*c.kernel, args, dims, true, true).ok);
+}
+
+TEST_CASE("gpu core: a program's steps queue on the caller's stream, unwaited, and the device's own comes back") {
+  auto g = make_fake_gpu();
+  FakeDevice device(g);
+  const ke::CompileResult c = device.compile(source(kTwice, "twice"));
+  REQUIRE_MESSAGE(c.ok(), c.log);
+  const long long n = 256;
+  std::vector<float> x(n, 1.5f);
+  auto bx = device.allocate(n * 4), by = device.allocate(n * 4);
+  bx->upload(x.data(), n * 4);
+  void* px = bx->data();
+  void* py = by->data();
+  void* args[] = {&px, &py, const_cast<long long*>(&n)};
+  ke::LaunchDims dims;
+  dims.grid[0] = 1;
+  dims.block[0] = 256;
+  const std::vector<ke::LaunchStep> steps{{c.kernel.get(), args, dims}, {c.kernel.get(), args, dims}};
+  void* const own = g->stream;
+  void* const callers = reinterpret_cast<void*>(0xca11e5);
+  g->launch_streams.clear();
+  const int waits = g->synchronizes;
+  ke::LaunchResult r = device.enqueue_steps(steps, callers);
+  REQUIRE_MESSAGE(r.ok, r.error);
+  CHECK(g->launch_streams == std::vector<void*>{callers, callers});
+  CHECK(g->synchronizes == waits);  // not waited for: the caller's stream orders what follows
+  CHECK(g->stream == own);
+  std::vector<float> y(n);
+  by->download(y.data(), n * 4);
+  CHECK(y[255] == 3.f);
+
+  g->launch_streams.clear();
+  REQUIRE(device.launch_steps(steps).ok);
+  CHECK(g->launch_streams == std::vector<void*>{own, own});
+  CHECK(g->synchronizes > waits);
+
+  // A step that cannot be queued is named, and the device's stream still comes back.
+  dims.block[0] = 2048;
+  const std::vector<ke::LaunchStep> bad{{c.kernel.get(), args, ke::LaunchDims{}}, {c.kernel.get(), args, dims}};
+  r = device.enqueue_steps(bad, callers);
+  CHECK_FALSE(r.ok);
+  CHECK(r.failed_step == 1);
+  CHECK(g->stream == own);
+  CHECK(device.healthy());
 }
 
 TEST_CASE("gpu core: a kernel's fault poisons the device, and every later compile and launch says why") {

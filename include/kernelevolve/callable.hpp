@@ -6,7 +6,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "kernelevolve/candidate.hpp"
 #include "kernelevolve/device.hpp"
 #include "kernelevolve/search_graph.hpp"
 #include "kernelevolve/spec.hpp"
@@ -31,11 +33,27 @@ struct Provenance {
   double speedup = 0;        // over the run's first node, as the run measured it
 };
 
+// A stored node as the store holds it: its problem, its code and where it came from.
+struct StoredProgram {
+  Spec spec;
+  Candidate candidate;
+  Provenance provenance;
+};
+
+// The node `choice` names, found but not compiled. Throws Error(BadUsage), naming the database, run and node,
+// when there is no such run or node or the node was not verified (its status is not ok).
+StoredProgram find_stored_program(const std::string& database, const CallableChoice& choice = {});
+
+// A small Python module that loads the node `p` names as a PyTorch operator through the package kernelevolve
+// (`kernelevolve export --format torch`), for a user to commit beside their model: `op` and `replace(model,
+// target)`. The database is named relative to the module when it lies beside `module_path`, else absolutely.
+std::string torch_module_source(const Provenance& p, const std::string& module_path);
+
 class CallableProgram {
  public:
-  // Loads the node and compiles it for `device`. Throws Error(BadUsage), naming the database, run and node,
-  // when there is no such run or node, the node was not verified (its status is not ok), it was verified on
-  // another class of device than `device`'s, or it does not compile there.
+  // Loads the node and compiles it for `device` (null: device 0 of the kind it was verified on). Throws
+  // Error(BadUsage), naming the database, run and node, when there is no such run or node, the node was not verified
+  // (its status is not ok), it was verified on another class of device than `device`'s, or it does not compile there.
   static std::unique_ptr<CallableProgram> load(const std::string& database, std::shared_ptr<Device> device,
                                                const CallableChoice& choice = {});
   ~CallableProgram();
@@ -46,16 +64,28 @@ class CallableProgram {
   // buffer, a pointer to the pointer to its data (on `device`, holding the elements its shape gives at these
   // sizes); for a size or scalar, a pointer to its value in its dtype. The sizes and scalars must be those of
   // a workload the node was verified on, unless `any_shape`: Error(BadUsage) otherwise, saying which were
-  // verified. A program's temporaries are allocated for the call. Throws Error(Internal) when a step fails.
-  // The call returns when the program has finished: on a GPU it runs on the device's own stream (not yet the
-  // caller's) and is waited for. One call at a time per CallableProgram.
+  // verified. Throws Error(Internal) when a step fails. On a GPU it runs on the device's own stream and the
+  // call returns when the program has finished.
   void call(void** args, bool any_shape = false);
+  // The same, queued on the caller's `stream` (a CUstream or hipStream_t of the GPU's primary context, the one
+  // the CUDA and HIP runtimes and PyTorch use; null: the default stream), returning without waiting, as a
+  // kernel launch does; so it can be captured in a CUDA graph. On the CPU it runs on the calling thread, and
+  // `stream` must be null. A program's temporaries are allocated at the first call of each size and kept:
+  // calls of one CallableProgram on different streams must be ordered by the caller, as for any workspace.
+  void enqueue(void** args, void* stream, bool any_shape = false);
+
+  // The shape of buffer param `index` at `sizes` (every size param bound); Error(BadUsage) otherwise.
+  std::vector<std::int64_t> shape(std::size_t index, const Bindings& sizes) const;
+  // The sizes `args` give (as call() reads them), and whether they and the scalars are a verified workload;
+  // `why` says what is not.
+  bool verified(void** args, Bindings& sizes, std::string& why) const;
 
   const Spec& spec() const;
   const Provenance& provenance() const;
 
  private:
   CallableProgram();
+  void run(void** args, void* stream, bool any_shape, bool wait);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -179,6 +179,12 @@ class Device {
   // in LaunchResult::failed_step. The default launches the steps one by one through launch().
   virtual LaunchResult launch_steps(const std::vector<LaunchStep>& steps, bool timed = false, bool flush_cache = false,
                                     std::vector<double>* each = nullptr);
+  // Queues a program's steps on the caller's `stream` (a CUstream or hipStream_t of the device's primary
+  // context, the one the CUDA and HIP runtimes use; null: the default stream) and returns without waiting, as
+  // a kernel launch does: a callable program (callable.hpp) runs so inside a host's own work. A failure to queue
+  // names its step. The default, for a device without streams (the CPU), runs them now on the calling thread
+  // and takes no stream.
+  virtual LaunchResult enqueue_steps(const std::vector<LaunchStep>& steps, void* stream);
   // What the device can say of `kernel` launched in `dims` beyond Kernel::resources(), where only the launch
   // tells (the block is the spec's rule): on a GPU "block_threads" and "dynamic_shared_bytes" as launched,
   // "active_blocks_per_sm" by the driver's occupancy calculator and "occupancy_pct", the warps those blocks

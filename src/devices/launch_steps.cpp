@@ -21,4 +21,14 @@ LaunchResult Device::launch_steps(const std::vector<LaunchStep>& steps, bool tim
   return total;
 }
 
+LaunchResult Device::enqueue_steps(const std::vector<LaunchStep>& steps, void* stream) {
+  if (stream) {
+    LaunchResult r;
+    r.ok = false;
+    r.error = info().id + ": a stream was given, but this device runs a program on the calling thread";
+    return r;
+  }
+  return launch_steps(steps);
+}
+
 }  // namespace kernelevolve

@@ -127,7 +127,12 @@ void ProgramLaunch::poison() {
 
 LaunchResult ProgramLaunch::run(bool timed, bool flush_cache, std::vector<double>* each) {
   poison();
-  LaunchResult r = device_.launch_steps(steps_, timed, flush_cache, each);
+  return named(device_.launch_steps(steps_, timed, flush_cache, each));
+}
+
+LaunchResult ProgramLaunch::enqueue(void* stream) { return named(device_.enqueue_steps(steps_, stream)); }
+
+LaunchResult ProgramLaunch::named(LaunchResult r) const {
   if (!r.ok && program_.plan.steps.size() > 1 && r.failed_step < program_.plan.steps.size()) {
     r.error = "step " + std::to_string(r.failed_step + 1) + " (" + program_.plan.steps[r.failed_step].name() +
               "): " + r.error;

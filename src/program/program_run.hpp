@@ -46,9 +46,15 @@ class ProgramLaunch {
   void poison();
   // Runs every step (Device::launch_steps); a failure's message names its step.
   LaunchResult run(bool timed, bool flush_cache, std::vector<double>* each = nullptr);
+  // Queues every step on the caller's `stream` without poisoning or waiting (Device::enqueue_steps): a callable
+  // program's call, whose temporaries live as long as this object.
+  LaunchResult enqueue(void* stream);
   std::size_t steps() const { return steps_.size(); }
 
  private:
+  // A failure's message, headed by the step that failed.
+  LaunchResult named(LaunchResult r) const;
+
   Device& device_;
   const CompiledProgram& program_;
   std::vector<std::unique_ptr<Buffer>> temporaries_;

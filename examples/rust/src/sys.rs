@@ -55,8 +55,21 @@ opaque!(
     ke_evaluation,
     ke_result,
     ke_evolver,
-    ke_store
+    ke_store,
+    ke_program
 );
+
+pub const KE_PROGRAM_OPTIONS_VERSION: c_uint = 1;
+pub const KE_PROGRAM_ANY_SHAPE: c_uint = 1;
+pub const KE_PROGRAM_WAIT: c_uint = 2;
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct ke_program_options {
+    pub version: c_uint,
+    pub run: i64,
+    pub node: i64,
+    pub device: *const c_char,
+}
 
 pub const KE_TIMING_VERSION: c_uint = 1;
 #[repr(C)]
@@ -605,4 +618,46 @@ extern "C" {
         run: i64,
     ) -> ke_status;
     pub fn ke_result_run_id(out: *mut i64, result: *const ke_result) -> ke_status;
+
+    // Program
+    pub fn ke_program_options_init(options: *mut ke_program_options, version: c_uint) -> ke_status;
+    pub fn ke_program_load(
+        out: *mut *mut ke_program,
+        database: *const c_char,
+        options: *const ke_program_options,
+    ) -> ke_status;
+    pub fn ke_program_destroy(program: *mut ke_program) -> ke_status;
+    pub fn ke_program_param_count(out: *mut usize, program: *const ke_program) -> ke_status;
+    pub fn ke_program_param(
+        name: *mut *const c_char,
+        dtype: *mut *const c_char,
+        role: *mut *const c_char,
+        program: *const ke_program,
+        index: usize,
+    ) -> ke_status;
+    pub fn ke_program_shape(
+        dims: *mut i64,
+        capacity: usize,
+        ndim: *mut usize,
+        program: *const ke_program,
+        index: usize,
+        sizes: *const i64,
+        count: usize,
+    ) -> ke_status;
+    pub fn ke_program_call(
+        program: *mut ke_program,
+        args: *const *mut c_void,
+        count: usize,
+        stream: *mut c_void,
+        flags: c_uint,
+    ) -> ke_status;
+    pub fn ke_program_verified(
+        out: *mut c_int,
+        program: *const ke_program,
+        args: *const *mut c_void,
+        count: usize,
+    ) -> ke_status;
+    pub fn ke_program_calls(out: *mut i64, program: *const ke_program) -> ke_status;
+    pub fn ke_program_provenance_json(out: *mut *const c_char, program: *const ke_program) -> ke_status;
+    pub fn ke_program_spec_json(out: *mut *const c_char, program: *const ke_program) -> ke_status;
 }

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <regex>
+#include <utility>
 
 #include "devices/cuda/cuda_api.hpp"
 #include "devices/cuda/library_steps.hpp"
@@ -349,6 +350,7 @@ class CudaDriver final : public gpu::Driver {
     return {api_.cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes), "cuFuncSetAttribute"};
   }
   void* stream() override { return stream_; }
+  void* swap_stream(void* stream) override { return std::exchange(stream_, static_cast<CUstream>(stream)); }
   gpu::Status launch(gpu::FunctionHandle fn, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
                      void** args) override {
     return {api_.cuLaunchKernel(static_cast<CUfunction>(fn), grid[0], grid[1], grid[2], block[0], block[1], block[2],

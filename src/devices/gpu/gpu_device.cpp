@@ -351,6 +351,15 @@ struct ReadyStep {
 
 LaunchResult GpuDevice::launch_steps(const std::vector<LaunchStep>& steps, bool timed, bool flush_cache,
                                      std::vector<double>* each) {
+  return run_steps(steps, timed, flush_cache, each, std::nullopt);
+}
+
+LaunchResult GpuDevice::enqueue_steps(const std::vector<LaunchStep>& steps, void* stream) {
+  return run_steps(steps, false, false, nullptr, stream);
+}
+
+LaunchResult GpuDevice::run_steps(const std::vector<LaunchStep>& steps, bool timed, bool flush_cache,
+                                  std::vector<double>* each, const std::optional<void*>& caller_stream) {
   LaunchResult result;
   auto fail = [&](std::size_t step, std::string message) {
     result.ok = false;
@@ -459,6 +468,19 @@ LaunchResult GpuDevice::launch_steps(const std::vector<LaunchStep>& steps, bool 
     }
     return true;
   };
+  if (caller_stream) {
+    // Queued on the caller's stream (a library step reads driver.stream() too), then ours is put back. Nothing
+    // is waited for: a failure to queue leaves nothing of its step queued, and later steps are not queued.
+    struct Restore {
+      Driver& driver;
+      void* ours;
+      ~Restore() { driver.swap_stream(ours); }
+    } restore{driver, driver.swap_stream(*caller_stream)};
+    for (std::size_t i = 0; i < ready.size(); ++i) {
+      if (std::string why = enqueue(i); !why.empty()) return fail(i, why);
+    }
+    return result;
+  }
   if (!each) {
     run(0, ready.size(), timed, flush_cache, result.time_us);
     return result;

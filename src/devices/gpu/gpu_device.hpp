@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -107,6 +108,9 @@ class Driver {
                         void** args) = 0;
   // The stream every call runs on (a CUstream, a hipStream_t), for a library that queues work of its own.
   virtual void* stream() = 0;
+  // Makes `stream` (of this context; null: the default stream) the one every call runs on, and returns the one
+  // before: a callable program queues on its caller's stream (Device::enqueue_steps), then puts ours back.
+  virtual void* swap_stream(void* stream) = 0;
 };
 
 // The state that a GPU's device, buffers and kernels share; whichever of them is freed last releases it.
@@ -154,6 +158,7 @@ class GpuDevice : public Device {
                       bool flush_cache = false) final;
   LaunchResult launch_steps(const std::vector<LaunchStep>& steps, bool timed = false, bool flush_cache = false,
                             std::vector<double>* each = nullptr) final;
+  LaunchResult enqueue_steps(const std::vector<LaunchStep>& steps, void* stream) final;
   std::map<std::string, std::int64_t> launch_resources(Kernel& kernel, const LaunchDims& rule) final;
   bool healthy() const final { return ctx_->healthy(); }
   void prepare() final { verify_kernels(); }
@@ -210,6 +215,9 @@ class GpuDevice : public Device {
 
  private:
   std::shared_ptr<Kernel> load(Build& built, const std::string& entry, std::string& log);
+  // launch_steps, or with `caller_stream` enqueue_steps: queued there, not timed and not waited for.
+  LaunchResult run_steps(const std::vector<LaunchStep>& steps, bool timed, bool flush_cache, std::vector<double>* each,
+                         const std::optional<void*>& caller_stream);
   Status flush_l2();
   // The verification kernels (Setup::verify_source), compiled on first use; false when there are none or
   // they would not compile (the evaluator then verifies on the host).

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "devices/gpu/common.hpp"
@@ -126,6 +127,7 @@ class HipDriver final : public gpu::Driver {
   // A module's kernel may use all of a block's LDS without asking first; a launch beyond it fails.
   gpu::Status allow_dynamic_shared(gpu::FunctionHandle, int) override { return {}; }
   void* stream() override { return stream_; }
+  void* swap_stream(void* stream) override { return std::exchange(stream_, static_cast<hipStream_t>(stream)); }
   gpu::Status launch(gpu::FunctionHandle fn, const unsigned grid[3], const unsigned block[3], unsigned shared_bytes,
                      void** args) override {
     return {api_.hipModuleLaunchKernel(static_cast<hipFunction_t>(fn), grid[0], grid[1], grid[2], block[0], block[1],

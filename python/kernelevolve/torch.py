@@ -1,0 +1,343 @@
+"""A stored program as a PyTorch operator, and a model's submodule replaced by it.
+
+    op = kernelevolve.torch.load("run.db")           # the latest run's best, as torch.ops.kernelevolve.<name>
+    kernelevolve.torch.replace(model, "interaction", op)
+    y = model(x)                                     # calls the program; op.calls counts it
+
+The operator is registered with ``torch.library.custom_op`` and a fake implementation derived from the
+signature (PyTorch 2.4 and later), so that ``torch.compile(fullgraph=True)`` and ``torch.export`` take it
+whole. Older PyTorch (1.13) has no custom-op API: there the operator is defined through
+``torch.library.Library`` with CPU, CUDA and Meta kernels, and works eagerly (PyTorch 1.13 has neither
+torch.compile nor torch.export, and no FakeTensor registration of its own).
+
+It runs the program on PyTorch's current stream, on the caller's tensors. It checks their dtypes, devices,
+shapes and contiguity; on anything the program was not verified on (another shape, a non-contiguous tensor)
+it falls back to the problem's own module, with the same weights, and warns once per reason, unless made
+with ``any_shape=True`` (run the program anyway, on sizes it was not verified on) or ``strict=True`` (raise).
+"""
+import ast
+import keyword
+import os
+import re
+import types
+import warnings
+
+import torch
+
+from .program import Error, Program
+
+__all__ = ["load", "replace", "Operator", "HAS_CUSTOM_OP", "MISSING"]
+
+# torch.library.custom_op and register_fake came in PyTorch 2.4.
+HAS_CUSTOM_OP = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
+MISSING = (None if HAS_CUSTOM_OP else
+           f"torch {torch.__version__} has no torch.library.custom_op (PyTorch 2.4 added it): the operator is "
+           "registered through torch.library.Library with CPU, CUDA and Meta kernels instead; torch.compile, "
+           "torch.export and torch.library.opcheck are not available")
+
+_DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
+           "i64": torch.int64, "i32": torch.int32, "i8": torch.int8, "u8": torch.uint8}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_legacy = None  # torch.library.Library("kernelevolve", "DEF"): one per namespace in PyTorch 1.13
+_operators = {}  # qualified name -> Operator: a program loaded twice is one operator
+
+
+def _dimension(expr, sizes):
+    """A spec dimension ("N", "2 * H - K + 1", "64") at `sizes`, whose values may be SymInts."""
+    def walk(node):
+        if isinstance(node, ast.Expression):
+            return walk(node.body)
+        if isinstance(node, ast.Constant) and isinstance(node.value, int):
+            return node.value
+        if isinstance(node, ast.Name):
+            return sizes[node.id]
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            return -walk(node.operand)
+        if isinstance(node, ast.BinOp):
+            a, b = walk(node.left), walk(node.right)
+            if isinstance(node.op, ast.Add):
+                return a + b
+            if isinstance(node.op, ast.Sub):
+                return a - b
+            if isinstance(node.op, ast.Mult):
+                return a * b
+            if isinstance(node.op, (ast.Div, ast.FloorDiv)):
+                return a // b
+            if isinstance(node.op, ast.Mod):
+                return a % b
+        raise Error("bad spec", f"the dimension {expr!r} is not an integer expression over the sizes")
+    return walk(ast.parse(str(expr), mode="eval"))
+
+
+class Operator:
+    """A loaded program as ``torch.ops.kernelevolve.<name>``: call it with the spec's inputs and scalars in
+    order (``signature``); it returns the outputs. ``calls`` counts the program's runs, ``fallbacks`` the calls
+    the problem's module answered instead."""
+
+    def __init__(self, program, name=None, any_shape=False, strict=False, fallback=True):
+        self.program = program
+        p = program.provenance
+        base = re.sub(r"[^A-Za-z0-9_]", "_", name or f"{p['problem']}_r{p['run']}_n{p['node']}")
+        self.name = base if not base[0].isdigit() else "p_" + base
+        self.qualname = "kernelevolve::" + self.name
+        self.any_shape, self.strict, self.use_fallback = any_shape, strict, fallback
+        params = program.params
+        self.inputs = [i for i, q in enumerate(params) if q.role in ("in", "inout", "scalar")]
+        self.outputs = [i for i, q in enumerate(params) if q.role == "out"]
+        self.signature = [params[i].name for i in self.inputs]
+        self.calls = 0
+        self.fallbacks = 0
+        self._warned = set()
+        self._module = None  # the problem's own module, made at the first fallback
+        self._verified_sizes = {tuple(w.get(s) for s in program.sizes) for w in program.workloads}
+        self._device_index = int(program.device.split(":")[1]) if ":" in program.device else 0
+        self.op = self._register()
+
+    def __call__(self, *args):
+        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            # The program computes no gradient (backward programs are issue 32's): a call that autograd records
+            # goes to the problem's module, so that a model in training keeps its gradients.
+            return self._fall_back(args, "an input requires grad, and the program has no backward")
+        return self.op(*args)
+
+    def __repr__(self):
+        return f"<kernelevolve.torch.Operator {self.qualname}({', '.join(self.signature)}): {self.program!r}>"
+
+    # The schema: inputs as Tensors (an inout one written in place), scalars as float or int.
+    def _schema(self):
+        args, alias = [], iter("abcdefghijklmnopqrstuvwxyz")
+        for i in self.inputs:
+            q = self.program.params[i]
+            if not _IDENT.match(q.name) or keyword.iskeyword(q.name):
+                raise Error("bad spec", f"param {q.name!r} cannot name an operator's argument")
+            if q.role == "scalar":
+                args.append(("float " if q.dtype in ("f32", "f64", "f16", "bf16") else "int ") + q.name)
+            else:
+                args.append((f"Tensor({next(alias)}!) " if q.role == "inout" else "Tensor ") + q.name)
+        n = len(self.outputs)
+        ret = "()" if n == 0 else "Tensor" if n == 1 else "(" + ", ".join(["Tensor"] * n) + ")"
+        return "(" + ", ".join(args) + ") -> " + ret
+
+    def _register(self):
+        global _legacy
+        if self.qualname in _operators:
+            raise Error("invalid argument", f"{self.qualname} is registered already (load it once, or name it)")
+        schema = self._schema()
+        mutated = [self.program.params[i].name for i in self.inputs if self.program.params[i].role == "inout"]
+        if HAS_CUSTOM_OP:
+            op = torch.library.custom_op(self.qualname, self._run, mutates_args=tuple(mutated), schema=schema)
+            op.register_fake(self._fake)
+        else:
+            if _legacy is None:
+                _legacy = torch.library.Library("kernelevolve", "DEF")
+            _legacy.define(self.name + schema)
+            for key in ("CPU", "CUDA"):
+                _legacy.impl(self.name, self._run, key)
+            # Meta tensors pass AutogradMeta first, which has no fallthrough in 1.13.
+            for key in ("Meta", "AutogradMeta"):
+                _legacy.impl(self.name, self._fake, key)
+            op = getattr(torch.ops.kernelevolve, self.name)
+        _operators[self.qualname] = self
+        return op
+
+    # Sizes from the inputs' shapes; the reason the program cannot take them, or None.
+    def _bind(self, args, check=True):
+        program, sizes = self.program, {}
+        for i, arg in zip(self.inputs, args):
+            q = program.params[i]
+            if q.role == "scalar":
+                continue
+            if not isinstance(arg, torch.Tensor):
+                raise TypeError(f"{self.qualname}: '{q.name}' must be a tensor, not {type(arg).__name__}")
+            if check:
+                if arg.dtype != _DTYPES[q.dtype]:
+                    return None, f"'{q.name}' is {arg.dtype}, the program takes {_DTYPES[q.dtype]}"
+                if arg.device.type != program.device_kind or (
+                        arg.device.type != "cpu" and (arg.device.index or 0) != self._device_index):
+                    return None, f"'{q.name}' is on {arg.device}, the program runs on {program.device}"
+                if not arg.is_contiguous():
+                    return None, f"'{q.name}' is not contiguous"
+            if arg.dim() != len(q.shape):
+                return None, f"'{q.name}' has {arg.dim()} dimensions, the program's has {len(q.shape)} ({q.shape})"
+            for dim, extent in zip(q.shape, arg.shape):
+                if _IDENT.match(str(dim)):
+                    if check and dim in sizes and sizes[dim] != extent:
+                        return None, f"'{q.name}' gives {dim} = {extent}, another input {sizes[dim]}"
+                    sizes.setdefault(dim, extent)
+        missing = [s for s in program.sizes if s not in sizes]
+        if missing:
+            # A size no input shows (an output's own, as DLRM's num_pairs): the verified workload that agrees.
+            for w in program.workloads:
+                if all(w.get(k) == v for k, v in sizes.items()):
+                    for s in missing:
+                        sizes[s] = w[s]
+                    break
+            else:
+                return None, f"no input gives {', '.join(missing)}, and no verified workload agrees with the rest"
+        if check:
+            for i, arg in zip(self.inputs, args):
+                q = program.params[i]
+                if q.role != "scalar" and list(arg.shape) != [_dimension(d, sizes) for d in q.shape]:
+                    return None, f"'{q.name}' has shape {list(arg.shape)}, the program's is {q.shape} at {sizes}"
+        return sizes, None
+
+    def _verified(self, args, sizes):
+        if tuple(sizes.get(s) for s in self.program.sizes) not in self._verified_sizes:
+            return f"the sizes {sizes} are not a workload it was verified on ({self.program.workloads})"
+        for i, arg in zip(self.inputs, args):
+            q = self.program.params[i]
+            if q.role == "scalar" and q.dtype not in ("f16", "bf16") and float(arg) != q.value:
+                return f"'{q.name}' = {arg}, it was verified at {q.value}"
+        return None
+
+    def _allocate(self, args, sizes, device):
+        return [torch.empty([_dimension(d, sizes) for d in self.program.params[i].shape],
+                            dtype=_DTYPES[self.program.params[i].dtype], device=device) for i in self.outputs]
+
+    def _result(self, outs):
+        return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _fake(self, *args):
+        sizes, why = self._bind(args, check=False)
+        if why:
+            raise ValueError(f"{self.qualname}: {why}")
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        return self._result(self._allocate(args, sizes, device))
+
+    def _run(self, *args):
+        sizes, why = self._bind(args)
+        if why is None and not self.any_shape:
+            why = self._verified(args, sizes)
+        if why is not None:
+            return self._fall_back(args, why)
+        device = next(a.device for a in args if isinstance(a, torch.Tensor))
+        outs = self._allocate(args, sizes, device)
+        values = [None] * len(self.program.params)
+        for i, arg in zip(self.inputs, args):
+            values[i] = arg.data_ptr() if isinstance(arg, torch.Tensor) else arg
+        for i, out in zip(self.outputs, outs):
+            values[i] = out.data_ptr()
+        for i, q in enumerate(self.program.params):
+            if q.role == "size":
+                values[i] = sizes[q.name]
+        stream = None
+        if device.type == "cuda":
+            stream = torch.cuda.current_stream(device).cuda_stream or None
+        self.program.call(values, stream=stream, any_shape=self.any_shape)
+        self.calls += 1
+        return self._result(outs)
+
+    def _fall_back(self, args, why):
+        if self.strict or not self.use_fallback:
+            raise ValueError(f"{self.qualname}: the program cannot take this call: {why}")
+        module = self._problem_module()
+        if module is None:
+            raise ValueError(f"{self.qualname}: the program cannot take this call ({why}), and its problem has no "
+                             "PyTorch module to fall back on; make the operator with any_shape=True to run it anyway")
+        if why not in self._warned:
+            self._warned.add(why)
+            warnings.warn(f"{self.qualname}: {why}; running the problem's own module instead "
+                          "(warned once per reason)", stacklevel=4)
+        self.fallbacks += 1
+        weights = self._weights
+        state, inputs = {}, []
+        for i, arg in zip(self.inputs, args):
+            name = self.program.params[i].name
+            if name in weights:
+                state[weights[name]] = arg
+            else:
+                inputs.append(arg)
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        module = module.to(device)
+        out = _functional_call(module, state, tuple(inputs))
+        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        # An operator's outputs are new tensors: one that is an input's storage is copied.
+        ptrs = {a.data_ptr() for a in args if isinstance(a, torch.Tensor)}
+        return self._result([o.clone() if o.data_ptr() in ptrs else o for o in outs])
+
+    def _problem_module(self):
+        if self._module is None:
+            ref = self.program.spec.get("reference", {})
+            source = ref.get("source") if "pytorch" in ref else None
+            if not source:
+                return None
+            namespace = types.ModuleType(f"kernelevolve_problem_{self.name}")
+            exec(compile(source, ref.get("pytorch") or "<problem>", "exec"), namespace.__dict__)
+            self._module = namespace.Model(*namespace.get_init_inputs()).eval()
+            # Spec params name the state dict's entries with '.' as '_' (README, "Bring your PyTorch module").
+            self._weights = {k.replace(".", "_"): k for k in self._module.state_dict()}
+        return self._module
+
+
+def _functional_call(module, state, inputs):
+    if hasattr(torch, "func") and hasattr(torch.func, "functional_call"):
+        return torch.func.functional_call(module, state, inputs)
+    from torch.nn.utils import stateless  # PyTorch 1.13
+    return stateless.functional_call(module, state, inputs)
+
+
+def load(database, run=None, node=None, *, device=None, name=None, any_shape=False, strict=False, fallback=True):
+    """The program of a run database (the latest run's best by default) as a PyTorch operator, named
+    ``kernelevolve::<problem>_r<run>_n<node>`` unless `name` says. Loading the same node again with the same
+    options gives the same operator (a PyTorch operator is registered once per process)."""
+    program = Program(database, run=run, node=node, device=device)
+    p = program.provenance
+    wanted = re.sub(r"[^A-Za-z0-9_]", "_", name or f"{p['problem']}_r{p['run']}_n{p['node']}")
+    known = _operators.get("kernelevolve::" + (wanted if not wanted[0].isdigit() else "p_" + wanted))
+    if known is not None:
+        k = known.program.provenance
+        same = (os.path.realpath(k["database"]) == os.path.realpath(p["database"]) and k["run"] == p["run"]
+                and k["node"] == p["node"] and known.program.device == program.device)
+        if same and (known.any_shape, known.strict, known.use_fallback) == (any_shape, strict, fallback):
+            program.close()
+            return known
+        raise Error("invalid argument", f"{known.qualname} is registered already, for another program or with other "
+                    "options: give this one a name")
+    return Operator(program, name=name, any_shape=any_shape, strict=strict, fallback=fallback)
+
+
+def replace(model, target, op):
+    """Makes `op` the forward of the submodules `target` names in `model`: a dotted path ("" for the model
+    itself), a module, or a module class (every submodule of it). Each call of their forward passes its
+    arguments and the submodule's own state (parameters and buffers, by their spec names) to the operator.
+    Returns the submodules replaced; none is an error."""
+    if isinstance(target, str):
+        found = [model.get_submodule(target)] if target else [model]
+    elif isinstance(target, type):
+        found = [m for m in model.modules() if isinstance(m, target)]
+    elif isinstance(target, torch.nn.Module):
+        found = [m for m in model.modules() if m is target]
+    else:
+        raise TypeError("replace: the target is a dotted path, a module or a module class")
+    if not found:
+        raise ValueError(f"replace: {model.__class__.__name__} has no submodule {target!r}")
+    for module in found:
+        _bind_forward(module, op)
+    return found
+
+
+def _bind_forward(module, op):
+    """module.forward(*inputs) becomes op(inputs and module's state, in the signature's order)."""
+    params = op.program.params
+    # Each state entry as (owner, attribute), read at every call: .to() may replace a buffer.
+    owners = {}
+    for key in module.state_dict():
+        path, _, attr = key.rpartition(".")
+        owners[key.replace(".", "_")] = (module.get_submodule(path) if path else module, attr)
+    order = []  # per operator argument: ("input", k) or ("state", owner, attribute)
+    free = 0
+    for i in op.inputs:
+        name = params[i].name
+        if name in owners:
+            order.append(("state",) + owners[name])
+        else:
+            order.append(("input", free))
+            free += 1
+
+    def forward(*inputs):
+        if len(inputs) != free:
+            raise TypeError(f"{module.__class__.__name__}.forward (replaced by {op.qualname}) takes {free} "
+                            f"arguments, got {len(inputs)}")
+        return op(*[inputs[o[1]] if o[0] == "input" else getattr(o[1], o[2]) for o in order])
+
+    module.forward = forward
