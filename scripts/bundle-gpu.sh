@@ -18,11 +18,12 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKE_WITH_CUDA=
   -DKE_BUILD_TESTS=ON -DKE_BUILD_BENCH=ON "-DCMAKE_BUILD_RPATH=\$ORIGIN;\$ORIGIN/.." >/dev/null
 ninja -C "$build" -j"$jobs" kernelevolve-cli kernelevolve-worker test_cuda_device test_cuda_isolation test_multi_gpu test_hip_device \
   bench_isolation test_pytorch bench_pytorch_reference test_gpu_core kernelevolve_confine test_triton bench_triton \
-  test_memory test_baseline test_gpu_program test_vendor_libraries test_program bench_program
+  test_memory test_baseline test_gpu_program test_vendor_libraries test_program bench_program kernelevolve ke_python \
+  test_program_c test_callable
 
 # Libraries the GPU machine has (or that its own libLLVM brings): never copied.
 present='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libstdc\+\+\.so|libgcc_s\.so|libLLVM-16|libclang-cpp\.so\.16|libcurl\.so|libsqlite3\.so|libz\.so|libzstd\.so)'
-binaries=("$build/kernelevolve" "$build/kernelevolve-worker" "$build"/lib*.so.*.*.* "$build/libkernelevolve_confine.so" "$build"/tests/test_triton "$build"/bench/bench_triton "$build"/tests/test_cuda_* "$build"/tests/test_multi_gpu "$build"/tests/test_hip_* "$build"/tests/test_pytorch "$build"/tests/test_memory "$build"/tests/test_baseline "$build"/tests/test_gpu_core "$build"/tests/test_gpu_program "$build"/tests/test_vendor_libraries "$build"/tests/test_program "$build"/bench/bench_isolation "$build"/bench/bench_pytorch_reference "$build"/bench/bench_program)
+binaries=("$build/kernelevolve" "$build/kernelevolve-worker" "$build"/lib*.so.*.*.* "$build/libkernelevolve_confine.so" "$build"/tests/test_triton "$build"/bench/bench_triton "$build"/tests/test_cuda_* "$build"/tests/test_multi_gpu "$build"/tests/test_hip_* "$build"/tests/test_pytorch "$build"/tests/test_memory "$build"/tests/test_baseline "$build"/tests/test_gpu_core "$build"/tests/test_gpu_program "$build"/tests/test_vendor_libraries "$build"/tests/test_program "$build"/tests/test_program_c "$build"/tests/test_callable "$build"/bench/bench_isolation "$build"/bench/bench_pytorch_reference "$build"/bench/bench_program)
 copied=()
 # Direct needs only (readelf's NEEDED), followed into what is copied: the transitive needs of the GPU
 # machine's own libraries (LLVM's, curl's) are its business, and ldd here would list Debian's.
