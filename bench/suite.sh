@@ -19,6 +19,7 @@
 #   --max-time    the search's own time limit per problem, seconds (it stops and reports)
 #   --only        run only the problems whose path (level1/softmax, pytorch/relu_nchw) matches this
 #                 extended regex, e.g. '^pytorch/' for the PyTorch problems alone
+#                 (default $KE_TEST_PROBLEMS: CI's sanitizer stage runs a slice, scripts/ci-extra.sh)
 #   --cli         the kernelevolve executable (default: build/kernelevolve under the repository)
 #   --out         where NAME.md, NAME.png, NAME.tsv and runs/ go (default bench/results)
 #   --name        file stem of the outputs (default cpu_suite or cuda_suite)
@@ -38,7 +39,7 @@
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-device=cpu max_evals=24 max_time="" jobs="" policy="" only="" cli="" out="" name="" torch="" plot=1 strict=0
+device=cpu max_evals=24 max_time="" jobs="" policy="" only=${KE_TEST_PROBLEMS:-} cli="" out="" name="" torch="" plot=1 strict=0
 hard_limit="" reuse=0 runs=""
 command_line="bench/suite.sh $*"
 while [ $# -gt 0 ]; do
@@ -59,7 +60,7 @@ while [ $# -gt 0 ]; do
     --timeout) hard_limit=$2; shift 2 ;;
     --reuse) reuse=1; shift ;;
     --runs) runs=$2; shift 2 ;;
-    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "suite.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
