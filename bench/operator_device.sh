@@ -4,7 +4,8 @@
 #     through torch.library.custom_op: opcheck, torch.compile(fullgraph=True), torch.export;
 #  2. a CUDA run of problems/pytorch/dlrm_interaction (its seed and parameter search), then the GPU operator
 #     tests (tests/python/test_torch_operator_gpu.py: opcheck, the current stream, a CUDA graph, a DLRM-style
-#     model end to end under torch.compile) and the model's interleaved A/B (bench/operator/operator_ab.py);
+#     model end to end under torch.compile) and the model's interleaved A/B (bench/operator/operator_ab.py), then
+#     the same search from a better first kernel (bench/operator/dlrm_interaction_fast.cu) and its A/B;
 #  3. the operator's overhead over the library's launch on y = 2x at 4 KB and 64 MB
 #     (bench/operator/operator_overhead.py).
 #   bench/operator_device.sh BUILD OUT       (KE_PYTHON: a Python with torch, default python3)
@@ -36,6 +37,13 @@ KE_TEST_DLRM_DB=$out/dlrm.db $py tests/python/test_torch_operator_gpu.py -v >"$o
 tail -n 3 "$out/gpu_operator_tests.txt"
 $py bench/operator/operator_ab.py "$out/dlrm.db" 20 20 >"$out/ab.md" 2>&1
 cat "$out/ab.md"
+# The same search from a better first kernel (bench/operator/dlrm_interaction_fast.cu, written by hand as a model
+# would rewrite the seed), and its A/B.
+$cli run problems/pytorch/dlrm_interaction/cuda.json --device cuda --db "$out/dlrm_fast.db" --max-evals 12 --seed 7 \
+  --seed-kernel bench/operator/dlrm_interaction_fast.cu >"$out/dlrm_fast_run.txt" 2>&1
+tail -n 8 "$out/dlrm_fast_run.txt"
+$py bench/operator/operator_ab.py "$out/dlrm_fast.db" 20 20 >"$out/ab_fast.md" 2>&1
+cat "$out/ab_fast.md"
 
 step "the operator's overhead"
 $cli run bench/operator/scale.py --device cuda --language cuda --seed-kernel bench/operator/scale.cu \

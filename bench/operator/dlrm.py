@@ -4,6 +4,7 @@ feature vectors, and a top MLP over the dense vector and the 351 pair products. 
 interaction problem's first CUDA workload."""
 import importlib.util
 import os
+import sys
 
 import torch
 import torch.nn as nn
@@ -15,8 +16,11 @@ BATCH, DENSE, TABLES, ROWS, DIM, BAG = 4096, 13, 26, 100000, 128, 4
 def interaction_module():
     path = os.path.join(ROOT, "problems", "pytorch", "dlrm_interaction", "model.py")
     spec = importlib.util.spec_from_file_location("dlrm_interaction", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = sys.modules.get("dlrm_interaction")
+    if module is None:
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["dlrm_interaction"] = module  # torch.compile looks a forward's globals up by module name
     return module.Model()
 
 

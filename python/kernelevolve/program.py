@@ -107,6 +107,9 @@ class Program:
         # The argument block: one value per param at a fixed address, refilled by each call.
         self._values = [ctypes.c_void_p() if p.is_buffer else _C_TYPES[p.dtype]() for p in self.params]
         self._slots = (ctypes.c_void_p * len(self.params))(*[ctypes.addressof(v) for v in self._values])
+        self._halves = any(p.dtype in ("f16", "bf16") and not p.is_buffer for p in self.params)
+        self.has_half_scalars = self._halves
+        self._call = lib.ke_program_call
 
     def close(self):
         if getattr(self, "_handle", None):
@@ -134,13 +137,21 @@ class Program:
         if len(args) != len(self.params):
             raise Error("invalid argument", f"{len(args)} arguments, but the program takes {len(self.params)}: "
                         + ", ".join(p.name for p in self.params))
-        for value, param, arg in zip(self._values, self.params, args):
-            if param.is_buffer:
-                value.value = int(arg)
-            elif param.dtype in ("f16", "bf16"):
-                value.value = _half_bits(param.dtype, float(arg))
-            else:
+        if self._halves:
+            for value, param, arg in zip(self._values, self.params, args):
+                value.value = _half_bits(param.dtype, float(arg)) if param.dtype in ("f16", "bf16") else arg
+        else:
+            for value, arg in zip(self._values, args):
                 value.value = arg
+
+    def value_slot(self, index):
+        """The ctypes value param `index` is passed from (a buffer's address, a size's or scalar's value), for a
+        caller that writes it in place under `_lock` and then calls `_call` (kernelevolve.torch's fast path)."""
+        return self._values[index]
+
+    def call_failed(self, status):
+        """Raises the Error of a failed ke_program_call."""
+        _check(status, "ke_program_call")
 
     def verified(self, args):
         """Whether `args` (as `call` takes them) hold sizes and scalars the program was verified on."""
@@ -159,8 +170,9 @@ class Program:
         flags = (_capi.ANY_SHAPE if any_shape else 0) | (_capi.WAIT if wait else 0)
         with self._lock:
             self._fill(args)
-            _check(self._lib.ke_program_call(self._handle, self._slots, len(self.params), stream, flags),
-                   "ke_program_call")
+            status = self._call(self._handle, self._slots, len(self._values), stream, flags)
+        if status:
+            _check(status, "ke_program_call")
 
     @property
     def calls(self):

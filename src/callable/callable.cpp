@@ -202,16 +202,18 @@ bool CallableProgram::verified(void** args, Bindings& sizes, std::string& why) c
     }
   }
   bool sizes_verified = false;
-  std::string verified;
   for (const Bindings& w : spec.workloads) {
     bool same = true;
     for (const auto& [name, value] : sizes) same = same && w.count(name) && w.at(name) == value;
     sizes_verified = sizes_verified || same;
-    verified += (verified.empty() ? "" : "; ") + bindings_text(w);
   }
   why.clear();
-  if (!sizes_verified)
+  if (!sizes_verified) {
+    // Said only when it is so: a call's check is on every launch's path.
+    std::string verified;
+    for (const Bindings& w : spec.workloads) verified += (verified.empty() ? "" : "; ") + bindings_text(w);
     why = "the sizes " + bindings_text(sizes) + " are not a workload it was verified on (" + verified + ")";
+  }
   if (!scalars_verified) why += std::string(why.empty() ? "" : "; ") + "the scalars " + scalars;
   return sizes_verified && scalars_verified;
 }
