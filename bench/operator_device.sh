@@ -4,7 +4,7 @@
 #     through torch.library.custom_op: opcheck, torch.compile(fullgraph=True), torch.export;
 #  2. a CUDA run of problems/pytorch/dlrm_interaction (its seed and parameter search), then the GPU operator
 #     tests (tests/python/test_torch_operator_gpu.py: opcheck, the current stream, a CUDA graph, a DLRM-style
-#     model end to end under torch.compile) and the model's interleaved A/B (bench/operator/operator_ab.py), then
+#     model end to end under torch.compile, a Triton program) and the model's interleaved A/B (bench/operator/operator_ab.py), then
 #     the same search from a better first kernel (bench/operator/dlrm_interaction_fast.cu) and its A/B;
 #  3. the operator's overhead over the library's launch on y = 2x at 4 KB and 64 MB
 #     (bench/operator/operator_overhead.py).
@@ -33,7 +33,10 @@ step "the DLRM interaction on the GPU"
 $cli run problems/pytorch/dlrm_interaction/cuda.json --device cuda --db "$out/dlrm.db" --max-evals 12 --seed 7 \
   >"$out/dlrm_run.txt" 2>&1
 tail -n 8 "$out/dlrm_run.txt"
-KE_TEST_DLRM_DB=$out/dlrm.db $py tests/python/test_torch_operator_gpu.py -v >"$out/gpu_operator_tests.txt" 2>&1
+$cli run problems/level1/cumsum/triton.json --device cuda --db "$out/cumsum_triton.db" --max-evals 3 --seed 7 \
+  >"$out/cumsum_triton_run.txt" 2>&1
+KE_TEST_DLRM_DB=$out/dlrm.db KE_TEST_TRITON_DB=$out/cumsum_triton.db $py tests/python/test_torch_operator_gpu.py -v \
+  >"$out/gpu_operator_tests.txt" 2>&1
 tail -n 3 "$out/gpu_operator_tests.txt"
 $py bench/operator/operator_ab.py "$out/dlrm.db" 20 20 >"$out/ab.md" 2>&1
 cat "$out/ab.md"

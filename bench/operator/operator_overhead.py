@@ -4,8 +4,9 @@ rounds of a loop of calls each (the loop synchronized once, at its end, so at 4 
 what is measured):
   - launch: kernelevolve.Program.call, the C API's ke_program_call on PyTorch's stream (through ctypes), into a
     preallocated output;
-  - operator: the torch.ops.kernelevolve operator, which also checks its arguments and allocates the output;
-  - its Python body alone: the same without PyTorch's dispatcher (Operator._run), to tell their costs apart;
+  - operator: the operator as a model calls it (Operator.__call__, what replace() installs): it checks its
+    arguments and allocates the output, and on plain tensors in eager mode runs without PyTorch's dispatcher;
+  - through the dispatcher: torch.ops.kernelevolve.<name> itself, as torch.compile's graphs call it;
   - eager: PyTorch's own x * 2, for scale.
 Prints a markdown table of medians with the rounds' range, and the operator's overhead over the launch.
 
@@ -40,7 +41,7 @@ def main():
         stream = torch.cuda.current_stream().cuda_stream or None
         values = [x.data_ptr(), out.data_ptr(), n]
         variants = {"launch": lambda: program.call(values, stream=stream), "operator": lambda: op(x),
-                    "impl": lambda: op._run(x), "eager": lambda: x * 2.0}
+                    "dispatched": lambda: op.op(x), "eager": lambda: x * 2.0}
         with torch.no_grad():
             torch.testing.assert_close(op(x), x * 2.0)
             for fn in variants.values():
@@ -53,12 +54,12 @@ def main():
         rows.append((n * 4, {k: (statistics.median(v), min(v), max(v)) for k, v in times.items()},
                      (statistics.median(overhead), overhead[0], overhead[-1])))
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}; {rounds} interleaved rounds; µs per call\n")
-    print("| size | launch (C API) | operator | its Python body alone | eager x * 2 | operator over launch |")
+    print("| size | launch (C API) | operator | through the dispatcher | eager x * 2 | operator over launch |")
     print("| --- | --- | --- | --- | --- | --- |")
     for size, t, o in rows:
         cell = lambda v: f"{v[0]:.2f} ({v[1]:.2f}-{v[2]:.2f})"
         label = f"{size // 1024} KB" if size < 1 << 20 else f"{size >> 20} MB"
-        print(f"| {label} | {cell(t['launch'])} | {cell(t['operator'])} | {cell(t['impl'])} | {cell(t['eager'])} | "
+        print(f"| {label} | {cell(t['launch'])} | {cell(t['operator'])} | {cell(t['dispatched'])} | {cell(t['eager'])} | "
               f"{cell(o)} |")
 
 

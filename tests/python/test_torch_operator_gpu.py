@@ -1,6 +1,7 @@
 """The PyTorch operator of a CUDA program, on the lent GPU with PyTorch 2.4 or later (issue 29): opcheck,
 torch.compile(fullgraph=True), a CUDA graph, and a DLRM-style model (bench/operator/dlrm.py) with its interaction
-replaced by the run's best, end to end. KE_TEST_DLRM_DB: a CUDA run of problems/pytorch/dlrm_interaction.
+replaced by the run's best, end to end; and a Triton program through the same launch. KE_TEST_DLRM_DB: a CUDA run
+of problems/pytorch/dlrm_interaction; KE_TEST_TRITON_DB: a CUDA run of problems/level1/cumsum/triton.json.
 
     KE_TEST_DLRM_DB=dlrm.db PYTHONPATH=build/python:bench/operator python3 tests/python/test_torch_operator_gpu.py -v
 """
@@ -81,6 +82,28 @@ class GpuOperatorTest(unittest.TestCase):
             got = compiled(*args)
             self.assertGreater(OP.calls, calls, "the compiled model never called the operator")
             self.assertTrue(close(got, expected, atol=1e-3, rtol=1e-3), (got - expected).abs().max())
+
+
+TRITON_DB = os.environ.get("KE_TEST_TRITON_DB")
+
+
+@unittest.skipUnless(READY and TRITON_DB, "needs KE_TEST_TRITON_DB, a CUDA run of problems/level1/cumsum/triton.json")
+class TritonOperatorTest(unittest.TestCase):
+    def test_a_triton_program_runs_through_the_same_launch(self):
+        op = ket.load(TRITON_DB)
+        self.assertEqual(op.program.spec["language"], "triton")
+        x = torch.randn(1531, 3001, device="cuda")
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            y = op(x)
+        torch.cuda.synchronize()
+        self.assertEqual(op.calls, 1)
+        expected = torch.cumsum(x.double(), dim=1).float()
+        self.assertTrue(torch.allclose(y, expected, atol=op.program.atol, rtol=op.program.rtol),
+                        (y - expected).abs().max())
+        with self.assertRaises(ValueError):  # no PyTorch module to fall back on, and not verified at this shape
+            op(torch.randn(5, 7, device="cuda"))
 
 
 if __name__ == "__main__":
