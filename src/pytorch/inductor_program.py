@@ -1,0 +1,914 @@
+"""Translate what torch.compile (Inductor, torch 2.11) generates into a KernelEvolve program (issue 31).
+
+Inductor's output code holds Triton kernels, the buffers between them and the calls to cuBLAS and cuDNN that
+`call()` makes in order. `translate` turns it into a Triton candidate with its own launch plan
+(docs/spec-format.md, "Programs"): the kernels become plain `@triton.jit` functions, `call()`'s launches become
+kernel steps, its extern calls library steps, its buffers temporaries or the spec's outputs, and the block sizes
+the tunables. What cannot be translated raises `Untranslatable`, naming the part.
+
+Standard library only: this runs where PyTorch has no Inductor (CI's torch 1.13) and must never import torch or
+triton; the output code is read as text, through `ast`.
+"""
+
+import ast
+import itertools
+import json
+import re
+
+__all__ = ["translate", "Untranslatable"]
+
+
+class Untranslatable(Exception):
+    """A part of the output code that has no counterpart in a program; `part` names it, `why` says why."""
+
+    def __init__(self, part, why):
+        super().__init__(f"{part}: {why}")
+        self.part = part
+        self.why = why
+
+
+_TORCH_DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float64": "f64",
+                 "torch.int64": "i64", "torch.int32": "i32", "torch.int8": "i8", "torch.uint8": "u8",
+                 "torch.bool": "bool"}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading the output code
+
+
+def _dotted(node):
+    """`a.b.c` as text, or None when the node is not a dotted name."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return base + "." + node.attr if base else None
+    return None
+
+
+def _value(node):
+    """A decorator argument as data: literals as Python values; calls (DeviceProperties(...)) and dotted names
+    (ReductionHint.INNER) as text, since only their names matter here."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Dict):
+        return {_value(k): _value(v) for k, v in zip(node.keys, node.values)}
+    if isinstance(node, ast.Tuple):
+        return tuple(_value(e) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [_value(e) for e in node.elts]
+    if isinstance(node, ast.Call):
+        return _dotted(node.func) + "(...)"
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_value(node.operand)
+    return _dotted(node) or ast.unparse(node)
+
+
+class _Kernel:
+    """One Inductor Triton kernel: its heuristics' metadata and its `@triton.jit` function's text."""
+
+    def __init__(self, name, source):
+        self.name = name
+        tree = ast.parse(source)
+        funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
+        if not funcs:
+            raise Untranslatable(f"kernel {name}", "its source has no function of that name")
+        func = funcs[0]
+        self.heuristic = None
+        self.meta = {}
+        for deco in func.decorator_list:
+            if isinstance(deco, ast.Call) and (_dotted(deco.func) or "").startswith("triton_heuristics."):
+                self.heuristic = _dotted(deco.func).split(".", 1)[1]
+                self.meta = {k.arg: _value(k.value) for k in deco.keywords}
+        if self.heuristic not in ("pointwise", "reduction", "persistent_reduction"):
+            raise Untranslatable(f"kernel {name}", f"Inductor heuristic {self.heuristic!r} (pointwise, reduction and "
+                                 "persistent_reduction are translated)")
+        # The function from its `def` line on: the decorators are Inductor's runtime, not Triton's.
+        lines = source.splitlines()
+        self.body = "\n".join(lines[func.lineno - 1:func.end_lineno])
+        self.constexprs = [a.arg for a in func.args.args if a.annotation is not None and
+                           ast.unparse(a.annotation) == "tl.constexpr"]
+        self.params = [a.arg for a in func.args.args if a.arg not in self.constexprs]
+        self.inductor_meta = self.meta.get("inductor_meta") or {}
+        self.size_hints = self.meta.get("size_hints") or {}
+        self.reduction_hint = str(self.meta.get("reduction_hint") or "")
+        # A persistent reduction fixes its R0_BLOCK in its body; the value matters to the configurations.
+        fixed = re.search(r"R0_BLOCK: tl.constexpr = (\d+)", self.body)
+        self.fixed_r0_block = int(fixed.group(1)) if fixed else None
+
+
+def _kernels_of(tree):
+    """Each `name = async_compile.triton('name', '''source''', ...)` of the module."""
+    kernels = {}
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and
+                _dotted(node.value.func) == "async_compile.triton"):
+            name = node.targets[0].id
+            kernels[name] = _Kernel(name, node.value.args[1].value)
+        elif (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and
+              (_dotted(node.value.func) or "").startswith("async_compile.") and
+              _dotted(node.value.func) != "async_compile.triton" and not isinstance(node.targets[0], ast.Attribute)):
+            if isinstance(node.targets[0], ast.Name) and node.targets[0].id != "async_compile":
+                raise Untranslatable(_dotted(node.value.func), "only Triton kernels are translated")
+    return kernels
+
+
+def _function(tree, name, in_class=None):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and in_class and node.name == in_class:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == name:
+                    return item
+        if in_class is None and isinstance(node, ast.FunctionDef) and node.name == name:
+            return node
+    raise Untranslatable(f"{name}()", "the output code has no such function")
+
+
+def _example_args(tree):
+    """get_args(): each argN_1's example, an int (a size symbol's value) or (shape, stride, dtype)."""
+    examples = {}
+    for node in _function(tree, "get_args").body:
+        if not isinstance(node, ast.Assign):
+            continue
+        name, value = node.targets[0].id, node.value
+        if isinstance(value, ast.Constant):
+            examples[name] = value.value
+        elif isinstance(value, ast.Call) and _dotted(value.func) == "rand_strided":
+            keywords = {k.arg: k.value for k in value.keywords}
+            examples[name] = (list(_value(value.args[0])), list(_value(value.args[1])), _dotted(keywords["dtype"]))
+        else:
+            raise Untranslatable(f"get_args()'s {name}", f"an example argument {ast.unparse(value)!r}")
+    return examples
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Integer expressions: Inductor's sympy text over its symbols, rendered over our size names
+
+_PRECEDENCE = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.FloorDiv: 2, ast.Mod: 2}
+_OPERATOR = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%"}
+
+
+def _is_atom(text):
+    return re.fullmatch(r"[A-Za-z_]\w*|\d+", text) is not None
+
+
+def _render(node, names):
+    """An integer expression in our syntax (C's `/`: the operands are sizes, never negative). `names` maps
+    Inductor's symbols and locals to our text."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return str(node.value), 3
+    if isinstance(node, ast.Name):
+        if node.id not in names:
+            raise Untranslatable(f"the size {node.id}", "it is tied to no size of the spec")
+        text = names[node.id]
+        return text, 3 if _is_atom(text) else 0
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        text, prec = _render(node.operand, names)
+        return "-" + (text if prec >= 3 else f"({text})"), 3
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        # sympy orders a product's symbols by name (s0*s27*s53*s77); ours reads better in the spec's order.
+        factors = [_render(f, names) for f in _factors(node)]
+        order = names.get("__order__", [])
+        if all(prec == 3 for _, prec in factors):
+            factors.sort(key=lambda f: (not f[0].isdigit(), order.index(f[0]) if f[0] in order else len(order)))
+        return " * ".join(text if prec >= 2 else f"({text})" for text, prec in factors), 2
+    if isinstance(node, ast.BinOp) and type(node.op) in _PRECEDENCE:
+        prec = _PRECEDENCE[type(node.op)]
+        left, lp = _render(node.left, names)
+        right, rp = _render(node.right, names)
+        if lp < prec:
+            left = f"({left})"
+        if rp < prec or (rp == prec and not isinstance(node.op, (ast.Add, ast.Mult))):
+            right = f"({right})"
+        return f"{left} {_OPERATOR[type(node.op)]} {right}", prec
+    raise Untranslatable(f"the expression {ast.unparse(node)}", "not an integer expression over the sizes")
+
+
+def _factors(node):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return _factors(node.left) + _factors(node.right)
+    return [node]
+
+
+def _expr(node, names):
+    return _render(node, names)[0]
+
+
+def _unwrap(text):
+    """`(a * b)` -> `a * b` where the parentheses enclose the whole text."""
+    if not (text.startswith("(") and text.endswith(")")):
+        return text
+    depth = 0
+    for i, c in enumerate(text):
+        depth += c == "("
+        depth -= c == ")"
+        if depth == 0 and i < len(text) - 1:
+            return text
+    return text[1:-1]
+
+
+def _evaluate(node, values):
+    """An Inductor integer expression's value at the example's sizes."""
+    text = ast.unparse(node) if isinstance(node, ast.AST) else str(node)
+    return eval(compile(text, "<size>", "eval"), {"__builtins__": {}}, dict(values))  # sizes and + - * // % only
+
+
+def _spec_value(text, workload):
+    """A spec dimension's value at its first workload (its expressions use C's `/`, Python's `//` here)."""
+    return eval(compile(str(text).replace("/", "//"), "<spec>", "eval"), {"__builtins__": {}}, dict(workload))
+
+
+def _dense_strides(shape):
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return list(reversed(strides))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Tying call()'s arguments to the spec's params
+
+
+class _Binding:
+    """What call()'s names stand for: params, our size expressions, and the sizes Inductor fixed."""
+
+    def __init__(self, spec):
+        self.spec = spec
+        self.workload = spec["workloads"][0]
+        self.params = {p["name"]: p for p in spec["params"]}
+        self.tensor_of = {}       # argN_1 -> param name
+        # Inductor symbol or local -> our expression text; "__order__": the spec's sizes, to order products by.
+        self.names = {"__order__": [p["name"] for p in spec["params"] if p["role"] == "size"]}
+        self.symbol_values = {}   # Inductor symbol or local -> its value in the example
+        self.constraints = []     # "hidden == 768": the sizes Inductor specialised the code to
+        self.layouts = {}         # param name -> (shape, stride) as Inductor asserts them (ast nodes)
+
+    def bind_symbol(self, symbol, spec_dim):
+        text = str(spec_dim)
+        text = text if _is_atom(text) else f"({text})"
+        if symbol in self.names and self.names[symbol] != text:
+            return  # the first tie stands; a second is the same size under another name (M = N in the example)
+        self.names[symbol] = text
+
+    def specialise(self, value, spec_dim):
+        text = str(spec_dim)
+        if not text.lstrip("-").isdigit():
+            constraint = f"{text} == {value}"
+            if constraint not in self.constraints:
+                self.constraints.append(constraint)
+
+
+def _match_tensors(call, examples, binding):
+    """Inductor passes the module's parameters in the order the forward first uses them, the inputs and the size
+    symbols among them; the spec lists inputs then state-dict entries. Pair them by rank, dtype and the
+    example's extents: the first pairing in the spec's order, so tensors of one shape keep their relative order."""
+    tensors = [a for a in _call_args(call) if isinstance(examples.get(a), tuple)]
+    candidates = [p for p in binding.spec["params"] if p["role"] in ("in", "scalar")]
+
+    def fits(arg, param):
+        shape, _, dtype = examples[arg]
+        if _TORCH_DTYPES.get(dtype) != param["dtype"] and not (param["role"] == "scalar" and shape == []):
+            return False
+        if param["role"] == "scalar":
+            return shape == []
+        dims = param.get("shape") or []
+        if shape == [] and dims in (["1"], [1]):
+            return True
+        return len(shape) == len(dims) and all(s == _spec_value(d, binding.workload) for s, d in zip(shape, dims))
+
+    def assign(i, used):
+        if i == len(tensors):
+            return []
+        for j, param in enumerate(candidates):
+            if j not in used and fits(tensors[i], param):
+                rest = assign(i + 1, used | {j})
+                if rest is not None:
+                    return [param["name"]] + rest
+        return None
+
+    names = assign(0, frozenset())
+    if names is None:
+        raise Untranslatable("call()'s arguments", "no pairing of its tensors with the spec's inputs fits their "
+                             "shapes and dtypes")
+    binding.tensor_of = dict(zip(tensors, names))
+
+
+def _call_args(call):
+    for node in call.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == "args":
+            return [e.id for e in node.targets[0].elts]
+    raise Untranslatable("call()", "it does not unpack its args")
+
+
+def _tie_sizes(call, examples, binding):
+    """`s77 = arg2_1` names a size symbol; `assert_size_stride(argN_1, shape, stride)` ties each symbol to the
+    spec dimension at its place, and each number where the spec has a size to a constraint."""
+    for node in call.body:
+        if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and
+                isinstance(examples.get(node.value.id), int)):
+            binding.symbol_values[node.targets[0].id] = examples[node.value.id]
+    for node in _statements(call.body):
+        if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
+                _dotted(node.value.func) == "assert_size_stride"):
+            continue
+        arg = node.value.args[0]
+        if not (isinstance(arg, ast.Name) and arg.id in binding.tensor_of):
+            continue
+        param = binding.params[binding.tensor_of[arg.id]]
+        binding.layouts[param["name"]] = (list(node.value.args[1].elts), list(node.value.args[2].elts))
+        dims = param.get("shape") or []
+        for dim, spec_dim in zip(node.value.args[1].elts, dims):
+            if isinstance(dim, ast.Name):
+                binding.bind_symbol(dim.id, spec_dim)
+            elif isinstance(dim, ast.Constant):
+                binding.specialise(dim.value, spec_dim)
+    for symbol in binding.symbol_values:
+        if symbol not in binding.names:
+            raise Untranslatable(f"the size {symbol}", "it is no dimension of a tensor argument")
+
+
+def _statements(body):
+    """call()'s statements, with the `with torch.cuda._DeviceGuard(0):` block's inline."""
+    for node in body:
+        if isinstance(node, ast.With):
+            yield from _statements(node.body)
+        else:
+            yield node
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Inductor's configurations, as torch 2.11's triton_heuristics computes them (pointwise, _reduction_configs,
+# _persistent_reduction_configs), simplified to what the fixtures' kernels reach. The file does not say which
+# one the autotuner picked at run time: the first is the one its heuristics list first.
+
+
+def _next_power_of_2(n):
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def _num_warps(n, max_warps=8, min_warps=2, register_intensive=False):
+    if register_intensive:
+        max_warps //= 2
+    return _next_power_of_2(min(max(n, min_warps), max_warps))
+
+
+def _pointwise_config(size_hints, x, y=None, elements_per_warp=256):
+    target = x * (y or 1)
+    total = 1
+    for v in size_hints.values():
+        total *= v
+    if total < target:
+        target //= 8
+    x = min(x, size_hints["x"])
+    if y is not None:
+        y = min(y, size_hints["y"])
+    while x < min(size_hints["x"], 4096) and x * (y or 1) < target:
+        x *= 2
+    while y is not None and y < min(size_hints["y"], 1024) and x * y < target:
+        y *= 2
+    warps = _num_warps((x * (y or 1)) // elements_per_warp, min_warps=1)
+    if x * (y or 1) >= 128:
+        warps = max(warps, 4)
+    return {"XBLOCK": x, **({"YBLOCK": y} if y is not None else {}), "num_warps": warps, "num_stages": 1}
+
+
+def _pointwise_configs(kernel):
+    hints = kernel.size_hints
+    total = 1
+    for v in hints.values():
+        total *= v
+    bs = max(256, min(total // 128, 1024))
+    if len(hints) == 1:
+        return [_pointwise_config(hints, bs), _pointwise_config(hints, bs // 2, elements_per_warp=64)]
+    if len(hints) == 2:
+        # Inductor's dictionary is {'y': ..., 'x': ...}; its tile configs are (x, y).
+        return [_pointwise_config(hints, x, y) for x, y in ((32, 32), (64, 64), (256, 16), (16, 256), (bs, 1),
+                                                              (1, bs))]
+    raise Untranslatable(f"kernel {kernel.name}", f"a pointwise kernel over {len(hints)} dimensions")
+
+
+def _reduction_config(hints, x, r, warps=None, register_intensive=False):
+    rnumel = hints.get("r0_", 1)
+    x = min(x, hints["x"])
+    target = x * r
+    if hints["x"] * rnumel < target:
+        target //= 8
+    r = min(r, rnumel)
+    while x < hints["x"] and x * r < target:
+        x *= 2
+    while x * r < target:
+        r *= 2
+    if warps is None:
+        warps = (x * r) // 128
+    warps = _num_warps(warps, max_warps=16 if r <= 8192 else 32, register_intensive=register_intensive)
+    while x * r > target and r > 1:
+        r //= 2
+    return {"XBLOCK": x, "R0_BLOCK": r, "num_warps": warps, "num_stages": 1}
+
+
+def _reduction_configs(kernel):
+    hints = kernel.size_hints
+    rnumel = hints.get("r0_", 1)
+    loads_and_reductions = kernel.inductor_meta.get("num_load", 0) + kernel.inductor_meta.get("num_reduction", 0)
+    max_r0 = 2048
+    intensive = False
+    if hints["x"] >= 1024 and loads_and_reductions >= 10:
+        max_r0, intensive = 1024, True
+    contiguous = _reduction_config(hints, 1, min(rnumel, max_r0), register_intensive=intensive)
+    outer = _reduction_config(hints, 64, 8, register_intensive=intensive)
+    tiny = _reduction_config(hints, 2 * (256 // rnumel) if rnumel <= 256 else 1, min(rnumel, max_r0),
+                             register_intensive=intensive)
+    others = [_reduction_config(hints, 64, 64), _reduction_config(hints, 8, 512),
+              _reduction_config(hints, 64, 4, warps=8)]
+    first = {"INNER": contiguous, "OUTER": outer, "OUTER_TINY": tiny}.get(kernel.reduction_hint.rsplit(".", 1)[-1])
+    configs = [contiguous, outer, tiny] + others
+    return [first] + [c for c in configs if c is not first] if first else configs
+
+
+def _persistent_configs(kernel):
+    hints = kernel.size_hints
+    rnumel = kernel.fixed_r0_block or hints.get("r0_", 1)
+    configs = [_reduction_config(hints, xblock, rnumel, register_intensive=True) for xblock in (1, 8, 32, 128)
+               if xblock == 1 or (rnumel * xblock <= 4096 and xblock <= hints["x"])]
+    hint = kernel.reduction_hint.rsplit(".", 1)[-1]
+    loads_and_stores = kernel.inductor_meta.get("num_load", 0) + kernel.inductor_meta.get("num_store", 0)
+    first = None
+    if hint == "INNER" and rnumel >= 256:
+        if rnumel > 1024:
+            first = configs[0]
+        else:
+            x_block = 1 if hints["x"] // 8 < 128 or loads_and_stores >= 5 else 8
+            first = _reduction_config(hints, x_block, rnumel, register_intensive=True)
+    elif hint == "OUTER":
+        first = configs[-1]
+    elif hint == "OUTER_TINY":
+        first = _reduction_config(hints, 2 * (256 // rnumel) if rnumel <= 256 else 1, rnumel)
+    if first:
+        configs = [first] + [c for c in configs if c != first]
+    for c in configs:
+        c.pop("R0_BLOCK")  # a persistent reduction takes the whole row: its body fixes R0_BLOCK
+    return configs
+
+
+def _configs(kernel):
+    return {"pointwise": _pointwise_configs, "reduction": _reduction_configs,
+            "persistent_reduction": _persistent_configs}[kernel.heuristic](kernel)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The kernels' text: Inductor's runtime helpers rewritten to plain Triton
+
+# triton_helpers' functions that the kernels call, with Inductor's semantics (a maximum propagates NaN, as
+# PyTorch's does; tl.maximum does not), as @triton.jit functions of the program's own source.
+_HELPERS = {
+    "maximum": '''@triton.jit
+def triton_helpers_maximum(a, b):
+    mask = a > b
+    if (a + tl.zeros((1,), tl.int1)).dtype.is_floating():
+        mask |= a != a
+    return tl.where(mask, a, b)
+''',
+    "minimum": '''@triton.jit
+def triton_helpers_minimum(a, b):
+    mask = a < b
+    if (a + tl.zeros((1,), tl.int1)).dtype.is_floating():
+        mask |= a != a
+    return tl.where(mask, a, b)
+''',
+    "max2": '''@triton.jit
+def triton_helpers_max2(a, dim):
+    return tl.reduce(a, dim, triton_helpers_maximum)
+''',
+    "min2": '''@triton.jit
+def triton_helpers_min2(a, dim):
+    return tl.reduce(a, dim, triton_helpers_minimum)
+''',
+}
+_HELPER_NEEDS = {"max2": "maximum", "min2": "minimum"}
+
+
+def _rewrite_runtime(kernel, helpers):
+    """Replace triton_helpers.X, tl_math.X; keep libdevice.X (the source imports Triton's own libdevice)."""
+    body = kernel.body
+
+    def helper(match):
+        name = match.group(1)
+        if name not in _HELPERS:
+            raise Untranslatable(f"a kernel using triton_helpers.{name}", f"{kernel.name} calls a helper of "
+                                 "Inductor's runtime with no plain-Triton counterpart here")
+        helpers.add(name)
+        if name in _HELPER_NEEDS:
+            helpers.add(_HELPER_NEEDS[name])
+        return f"triton_helpers_{name}"
+
+    body = re.sub(r"\btriton_helpers\.(\w+)", helper, body)
+    body = re.sub(r"\btl_math\.(\w+)", r"tl.math.\1", body)
+    for other in re.findall(r"\b(triton_heuristics|torch)\.\w+", body):
+        raise Untranslatable(f"a kernel using {other}", f"{kernel.name} needs PyTorch's runtime")
+    return body
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# call(): buffers, launches and extern calls, into plan steps
+
+
+class _Storage:
+    """A buffer call() allocates; `name` is its temporary's name, or the out param it is returned as."""
+
+    def __init__(self, name, shape_nodes, stride_nodes, dtype):
+        self.name = name
+        self.shape_nodes = shape_nodes
+        self.stride_nodes = stride_nodes
+        self.dtype = dtype
+        self.output = None
+
+
+class _Plan:
+    def __init__(self, binding, kernels):
+        self.binding = binding
+        self.kernels = kernels
+        self.buffers = {}    # Inductor name -> _Storage
+        self.storages = []
+        self.steps = []      # each a dict whose buffer args are _Storage objects until resolved
+        self.launched = []   # the kernels in launch order
+        self.item_args = {}  # kernel -> {param index: scalar param}: `argN_1.item()` passed by value
+
+    # Reading a call's arguments -------------------------------------------------------------------------------
+
+    def tensor(self, node, what):
+        """A buffer argument: a param's name or a _Storage."""
+        if isinstance(node, ast.Name):
+            if node.id in self.binding.tensor_of:
+                return self.binding.tensor_of[node.id]
+            if node.id in self.buffers:
+                return self.buffers[node.id]
+        raise Untranslatable(what, f"the argument {ast.unparse(node)} is not a buffer of the program")
+
+    def shape_of(self, ref):
+        """A buffer's shape and strides as Inductor expressions (ast nodes)."""
+        if isinstance(ref, _Storage):
+            return ref.shape_nodes, ref.stride_nodes
+        if ref not in self.binding.layouts:
+            raise Untranslatable(f"the input {ref}", "call() asserts no shape for it")
+        return self.binding.layouts[ref]
+
+    def value(self, node):
+        return _evaluate(node, self.binding.symbol_values)
+
+    def expr(self, node):
+        return _expr(node, self.binding.names)
+
+    # Statements ----------------------------------------------------------------------------------------------
+
+    def run(self, call):
+        for node in _statements(call.body):
+            self.statement(node)
+
+    def statement(self, node):
+        text = ast.unparse(node)
+        if isinstance(node, (ast.Delete, ast.Pass)):
+            return
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id == "args":
+            return  # `arg0_1, arg1_1 = args`: matched already
+        if isinstance(node, ast.Return):
+            return self.outputs(node.value)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            func = _dotted(node.value.func) or ""
+            if func in ("args.clear", "torch.cuda.set_device", "assert_alignment"):
+                return
+            if func == "assert_size_stride":
+                return self.assert_shape(node.value)
+            if func.endswith(".run") and func[:-4] in self.kernels:
+                return self.launch(self.kernels[func[:-4]], node.value)
+            if func in ("extern_kernels.mm", "extern_kernels.addmm", "extern_kernels.bmm"):
+                return self.matmul(func.split(".")[1], node.value)
+            raise Untranslatable(func, "a call the translation does not know")
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            return self.assign(node.targets[0].id, node.value)
+        raise Untranslatable(text.splitlines()[0], "a statement of call() the translation does not know")
+
+    def assign(self, name, value):
+        func = _dotted(value.func) if isinstance(value, ast.Call) else None
+        if isinstance(value, ast.Name) and value.id == "args":
+            return
+        if isinstance(value, ast.Name) and value.id in self.buffers:
+            self.buffers[name] = self.buffers[value.id]  # `buf1 = buf0; del buf0  # reuse`
+            return
+        if isinstance(value, ast.Name) and value.id in self.binding.symbol_values and name == value.id:
+            return
+        if isinstance(value, ast.Name) and name in self.binding.symbol_values:
+            return  # `s77 = arg2_1`: tied already
+        if func == "get_raw_stream":
+            return
+        if func == "empty_strided_cuda":
+            shape, stride, dtype = value.args
+            storage = _Storage(name, list(shape.elts), list(stride.elts), _TORCH_DTYPES.get(_dotted(dtype)))
+            if storage.dtype is None:
+                raise Untranslatable(f"the buffer {name}", f"dtype {_dotted(dtype)}")
+            self.buffers[name] = storage
+            self.storages.append(storage)
+            return
+        if func == "extern_kernels.convolution":
+            return self.convolution(name, value)
+        if func and (func.startswith("torch.ops.") or func.startswith("aten.")):
+            raise Untranslatable(func.replace("torch.ops.", "").replace(".default", ""),
+                                 "an ATen operator Inductor calls as it is: no library step computes it")
+        if func:
+            raise Untranslatable(func, "a call the translation does not know")
+        # An integer local: `ps0 = 2*s53`, `kernel_xnumel = 384*s77`.
+        try:
+            self.binding.names[name] = self.wrap(self.expr(value))
+            self.binding.symbol_values[name] = self.value(value)
+        except Untranslatable:
+            raise
+        except Exception as error:  # an expression this module cannot evaluate
+            raise Untranslatable(f"{name} = {ast.unparse(value)}", str(error))
+
+    @staticmethod
+    def wrap(text):
+        return text if _is_atom(text) else f"({text})"
+
+    def assert_shape(self, call):
+        """After an extern call that allocates its result, Inductor asserts its shape: that gives the buffer's."""
+        target = call.args[0]
+        if isinstance(target, ast.Name) and target.id in self.buffers:
+            storage = self.buffers[target.id]
+            if storage.shape_nodes is None:
+                storage.shape_nodes = list(call.args[1].elts)
+                storage.stride_nodes = list(call.args[2].elts)
+
+    # Kernel launches ------------------------------------------------------------------------------------------
+
+    def launch(self, kernel, call):
+        if kernel not in self.launched:
+            self.launched.append(kernel)
+        if len(call.args) != len(kernel.params):
+            raise Untranslatable(f"{kernel.name}.run", f"{len(call.args)} arguments for {len(kernel.params)} params")
+        args = []
+        for index, node in enumerate(call.args):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "item"
+                    and not node.args):
+                # A 0-d tensor's value (a module's scalar): our spec has it as a scalar param, passed by value.
+                param = self.tensor(node.func.value, f"{kernel.name}.run")
+                if not isinstance(param, str) or self.binding.params[param]["role"] != "scalar":
+                    raise Untranslatable(f"{kernel.name}.run", f"{ast.unparse(node)} is not a scalar of the spec")
+                args.append(param)
+            elif isinstance(node, ast.Name) and (node.id in self.buffers or node.id in self.binding.tensor_of):
+                args.append(self.tensor(node, f"{kernel.name}.run"))
+            else:
+                args.append(_unwrap(self.expr(node)))
+        numels = dict(zip(kernel.params, args))
+        self.steps.append({"kernel": kernel, "args": args, "numels": numels})
+
+    # Library calls --------------------------------------------------------------------------------------------
+
+    def operand(self, node, what):
+        """A matrix operand: (buffer, shape nodes, transposed). `reinterpret_tensor(w, (K, N), (1, K), 0)` is
+        w stored [N, K] read transposed (a Linear's weight)."""
+        if isinstance(node, ast.Call) and _dotted(node.func) == "reinterpret_tensor":
+            base, shape, stride, offset = node.args
+            if self.value(offset) != 0:
+                raise Untranslatable(what, "an operand at an offset into its buffer")
+            shape, stride = list(shape.elts), list(stride.elts)
+            values = [self.value(s) for s in shape]
+            strides = [self.value(s) for s in stride]
+            if len(shape) == 2 and strides == [1, values[0]]:
+                return self.tensor(base, what), shape, True
+            if strides == _dense_strides(values):
+                return self.tensor(base, what), shape, False
+            raise Untranslatable(what, f"an operand with strides {ast.unparse(node.args[2])}")
+        ref = self.tensor(node, what)
+        shape, stride = self.shape_of(ref)
+        if stride is not None and [self.value(s) for s in stride] != _dense_strides([self.value(s) for s in shape]):
+            raise Untranslatable(what, f"the operand {ast.unparse(node)} is not contiguous")
+        return ref, shape, False
+
+    def dim(self, node):
+        """An operand's extent, in our names."""
+        return self.expr(node)
+
+    def matmul(self, op, call):
+        what = f"extern_kernels.{op}"
+        if op == "bmm":
+            raise Untranslatable(what, "a batched product: no library step computes one (cublas.gemm and "
+                                 "cublaslt.matmul take one matrix each)")
+        keywords = {k.arg: k.value for k in call.keywords}
+        if "out" not in keywords:
+            raise Untranslatable(what, "a product without out=")
+        positional = list(call.args)
+        bias = positional.pop(0) if op == "addmm" else None
+        if any(k not in ("out", "alpha", "beta") for k in keywords):
+            raise Untranslatable(what, f"options {sorted(keywords)}")
+        for k in ("alpha", "beta"):
+            if k in keywords and ast.unparse(keywords[k]) != "1":
+                raise Untranslatable(what, f"{k}={ast.unparse(keywords[k])}")
+        a, a_shape, a_transposed = self.operand(positional[0], what)
+        b, b_shape, b_transposed = self.operand(positional[1], what)
+        out, out_shape, _ = self.operand(keywords["out"], what)
+        if a_transposed or len(a_shape) != 2 or len(b_shape) != 2:
+            raise Untranslatable(what, "a transposed or non-2-d left operand")
+        m, k, n = (_unwrap(self.dim(d)) for d in (a_shape[0], a_shape[1], b_shape[1]))
+        step = {"library": "cublas.gemm", "args": [a, b, out, m, n, k], "options": {}}
+        if bias is not None:
+            bias_ref, bias_shape, _ = self.operand(bias, what)
+            if len(bias_shape) != 1:
+                raise Untranslatable(what, "a bias that is not one value per column")
+            step["library"] = "cublaslt.matmul"
+            step["args"].append(bias_ref)
+            step["options"]["epilogue"] = "bias"
+        if b_transposed:
+            step["options"]["b_transposed"] = "true"
+        self.steps.append(step)
+
+    def convolution(self, name, call):
+        what = "extern_kernels.convolution"
+        keywords = {k.arg: _value(k.value) for k in call.keywords}
+        if keywords.get("transposed"):
+            raise Untranslatable(f"{what} with transposed=True", "cudnn.conv2d is a forward convolution")
+        if any(v != 0 for v in keywords.get("output_padding", [0])):
+            raise Untranslatable(f"{what} with output_padding", "cudnn.conv2d has none")
+        try:
+            x, x_shape, _ = self.operand(call.args[0], what)
+            w, w_shape, _ = self.operand(call.args[1], what)
+        except Untranslatable as error:
+            raise Untranslatable(f"{what} on a channels-last buffer", "cudnn.conv2d reads NCHW: " + error.why)
+        if len(x_shape) != 4 or len(w_shape) != 4:
+            raise Untranslatable(f"{what} over {len(x_shape) - 2} dimensions", "cudnn.conv2d is 2-d")
+        storage = _Storage(name, None, None, "f32")
+        self.buffers[name] = storage
+        self.storages.append(storage)
+        options = {}
+        for key in ("stride", "padding", "dilation"):
+            value = keywords.get(key, [1, 1] if key != "padding" else [0, 0])
+            options[key] = ",".join(str(v) for v in value)
+        options["groups"] = str(keywords.get("groups", 1))
+        args = [x, w, storage] + [self.dim(d) for d in x_shape] + [self.dim(d) for d in (w_shape[0], w_shape[2],
+                                                                                      w_shape[3])]
+        bias = call.keywords and [k.value for k in call.keywords if k.arg == "bias"]
+        if bias and ast.unparse(bias[0]) != "None":
+            args.append(self.tensor(bias[0], what))
+        self.steps.append({"library": "cudnn.conv2d", "args": args, "options": options, "conv_input": x})
+
+    # Outputs --------------------------------------------------------------------------------------------------
+
+    def outputs(self, node):
+        returned = node.elts if isinstance(node, ast.Tuple) else [node]
+        outs = [p for p in self.binding.spec["params"] if p["role"] == "out"]
+        if len(returned) != len(outs):
+            raise Untranslatable("call()'s results", f"{len(returned)} tensors for the spec's {len(outs)} outputs")
+        for result, param in zip(returned, outs):
+            if not (isinstance(result, ast.Name) and result.id in self.buffers):
+                raise Untranslatable("call()'s results", f"{ast.unparse(result)} is not a buffer it wrote")
+            storage = self.buffers[result.id]
+            shape = [self.value(s) for s in storage.shape_nodes]
+            if [self.value(s) for s in storage.stride_nodes] != _dense_strides(shape):
+                raise Untranslatable(f"the output {result.id}", "it is not laid out row-major, as our outputs are")
+            if storage.dtype != param["dtype"]:
+                raise Untranslatable(f"the output {result.id}", f"dtype {storage.dtype}, the spec's {param['dtype']}")
+            storage.output = param["name"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The program
+
+
+def _tunable_names(kernels):
+    """Each kernel's constexpr -> its tunable: `XBLOCK` alone, `K0_XBLOCK` ... where several kernels run."""
+    names = {}
+    for index, kernel in enumerate(kernels):
+        prefix = f"K{index}_" if len(kernels) > 1 else ""
+        names[kernel.name] = {c: prefix + c for c in kernel.constexprs}
+    return names
+
+
+def _grid(kernel, numels, tunable):
+    """Inductor's grid types: Grid1D, one program per XBLOCK elements (rows of a reduction, persistent too);
+    Grid2D, x then y."""
+    grid_type = kernel.inductor_meta.get("grid_type")
+    x = f"cdiv({_unwrap(numels['xnumel'])}, {tunable['XBLOCK']})"
+    if grid_type == "Grid1D":
+        return [x]
+    if grid_type == "Grid2D":
+        return [x, f"cdiv({_unwrap(numels['ynumel'])}, {tunable['YBLOCK']})"]
+    raise Untranslatable(f"kernel {kernel.name}", f"grid type {grid_type}")
+
+
+def _temporary_shape(plan, storage):
+    """A temporary holds its buffer's extent: the product of its shape where its strides are a permutation of
+    dense ones (a channels-last layout too), else the furthest element plus one."""
+    shape = [plan.value(s) for s in storage.shape_nodes]
+    strides = [plan.value(s) for s in storage.stride_nodes]
+    order = sorted(range(len(shape)), key=lambda i: (strides[i], shape[i]))
+    step = 1
+    for i in order:
+        if shape[i] != 1 and strides[i] != step:
+            raise Untranslatable(f"the buffer {storage.name}", "a layout with gaps")
+        step *= shape[i]
+    return [_unwrap(plan.expr(s)) for s in storage.shape_nodes]
+
+
+def _is_nchw(plan, ref):
+    if not isinstance(ref, _Storage):
+        return True
+    shape = [plan.value(s) for s in ref.shape_nodes]
+    return [plan.value(s) for s in ref.stride_nodes] == _dense_strides(shape)
+
+
+def translate(output_code, spec):
+    """Inductor's output code for a problem -> {"source", "tunables", "notes", "constraints"} (see the module's
+    docstring). `constraints` lists the sizes Inductor fixed in the code (`hidden == 768`): the program computes
+    the problem only where they hold."""
+    tree = ast.parse(output_code)
+    kernels = _kernels_of(tree)
+    examples = _example_args(tree)
+    call = _function(tree, "call", in_class="Runner")
+    binding = _Binding(spec)
+    _match_tensors(call, examples, binding)
+    _tie_sizes(call, examples, binding)
+    plan = _Plan(binding, kernels)
+    plan.run(call)
+    if not plan.steps:
+        raise Untranslatable("call()", "it launches nothing")
+
+    for step in plan.steps:
+        if step.get("library") == "cudnn.conv2d":
+            if not _is_nchw(plan, step["conv_input"]) or not _is_nchw(plan, step["args"][2]):
+                raise Untranslatable("extern_kernels.convolution on a channels-last buffer",
+                                     "cudnn.conv2d reads and writes NCHW")
+
+    names = _tunable_names(plan.launched)
+    helpers = set()
+    bodies, tunables, notes = [], {}, []
+    warps, stages = [], []
+    for kernel in plan.launched:
+        body = _rewrite_runtime(kernel, helpers)
+        for constexpr, tunable in names[kernel.name].items():
+            if tunable != constexpr:
+                body = re.sub(rf"\b{constexpr}\b", tunable, body)
+        bodies.append(body)
+        configs = _configs(kernel)
+        for constexpr, tunable in names[kernel.name].items():
+            values = []
+            for config in configs:
+                if constexpr not in config:
+                    raise Untranslatable(f"kernel {kernel.name}", f"no configuration sets its {constexpr}")
+                if config[constexpr] not in values:
+                    values.append(config[constexpr])
+            tunables[tunable] = values
+        for config in configs:
+            warps.append(config["num_warps"])
+            stages.append(config["num_stages"])
+        notes.append(f"{kernel.name}: {kernel.heuristic}, {len(configs)} configuration(s) of Inductor's heuristics")
+    # One num_warps and num_stages for every kernel (the plan's rule): the first kernel's first, then the rest.
+    if warps:
+        tunables["num_warps"] = list(dict.fromkeys(warps))
+        tunables["num_stages"] = list(dict.fromkeys(stages))
+
+    steps = []
+    for step in plan.steps:
+        if "kernel" in step:
+            kernel = step["kernel"]
+            tunable = names[kernel.name]
+            steps.append({"kernel": kernel.name, "grid": _grid(kernel, step["numels"], tunable),
+                          "args": [_ref(a) for a in step["args"]]})
+            # Persistent reductions and static kernels reassign their numels in their bodies; the launch
+            # still passes them, as Inductor's does.
+        else:
+            entry = {"library": step["library"], "args": [_ref(a) for a in step["args"]]}
+            if step["options"]:
+                entry["options"] = step["options"]
+            steps.append(entry)
+            notes.append(f"extern_kernels -> {step['library']}")
+
+    used = {id(a) for s in plan.steps for a in s["args"] if isinstance(a, _Storage)}
+    temporaries = [{"name": s.name, "dtype": s.dtype, "shape": _temporary_shape(plan, s)}
+                   for s in plan.storages if s.output is None and id(s) in used]
+    block = {"temporaries": temporaries, "steps": steps} if temporaries else {"steps": steps}
+    source = _source(block, bodies, helpers, bool(re.search(r"\blibdevice\.", "\n".join(bodies))))
+    if binding.constraints:
+        notes.append("specialised by Inductor to " + ", ".join(binding.constraints))
+    return {"source": source, "tunables": tunables, "constraints": binding.constraints,
+            "notes": "Translated from torch.compile's (Inductor's) output code: " + "; ".join(notes) + "."}
+
+
+def _ref(arg):
+    if isinstance(arg, _Storage):
+        return arg.output or arg.name
+    return arg
+
+
+def _source(block, bodies, helpers, libdevice):
+    plan_text = json.dumps(block, indent=None)
+    # One step a line keeps the block readable where a person or a model reads it.
+    plan_text = plan_text.replace('{"kernel"', '\n   {"kernel"').replace('{"library"', '\n   {"library"')
+    parts = ['"""kernelevolve-plan\n' + plan_text + '\n"""', "import triton", "import triton.language as tl"]
+    if libdevice:
+        parts.append("from triton.language.extra import libdevice")
+    text = "\n".join(parts) + "\n\n"
+    for name in ("maximum", "minimum", "max2", "min2"):
+        if name in helpers:
+            text += "\n" + _HELPERS[name] + "\n"
+    for body in bodies:
+        text += "\n@triton.jit\n" + body + "\n\n"
+    return text
