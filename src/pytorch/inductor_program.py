@@ -58,7 +58,7 @@ def _value(node):
     if isinstance(node, ast.List):
         return [_value(e) for e in node.elts]
     if isinstance(node, ast.Call):
-        return _dotted(node.func) + "(...)"
+        return (_dotted(node.func) or "call") + "(...)"
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return -_value(node.operand)
     return _dotted(node) or ast.unparse(node)
@@ -617,13 +617,8 @@ class _Plan:
         if func:
             raise Untranslatable(func, "a call the translation does not know")
         # An integer local: `ps0 = 2*s53`, `kernel_xnumel = 384*s77`.
-        try:
-            self.binding.names[name] = self.wrap(self.expr(value))
-            self.binding.symbol_values[name] = self.value(value)
-        except Untranslatable:
-            raise
-        except Exception as error:  # an expression this module cannot evaluate
-            raise Untranslatable(f"{name} = {ast.unparse(value)}", str(error))
+        self.binding.names[name] = self.wrap(self.expr(value))  # raises Untranslatable on anything but sizes
+        self.binding.symbol_values[name] = self.value(value)
 
     @staticmethod
     def wrap(text):
