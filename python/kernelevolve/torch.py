@@ -43,7 +43,8 @@ _operators = {}  # qualified name -> Operator: a program loaded twice is one ope
 
 
 def _dimension(expr, sizes):
-    """A spec dimension ("N", "2 * H - K + 1", "64") at `sizes`, whose values may be SymInts."""
+    """A spec dimension ("N", "2 * H - K + 1", "cdiv(N, 4)") at `sizes`, whose values may be SymInts (the fake
+    implementation's), so it is evaluated here rather than by the C API's ke_program_shape."""
     def walk(node):
         if isinstance(node, ast.Expression):
             return walk(node.body)
@@ -61,10 +62,17 @@ def _dimension(expr, sizes):
                 return a - b
             if isinstance(node.op, ast.Mult):
                 return a * b
+            # Sizes are positive, where C's truncating division (the spec's) is floor division.
             if isinstance(node.op, (ast.Div, ast.FloorDiv)):
                 return a // b
             if isinstance(node.op, ast.Mod):
                 return a % b
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args:
+            values = [walk(a) for a in node.args]
+            if node.func.id == "cdiv" and len(values) == 2:
+                return (values[0] + values[1] - 1) // values[1]
+            if node.func.id in ("min", "max"):
+                return (min if node.func.id == "min" else max)(values)
         raise Error("bad spec", f"the dimension {expr!r} is not an integer expression over the sizes")
     return walk(ast.parse(str(expr), mode="eval"))
 
@@ -244,8 +252,10 @@ class Operator:
         why, out_specs, size_values = plan
         if why is not None:
             return self._fall_back(args, why)
-        device = args[self._first_tensor].device
-        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in out_specs]
+        first = args[self._first_tensor]
+        device = first.device
+        # new_empty: the device from the tensor, 0.7 µs a call less than torch.empty(..., device=) (H100).
+        outs = [first.new_empty(shape, dtype=dtype) for shape, dtype in out_specs]
         stream = _current_stream(device.index or 0) or None if device.type == "cuda" else None
         # The program's argument block is written in place (Program.call's work, without its list and checks).
         program = self.program
