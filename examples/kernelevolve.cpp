@@ -45,7 +45,8 @@ const char* kUsage =
     "                        PyTorch eager's and torch.compile's times per workload, measured as a run measures them\n"
     "  SPEC is a spec file (.json) or a PyTorch problem (.py, KernelBench format: run and check take\n"
     "  --language for its candidates, and --seed-kernel FILE for a seed, unless a --mutator command, llm or\n"
-    "  mix writes the first kernel from the module)\n"
+    "  mix writes the first kernel from the module; on a CUDA GPU without either, --first compile, the default:\n"
+    "  node 0 is what torch.compile generates, translated)\n"
     "  kernelevolve sweep SPEC --out FILE.tsv [--device cpu|cuda[:N]|hip[:N]] [--jobs N] [--max-points N]\n"
     "                        [--time-limit SEC] [--timeout SEC] [--sandbox MODE] [--commit TEXT] [--count]\n"
     "                        measure every valid point of the tunable space into FILE (resumes it if it exists)\n"
@@ -166,6 +167,7 @@ struct Common {
   bool json = false;
   std::string language;     // a PyTorch problem's candidate language
   std::string seed_kernel;  // a seed for a problem that has none, or another one
+  std::string first;        // "compile": a PyTorch problem's seed is what torch.compile generates (issue 31)
 };
 
 void add_common(po::options_description& d, Common& c) {
@@ -176,11 +178,15 @@ void add_common(po::options_description& d, Common& c) {
       "language", po::value(&c.language),
       "a PyTorch problem's kernel language: c or cpp (CPU), cuda (default by --device)")(
       "seed-kernel", po::value(&c.seed_kernel),
-      "a seed kernel file, for a problem without one (or instead of its own)");
+      "a seed kernel file, for a problem without one (or instead of its own)")(
+      "first", po::value(&c.first),
+      "compile: a PyTorch problem's first program (node 0) is what torch.compile generates, translated (CUDA, "
+      "Triton); the default for a run on a CUDA GPU without a seed or a model");
 }
 
 // The language a PyTorch problem's candidates are written in: --language, else the device's own.
 ke::Language problem_language(const Common& c) {
+  if (c.first == "compile" && c.language.empty()) return ke::Language::triton;  // what Inductor writes
   if (!c.language.empty()) {
     const auto l = ke::parse_language(c.language);
     if (!l)
@@ -205,6 +211,17 @@ ke::Spec load_cli_problem(Common& c) {
   ke::Spec spec = ke::load_problem(c.spec_path, options);
   if (!c.device_given && !pytorch) {
     if (!ke::is_cpu_language(spec.language)) c.device = ke::device_kind(spec.language);  // Triton's: cuda
+  }
+  if (!c.first.empty() && c.first != "compile")
+    throw ke::Error(ke::ErrorCode::BadUsage, "--first is 'compile', not '" + c.first + "'");
+  if (c.first == "compile") {
+    if (!pytorch) throw ke::Error(ke::ErrorCode::BadUsage, "--first compile is for a PyTorch problem (.py)");
+    if (!c.seed_kernel.empty())
+      throw ke::Error(ke::ErrorCode::BadUsage, "--first compile and --seed-kernel both give a seed");
+    std::cerr << "kernelevolve: capturing what torch.compile generates for " << c.spec_path << " ...\n";
+    ke::seed_from_torch_compile(spec, c.device);
+    std::cerr << "kernelevolve: node 0 is torch.compile's program, translated: "
+              << spec.notes.substr(0, spec.notes.find('\n')) << "\n";
   }
   if (!c.seed_kernel.empty()) {
     std::ifstream in(c.seed_kernel, std::ios::binary);
@@ -671,6 +688,12 @@ int cmd_run(const std::vector<std::string>& args) {
     throw ke::Error(ke::ErrorCode::BadUsage,
                     "--mutator " + mutator + " needs --command CMD" + (mutator == "mix" ? " or --llm-model NAME" : ""));
   }
+  // A PyTorch problem has no seed: without one or a model, on a CUDA GPU, the first program is torch.compile's
+  // (issue 31), the problem derived in Triton, the language Inductor writes, unless the user chose another.
+  if (mutator == "param" && c.first.empty() && c.seed_kernel.empty() && ke::is_pytorch_problem(c.spec_path) &&
+      c.device.rfind("cuda", 0) == 0 && (c.language.empty() || c.language == "triton")) {
+    c.first = "compile";
+  }
   ke::Spec spec = load_cli_problem(c);
   // Other runs' kernels of this operator, found before any worker starts: a bad database is bad input.
   std::vector<ke::WarmKernel> warm;
@@ -717,7 +740,8 @@ int cmd_run(const std::vector<std::string>& args) {
                     c.spec_path +
                         " has no seed kernel, and the parameter mutator only tunes an existing kernel, so "
                         "it cannot write the first one: give a seed with --seed-kernel FILE (or \"seed\" in the spec), "
-                        "or have one written from the reference with --mutator command, llm or mix.");
+                        "have one written from the reference with --mutator command, llm or mix, or (a PyTorch "
+                        "problem on a CUDA GPU) start from torch.compile's program with --first compile.");
   }
   ke::WorkerOptions wo;
   wo.jobs = jobs;

@@ -60,6 +60,27 @@ TEST_CASE("--counters: a GPU's, read with Nsight Compute; on the CPU, or with no
   CHECK_MESSAGE(o.err.find("'/nonexistent/ncu' is not an executable") != std::string::npos, o.err);
 }
 
+TEST_CASE("--first compile: torch.compile's program as node 0, refused where it cannot be had, saying why") {
+  const std::string model = std::string(KE_SOURCE_DIR) + "/problems/pytorch/relu_nchw/model.py";
+  auto o = kernelevolve("run " + model + " --no-db --device cpu --first compile");
+  CHECK(o.code == 2);
+  CHECK_MESSAGE(
+      o.err.find("the first program from torch.compile is captured on a CUDA GPU, not on cpu") != std::string::npos,
+      o.err);
+  o = kernelevolve("run " + fixture("e2e/colsum.json") + " --no-db --first compile");
+  CHECK(o.code == 2);
+  CHECK_MESSAGE(o.err.find("--first compile is for a PyTorch problem") != std::string::npos, o.err);
+  o = kernelevolve("run " + model + " --no-db --device cuda --first inductor");
+  CHECK(o.code == 2);
+  CHECK_MESSAGE(o.err.find("--first is 'compile', not 'inductor'") != std::string::npos, o.err);
+  // Without a seed or a model on a CUDA GPU it is the default. Here (no GPU, and CI's torch 1.13 has no
+  // torch.compile; a torch 2.x without a GPU fails in the capture) the run stops before any worker, and says why.
+  o = kernelevolve("run " + model + " --no-db --device cuda");
+  CHECK(o.code != 0);
+  CHECK_MESSAGE(o.err.find("capturing what torch.compile generates") != std::string::npos, o.err);
+  CHECK_MESSAGE(o.err.find("the first program from torch.compile") != std::string::npos, o.err);
+}
+
 TEST_CASE("run without a seed: the parameter mutator refuses, saying why and what to do instead") {
   // The spec is read, not run: no Python, no device. (test_pytorch runs one with a command writing the seed.)
   for (const std::string& mutator : {"", " --mutator param"}) {
@@ -70,6 +91,7 @@ TEST_CASE("run without a seed: the parameter mutator refuses, saying why and wha
     CHECK(o.err.find("only tunes an existing kernel") != std::string::npos);
     CHECK(o.err.find("--seed-kernel FILE") != std::string::npos);
     CHECK(o.err.find("--mutator command, llm or mix") != std::string::npos);
+    CHECK(o.err.find("--first compile") != std::string::npos);
   }
   // A writer of kernels is not refused for want of a seed (but still needs its own options).
   const auto o =

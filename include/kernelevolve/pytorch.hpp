@@ -24,6 +24,15 @@ struct PytorchProblemOptions {
 // Error(DeviceUnavailable) when no Python imports torch.
 Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& options = {});
 
+// The first program from torch.compile (issue 31): Inductor's output code for the module (at its own inputs, the
+// sizes marked dynamic) translated into a Triton program with its own plan: its kernels, its block sizes and warps
+// as tunables with the configurations Inductor's heuristics consider, its buffers as temporaries, its cuBLAS and
+// cuDNN calls as library steps. It becomes `spec`'s seed (node 0 of a run), its tunables replace the spec's, and
+// Inductor's specializations (a weight's size) join its constraints. `spec` is a PyTorch problem's, in Triton;
+// `device` a CUDA device ("cuda", "cuda:N"). Throws Error(BadSpec) naming the part that cannot be translated (a
+// batched product, a graph break), Error(DeviceUnavailable) where this PyTorch has no torch.compile.
+void seed_from_torch_compile(Spec& spec, const std::string& device, double timeout_s = 600);
+
 // A spec file or a PyTorch problem, by the file's extension (.py).
 Spec load_problem(const std::string& path, const PytorchProblemOptions& options = {});
 

@@ -1,0 +1,90 @@
+// The first program from torch.compile (pytorch.hpp, seed_from_torch_compile): the capture and translation run in
+// a Python process of their own (kInductorScript: src/pytorch/inductor_program.py and inductor_capture.py), as the
+// bridge does; its reply becomes the spec's seed, tunables and constraints.
+#include <simdjson.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "core/script_process.hpp"
+#include "kernelevolve/error.hpp"
+#include "kernelevolve/pytorch.hpp"
+#include "pytorch/python.hpp"
+
+namespace kernelevolve {
+
+namespace pytorch {
+extern const char* const kInductorScript;
+}
+
+namespace {
+
+// The spec as the translator reads it, in a file of its own (a module's source inline can outgrow argv).
+class SpecFile {
+ public:
+  explicit SpecFile(const Spec& spec) {
+    const char* dir = std::getenv("TMPDIR");
+    std::string pattern = std::string(dir && *dir ? dir : "/tmp") + "/kernelevolve-inductor-XXXXXX";
+    const int fd = ::mkstemp(pattern.data());
+    if (fd < 0) throw Error(ErrorCode::Internal, "cannot make a temporary file for torch.compile's capture");
+    ::close(fd);
+    path_ = pattern;
+    std::ofstream out(path_, std::ios::binary);
+    out << to_json(spec);
+    if (!out) throw Error(ErrorCode::Internal, "cannot write " + path_);
+  }
+  ~SpecFile() { std::remove(path_.c_str()); }
+  SpecFile(const SpecFile&) = delete;
+  SpecFile& operator=(const SpecFile&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace
+
+void seed_from_torch_compile(Spec& spec, const std::string& device, double timeout_s) {
+  const std::string where = (spec.path.empty() ? spec.name : spec.path) + ": the first program from torch.compile";
+  if (!spec.reference.pytorch)
+    throw Error(ErrorCode::BadUsage, where + ": the problem is not a PyTorch module (it has nothing to compile)");
+  if (spec.language != Language::triton)
+    throw Error(ErrorCode::BadUsage, where + ": Inductor writes Triton: the problem's language must be triton");
+  if (device.rfind("cuda", 0) != 0)
+    throw Error(ErrorCode::BadUsage, where + " is captured on a CUDA GPU, not on " + device);
+  const SpecFile file(spec);
+  const std::string text = run_script(pytorch::find_python(), pytorch::kInductorScript,
+                                      {"--module", spec.reference.file, "--device", device, "--spec", file.path()},
+                                      timeout_s, "torch.compile's capture");
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(text).get(doc) != simdjson::SUCCESS)
+    throw Error(ErrorCode::Internal, where + ": the capture printed no JSON: " + text.substr(0, 600));
+  if (std::string_view why; doc["error"].get(why) == simdjson::SUCCESS) {
+    std::string_view part;
+    const bool named = doc["part"].get(part) == simdjson::SUCCESS && part == "torch";
+    throw Error(named ? ErrorCode::DeviceUnavailable : ErrorCode::BadSpec, where + ": " + std::string(why));
+  }
+  spec.seed = SourceRef{};
+  spec.seed.source = std::string(doc["source"].get_string().value());
+  spec.seed.file = "torch.compile (Inductor)";
+  spec.tunables.clear();
+  for (auto [name, values] : doc["tunables"].get_object()) {
+    std::vector<std::int64_t>& list = spec.tunables[std::string(name)];
+    for (simdjson::dom::element v : values.get_array()) list.push_back(v.get_int64().value());
+  }
+  for (simdjson::dom::element c : doc["constraints"].get_array()) {
+    const std::string_view text_view = c.get_string().value();
+    spec.constraints.push_back(Expr::parse(std::string(text_view), where + ": constraint"));
+  }
+  // Every step of the plan gives its own grid: the spec's one-kernel launch (which read the derived BLOCK) is only
+  // the default of a step without one.
+  spec.launch = LaunchRule{};
+  if (std::string_view notes; doc["notes"].get(notes) == simdjson::SUCCESS)
+    spec.notes = std::string(notes) + (spec.notes.empty() ? "" : "\n\n" + spec.notes);
+  spec.validate();
+}
+
+}  // namespace kernelevolve

@@ -1,0 +1,65 @@
+# The driver of the first program from torch.compile (issue 31), run after inductor_program.py's text in one
+# script (built into the library: kInductorScript): it compiles the module with Inductor, the sizes marked
+# dynamic, captures the output code of that one compile, translates it (translate(), above) for the spec's
+# params, and prints one JSON object: {"source", "tunables", "constraints", "notes"}, or {"error", "part"}.
+#   python3 -c SCRIPT --module model.py --device cuda --spec spec.json
+
+
+def _capture_main():
+    import argparse
+    import importlib.util
+    import sys
+    import traceback
+
+    parser = argparse.ArgumentParser(prog="kernelevolve-inductor")
+    parser.add_argument("--module", required=True)
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--spec", required=True)
+    args = parser.parse_args()
+
+    def reply(**fields):
+        print(json.dumps(fields))
+
+    try:
+        import torch
+    except ImportError as e:
+        return reply(error=f"PyTorch does not import: {e}", part="torch")
+    if not hasattr(torch, "compile"):
+        return reply(error=f"torch {torch.__version__} has no torch.compile (PyTorch 2.0 added it)", part="torch")
+    try:
+        from torch._inductor.utils import run_and_get_code
+    except ImportError as e:
+        return reply(error=f"torch {torch.__version__} has no Inductor to capture: {e}", part="torch")
+    # The reference is fp32 without TF32 (bridge.py): Inductor's kernels are captured under the same rule.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        with open(args.spec) as f:
+            spec = json.load(f)
+        name = "kernelevolve_inductor_problem"
+        loader = importlib.util.spec_from_file_location(name, args.module)
+        module = importlib.util.module_from_spec(loader)
+        sys.modules[name] = module  # Dynamo looks a forward's globals up by its module's name
+        loader.loader.exec_module(module)
+        torch.manual_seed(0)
+        device = torch.device(args.device)
+        model = module.Model(*module.get_init_inputs()).to(device).eval()
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+        with torch.no_grad():
+            _, codes = run_and_get_code(torch.compile(model, dynamic=True), *inputs)
+    except Exception as e:
+        return reply(error=f"torch.compile failed on the module: {type(e).__name__}: {e}",
+                     part="torch.compile", trace=traceback.format_exc()[-2000:])
+    if len(codes) != 1:
+        return reply(error=f"torch.compile wrote {len(codes)} graphs for the module (a graph break): one program "
+                     "is one graph", part="graph break")
+    try:
+        result = translate(codes[0], spec)
+    except Untranslatable as e:
+        return reply(error=str(e), part=getattr(e, "part", ""))
+    reply(source=result["source"], tunables=result["tunables"], constraints=result.get("constraints", []),
+          notes=result.get("notes", ""))
+
+
+if __name__ == "__main__":
+    _capture_main()
