@@ -10,14 +10,14 @@ using namespace capi;
 
 namespace {
 
-std::vector<void*> arguments(const ke_program& p, void* const* args, std::size_t count) {
+// The caller's arguments, checked to be one per param: read in place (a call is on the caller's hot path).
+void* const* arguments(const ke_program& p, void* const* args, std::size_t count) {
   const std::size_t params = p.program->spec().params.size();
   if (count != params) {
     fail(KE_ERROR_INVALID_ARGUMENT, "'count' is " + std::to_string(count) + ", but the program takes " +
                                         std::to_string(params) + " arguments (ke_program_param_count)");
   }
-  need_array(args, count, "args");
-  return {args, args + count};
+  return need_array(args, count, "args");
 }
 
 }  // namespace
@@ -115,10 +115,10 @@ KE_API ke_status ke_program_call(ke_program* program, void* const* args, size_t 
       fail(KE_ERROR_INVALID_ARGUMENT, "'flags' has bits no KE_PROGRAM_ flag names: " + std::to_string(flags));
     if ((flags & KE_PROGRAM_WAIT) && stream)
       fail(KE_ERROR_INVALID_ARGUMENT, "KE_PROGRAM_WAIT runs on the library's own stream: 'stream' must be NULL");
-    std::vector<void*> a = arguments(p, args, count);
+    void* const* a = arguments(p, args, count);
     const bool any_shape = flags & KE_PROGRAM_ANY_SHAPE;
-    if (flags & KE_PROGRAM_WAIT) p.program->call(a.data(), any_shape);
-    else p.program->enqueue(a.data(), stream, any_shape);
+    if (flags & KE_PROGRAM_WAIT) p.program->call(a, any_shape);
+    else p.program->enqueue(a, stream, any_shape);
     ++p.calls;
   });
 }
@@ -127,10 +127,9 @@ KE_API ke_status ke_program_verified(int* out, const ke_program* program, void* 
   return guard(__func__, [&] {
     need_out(out, "out");
     const ke_program& p = *need(program, "program");
-    std::vector<void*> a = arguments(p, args, count);
     ke::Bindings sizes;
     std::string why;
-    *out = p.program->verified(a.data(), sizes, why) ? 1 : 0;
+    *out = p.program->verified(arguments(p, args, count), sizes, why) ? 1 : 0;
   });
 }
 

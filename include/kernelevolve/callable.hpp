@@ -66,26 +66,26 @@ class CallableProgram {
   // a workload the node was verified on, unless `any_shape`: Error(BadUsage) otherwise, saying which were
   // verified. Throws Error(Internal) when a step fails. On a GPU it runs on the device's own stream and the
   // call returns when the program has finished.
-  void call(void** args, bool any_shape = false);
+  void call(void* const* args, bool any_shape = false);
   // The same, queued on the caller's `stream` (a CUstream or hipStream_t of the GPU's primary context, the one
   // the CUDA and HIP runtimes and PyTorch use; null: the default stream), returning without waiting, as a
   // kernel launch does; so it can be captured in a CUDA graph. On the CPU it runs on the calling thread, and
   // `stream` must be null. A program's temporaries are allocated at the first call of each size and kept:
   // calls of one CallableProgram on different streams must be ordered by the caller, as for any workspace.
-  void enqueue(void** args, void* stream, bool any_shape = false);
+  void enqueue(void* const* args, void* stream, bool any_shape = false);
 
   // The shape of buffer param `index` at `sizes` (every size param bound); Error(BadUsage) otherwise.
   std::vector<std::int64_t> shape(std::size_t index, const Bindings& sizes) const;
   // The sizes `args` give (as call() reads them), and whether they and the scalars are a verified workload;
   // `why` says what is not.
-  bool verified(void** args, Bindings& sizes, std::string& why) const;
+  bool verified(void* const* args, Bindings& sizes, std::string& why) const;
 
   const Spec& spec() const;
   const Provenance& provenance() const;
 
  private:
   CallableProgram();
-  void run(void** args, void* stream, bool any_shape, bool wait);
+  void run(void* const* args, void* stream, bool any_shape, bool wait);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -180,7 +180,7 @@ std::unique_ptr<CallableProgram> CallableProgram::load(const std::string& databa
   return out;
 }
 
-bool CallableProgram::verified(void** args, Bindings& sizes, std::string& why) const {
+bool CallableProgram::verified(void* const* args, Bindings& sizes, std::string& why) const {
   const Impl& im = *impl_;
   const Spec& spec = im.spec;
   if (!args) throw Error(ErrorCode::BadUsage, where(im.provenance) + ": no arguments");
@@ -234,16 +234,16 @@ std::vector<std::int64_t> CallableProgram::shape(std::size_t index, const Bindin
   return out;
 }
 
-void CallableProgram::call(void** args, bool any_shape) { run(args, nullptr, any_shape, /*wait=*/true); }
+void CallableProgram::call(void* const* args, bool any_shape) { run(args, nullptr, any_shape, /*wait=*/true); }
 
-void CallableProgram::enqueue(void** args, void* stream, bool any_shape) {
+void CallableProgram::enqueue(void* const* args, void* stream, bool any_shape) {
   if (stream && impl_->device->info().kind == "cpu")
     throw Error(ErrorCode::BadUsage,
                 where(impl_->provenance) + ": runs on the CPU, on the calling thread: it takes no stream");
   run(args, stream, any_shape, false);
 }
 
-void CallableProgram::run(void** args, void* stream, bool any_shape, bool wait) {
+void CallableProgram::run(void* const* args, void* stream, bool any_shape, bool wait) {
   Impl& im = *impl_;
   const Spec& spec = im.spec;
   Bindings sizes;
