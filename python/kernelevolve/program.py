@@ -146,12 +146,15 @@ class Program:
 
     def value_slot(self, index):
         """The ctypes value param `index` is passed from (a buffer's address, a size's or scalar's value), for a
-        caller that writes it in place under `_lock` and then calls `_call` (kernelevolve.torch's fast path)."""
+        caller that writes it in place under `_lock` and then calls `launch` (kernelevolve.torch's fast path)."""
         return self._values[index]
 
-    def call_failed(self, status):
-        """Raises the Error of a failed ke_program_call."""
-        _check(status, "ke_program_call")
+    def launch(self, stream, flags):
+        """ke_program_call on the argument block as it is written: the caller holds `_lock` and has written every
+        value_slot (call() does so from a list; kernelevolve.torch writes them in place)."""
+        status = self._call(self._handle, self._slots, len(self._values), stream, flags)
+        if status:
+            _check(status, "ke_program_call")
 
     def verified(self, args):
         """Whether `args` (as `call` takes them) hold sizes and scalars the program was verified on."""
@@ -170,9 +173,7 @@ class Program:
         flags = (_capi.ANY_SHAPE if any_shape else 0) | (_capi.WAIT if wait else 0)
         with self._lock:
             self._fill(args)
-            status = self._call(self._handle, self._slots, len(self._values), stream, flags)
-        if status:
-            _check(status, "ke_program_call")
+            self.launch(stream, flags)
 
     @property
     def calls(self):

@@ -266,11 +266,9 @@ class Operator:
                 value.value = out.data_ptr()
             for value, size in zip(self._size_values, size_values):
                 value.value = size
-            status = program._call(program._handle, program._slots, len(program.params), stream, self._flags)
-        if status:
-            program.call_failed(status)
+            program.launch(stream, self._flags)
         self.calls += 1
-        return outs[0] if len(outs) == 1 else self._result(outs)
+        return self._result(outs)
 
     def _fall_back(self, args, why):
         if self.strict or not self.use_fallback:
