@@ -56,6 +56,9 @@ const char* kUsage =
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
     "  kernelevolve export DB [--run ID] [--node N] --format torch -o op.py   the best node as a PyTorch operator\n"
     "  kernelevolve devices [--json] [--sandbox-info]    the devices found, with their properties; the sandbox\n"
+    "  kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F] [--json]\n"
+    "                        a whole model (KernelBench format) profiled, cut into regions, each written as a\n"
+    "                        problem, ranked by share of the model's time (issue 30, steps 1-3)\n"
     "run 'kernelevolve COMMAND --help' for a command's options\n";
 
 // A progress bar rewritten in place on a terminal (evaluations, best speedup, rate, ETA); on anything
@@ -1436,6 +1439,45 @@ int cmd_baseline(const std::vector<std::string>& args) {
   return baselines[0].evaluation.status == ke::Status::ok ? 0 : 1;
 }
 
+// `optimize`: steps 1-3 of issue 30 (kernelevolve/optimize.hpp): the model profiled, its graph cut into regions, each
+// written as a PyTorch problem under --out, and the regions ranked by share of the model's time.
+int cmd_optimize(const std::vector<std::string>& args) {
+  po::options_description d("optimize");
+  std::string model;
+  bool json = false;
+  ke::OptimizeOptions options;
+  d.add_options()("help,h", "this help")("model", po::value(&model), "the model: a KernelBench-format .py file")(
+      "device", po::value(&options.device)->default_value("cpu"), "where the model runs: cpu or cuda[:N]")(
+      "out", po::value(&options.out_dir),
+      "the folder for the region files and manifest.json (default: MODEL.optimize beside the model, or in the "
+      "current folder where that is not writable); an earlier optimize's output there is replaced, nothing else")(
+      "min-share", po::value(&options.min_share)->default_value(0.01, "0.01"),
+      "skip regions below this share of the model's time (Amdahl)")(
+      "budget", po::value(&options.budget_s)->default_value(2, "2"),
+      "seconds spent timing the model, and again the regions")(
+      "timeout", po::value(&options.timeout_s)->default_value(1800, "1800"), "for the whole optimizer, seconds")(
+      "json", po::bool_switch(&json), "print the report (the manifest) as one JSON object on stdout");
+  po::positional_options_description pos;
+  pos.add("model", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(d).positional(pos).run(), vm);
+  po::notify(vm);
+  if (vm.count("help") || model.empty()) {
+    (vm.count("help") ? std::cout : std::cerr)
+        << "usage: kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F] [--json]\n"
+           "  Profiles the model under torch.profiler, captures its graph (torch.export, or torch.fx on torch 1.13),\n"
+           "  cuts it into regions (element-wise, reduction and normalization chains around at most one matrix\n"
+           "  product or convolution), writes each distinct region as a problem file (identical regions once, with\n"
+           "  a count and a stable hash) and ranks them by share of the model's time. Evolving them, putting the\n"
+           "  winners back and proving the speedup come next.\n"
+        << d;
+    return vm.count("help") ? 0 : 2;
+  }
+  const ke::OptimizeReport report = ke::optimize_model(model, options);
+  std::cout << (json ? report.json : ke::format_report(report));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -1459,6 +1501,7 @@ int main(int argc, char** argv) {
     if (command == "best") return cmd_best(args);
     if (command == "export") return cmd_export(args);
     if (command == "devices") return cmd_devices(args);
+    if (command == "optimize") return cmd_optimize(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << kUsage;
       return 0;

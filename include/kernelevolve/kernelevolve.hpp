@@ -11,6 +11,7 @@
 #include "kernelevolve/expr.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/mutator.hpp"
+#include "kernelevolve/optimize.hpp"
 #include "kernelevolve/pytorch.hpp"
 #include "kernelevolve/report.hpp"
 #include "kernelevolve/sandbox.hpp"

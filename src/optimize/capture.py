@@ -1,0 +1,456 @@
+# The model optimizer's capture (`kernelevolve optimize`, issue 30): the model file loaded and sized up, then
+# its forward captured as one graph with shapes, dtypes and lifted weights: torch.export where this PyTorch
+# has it, else torch.fx's symbolic trace (what torch 1.13 has). Each node's value is recorded (shape, dtype,
+# and the scale a region's get_inputs() draws at), the graph's own output checked against the model's, and
+# values that are not tensors (x.size(0)) folded into constants, so that every edge between regions is a
+# tensor. Read with cut.py, profile.py and driver.py: the four are one script (kOptimizeScript).
+import contextlib
+import importlib.util
+import math
+import operator
+import os
+import re
+import sys
+import time
+
+import torch
+import torch.fx
+
+
+class Refusal(Exception):
+    """A model this optimizer cannot take, with why (exit 2); `kind` says which (bad_model, untraceable,
+    too_big, out_dir, device)."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
+
+
+DTYPES = {
+    torch.float32: "f32", torch.float16: "f16", torch.bfloat16: "bf16", torch.float64: "f64",
+    torch.int64: "i64", torch.int32: "i32", torch.int8: "i8", torch.uint8: "u8", torch.bool: "bool",
+}
+MODEL_SEED, INPUTS_SEED = 0, 1  # the model is built, and its inputs drawn, under these seeds (the manifest says so)
+MAX_NODES = 20000  # a graph larger than this is refused: its regions' timing alone would take hours
+
+
+def dtype_name(dtype):
+    return DTYPES.get(dtype, str(dtype).replace("torch.", ""))
+
+
+def load_model_file(path):
+    if not os.path.isfile(path):
+        raise Refusal("bad_model", f"{path}: no such file")
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in sys.path:
+        sys.path.insert(0, directory)
+    spec = importlib.util.spec_from_file_location("kernelevolve_optimized_model", path)
+    if spec is None or spec.loader is None:
+        raise Refusal("bad_model", f"{path} is not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:
+        raise Refusal("bad_model", f"{path} does not import: {type(e).__name__}: {e}")
+    for name in ("Model", "get_inputs", "get_init_inputs"):
+        if not hasattr(module, name):
+            raise Refusal("bad_model", f"{path} defines no {name}: a model in KernelBench's format has "
+                                       "class Model(nn.Module), get_inputs() and get_init_inputs()")
+    return module
+
+
+FACTORY_NAMES = ("empty", "zeros", "ones", "full", "rand", "randn", "randint", "randperm", "arange", "linspace",
+                 "logspace", "eye", "tensor", "as_tensor", "normal", "empty_strided")
+
+
+class OnMeta(torch.overrides.TorchFunctionMode):
+    """Tensor factories without a device make meta tensors: the model's size is known without allocating it."""
+
+    factories = {f for f in (getattr(torch, n, None) for n in FACTORY_NAMES) if f is not None}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            factory = func in self.factories
+        except TypeError:
+            factory = False
+        if factory and kwargs.get("device") is None:
+            kwargs = dict(kwargs, device="meta")
+        return func(*args, **kwargs)
+
+
+def tensors_in(value):
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from tensors_in(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from tensors_in(v)
+
+
+def gib(n):
+    return f"{n / 2**30:.1f} GiB"
+
+
+def available_bytes(device):
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return free
+    with open("/proc/meminfo") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return None
+
+
+def check_size(module, device):
+    """Refuses a model whose weights and inputs would take more than half the device's free memory, sized on
+    PyTorch's meta device before anything is allocated. A model that cannot be built on meta (a constructor
+    that reads values) is not sized: the returned note says so."""
+    try:
+        with OnMeta():
+            torch.manual_seed(MODEL_SEED)
+            model = module.Model(*module.get_init_inputs())
+            inputs = list(module.get_inputs())
+    except Exception as e:
+        return f"not sized before building it (on PyTorch's meta device: {type(e).__name__}: {first_line(e)})"
+    weights = sum(t.numel() * t.element_size() for t in model.state_dict().values())
+    data = sum(t.numel() * t.element_size() for t in tensors_in(inputs))
+    free = available_bytes(device)
+    if free is not None and 2 * (weights + data) > free:
+        raise Refusal("too_big", f"the model is too big for {device}: its weights take {gib(weights)} and its inputs "
+                                 f"{gib(data)}, and {gib(free)} is free there (it needs twice its size: the model "
+                                 "and one region's copy)")
+    return None
+
+
+def first_line(e):
+    text = str(e).strip().splitlines()
+    return text[0] if text else type(e).__name__
+
+
+def build(module, device):
+    """The model on `device` in eval mode, and its inputs, under the manifest's seeds."""
+    try:
+        torch.manual_seed(MODEL_SEED)
+        model = module.Model(*module.get_init_inputs())
+        if not isinstance(model, torch.nn.Module):
+            raise Refusal("bad_model", f"Model(*get_init_inputs()) is a {type(model).__name__}, not an nn.Module")
+        model = model.to(device).eval()
+        torch.manual_seed(INPUTS_SEED)
+        inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    except Refusal:
+        raise
+    except Exception as e:
+        raise Refusal("bad_model", f"building the model and its inputs failed: {type(e).__name__}: {first_line(e)}")
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            raise Refusal("bad_model", f"get_inputs()[{i}] is a {type(x).__name__}: the optimizer takes tensor "
+                                       "inputs only (a constant belongs in get_init_inputs())")
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    except Exception as e:
+        raise Refusal("bad_model", f"the model's forward fails on get_inputs(): {type(e).__name__}: {first_line(e)}")
+    return model, inputs
+
+
+# Modules not traced through: their forward branches on its inputs' properties, which a symbolic trace cannot
+# follow. Each stays one node, a region of its own.
+OPAQUE_MODULES = tuple(getattr(torch.nn, n) for n in ("RNNBase", "MultiheadAttention") if hasattr(torch.nn, n))
+
+
+class Tracer(torch.fx.Tracer):
+    """Traces through torch.nn's modules too (nn.Linear becomes F.linear on its weight and bias as get_attr
+    nodes): a region is then written as functions of its weights, whatever modules held them."""
+
+    def is_leaf_module(self, m, qualname):
+        return isinstance(m, OPAQUE_MODULES)
+
+
+class Capture:
+    """A model's forward as one graph: `gm` (its root holds the weights under each get_attr target), the
+    weights' names in the model (`fqn`, target -> state-dict key) and kinds (`kind`: parameter or buffer),
+    the graph's inputs and output structure, each node's recorded value (`meta`), and how it was captured."""
+
+    def __init__(self, gm, fqn, kind, method, notes):
+        self.gm, self.fqn, self.kind, self.method, self.notes = gm, fqn, kind, method, notes
+        self.meta = {}
+        self.output_names = []
+
+
+DATA_DEPENDENT = ("symbolically traced variables cannot be used as inputs to control flow",
+                  "data-dependent", "data dependent", "GuardOnDataDependentSymNode")
+
+
+def untraceable(how, e):
+    text = str(e)
+    why = "its forward branches on a tensor's values (data-dependent control flow), which a graph cannot hold" \
+        if any(s in text for s in DATA_DEPENDENT) else f"{type(e).__name__}: {first_line(e)}"
+    return Refusal("untraceable", f"the model cannot be captured as one graph by {how}: {why}")
+
+
+def capture_fx(model):
+    try:
+        graph = Tracer().trace(model)
+    except Exception as e:
+        raise untraceable("torch.fx.symbolic_trace", e)
+    gm = torch.fx.GraphModule(model, graph)
+    fqn, kind = {}, {}
+    params = dict(model.named_parameters())
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            fqn[node.target] = node.target
+            kind[node.target] = "parameter" if node.target in params else "buffer"
+    return Capture(gm, fqn, kind, "torch.fx.symbolic_trace (through torch.nn's modules), values by running it",
+                   [])
+
+
+def capture_export(model, inputs):
+    """torch.export's graph with its lifted weights made get_attr nodes again, on a root of their own."""
+    try:
+        program = torch.export.export(model, tuple(inputs))
+    except Exception as e:
+        raise untraceable("torch.export", e)
+    gm = program.graph_module
+    root = torch.nn.Module()
+    fqn, kind = {}, {}
+    values = dict(program.state_dict)
+    values.update(getattr(program, "constants", {}) or {})
+    by_placeholder = {}
+    for spec in program.graph_signature.input_specs:
+        kind_name = str(spec.kind).split(".")[-1]
+        if kind_name == "USER_INPUT":
+            continue
+        if kind_name not in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+            raise Refusal("untraceable", f"torch.export lifted an input of kind {kind_name} ({spec.target}), which "
+                                         "the optimizer does not handle")
+        attr = re.sub(r"\W", "_", spec.target)
+        value = values[spec.target]
+        if kind_name == "PARAMETER":
+            root.register_parameter(attr, torch.nn.Parameter(value.detach(), requires_grad=False))
+        else:
+            root.register_buffer(attr, value.detach())
+        fqn[attr] = spec.target
+        kind[attr] = "parameter" if kind_name == "PARAMETER" else "buffer"
+        by_placeholder[spec.arg.name] = attr
+    graph = gm.graph
+    first = next(n for n in graph.nodes if n.op != "placeholder")
+    for node in list(graph.nodes):
+        if node.op == "placeholder" and node.name in by_placeholder:
+            with graph.inserting_before(first):
+                attr = graph.get_attr(by_placeholder[node.name])
+            node.replace_all_uses_with(attr)
+            graph.erase_node(node)
+    # Export's output is a flat tuple; the model's structure is restored from its own result.
+    return Capture(torch.fx.GraphModule(root, graph), fqn, kind,
+                   "torch.export (weights lifted), values by running its graph", [])
+
+
+def is_view_of_something(node):
+    return node.op in ("call_method", "call_function") and op_name(node) in VIEW_OPS and op_name(node) != "contiguous"
+
+
+def op_name(node):
+    """A node's operator as a short name: linear, layer_norm, add, view, addmm (aten's, overload dropped)."""
+    t = node.target
+    if node.op == "call_module":
+        return type(node.graph.owning_module.get_submodule(t)).__name__
+    if node.op == "call_method":
+        name = t
+    elif isinstance(t, torch._ops.OpOverload):
+        name = t._schema.name.split("::")[-1]
+    elif isinstance(t, torch._ops.OpOverloadPacket):
+        name = str(t).split(".")[-1]
+    else:
+        name = getattr(t, "__name__", str(t))
+    name = name.lstrip("_") if name not in ("__getitem__",) else "getitem"
+    return {"iadd": "add", "isub": "sub", "imul": "mul", "itruediv": "truediv"}.get(name, name)
+
+
+# Operators that compute nothing (views, and what is the identity in eval mode): a region of these alone is skipped.
+VIEW_OPS = {"view", "reshape", "permute", "transpose", "t", "flatten", "unflatten", "squeeze", "unsqueeze",
+            "expand", "expand_as", "getitem", "narrow", "select", "slice", "chunk", "split", "unbind", "view_as",
+            "reshape_as", "movedim", "detach", "alias", "split_with_sizes", "unsafe_view", "as_strided",
+            "dropout", "identity", "contiguous"}
+
+
+def target_text(node):
+    """The node's operator, fully named, for the region's hash: stable across runs and processes."""
+    t = node.target
+    if node.op == "call_module":
+        m = node.graph.owning_module.get_submodule(t)
+        return f"module:{type(m).__module__}.{type(m).__qualname__}:{m!r}"
+    if node.op == "call_method":
+        return f"method:{t}"
+    if isinstance(t, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return f"op:{t}"
+    return f"function:{getattr(t, '__module__', '')}.{getattr(t, '__qualname__', getattr(t, '__name__', str(t)))}"
+
+
+def make_functional(capture):
+    """In-place operators written out of place, so that a region neither changes its inputs (a kernel's
+    inputs are read-only) nor depends on another's writes: `relu(x, inplace=True)` and `x.add_(y)` become
+    their out-of-place forms, and what used the mutated tensor afterwards uses the result. A write into a
+    view, a graph input or a weight changes something the graph does not hold as a value: refused."""
+    graph = capture.gm.graph
+    order = {n: i for i, n in enumerate(graph.nodes)}
+    for node in list(graph.nodes):
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        mutated = None
+        if node.kwargs.get("inplace") is True:
+            node.kwargs = dict(node.kwargs, inplace=False)
+            mutated = node.args[0] if node.args else None
+        elif node.op == "call_method" and node.target.endswith("_") and not node.target.startswith("_"):
+            node.target = node.target[:-1]
+            mutated = node.args[0]
+        elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
+                any(a.alias_info is not None and a.alias_info.is_write for a in node.target._schema.arguments):
+            base = node.target._schema.name.split("::")[-1]
+            packet = getattr(torch.ops.aten, base.rstrip("_"), None) if base.endswith("_") else None
+            overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
+            if overload is None:
+                raise Refusal("untraceable", f"node {node.name} ({node.target}) writes into its input in place and has "
+                                             "no out-of-place form the optimizer knows")
+            node.target = overload
+            mutated = node.args[0]
+        elif node.op == "call_function" and getattr(node.target, "__name__", "").endswith("_") and \
+                getattr(torch, node.target.__name__, None) is node.target and hasattr(torch, node.target.__name__[:-1]):
+            node.target = getattr(torch, node.target.__name__[:-1])
+            mutated = node.args[0]
+        if not isinstance(mutated, torch.fx.Node):
+            continue
+        if mutated.op == "get_attr" or is_view_of_something(mutated):
+            what = "a weight" if mutated.op == "get_attr" else f"a view ({mutated.name})"
+            raise Refusal("untraceable", f"node {node.name} ({op_name(node)}) writes in place into {what}: the "
+                                         "write would reach a tensor the graph does not hold as a value")
+        for user in list(mutated.users):
+            if user is not node and order[user] > order[node]:
+                user.replace_input_with(mutated, node)
+    graph.lint()
+    capture.gm.recompile()
+
+
+class Record(torch.fx.Interpreter):
+    """Runs the graph once and records each node's value: shape, dtype and scale for tensors (the mean and
+    spread a region's get_inputs() draws at; an integer's range), the value itself for what is not a tensor
+    (a size, to be folded), and which values are tuples of tensors (split's, an LSTM's)."""
+
+    def __init__(self, gm):
+        super().__init__(gm)
+        self.meta = {}
+        self.folded = {}
+
+    def run_node(self, n):
+        value = super().run_node(n)
+        if isinstance(value, torch.Tensor):
+            self.meta[n.name] = tensor_meta(value)
+        elif isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
+            self.meta[n.name] = {"tuple": len(value)}
+        elif n.op not in ("output", "placeholder"):
+            self.folded[n.name] = value
+        return value
+
+
+def tensor_meta(t):
+    meta = {"shape": list(t.shape), "dtype": dtype_name(t.dtype)}
+    if t.numel() > 0 and t.dtype != torch.bool:
+        if t.is_floating_point():
+            std, mean = torch.std_mean(t.detach().float()) if t.numel() > 1 else (torch.tensor(0.), t.float().mean())
+            meta["mean"], meta["std"] = float(mean), float(std)
+        elif not t.is_complex():
+            meta["min"], meta["max"] = int(t.min()), int(t.max())
+    return meta
+
+
+def constant(value, where):
+    """A folded value as a literal FX can write: an int, a size, a tuple of them."""
+    if isinstance(value, torch.Size):
+        return tuple(int(v) for v in value)
+    if isinstance(value, (int, float, bool, str, type(None), torch.dtype, torch.device)):
+        return value
+    if isinstance(value, (tuple, list)) and all(isinstance(v, (int, float, bool)) for v in value):
+        return type(value)(value)
+    raise Refusal("untraceable", f"node {where} gives a {type(value).__name__}, which is neither a tensor nor a "
+                                 "constant a region can hold")
+
+
+def fold_constants(capture, folded):
+    graph = capture.gm.graph
+    for node in list(graph.nodes):
+        if node.name not in folded:
+            continue
+        value = folded[node.name]
+        if value is None and not node.users:  # a check that returns nothing (export's asserts)
+            graph.erase_node(node)
+            continue
+        literal = constant(value, node.name)
+        for user in list(node.users):
+            user.args = torch.fx.node.map_arg(user.args, lambda a: literal if a is node else a)
+            user.kwargs = torch.fx.node.map_arg(user.kwargs, lambda a: literal if a is node else a)
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
+    graph.lint()
+    capture.gm.recompile()
+
+
+def close(a, b):
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point():
+        return torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-5, equal_nan=True)
+    return torch.equal(a, b)
+
+
+def capture_model(model, inputs):
+    """The model's forward as a graph whose every node's value is recorded, checked against the model's own
+    output on the same inputs."""
+    with torch.no_grad():
+        expected = model(*inputs)
+    if hasattr(torch, "export") and hasattr(torch.export, "export"):
+        capture = capture_export(model, inputs)
+    else:
+        capture = capture_fx(model)
+    graph = capture.gm.graph
+    count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+    if count > MAX_NODES:
+        raise Refusal("too_big", f"the model's graph has {count} operators, more than the {MAX_NODES} the optimizer cuts")
+    make_functional(capture)
+    record = Record(capture.gm)
+    with torch.no_grad():
+        try:
+            got = record.run(*inputs)
+        except Exception as e:
+            raise Refusal("untraceable", f"the captured graph does not run ({capture.method}): {type(e).__name__}: "
+                                         f"{first_line(e)}")
+    outputs_expected, outputs_got = list(tensors_in(expected)), list(tensors_in(got))
+    if len(outputs_expected) != len(outputs_got) or not all(close(a, b) for a, b in zip(outputs_expected, outputs_got)):
+        raise Refusal("untraceable", f"the captured graph ({capture.method}) does not compute what the model does on "
+                                     "the same inputs: the model's forward has behaviour a graph cannot hold")
+    fold_constants(capture, record.folded)
+    capture.meta = record.meta
+    out = next(n for n in graph.nodes if n.op == "output")
+    structure = out.args[0]
+    names = []
+    for item in (structure if isinstance(structure, (tuple, list)) else [structure]):
+        if not isinstance(item, torch.fx.Node) or item.op == "get_attr" or item.name not in record.meta or \
+                "tuple" in record.meta[item.name]:
+            raise Refusal("bad_model", "the model's forward must return a tensor or a tuple of tensors computed from "
+                                       f"its inputs (output {len(names)} is {item!r})")
+        names.append(item.name)
+    if isinstance(expected, torch.Tensor) and len(names) != 1:
+        raise Refusal("bad_model", "the model returns one tensor but its graph returns several")
+    capture.output_names = names
+    capture.output_is_tuple = not isinstance(expected, torch.Tensor)
+    return capture
+
+
+@contextlib.contextmanager
+def timed(steps, name):
+    start = time.perf_counter()
+    yield
+    steps[name] = round(time.perf_counter() - start, 3)
+

@@ -1,0 +1,399 @@
+# The model optimizer's cut (after capture.py): the captured graph partitioned into regions, as Inductor's fusion
+# groups and Welder's tiles are: chains of element-wise, reduction and normalization operators around at most one
+# matrix product, convolution, attention or embedding lookup (an anchor). A module the trace could not enter (an
+# LSTM) is a region of its own. Identical regions (operators, shapes, dtypes, constants) are one problem with a
+# count, named by a hash of that description, never of the weights' values; each problem is written as a PyTorch
+# problem file in KernelBench's format, its weights (the first occurrence's) saved beside it.
+import hashlib
+import importlib
+import json
+import os
+import re
+
+import torch
+import torch.fx
+
+
+ANCHOR_OPS = {
+    "linear", "addmm", "mm", "bmm", "matmul", "baddbmm", "addbmm", "addmv", "mv", "dot", "einsum", "tensordot",
+    "bilinear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "convolution", "conv_tbc", "scaled_dot_product_attention", "scaled_dot_product_flash_attention",
+    "scaled_dot_product_efficient_attention", "scaled_dot_product_cudnn_attention", "embedding", "embedding_bag",
+}
+OPAQUE_OPS = {"lstm", "gru", "rnn_tanh", "rnn_relu"}
+
+
+def node_kind(node):
+    """anchor, opaque (a region of its own) or fusible (element-wise, reduction, normalization, view)."""
+    if node.op == "call_module":
+        return "opaque"
+    name = op_name(node)
+    if name in ANCHOR_OPS:
+        return "anchor"
+    if name in OPAQUE_OPS:
+        return "opaque"
+    return "fusible"
+
+
+class Region:
+    def __init__(self, index):
+        self.index = index
+        self.nodes = []
+        self.anchor = None
+        self.opaque = False
+        self.deps = set()  # the regions whose values this one reads
+
+    def ancestors(self, regions):
+        seen, stack = set(), list(self.deps)
+        while stack:
+            r = stack.pop()
+            if r not in seen:
+                seen.add(r)
+                stack.extend(regions[r].deps)
+        return seen
+
+
+def partition(capture):
+    """The regions of the graph, in an order in which each reads only what earlier ones wrote. A node joins the
+    region of its latest producer that can take it (not an opaque region; not a second anchor) when joining
+    makes no cycle between regions (no other producer's region already reads this one); else it starts a new
+    region. A node reading a tuple (split's, an LSTM's) is always in its producer's region: only tensors cross
+    between regions."""
+    graph = capture.gm.graph
+    position = {n: i for i, n in enumerate(graph.nodes)}
+    regions, of = [], {}
+    for node in graph.nodes:
+        if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        producers = sorted({a for a in node.all_input_nodes if a in of}, key=lambda a: -position[a])
+        tuples = {of[a].index for a in producers if "tuple" in capture.meta.get(a.name, {})}
+        kind = node_kind(node)
+        chosen = None
+        if len(tuples) > 1:
+            raise Refusal("untraceable", f"node {node.name} reads tuples made in two regions; the cut keeps a tuple "
+                                         "within the region that made it")
+        if tuples:
+            chosen = regions[tuples.pop()]
+        elif kind != "opaque":
+            sources = {of[a].index for a in producers}
+            for a in producers:
+                r = of[a]
+                if r.opaque or (kind == "anchor" and r.anchor is not None):
+                    continue
+                if any(r.index in regions[s].ancestors(regions) for s in sources if s != r.index):
+                    continue
+                chosen = r
+                break
+        if chosen is None:
+            chosen = Region(len(regions))
+            chosen.opaque = kind == "opaque"
+            regions.append(chosen)
+        chosen.nodes.append(node)
+        if kind == "anchor" and chosen.anchor is None:
+            chosen.anchor = node
+        of[node] = chosen
+        chosen.deps |= {of[a].index for a in producers} - {chosen.index}
+    # Kahn's order over the regions, ties by creation.
+    order, done = [], set()
+    while len(order) < len(regions):
+        ready = [r for r in regions if r.index not in done and r.deps <= done]
+        order.append(ready[0])
+        done.add(ready[0].index)
+    for r in regions:
+        r.nodes.sort(key=lambda n: position[n])
+    return order, of
+
+
+class Ref:
+    """A reference inside a region's description: an input, a weight or an earlier node, by position."""
+
+    def __init__(self, token):
+        self.token = token
+
+    def __repr__(self):
+        return "%" + self.token
+
+
+class Occurrence:
+    """One region of the graph with its boundary: inputs (graph inputs or other regions' values, by first use),
+    weights (get_attr targets, by first use), outputs (values read outside it, in graph order)."""
+
+    def __init__(self, region, of):
+        self.region = region
+        self.nodes = region.nodes
+        inside = set(region.nodes)
+        self.inputs, self.weights = [], []
+        for node in region.nodes:
+            for a in node.all_input_nodes:
+                if a.op == "get_attr":
+                    if a not in self.weights:
+                        self.weights.append(a)
+                elif a not in inside and a not in self.inputs:
+                    self.inputs.append(a)
+        self.outputs = [n for n in region.nodes if any(u.op == "output" or u not in inside for u in n.users)]
+        self.hash, self.description = None, None
+
+
+def describe(occ, capture):
+    """The region as data: operators with their constants, each value's shape and dtype; its hash names it."""
+    refs = {}
+    for i, a in enumerate(occ.inputs):
+        refs[a] = Ref(f"in{i}")
+    for k, w in enumerate(occ.weights):
+        refs[w] = Ref(f"w{k}")
+    nodes = []
+    for j, node in enumerate(occ.nodes):
+        args = torch.fx.node.map_arg(node.args, lambda a: refs[a])
+        kwargs = torch.fx.node.map_arg(dict(node.kwargs), lambda a: refs[a])
+        meta = capture.meta.get(node.name, {})
+        nodes.append([target_text(node), repr(args), repr(sorted(kwargs.items())),
+                      {k: meta[k] for k in ("shape", "dtype", "tuple") if k in meta}])
+        refs[node] = Ref(f"n{j}")
+
+    def tensor(a):
+        return [capture.meta[a.name]["dtype"], capture.meta[a.name]["shape"]]
+
+    weights = []
+    for w in occ.weights:
+        t = attribute(capture, w.target)
+        weights.append([capture.kind.get(w.target, "buffer"), dtype_name(t.dtype), list(t.shape)])
+    return {"inputs": [tensor(a) for a in occ.inputs], "weights": weights, "nodes": nodes,
+            "outputs": [repr(refs[o]) for o in occ.outputs]}
+
+
+def attribute(capture, target):
+    obj = capture.gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def region_hash(description):
+    text = json.dumps(description, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class Problem:
+    """A distinct region: its first occurrence (what the file is written from) and every occurrence's place."""
+
+    def __init__(self, name, first):
+        self.name = name
+        self.first = first
+        self.occurrences = [first]
+        self.hash = first.hash
+        self.file = f"region_{self.hash}.py"
+        self.weights_file = f"region_{self.hash}.pt"
+        self.weight_names = []
+        self.input_names = []
+        self.modules = []  # (attribute, position in the region's nodes, the module): a region's opaque module
+
+    @property
+    def ops(self):
+        return [op_name(n) for n in self.first.nodes]
+
+    @property
+    def anchor(self):
+        return op_name(self.first.region.anchor) if self.first.region.anchor is not None else None
+
+    @property
+    def computes(self):
+        return any(op not in VIEW_OPS for op in self.ops)
+
+
+def cut(capture):
+    """The graph's regions in execution order, and the problems they make (deduplicated by hash, named r1, r2,
+    ... in order of first occurrence)."""
+    order, of = partition(capture)
+    occurrences = [Occurrence(r, of) for r in order]
+    problems, by_hash = [], {}
+    for occ in occurrences:
+        occ.description = describe(occ, capture)
+        occ.hash = region_hash(occ.description)
+        if occ.hash in by_hash:
+            by_hash[occ.hash].occurrences.append(occ)
+        else:
+            by_hash[occ.hash] = Problem(f"r{len(problems) + 1}", occ)
+            problems.append(by_hash[occ.hash])
+    return occurrences, problems
+
+
+def python_name(text, taken):
+    name = re.sub(r"\W", "_", text).strip("_") or "v"
+    if name[0].isdigit() or name in ("self", "torch", "nn", "os", "device", "inf", "nan", "_WEIGHTS", "Model"):
+        name = "v_" + name
+    base, k = name, 1
+    while name in taken:
+        name, k = f"{base}_{k}", k + 1
+    taken.add(name)
+    return name
+
+
+def weight_attr(fqn, taken):
+    """A weight's attribute in the region's Model: the last two parts of its name in the model (fc.weight ->
+    fc_weight), so that identical regions read alike whichever occurrence wrote the file."""
+    return python_name("_".join(fqn.split(".")[-2:]), taken)
+
+
+FX_BUILTINS = {"inf", "nan", "NoneType", "torch", "device", "fx_pytree", "pytree"}
+
+
+def forward_source(problem, capture):
+    """The region's forward, written by FX's code generator from a graph of its own: its inputs as the forward's
+    arguments, its weights as the Model's attributes, its modules (opaque ones) as submodules."""
+    occ = problem.first
+    graph = torch.fx.Graph()
+    env, taken = {}, set()
+    problem.input_names = [python_name(a.name, taken) for a in occ.inputs]
+    for a, name in zip(occ.inputs, problem.input_names):
+        env[a] = graph.placeholder(name)
+    problem.weight_names = []
+    for w in occ.weights:
+        name = weight_attr(capture.fqn.get(w.target, w.target), taken)
+        problem.weight_names.append(name)
+        env[w] = graph.get_attr(name)
+    problem.modules = []
+    for i, node in enumerate(occ.nodes):
+        copy = graph.node_copy(node, lambda a: env[a])
+        if node.op == "call_module":
+            name = python_name(node.target.split(".")[-1], taken)
+            problem.modules.append((name, i, capture.gm.get_submodule(node.target)))
+            copy.target = name
+        env[node] = copy
+    outs = [env[o] for o in occ.outputs]
+    graph.output(outs[0] if len(outs) == 1 else tuple(outs))
+    code = graph.python_code(root_module="self")
+    extra = sorted(set(code.globals) - FX_BUILTINS)
+    imports = []
+    for name in extra:
+        obj = code.globals[name]
+        module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        found = None
+        if module and qualname and "." not in qualname:
+            try:
+                found = getattr(importlib.import_module(module), qualname, None)
+            except Exception:
+                found = None
+        if found is not obj:
+            raise Refusal("untraceable", f"region {problem.name} calls {obj!r}, which a problem file cannot import "
+                                         "by name")
+        imports.append(f"from {module} import {qualname} as {name}")
+    # FX frees each value after its last use (`;  x = None`): noise in a file a person or a model reads.
+    source = re.sub(r";  (?:\w+ = )+None$", "", code.src.strip("\n"), flags=re.M)
+    source = "\n".join(line.rstrip() for line in source.splitlines()).strip("\n")
+    return source, imports, ("inf" in source or "nan" in source), ("device(" in source)
+
+
+def literal(x):
+    return f"{x:.4g}"
+
+
+def input_expression(meta):
+    """get_inputs()' draw for one input: the shape and dtype the model gave the region, at its scale (a float's
+    mean and spread; its range when it was never negative, so that a log or a square root stays defined; an
+    integer's range, so that an index stays in bounds)."""
+    shape, dtype = meta["shape"], TORCH_NAMES[meta["dtype"]]
+    if meta["dtype"] == "bool":
+        return f"torch.randint(0, 2, {shape}).bool()"
+    if "min" in meta and "mean" not in meta:
+        return f"torch.randint({meta['min']}, {meta['max'] + 1}, {shape}, dtype={dtype})"
+    mean, std = meta.get("mean", 0.0), meta.get("std", 1.0)
+    cast = "" if meta["dtype"] == "f32" else f".to({dtype})"
+    if std == 0:
+        return f"torch.full({shape}, {literal(mean)}, dtype={dtype})"
+    if abs(mean) < 0.05 and 0.8 < std < 1.25:
+        return f"torch.randn({shape}){cast}"
+    return f"(torch.randn({shape}) * {literal(std)} + {literal(mean)}){cast}"
+
+
+TORCH_NAMES = {"f32": "torch.float32", "f16": "torch.float16", "bf16": "torch.bfloat16", "f64": "torch.float64",
+               "i64": "torch.int64", "i32": "torch.int32", "i8": "torch.int8", "u8": "torch.uint8", "bool": "torch.bool"}
+
+
+def module_constructor(name, module):
+    """An opaque module written as its constructor (repr(nn.LSTM(...)) is one); refused where that does not
+    rebuild a module of the same kind and weights."""
+    text = f"nn.{module!r}"
+    try:
+        rebuilt = eval(text, {"nn": torch.nn})
+        same = type(rebuilt) is type(module) and \
+            {k: tuple(v.shape) for k, v in rebuilt.state_dict().items()} == \
+            {k: tuple(v.shape) for k, v in module.state_dict().items()}
+    except Exception:
+        same = False
+    if not same or "\n" in text:
+        raise Refusal("untraceable", f"the module {name} ({type(module).__name__}) cannot be written as a constructor "
+                                     "in a problem file")
+    return text
+
+
+def region_weights(problem, occ, capture):
+    """The region's state dict for one occurrence: its weights' values in the model, and its modules'."""
+    state = {}
+    for name, w in zip(problem.weight_names, occ.weights):
+        state[name] = attribute(capture, w.target).detach().cpu().clone()
+    for name, i, _ in problem.modules:
+        for key, t in capture.gm.get_submodule(occ.nodes[i].target).state_dict().items():
+            state[f"{name}.{key}"] = t.detach().cpu().clone()
+    return state
+
+
+def occurrence_weights(problem, occ, capture):
+    """Each of the region's state-dict keys -> the model's own key, for this occurrence (to put a kernel back in
+    its place, its weights come from there)."""
+    names = {}
+    for name, w in zip(problem.weight_names, occ.weights):
+        names[name] = capture.fqn.get(w.target, w.target)
+    for name, i, _ in problem.modules:
+        target = occ.nodes[i].target
+        for key in capture.gm.get_submodule(target).state_dict():
+            names[f"{name}.{key}"] = f"{target}.{key}"
+    return names
+
+
+def write_problem(problem, capture, model_path, directory):
+    forward, imports, uses_inf, uses_device = forward_source(problem, capture)
+    occ = problem.first
+    lines = []
+    for name, w in zip(problem.weight_names, occ.weights):
+        t = attribute(capture, w.target)
+        empty = f"torch.empty({list(t.shape)}, dtype={TORCH_NAMES.get(dtype_name(t.dtype), str(t.dtype))})"
+        if capture.kind.get(w.target) == "parameter":
+            grad = "" if t.is_floating_point() else ", requires_grad=False"
+            lines.append(f"self.{name} = nn.Parameter({empty}{grad})")
+        else:
+            lines.append(f"self.register_buffer({name!r}, {empty})")
+    for name, _, module in problem.modules:
+        lines.append(f"self.{name} = {module_constructor(name, module)}")
+    state = region_weights(problem, occ, capture)
+    if state:
+        torch.save(state, os.path.join(directory, problem.weights_file))
+        lines += ["# The model's values. On PyTorch's meta device (as a signature is derived) there is nothing to",
+                  "# load into.",
+                  "if not any(t.is_meta for t in self.state_dict().values()):",
+                  "    self.load_state_dict(torch.load(_WEIGHTS, map_location=\"cpu\"))"]
+    ops = " ".join(problem.ops)
+    head = [
+        f"# Region {problem.name} of {os.path.basename(model_path)}, cut by `kernelevolve optimize` (issue 30): "
+        f"{len(problem.occurrences)} occurrence(s) in the model.",
+        f"# Operators: {ops}",
+        f"# Hash {problem.hash}: its operators, constants, shapes and dtypes (not its weights' values).",
+    ]
+    if state:
+        head.append(f"# Its weights are the model's own (its first occurrence's), in {problem.weights_file} beside this file.")
+    head.append("# get_inputs() draws inputs of the shapes and dtypes the model gives this region, at the scale it gives them.")
+    body = head + (["import os", ""] if state else []) + ["import torch", "import torch.nn as nn"]
+    if uses_device:
+        body.append("from torch import device")
+    body += imports
+    if uses_inf:
+        body += ["", "inf = float(\"inf\")", "nan = float(\"nan\")"]
+    if state:
+        body += ["", f"_WEIGHTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), {problem.weights_file!r})"]
+    body += ["", "", "class Model(nn.Module):", "    def __init__(self):", "        super().__init__()"]
+    body += ["        " + line for line in lines]
+    body += [""] + ["    " + line if line else "" for line in forward.splitlines()]
+    draws = ", ".join(input_expression(capture.meta[a.name]) for a in occ.inputs)
+    body += ["", "", "def get_inputs():", f"    return [{draws}]", "", "", "def get_init_inputs():", "    return []", ""]
+    with open(os.path.join(directory, problem.file), "w") as f:
+        f.write("\n".join(body))
+    return state

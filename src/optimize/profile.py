@@ -1,0 +1,125 @@
+# The model optimizer's measurements (after cut.py): the whole model under torch.profiler, grouped by operator and
+# input shape (step 1), and the regions ranked by their share of the model's time (step 3). A region's time is
+# its own problem file's Model timed in this process on its own get_inputs(), all regions interleaved round by
+# round (so that a slow moment of the machine falls on every region alike), the median taken; its share is its
+# time times its count over the sum of all regions'. Regions whose share cannot pay are skipped, with why.
+import importlib.util
+import os
+import statistics
+import time
+
+import torch
+
+
+def synchronize(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_once(fn, device):
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def spread(times):
+    ordered = sorted(times)
+    return [ordered[len(ordered) // 10], ordered[(len(ordered) * 9) // 10]]
+
+
+def profile_model(model, inputs, device, budget_s):
+    """The model's forward time (median over calls, with the 10th and 90th percentiles), then a few calls under
+    torch.profiler with record_shapes: each operator's self time per forward, by input shape."""
+    with torch.no_grad():
+        def call():
+            model(*inputs)
+        for _ in range(2):
+            call()
+        one = time_once(call, device)
+        reps = max(3, min(100, int(budget_s / 2 / max(one, 1e-6))))
+        times = [time_once(call, device) * 1e6 for _ in range(reps)]
+        activities = [torch.profiler.ProfilerActivity.CPU]
+        if device.type == "cuda":
+            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        calls = max(1, min(10, reps))
+        with torch.profiler.profile(activities=activities, record_shapes=True) as prof:
+            for _ in range(calls):
+                call()
+            synchronize(device)
+    rows, total = [], 0.0
+    for event in prof.key_averages(group_by_input_shape=True):
+        if device.type == "cuda":
+            self_us = getattr(event, "self_device_time_total", None)
+            if self_us is None:
+                self_us = getattr(event, "self_cuda_time_total", 0.0)
+        else:
+            self_us = event.self_cpu_time_total
+        if self_us <= 0 or event.key.startswith("ProfilerStep") or event.key.startswith("["):
+            continue
+        shapes = [list(s) for s in (event.input_shapes or []) if s]
+        rows.append({"operator": event.key, "input_shapes": shapes, "calls": event.count // calls,
+                     "self_us": self_us / calls})
+        total += self_us / calls
+    rows.sort(key=lambda r: -r["self_us"])
+    for r in rows:
+        r["share"] = r["self_us"] / total if total > 0 else 0.0
+    return {"time_us": statistics.median(times), "spread_us": spread(times), "calls": reps,
+            "profiled_calls": calls, "profiled_self_us": total,
+            "clock": "CUDA's, operators on the GPU" if device.type == "cuda" else "the CPU's",
+            "operators": rows[:15], "operator_rows": len(rows)}
+
+
+def load_region(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def rank(problems, directory, device, min_share, budget_s, model, model_inputs):
+    """Each problem's Model, loaded from its file, timed on its own get_inputs(), interleaved with the whole model
+    (so that the regions' sum is compared with the model's time measured in the same rounds); then each region's
+    share and whether it is kept."""
+    runners = [lambda: model(*model_inputs)]
+    for p in problems:
+        module = load_region(os.path.join(directory, p.file), f"kernelevolve_region_{p.hash}")
+        torch.manual_seed(INPUTS_SEED)
+        region = module.Model(*module.get_init_inputs()).to(device).eval()
+        inputs = [x.to(device) for x in module.get_inputs()]
+        runners.append(lambda region=region, inputs=inputs: region(*inputs))
+    times = [[] for _ in runners]
+    with torch.no_grad():
+        for run in runners:
+            run()
+        one = sum(time_once(run, device) for run in runners)
+        rounds = max(5, min(200, int(budget_s / max(one, 1e-6))))
+        for r in range(rounds):
+            # Each round starts at another one, so that none always follows the same.
+            for k in range(len(runners)):
+                i = (k + r) % len(runners)
+                times[i].append(time_once(runners[i], device) * 1e6)
+    total = sum(statistics.median(t) * len(p.occurrences) for t, p in zip(times[1:], problems))
+    for t, p in zip(times[1:], problems):
+        p.time_us = statistics.median(t)
+        p.spread_us = spread(t)
+        p.share = p.time_us * len(p.occurrences) / total if total > 0 else 0.0
+        if not p.computes:
+            p.kept, p.reason = False, "views only: nothing to compute, no kernel to write"
+        elif p.share < min_share:
+            p.kept, p.reason = False, (f"share {100 * p.share:.2f}% < --min-share {100 * min_share:g}%: even a kernel "
+                                       f"taking no time would make the model at most {amdahl(p.share):.3f}x faster")
+        elif p.share > 0.999:
+            p.kept, p.reason = True, "the whole model's time"
+        else:
+            p.kept, p.reason = True, (f"share {100 * p.share:.1f}% >= {100 * min_share:g}%: up to "
+                                      f"{amdahl(p.share):.2f}x on the model if the region took no time")
+    return {"rounds": rounds, "regions_time_us": total, "model_time_us": statistics.median(times[0]),
+            "method": "each region's problem file timed in this process on its own get_inputs(), interleaved round "
+                      "by round with each other and the whole model; median per region; share = time x count / sum "
+                      "over regions"}
+
+
+def amdahl(share):
+    return 1.0 / (1.0 - share) if share < 1 else float("inf")
