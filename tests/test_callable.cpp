@@ -69,6 +69,21 @@ TEST_CASE(
   CHECK(refused.find("n = 777") != std::string::npos);
   CHECK(refused.find("any_shape") != std::string::npos);
   CHECK(call_and_check(*program, 500, true) < 1e-3);
+  // A call that repeats the last one's sizes skips the check, but not the refusal: 500 again, without any_shape,
+  // is still refused, and a verified size after it runs at its own size.
+  CHECK(call_and_check(*program, 500, true) < 1e-3);
+  CHECK(error_of([&] { call_and_check(*program, 500); }).find("n = 500") != std::string::npos);
+  CHECK(call_and_check(*program, 777) < 1e-3);
+  CHECK(call_and_check(*program, 777) < 1e-3);
+  CHECK(call_and_check(*program, 10000) < 1e-3);
+  // A null argument is named even when the sizes repeat.
+  {
+    std::int64_t n = 10000;
+    std::vector<float> y(10000);
+    void* yp = y.data();
+    void* args[] = {nullptr, &yp, &n};
+    CHECK(error_of([&] { program->call(args); }).find("no argument for 'x'") != std::string::npos);
+  }
 
   // Node 0, asked for by number, is the seed: the same program at the first CHUNK.
   const auto seed = ke::CallableProgram::load(db, cpu, {1, 0});

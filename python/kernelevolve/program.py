@@ -109,6 +109,7 @@ class Program:
         self._slots = (ctypes.c_void_p * len(self.params))(*[ctypes.addressof(v) for v in self._values])
         self._halves = any(p.dtype in ("f16", "bf16") and not p.is_buffer for p in self.params)
         self.has_half_scalars = self._halves
+        self._count = len(self._values)
         self._call = lib.ke_program_call
 
     def close(self):
@@ -152,7 +153,7 @@ class Program:
     def launch(self, stream, flags):
         """ke_program_call on the argument block as it is written: the caller holds `_lock` and has written every
         value_slot (call() does so from a list; kernelevolve.torch writes them in place)."""
-        status = self._call(self._handle, self._slots, len(self._values), stream, flags)
+        status = self._call(self._handle, self._slots, self._count, stream, flags)
         if status:
             _check(status, "ke_program_call")
 

@@ -104,25 +104,44 @@ class Operator:
         self._size_slots = [i for i, q in enumerate(params) if q.role == "size"]
         if program.has_half_scalars:  # their bits need converting: through Program.call's general path
             raise Error("bad spec", "an operator with f16 or bf16 scalar arguments is not supported yet")
-        self._input_values = [program.value_slot(i) for i in self.inputs]
-        self._output_values = [program.value_slot(i) for i in self.outputs]
-        self._size_values = [program.value_slot(i) for i in self._size_slots]
+        self._nargs = len(self.inputs)
+        self._tensor_args = tuple(k for k, i in enumerate(self.inputs) if params[i].role != "scalar")
+        self._scalar_args = tuple(k for k, i in enumerate(self.inputs) if params[i].role == "scalar")
+        # Where each argument goes in the program's argument block: (value slot, argument position).
+        self._tensor_slots = tuple((program.value_slot(self.inputs[k]), k) for k in self._tensor_args)
+        self._scalar_slots = tuple((program.value_slot(self.inputs[k]), k) for k in self._scalar_args)
+        self._output_values = tuple(program.value_slot(i) for i in self.outputs)
+        self._size_values = tuple(program.value_slot(i) for i in self._size_slots)
         self._flags = 1 if any_shape else 0  # KE_PROGRAM_ANY_SHAPE
-        tensors = [k for k, i in enumerate(self.inputs) if params[i].role != "scalar"]
-        self._first_tensor = tensors[0] if tensors else 0
+        self._first_tensor = self._tensor_args[0] if self._tensor_args else 0
         self.op = self._register()
 
     def __call__(self, *args):
-        if torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-            # The program computes no gradient (backward programs are issue 32's): a call that autograd records
-            # goes to the problem's module, so that a model in training keeps its gradients.
-            return self._fall_back(args, "an input requires grad, and the program has no backward")
-        if _plain_eager(args):
-            # Plain tensors in eager mode: the body runs without PyTorch's dispatcher, which costs a Python custom
-            # operator about 13 µs a call (bench/results/operator_h200.md). Anything else (torch.compile, export,
-            # fake, meta or functional tensors, a dispatch or function mode) goes through the registered operator.
-            return self._run(*args)
-        return self.op(*args)
+        # The call a replaced model makes, kept short: on plain tensors in eager mode the body runs here, without
+        # PyTorch's dispatcher, which costs a Python custom operator about 10 µs a call
+        # (bench/results/operator_h200.md). Anything else (torch.compile, export, fake, meta or functional
+        # tensors, a dispatch or function mode) goes through the registered operator.
+        if len(args) != self._nargs:
+            return self.op(*args)  # the schema's own error
+        grad = _grad_enabled()
+        plain = not _modes_active()
+        key = []
+        for k in self._tensor_args:
+            a = args[k]
+            if not isinstance(a, torch.Tensor):
+                return self._run(*args)  # _bind's error names the argument
+            if grad and a.requires_grad:
+                # The program computes no gradient (backward programs are issue 32's): a call that autograd
+                # records goes to the problem's module, so that a model in training keeps its gradients.
+                return self._fall_back(args, "an input requires grad, and the program has no backward")
+            if type(a) not in _PLAIN:
+                plain = False
+            key.append((a.shape, a.dtype, a.device, a.is_contiguous()))
+        if not plain:
+            return self.op(*args)
+        for k in self._scalar_args:
+            key.append(args[k])
+        return self._execute(args, tuple(key))
 
     def __repr__(self):
         return f"<kernelevolve.torch.Operator {self.qualname}({', '.join(self.signature)}): {self.program!r}>"
@@ -219,7 +238,8 @@ class Operator:
         return [torch.empty([_dimension(d, sizes) for d in self.program.params[i].shape],
                             dtype=_DTYPES[self.program.params[i].dtype], device=device) for i in self.outputs]
 
-    def _result(self, outs):
+    @staticmethod
+    def _result(outs):
         return None if not outs else outs[0] if len(outs) == 1 else tuple(outs)
 
     def _fake(self, *args):
@@ -230,41 +250,63 @@ class Operator:
         return self._result(self._allocate(args, sizes, device))
 
     def _plan(self, args):
-        """What a call of these shapes, dtypes, devices, layouts and scalars needs, worked out once: why the
-        program cannot take it (or None), each output's shape and dtype, and the size params' values."""
+        """What a call of these shapes, dtypes, devices, layouts and scalars needs, worked out once (_Plan)."""
+        if any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
+            return _Plan("meta tensors", dispatch=True)
         sizes, why = self._bind(args)
         if why is None and not self.any_shape:
             why = self._verified(args, sizes)
         if why is not None:
-            return why, None, None
-        outs = [([_dimension(d, sizes) for d in self.program.params[i].shape], _DTYPES[self.program.params[i].dtype])
-                for i in self.outputs]
-        return None, outs, [sizes[self.program.params[i].name] for i in self._size_slots]
+            return _Plan(why)
+        first = args[self._first_tensor]
+        outs = []
+        for i in self.outputs:
+            q = self.program.params[i]
+            dtype = _DTYPES[q.dtype]
+            # new_empty without a dtype, where it is the first input's, is 1 µs faster a call.
+            outs.append((tuple(_dimension(d, sizes) for d in q.shape), None if dtype == first.dtype else dtype))
+        device = first.device
+        stream_of = device.index or 0 if device.type == "cuda" else None
+        return _Plan(None, outs, tuple(sizes[self.program.params[i].name] for i in self._size_slots), stream_of)
 
     def _run(self, *args):
-        key = tuple((a.shape, a.dtype, a.device, a.is_contiguous()) if isinstance(a, torch.Tensor) else a
-                    for a in args)
-        plan = self._plans.get(key)
+        """The operator's CPU and CUDA kernel, as PyTorch's dispatcher calls it."""
+        key = []
+        for k in self._tensor_args:
+            a = args[k]
+            if not isinstance(a, torch.Tensor):
+                key = None  # _bind raises, naming it
+                break
+            key.append((a.shape, a.dtype, a.device, a.is_contiguous()))
+        else:
+            for k in self._scalar_args:
+                key.append(args[k])
+        return self._execute(args, None if key is None else tuple(key))
+
+    def _execute(self, args, key):
+        plan = self._plans.get(key) if key is not None else None
         if plan is None:
             plan = self._plan(args)
-            if len(self._plans) < 256:
+            if key is not None and len(self._plans) < 256:
                 self._plans[key] = plan
-        why, out_specs, size_values = plan
-        if why is not None:
-            return self._fall_back(args, why)
+        if plan.why is not None:
+            if plan.dispatch:
+                return self.op(*args)
+            return self._fall_back(args, plan.why)
         first = args[self._first_tensor]
-        device = first.device
-        # new_empty: the device from the tensor, 0.7 µs a call less than torch.empty(..., device=) (H100).
-        outs = [first.new_empty(shape, dtype=dtype) for shape, dtype in out_specs]
-        stream = _current_stream(device.index or 0) or None if device.type == "cuda" else None
+        outs = [first.new_empty(shape) if dtype is None else first.new_empty(shape, dtype=dtype)
+                for shape, dtype in plan.outs]
+        stream = None if plan.stream_of is None else _raw_stream(plan.stream_of)
         # The program's argument block is written in place (Program.call's work, without its list and checks).
         program = self.program
         with program._lock:
-            for value, arg in zip(self._input_values, args):
-                value.value = arg.data_ptr() if isinstance(arg, torch.Tensor) else arg
+            for value, k in self._tensor_slots:
+                value.value = args[k].data_ptr()
+            for value, k in self._scalar_slots:
+                value.value = args[k]
             for value, out in zip(self._output_values, outs):
                 value.value = out.data_ptr()
-            for value, size in zip(self._size_values, size_values):
+            for value, size in zip(self._size_values, plan.sizes):
                 value.value = size
             program.launch(stream, self._flags)
         self.calls += 1
@@ -312,24 +354,37 @@ class Operator:
         return self._module
 
 
+class _Plan:
+    """A call signature's plan: why the program cannot take it (None: it can; `dispatch`: through PyTorch's
+    dispatcher), each output's shape and dtype (None: the first input's), the size params' values, and the CUDA
+    device whose current stream it runs on (None: the CPU)."""
+    __slots__ = ("why", "dispatch", "outs", "sizes", "stream_of")
+
+    def __init__(self, why, outs=(), sizes=(), stream_of=None, dispatch=False):
+        self.why, self.dispatch, self.outs, self.sizes, self.stream_of = why, dispatch, outs, sizes, stream_of
+
+
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+_grad_enabled = torch.is_grad_enabled
 _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
 _function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", None)
 
 
-def _plain_eager(args):
-    if _dispatch_modes is None or _function_modes is None or _compiling():
-        return False
-    if _dispatch_modes() or _function_modes():
-        return False
-    return all(type(a) in _PLAIN and not a.is_meta for a in args if isinstance(a, torch.Tensor))
+def _modes_active():
+    # Whether a call must go through the dispatcher: torch.compile is tracing, or a dispatch or function mode is
+    # on (a PyTorch without the means to tell always dispatches).
+    if _dispatch_modes is None or _function_modes is None:
+        return True
+    return _function_modes() or _dispatch_modes() or _compiling()
 
 
-def _current_stream(index):
+def _raw_stream(index):
     # PyTorch's current CUDA stream as an address; the raw getter skips making a Stream object (2 µs a call).
+    global _raw_stream
     getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return getter(index) if getter else torch.cuda.current_stream(index).cuda_stream
+    _raw_stream = getter or (lambda i: torch.cuda.current_stream(i).cuda_stream)
+    return _raw_stream(index)
 
 
 def _functional_call(module, state, inputs):

@@ -138,17 +138,25 @@ class GpuKernel final : public Kernel {
  public:
   GpuKernel(std::shared_ptr<Module> module, FunctionHandle fn, std::map<std::string, std::int64_t> resources,
             KernelLaunch launch)
-      : launch(std::move(launch)), module_(std::move(module)), fn_(fn), resources_(std::move(resources)) {}
+      : launch(std::move(launch)),
+        static_shared(resource_of(resources, "shared_static_bytes")),
+        max_threads(resource_of(resources, "max_threads_per_block")),
+        module_(std::move(module)),
+        fn_(fn),
+        resources_(std::move(resources)) {}
   std::map<std::string, std::int64_t> resources() const override { return resources_; }
   FunctionHandle function() const { return fn_; }
   const Context* context() const { return module_->ctx.get(); }
-  std::int64_t resource(const char* name) const {
-    auto it = resources_.find(name);
-    return it == resources_.end() ? 0 : it->second;
+  static std::int64_t resource_of(const std::map<std::string, std::int64_t>& resources, const char* name) {
+    auto it = resources.find(name);
+    return it == resources.end() ? 0 : it->second;
   }
   // The dynamic shared memory limit set on the function so far (CUDA's default is 48 KB less the static).
   std::int64_t dynamic_limit = -1;
   const KernelLaunch launch;
+  // Read off the resources once: every launch asks (a callable program's call is on a host's hot path).
+  const std::int64_t static_shared;
+  const std::int64_t max_threads;
   std::vector<std::unique_ptr<Buffer>> scratch;  // per KernelLaunch::scratch, grown as grids grow
 
  private:
@@ -414,7 +422,7 @@ LaunchResult GpuDevice::run_steps(const std::vector<LaunchStep>& steps, bool tim
     GpuKernel* k = r.kernel;
     const LaunchDims& dims = r.dims;
     // Above the default 48 KB (less the static part) a CUDA kernel must opt in to more dynamic shared memory.
-    const std::int64_t static_shared = k->resource("shared_static_bytes");
+    const std::int64_t static_shared = k->static_shared;
     if (dims.shared_bytes > std::max(48 * 1024 - static_shared, k->dynamic_limit)) {
       const Status s = driver.allow_dynamic_shared(k->function(), static_cast<int>(dims.shared_bytes));
       if (!s.ok()) {
@@ -435,7 +443,7 @@ LaunchResult GpuDevice::run_steps(const std::vector<LaunchStep>& steps, bool tim
     msg << s.call << "(grid " << dims.grid[0] << "x" << dims.grid[1] << "x" << dims.grid[2] << ", block "
         << dims.block[0] << "x" << dims.block[1] << "x" << dims.block[2] << ", " << dims.shared_bytes
         << " B dynamic shared) failed: " << ctx_->failed(s);
-    const std::int64_t max_threads = k->resource("max_threads_per_block");
+    const std::int64_t max_threads = k->max_threads;
     if (max_threads > 0 && dims.block[0] * dims.block[1] * dims.block[2] > max_threads)
       msg << "; the kernel allows at most " << max_threads << " threads per block";
     return msg.str();
