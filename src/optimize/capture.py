@@ -164,10 +164,74 @@ OPAQUE_MODULES = tuple(getattr(torch.nn, n) for n in ("RNNBase", "MultiheadAtten
 
 class Tracer(torch.fx.Tracer):
     """Traces through torch.nn's modules too (nn.Linear becomes F.linear on its weight and bias as get_attr
-    nodes): a region is then written as functions of its weights, whatever modules held them."""
+    nodes): a region is then written as functions of its weights, whatever modules held them. A torch.nn module
+    whose forward the trace cannot follow (BatchNorm checks input.dim()) stays one node (lower_modules() writes
+    the common ones as functions); a failure in the user's own code is the model's, and is raised."""
 
     def is_leaf_module(self, m, qualname):
         return isinstance(m, OPAQUE_MODULES)
+
+    def call_module(self, m, forward, args, kwargs):
+        if isinstance(m, OPAQUE_MODULES) or not type(m).__module__.startswith("torch.nn."):
+            return super().call_module(m, forward, args, kwargs)
+        try:
+            return super().call_module(m, forward, args, kwargs)
+        except Exception:  # what it had traced is left without users: dead code, removed
+            return self.create_proxy("call_module", self.path_of_module(m), args, kwargs)
+
+
+def proxy_iter(self):
+    """torch.fx's Proxy.__iter__ as PyTorch 2 has it: `a, b = proxy` unpacks into as many proxies as the
+    UNPACK_SEQUENCE that follows asks. torch 1.13 looks that instruction up by f_lasti // 2, which Python 3.11's
+    inline caches break (an IndexError, or the wrong instruction), so a 1.13 trace of `out, _ = self.lstm(x)`
+    fails on Debian's Python 3.11."""
+    import dis
+    import inspect
+    frame = inspect.currentframe().f_back
+    instructions = list(dis.get_instructions(frame.f_code))
+    inst = next((i for i in instructions if i.offset == frame.f_lasti), None)
+    if inst is not None and inst.opname == "UNPACK_SEQUENCE":
+        return (self[i] for i in range(inst.argval))
+    return self.tracer.iter(self)
+
+
+@contextlib.contextmanager
+def unpackable_proxies():
+    """proxy_iter in place of torch.fx's own while tracing, where this PyTorch (before 2.0) under this Python (3.11
+    and later) needs it; torch.fx's own again afterwards."""
+    patch = sys.version_info >= (3, 11) and int(torch.__version__.split(".")[0]) < 2
+    original = torch.fx.proxy.Proxy.__iter__
+    if patch:
+        torch.fx.proxy.Proxy.__iter__ = proxy_iter
+    try:
+        yield
+    finally:
+        torch.fx.proxy.Proxy.__iter__ = original
+
+
+def lower_modules(gm):
+    """BatchNorm left as a module (its forward checks input.dim()) written as F.batch_norm on its weights, in eval
+    mode as the model runs, so that it fuses with the convolution before it like any normalization."""
+    graph = gm.graph
+    for node in list(graph.nodes):
+        if node.op != "call_module":
+            continue
+        m = gm.get_submodule(node.target)
+        if not isinstance(m, torch.nn.modules.batchnorm._BatchNorm) or len(node.args) != 1 or node.kwargs:
+            continue
+        with graph.inserting_before(node):
+            def attr(name):
+                return graph.get_attr(f"{node.target}.{name}") if getattr(m, name, None) is not None else None
+            stats = m.track_running_stats and m.running_mean is not None
+            new = graph.call_function(torch.nn.functional.batch_norm, (
+                node.args[0], attr("running_mean") if stats else None, attr("running_var") if stats else None), {
+                "weight": attr("weight"), "bias": attr("bias"), "training": not stats, "momentum": 0.0,
+                "eps": m.eps})
+        node.replace_all_uses_with(new)
+        graph.erase_node(node)
+    graph.eliminate_dead_code()
+    graph.lint()
+    gm.recompile()
 
 
 class Capture:
@@ -194,10 +258,12 @@ def untraceable(how, e):
 
 def capture_fx(model):
     try:
-        graph = Tracer().trace(model)
+        with unpackable_proxies():
+            graph = Tracer().trace(model)
     except Exception as e:
         raise untraceable("torch.fx.symbolic_trace", e)
     gm = torch.fx.GraphModule(model, graph)
+    lower_modules(gm)
     fqn, kind = {}, {}
     params = dict(model.named_parameters())
     for node in gm.graph.nodes:

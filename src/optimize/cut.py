@@ -146,7 +146,7 @@ def describe(occ, capture):
         args = torch.fx.node.map_arg(node.args, lambda a: refs[a])
         kwargs = torch.fx.node.map_arg(dict(node.kwargs), lambda a: refs[a])
         meta = capture.meta.get(node.name, {})
-        nodes.append([target_text(node), repr(args), repr(sorted(kwargs.items())),
+        nodes.append([target_text(node), stable_repr(args), stable_repr(sorted(kwargs.items())),
                       {k: meta[k] for k in ("shape", "dtype", "tuple") if k in meta}])
         refs[node] = Ref(f"n{j}")
 
@@ -159,6 +159,18 @@ def describe(occ, capture):
         weights.append([capture.kind.get(w.target, "buffer"), dtype_name(t.dtype), list(t.shape)])
     return {"inputs": [tensor(a) for a in occ.inputs], "weights": weights, "nodes": nodes,
             "outputs": [repr(refs[o]) for o in occ.outputs]}
+
+
+def stable_repr(value):
+    """repr, but a function or a class by its qualified name: never an address, which changes from run to run."""
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(stable_repr(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner},)"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{stable_repr(k)}: {stable_repr(v)}" for k, v in sorted(value.items())) + "}"
+    if callable(value) and not isinstance(value, (torch.dtype, torch.device)):
+        return f"{getattr(value, '__module__', '')}.{getattr(value, '__qualname__', type(value).__name__)}"
+    return repr(value)
 
 
 def attribute(capture, target):
@@ -302,7 +314,8 @@ def input_expression(meta):
         return f"torch.full({shape}, {literal(mean)}, dtype={dtype})"
     if abs(mean) < 0.05 and 0.8 < std < 1.25:
         return f"torch.randn({shape}){cast}"
-    return f"(torch.randn({shape}) * {literal(std)} + {literal(mean)}){cast}"
+    sign = "-" if mean < 0 else "+"
+    return f"(torch.randn({shape}) * {literal(std)} {sign} {literal(abs(mean))}){cast}"
 
 
 TORCH_NAMES = {"f32": "torch.float32", "f16": "torch.float16", "bf16": "torch.bfloat16", "f64": "torch.float64",

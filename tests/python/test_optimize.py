@@ -1,0 +1,304 @@
+"""`kernelevolve optimize` (issue 30, steps 1-3) on small models of ours, through the command-line tool, on the CPU.
+
+The cut (regions, their counts, at most one matrix product or convolution each), the parity of every region with
+the model (each region file's Model, given the model's own values, reproduces the model's intermediate values, and
+the regions composed in the manifest's order reproduce its outputs), the loader's acceptance of every region file
+(`kernelevolve import`, the CLI's derivation of a spec from a .py), the hashes' stability, the ranking, the report,
+and the refusals. Run by ctest (tests/test_optimize.cmake) with a Python that imports torch:
+    KE_CLI=build/kernelevolve KE_WORK=/tmp/w python3 tests/python/test_optimize.py
+"""
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+import torch
+
+CLI = os.environ["KE_CLI"]
+WORK = os.environ["KE_WORK"]
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "optimize")
+MLP = os.path.join(FIXTURES, "mlp.py")
+CONVNET = os.path.join(FIXTURES, "convnet.py")
+ANCHORS = {"linear", "addmm", "mm", "bmm", "matmul", "baddbmm", "einsum", "conv1d", "conv2d", "conv3d", "convolution",
+           "embedding", "scaled_dot_product_attention", "LSTM"}
+BUDGET = ["--budget", "0.5"]  # seconds of timing: enough for a ranking of these small models
+
+
+def optimize(model, out, *extra):
+    return subprocess.run([CLI, "optimize", model, "--out", out, *BUDGET, *extra], capture_output=True, text=True,
+                          timeout=600)
+
+
+def optimized(model, out, *extra):
+    """The JSON report of a run that must succeed."""
+    done = optimize(model, out, "--json", *extra)
+    if done.returncode != 0:
+        raise AssertionError(f"optimize {model} failed ({done.returncode}): {done.stderr}")
+    return json.loads(done.stdout)
+
+
+def load(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def model_of(path, report):
+    """The model as the optimizer built it: its file, under the manifest's seeds, in eval mode; and its inputs."""
+    module = load(path, "model_" + os.path.basename(path)[:-3])
+    torch.manual_seed(report["seeds"]["model"])
+    model = module.Model(*module.get_init_inputs()).eval()
+    torch.manual_seed(report["seeds"]["inputs"])
+    return model, list(module.get_inputs())
+
+
+def region_module(report, region):
+    return load(os.path.join(report["out_dir"], region["file"]), "region_" + region["hash"])
+
+
+def compose(report, model, inputs):
+    """The regions run in the manifest's order, each occurrence with its own weights taken from the model by the
+    manifest's names: every value the regions wrote, by its name in the model's graph."""
+    regions = {r["name"]: r for r in report["regions"]}
+    state = model.state_dict()
+    env = {g["name"]: x for g, x in zip(report["graph"]["inputs"], inputs)}
+    for step in report["order"]:
+        region = regions[step["region"]]
+        occurrence = region["occurrences"][step["occurrence"]]
+        instance = region_module(report, region).Model()
+        instance.load_state_dict({key: state[name] for key, name in occurrence["weights"].items()})
+        with torch.no_grad():
+            outputs = instance.eval()(*[env[n] for n in occurrence["inputs"]])
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        env.update(zip(occurrence["outputs"], outputs))
+    return env
+
+
+def assert_close(test, got, expected, what):
+    test.assertEqual(tuple(got.shape), tuple(expected.shape), what)
+    test.assertTrue(torch.allclose(got, expected, rtol=1e-5, atol=1e-6),
+                    f"{what}: max difference {(got - expected).abs().max().item()}")
+
+
+class MlpTest(unittest.TestCase):
+    """Three identical Linear + LayerNorm + GELU blocks, then a Linear head and a softmax."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.out = os.path.join(WORK, "mlp")
+        shutil.rmtree(cls.out, ignore_errors=True)
+        cls.report = optimized(MLP, cls.out)
+
+    def test_regions_are_the_blocks_once_and_the_head(self):
+        regions = sorted(self.report["regions"], key=lambda r: -r["count"])
+        self.assertEqual([r["count"] for r in regions], [3, 1])
+        self.assertEqual(regions[0]["ops"], ["linear", "layer_norm", "gelu"])
+        self.assertEqual(regions[1]["ops"], ["linear", "softmax"])
+        self.assertEqual(len(self.report["order"]), 4)
+        blocks = [o["weights"]["fc_weight"] for o in regions[0]["occurrences"]]
+        self.assertEqual(blocks, ["blocks.0.fc.weight", "blocks.1.fc.weight", "blocks.2.fc.weight"])
+        for r in regions:
+            self.assertLessEqual(sum(op in ANCHORS for op in r["ops"]), 1, r["ops"])
+            self.assertEqual(r["anchor"], "linear")
+            self.assertTrue(os.path.isfile(os.path.join(self.out, r["file"])))
+            self.assertTrue(os.path.isfile(os.path.join(self.out, r["weights_file"])))
+        with open(os.path.join(self.out, "manifest.json")) as f:
+            self.assertEqual(json.load(f), self.report)
+
+    def test_each_region_reproduces_the_models_values(self):
+        model, inputs = model_of(MLP, self.report)
+        blocks = []
+        for block in model.blocks:
+            block.register_forward_hook(lambda m, i, o: blocks.append(o))
+        with torch.no_grad():
+            expected = model(*inputs)
+        env = compose(self.report, model, inputs)
+        for region in self.report["regions"]:
+            for occurrence in region["occurrences"]:
+                fc = occurrence["weights"].get("fc_weight", "")
+                if fc.startswith("blocks."):
+                    i = int(fc.split(".")[1])
+                    assert_close(self, env[occurrence["outputs"][0]], blocks[i], f"block {i}'s region")
+        assert_close(self, env[self.report["graph"]["outputs"][0]], expected, "the regions composed")
+
+    def test_region_files_carry_the_models_weights_and_draw_their_inputs(self):
+        model, _ = model_of(MLP, self.report)
+        state = model.state_dict()
+        for region in self.report["regions"]:
+            module = region_module(self.report, region)
+            instance = module.Model()
+            first = region["occurrences"][0]["weights"]
+            self.assertEqual(set(instance.state_dict()), set(first))
+            for key, t in instance.state_dict().items():
+                self.assertTrue(torch.equal(t, state[first[key]]), f"{region['file']}: {key}")
+            inputs = module.get_inputs()
+            self.assertEqual([list(x.shape) for x in inputs], [i["shape"] for i in region["inputs"]])
+            with torch.no_grad():
+                out = instance(*inputs)
+            self.assertEqual(list(out.shape), region["outputs"][0]["shape"])
+            self.assertTrue(torch.isfinite(out).all())
+
+    def test_the_pytorch_loader_derives_a_spec_from_every_region(self):
+        for region in self.report["regions"]:
+            out = os.path.join(WORK, "import_" + region["hash"])
+            done = subprocess.run([CLI, "import", os.path.join(self.out, region["file"]), "-o", out],
+                                  capture_output=True, text=True, timeout=600)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(os.path.join(out, "cpu.json")) as f:
+                spec = json.load(f)
+            params = {p["name"]: p for p in spec["params"]}
+            for x in region["inputs"] + region["weights"]:
+                self.assertEqual(params[x["name"]]["role"], "in")
+                self.assertEqual([int(d) for d in params[x["name"]]["shape"]], x["shape"])
+            self.assertEqual([int(d) for d in params["out"]["shape"]], region["outputs"][0]["shape"])
+
+    def test_hashes_are_stable_and_ignore_the_weights_values(self):
+        again = optimized(MLP, os.path.join(WORK, "mlp_again"))
+        self.assertEqual(sorted(r["hash"] for r in again["regions"]), sorted(r["hash"] for r in self.report["regions"]))
+        for a in self.report["regions"]:
+            with open(os.path.join(self.out, a["file"])) as f, \
+                    open(os.path.join(again["out_dir"], a["file"])) as g:
+                self.assertEqual(f.read(), g.read())
+        # The same model with other weights: the same regions; at another batch size: other ones.
+        other = os.path.join(WORK, "mlp_other.py")
+        with open(other, "w") as f:
+            f.write(f"import sys\nsys.path.insert(0, {FIXTURES!r})\nimport torch\nimport mlp\n"
+                    "from mlp import get_init_inputs, get_inputs\n\n\n"
+                    "class Model(mlp.Model):\n    def __init__(self, *args):\n        super().__init__(*args)\n"
+                    "        with torch.no_grad():\n            for p in self.parameters():\n"
+                    "                p.add_(1.0)\n")
+        reweighted = optimized(other, os.path.join(WORK, "mlp_other"))
+        self.assertEqual(sorted(r["hash"] for r in reweighted["regions"]),
+                         sorted(r["hash"] for r in self.report["regions"]))
+        for r in reweighted["regions"]:
+            a = torch.load(os.path.join(reweighted["out_dir"], r["weights_file"]))
+            b = torch.load(os.path.join(self.out, r["weights_file"]))
+            self.assertFalse(all(torch.equal(a[k], b[k]) for k in a))
+        wider = os.path.join(WORK, "mlp_batch8.py")
+        with open(MLP) as f:
+            text = f.read()
+        with open(wider, "w") as f:
+            f.write(text.replace("batch, features, classes = 16, 64, 10", "batch, features, classes = 8, 64, 10"))
+        resized = optimized(wider, os.path.join(WORK, "mlp_batch8"))
+        self.assertFalse({r["hash"] for r in resized["regions"]} & {r["hash"] for r in self.report["regions"]})
+
+    def test_ranking(self):
+        regions = self.report["regions"]
+        self.assertAlmostEqual(sum(r["share"] for r in regions), 1.0, places=9)
+        self.assertEqual([r["share"] for r in regions], sorted((r["share"] for r in regions), reverse=True))
+        for r in regions:
+            self.assertGreater(r["time_us"], 0)
+            self.assertEqual(r["kept"], r["share"] >= self.report["min_share"], r)
+        # A threshold between the two regions' shares: the blocks (three times the head's work) kept, the head not.
+        high = optimized(MLP, os.path.join(WORK, "mlp_high"), "--min-share", "0.5")
+        by_count = {r["count"]: r for r in high["regions"]}
+        self.assertTrue(by_count[3]["kept"], by_count[3])
+        self.assertFalse(by_count[1]["kept"], by_count[1])
+        self.assertIn("--min-share 50%", by_count[1]["reason"])
+        self.assertIn("at most", by_count[1]["reason"])
+
+    def test_profile_groups_operators_by_input_shape(self):
+        profile = self.report["profile"]
+        self.assertGreater(profile["time_us"], 0)
+        addmm = [op for op in profile["operators"] if op["operator"] == "aten::addmm"]
+        self.assertEqual(sorted(op["calls"] for op in addmm), [1, 3])
+        self.assertIn([16, 64], addmm[0]["input_shapes"])
+        for step in ("profile", "cut", "rank"):
+            self.assertGreaterEqual(self.report["steps_s"][step], 0)
+
+    def test_text_report(self):
+        done = optimize(MLP, self.out)  # into an earlier optimize's folder: replaced
+        self.assertEqual(done.returncode, 0, done.stderr)
+        for text in ("1. profile", "2. cut", "3. rank", "aten::addmm", "linear layer_norm gelu", "kept: share",
+                     "Steps 4-6", "manifest.json"):
+            self.assertIn(text, done.stdout)
+        for r in self.report["regions"]:
+            self.assertIn(r["hash"], done.stdout)
+
+
+class ConvnetTest(unittest.TestCase):
+    """A residual add, an in-place ReLU, a chunk, a view sized by x.size(0), an LSTM, two outputs."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.out = os.path.join(WORK, "convnet")
+        shutil.rmtree(cls.out, ignore_errors=True)
+        cls.report = optimized(CONVNET, cls.out)
+
+    def test_cut(self):
+        ops = [r["ops"] for r in self.report["regions"]]
+        self.assertEqual(len(ops), 4, ops)
+        for o in ops:
+            self.assertLessEqual(sum(op in ANCHORS for op in o), 1, o)
+        self.assertIn(["LSTM", "getitem"], ops)  # the module the trace did not enter, a region of its own
+        self.assertIn(["conv2d", "batch_norm", "relu"], ops)  # BatchNorm written as a function, fused
+
+    def test_the_regions_composed_reproduce_the_model(self):
+        model, inputs = model_of(CONVNET, self.report)
+        seen = {}
+
+        def keep(name, value):  # a hook that returns a value replaces the module's output: this one returns None
+            seen[name] = value
+        model.pool.register_forward_hook(lambda m, i, o: keep("pool", o))
+        model.lstm.register_forward_hook(lambda m, i, o: keep("lstm", o[0]))
+        with torch.no_grad():
+            expected = model(*inputs)
+        env = compose(self.report, model, inputs)
+        for name, want in zip(self.report["graph"]["outputs"], expected):
+            assert_close(self, env[name], want, f"output {name}")
+        lstm = next(r for r in self.report["regions"] if r["ops"][0] == "LSTM")["occurrences"][0]
+        assert_close(self, env[lstm["outputs"][0]], seen["lstm"], "the LSTM's region")
+        assert_close(self, env[lstm["inputs"][0]], seen["pool"].view(inputs[0].shape[0], 1, -1), "the pooling's")
+
+    def test_the_pytorch_loader_derives_a_spec_from_every_region(self):
+        for region in self.report["regions"]:
+            out = os.path.join(WORK, "import_" + region["hash"])
+            done = subprocess.run([CLI, "import", os.path.join(self.out, region["file"]), "-o", out],
+                                  capture_output=True, text=True, timeout=600)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(os.path.join(out, "cpu.json")) as f:
+                outs = [p for p in json.load(f)["params"] if p["role"] == "out"]
+            self.assertEqual([[int(d) for d in p["shape"]] for p in outs],
+                             [o["shape"] or [1] for o in region["outputs"]])
+
+
+class RefusalTest(unittest.TestCase):
+    def refused(self, model, out, *words):
+        done = optimize(model, out)
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        for w in words:
+            self.assertIn(w, done.stderr)
+        self.assertNotIn("Traceback", done.stderr)
+        return done
+
+    def test_data_dependent_control_flow(self):
+        self.refused(os.path.join(FIXTURES, "branchy.py"), os.path.join(WORK, "branchy"), "branchy.py",
+                     "cannot be captured", "data-dependent control flow")
+        self.assertFalse(os.path.exists(os.path.join(WORK, "branchy")))
+
+    def test_a_file_without_a_model(self):
+        path = os.path.join(WORK, "no_model.py")
+        with open(path, "w") as f:
+            f.write("import torch\n\n\ndef get_inputs():\n    return [torch.randn(2)]\n")
+        self.refused(path, os.path.join(WORK, "no_model"), "no_model.py", "defines no Model")
+
+    def test_a_model_too_big(self):
+        self.refused(os.path.join(FIXTURES, "huge.py"), os.path.join(WORK, "huge"), "too big", "149.0 GiB")
+
+    def test_a_folder_of_the_users(self):
+        out = os.path.join(WORK, "users")
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "notes.txt"), "w") as f:
+            f.write("mine\n")
+        self.refused(MLP, out, "notes.txt", "not overwriting")
+        self.assertEqual(os.listdir(out), ["notes.txt"])
+
+
+if __name__ == "__main__":
+    os.makedirs(WORK, exist_ok=True)
+    unittest.main(argv=sys.argv, verbosity=2)

@@ -1,0 +1,25 @@
+# `kernelevolve optimize` (issue 30, steps 1-3) through the command-line tool on small models of ours
+# (tests/python/test_optimize.py, fixtures in tests/fixtures/optimize). It needs a Python that imports torch, as the
+# optimizer finds one; without, it is skipped and says so. The tool runs the Python (never the reverse), so an
+# instrumented build is tested like any other.
+#   cmake -DCLI=... -DSOURCE_DIR=... -DWORK_DIR=... -P test_optimize.cmake
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+set(python)
+foreach(candidate $ENV{KE_PYTHON} python3 /usr/bin/python3)
+  execute_process(COMMAND ${candidate} -c "import torch" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(rc EQUAL 0)
+    set(python ${candidate})
+    break()
+  endif()
+endforeach()
+if(NOT python)
+  message(STATUS "SKIPPED: the optimizer's tests (no Python here imports torch)")
+  return()
+endif()
+set(ENV{KE_CLI} ${CLI})
+set(ENV{KE_WORK} ${WORK_DIR})
+execute_process(COMMAND ${python} ${SOURCE_DIR}/tests/python/test_optimize.py RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "the optimizer's tests failed (${rc})")
+endif()
