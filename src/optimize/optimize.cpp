@@ -143,9 +143,12 @@ std::string format_report(const OptimizeReport& r) {
   o << "kernelevolve optimize " << r.model << " on " << r.device << " (torch " << r.torch_version << ")\n";
   o << "1. profile  " << fixed(r.profile_s, 2) << " s   the forward takes " << fixed(r.model_time_us, 1)
     << " us (median); top operators by self time, per forward:\n";
+  char line[512];
   for (std::size_t i = 0; i < r.operators.size() && i < 8; ++i) {
     const ProfiledOperator& op = r.operators[i];
-    o << "     " << fixed(100 * op.share, 1) << "%  " << op.name << " x" << op.calls << "  " << op.shapes << "\n";
+    std::snprintf(line, sizeof line, "   %6.1f%%  %s x%ld  %s\n", 100 * op.share, op.name.c_str(), op.calls,
+                  op.shapes.c_str());
+    o << line;
   }
   o << "2. cut      " << fixed(r.cut_s, 2) << " s   " << r.graph_operators << " operators captured by " << r.capture
     << "; " << r.regions.size() << " distinct regions written to " << r.out_dir << "\n";
@@ -158,7 +161,6 @@ std::string format_report(const OptimizeReport& r) {
     ops.push_back(ops_text(g.ops));
     ops_width = std::max(ops_width, ops.back().size());
   }
-  char line[512];
   std::snprintf(line, sizeof line, "%-6s %-16s %-*s %5s %9s %7s  %s\n", "region", "hash", static_cast<int>(ops_width),
                 "ops", "count", "time_us", "share", "status");
   o << line;

@@ -290,6 +290,12 @@ class RefusalTest(unittest.TestCase):
     def test_a_model_too_big(self):
         self.refused(os.path.join(FIXTURES, "huge.py"), os.path.join(WORK, "huge"), "too big", "149.0 GiB")
 
+    @unittest.skipIf(torch.cuda.is_available(), "this machine has a CUDA GPU")
+    def test_a_device_that_is_absent(self):
+        done = optimize(MLP, os.path.join(WORK, "no_gpu"), "--device", "cuda")
+        self.assertEqual(done.returncode, 3, done.stderr)
+        self.assertIn("sees no CUDA GPU", done.stderr)
+
     def test_a_folder_of_the_users(self):
         out = os.path.join(WORK, "users")
         os.makedirs(out, exist_ok=True)
