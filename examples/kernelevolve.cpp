@@ -40,13 +40,16 @@ const char* kUsage =
     "                        [--counters [--ncu PATH]]   (a GPU's hardware counters of each new best, by Nsight Compute)\n"
     "  kernelevolve check SPEC [--device ...] [--sandbox MODE] [--json]   evaluate the reference and the seed only\n"
     "  kernelevolve import PROBLEM.py -o DIR [--device cpu|cuda] [--language c|cpp|cuda|triton]\n"
+    "                        [--dtype bf16|fp16] [--backward [--with-forward]]\n"
     "                        write the spec derived from a PyTorch module (KernelBench format), to read and edit\n"
     "  kernelevolve baseline PROBLEM.py [--device cpu|cuda[:N]] [--json] [--timeout SEC] [--sandbox MODE]\n"
     "                        PyTorch eager's and torch.compile's times per workload, measured as a run measures them\n"
     "  SPEC is a spec file (.json) or a PyTorch problem (.py, KernelBench format: run and check take\n"
     "  --language for its candidates, and --seed-kernel FILE for a seed, unless a --mutator command, llm or\n"
     "  mix writes the first kernel from the module; on a CUDA GPU without either, --first compile, the default:\n"
-    "  node 0 is what torch.compile generates, translated)\n"
+    "  node 0 is what torch.compile generates, translated). run, check, import, sweep and baseline take\n"
+    "  --dtype bf16|fp16 (its floats cast, the reference in that dtype) and --backward [--with-forward] (its\n"
+    "  gradients, checked against autograd in float64) to make another problem of the module\n"
     "  kernelevolve sweep SPEC --out FILE.tsv [--device cpu|cuda[:N]|hip[:N]] [--jobs N] [--max-points N]\n"
     "                        [--time-limit SEC] [--timeout SEC] [--sandbox MODE] [--commit TEXT] [--count]\n"
     "                        measure every valid point of the tunable space into FILE (resumes it if it exists)\n"
@@ -171,7 +174,21 @@ struct Common {
   std::string language;     // a PyTorch problem's candidate language
   std::string seed_kernel;  // a seed for a problem that has none, or another one
   std::string first;        // "compile": a PyTorch problem's seed is what torch.compile generates (issue 31)
+  std::string dtype;        // a PyTorch problem's floats cast to bf16 or fp16 (issue 32)
+  bool backward = false;    // a PyTorch problem's backward, with_forward: and its forward, one problem
+  bool with_forward = false;
 };
+
+// The problem a PyTorch module makes: its precision, its backward (README, "Precision and training").
+void add_problem_variant(po::options_description& d, Common& c) {
+  d.add_options()("dtype", po::value(&c.dtype),
+                  "bf16 or fp16: a PyTorch problem's float inputs and weights cast to it, as KernelBench's precision "
+                  "option does; the reference runs in it, the tolerance is 1e-2 unless the spec gives one")(
+      "backward", po::bool_switch(&c.backward),
+      "a PyTorch problem's backward: grad_<output> in, grad_<input> and grad_<weight> out, checked against "
+      "autograd in float64")("with-forward", po::bool_switch(&c.with_forward),
+                             "with --backward: the forward's outputs too, one problem (a training step)");
+}
 
 void add_common(po::options_description& d, Common& c) {
   d.add_options()(
@@ -185,6 +202,7 @@ void add_common(po::options_description& d, Common& c) {
       "first", po::value(&c.first),
       "compile: a PyTorch problem's first program (node 0) is what torch.compile generates, translated (CUDA, "
       "Triton); the default for a run on a CUDA GPU without a seed or a model");
+  add_problem_variant(d, c);
 }
 
 // The language a PyTorch problem's candidates are written in: --language, else the device's own.
@@ -211,6 +229,21 @@ ke::Spec load_cli_problem(Common& c) {
   ke::PytorchProblemOptions options;
   options.language = problem_language(c);
   options.device = c.device;
+  if (!pytorch && (!c.dtype.empty() || c.backward || c.with_forward)) {
+    throw ke::Error(ke::ErrorCode::BadUsage,
+                    "--dtype, --backward and --with-forward make a problem of a PyTorch module (.py); a spec file "
+                    "says so in its reference: \"dtype\": \"bf16\", \"backward\": true, \"with_forward\": true");
+  }
+  if (c.dtype == "bf16") {
+    options.dtype = ke::DType::bf16;
+  } else if (c.dtype == "fp16" || c.dtype == "f16") {
+    options.dtype = ke::DType::f16;
+  } else if (!c.dtype.empty() && c.dtype != "fp32" && c.dtype != "f32") {
+    throw ke::Error(ke::ErrorCode::BadUsage, "--dtype is bf16 or fp16 (fp32: the module's own), not '" + c.dtype + "'");
+  }
+  if (c.with_forward && !c.backward) throw ke::Error(ke::ErrorCode::BadUsage, "--with-forward goes with --backward");
+  options.backward = c.backward;
+  options.with_forward = c.with_forward;
   ke::Spec spec = ke::load_problem(c.spec_path, options);
   if (!c.device_given && !pytorch) {
     if (!ke::is_cpu_language(spec.language)) c.device = ke::device_kind(spec.language);  // Triton's: cuda
@@ -1309,6 +1342,7 @@ int cmd_baseline(const std::vector<std::string>& args) {
       "time limit per baseline's evaluation, seconds, torch.compile's first compile included (0: 300 s)")(
       "sandbox", po::value(&sandbox_name)->default_value("strict"),
       "how the worker confines itself: strict, basic or off (PyTorch runs beside it, unconfined, as in a run)");
+  add_problem_variant(d, c);
   po::variables_map vm = parse(args, d, c);
   if (vm.count("help") || c.spec_path.empty()) {
     (vm.count("help") ? std::cout : std::cerr)

@@ -2,6 +2,7 @@
 // get_init_inputs(), optionally get_workloads()) is a problem. Its kernel signature is derived from one
 // call of the module, and PyTorch runs it as the reference, in a process of its own beside the worker.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "kernelevolve/spec.hpp"
@@ -12,13 +13,21 @@ struct PytorchProblemOptions {
   Language language = Language::c;  // the candidates' language: c or cpp on the CPU, cuda on a GPU
   std::string device = "cpu";       // where the reference runs while deriving: "cpu" or "cuda"
   double timeout_s = 300;           // for importing and calling the module once
+  // The problem the module makes (SourceRef::dtype, backward, with_forward): its float inputs and weights cast
+  // to bf16 or f16, as KernelBench's precision option does; its backward; its forward and backward together.
+  std::optional<DType> dtype;
+  bool backward = false;
+  bool with_forward = false;
 };
 
 // The spec derived from `path` (README, "Bring your PyTorch module"): the inputs of get_inputs() and the
 // module's weights (state-dict keys, '.' as '_') as `in` buffers, the outputs as `out`/`out0`..., ints
 // and floats as scalars, each dimension named after the module's int global of that value; a workload per
 // entry of get_workloads() if the module has one, else the sizes observed. No seed (a mutator writes the
-// first kernel) and, for a GPU language, a one-dimensional launch over the first output. Throws
+// first kernel) and, for a GPU language, a one-dimensional launch over the first output. With options' dtype
+// or backward, the problem's name says so (relu_bf16, rms_norm_backward), its params are cast, and a backward's
+// are the inputs and weights, grad_<output> in, and grad_<input>, grad_<weight> out (README, "Precision and
+// training"). Throws
 // Error(BadSpec) naming what cannot be mapped (a data-dependent output shape, an output written in place, a
 // result that is not tensors, a workload that names an unknown global or changes the signature),
 // Error(DeviceUnavailable) when no Python imports torch.

@@ -85,6 +85,14 @@ struct SourceRef {
   // A reference only: `source` is a PyTorch module in KernelBench's format (class Model, get_inputs,
   // get_init_inputs) read from `file`, run by PyTorch beside the worker (include/kernelevolve/pytorch.hpp).
   bool pytorch = false;
+  // A PyTorch reference only, the problem its module makes (README, "Precision and training"): with `dtype`
+  // (bf16 or f16) its float inputs and weights cast to it, the reference running in it; with `backward` its
+  // backward (the params grad_<output> in, grad_<input> and grad_<weight> out; the reference autograd in
+  // float64); with `with_forward` (and `backward`) the forward's outputs too. Spec files write them in the
+  // reference: "dtype": "bf16", "backward": true, "with_forward": true.
+  std::optional<DType> dtype;
+  bool backward = false;
+  bool with_forward = false;
 };
 
 struct LaunchRule {
@@ -154,8 +162,11 @@ std::string argument_type(const Param& param);
 std::string triton_type(const Param& param);
 
 // KernelBench's tolerance by the outputs' dtype, a PyTorch problem's default: 1e-4 both ways for fp32 and
-// wider; 1e-2 when an output is fp16 or bf16.
+// wider; 1e-2 when an output is fp16 or bf16, or the reference casts the module to one (its precision's).
 Tolerance pytorch_tolerance(const Spec& spec);
+// The problem a PyTorch reference's module makes, in words for a person or a model ("the module's backward,
+// in bf16: ..."); empty for the module's own forward in its own dtypes.
+std::string pytorch_variant_text(const SourceRef& reference);
 
 // Loads and validates a spec file. Paths inside are relative to the file. Throws Error(BadSpec).
 Spec load_spec(const std::string& path);

@@ -345,6 +345,12 @@ class Validator {
     if (ref.source.empty())
       fail(field, ref.file.empty() ? std::string("missing (give \"file\" or \"source\")")
                                    : "source file \"" + ref.file + "\" is empty");
+    if (!ref.pytorch && (ref.dtype || ref.backward || ref.with_forward))
+      fail(field, "dtype, backward and with_forward make a problem of a PyTorch module: the " + field + " is not one");
+    if (ref.dtype && *ref.dtype != DType::bf16 && *ref.dtype != DType::f16)
+      fail(field + ".dtype", std::string("casts the module to bf16 or f16, not ") + to_string(*ref.dtype));
+    if (ref.with_forward && !ref.backward)
+      fail(field + ".with_forward", "adds the forward's outputs to a backward problem: give \"backward\": true too");
   }
 
   void check_tunables() {
@@ -571,6 +577,7 @@ std::string kernel_signature(const Spec& spec) {
 
 Tolerance pytorch_tolerance(const Spec& spec) {
   Tolerance t{1e-4, 1e-4};
+  if (spec.reference.dtype == DType::f16 || spec.reference.dtype == DType::bf16) t = {1e-2, 1e-2};
   for (const Param& p : spec.params) {
     if ((p.role == Role::out || p.role == Role::inout) && (p.dtype == DType::f16 || p.dtype == DType::bf16))
       t = {1e-2, 1e-2};
@@ -578,10 +585,30 @@ Tolerance pytorch_tolerance(const Spec& spec) {
   return t;
 }
 
+std::string pytorch_variant_text(const SourceRef& reference) {
+  if (!reference.pytorch || (!reference.dtype && !reference.backward)) return {};
+  std::string out = reference.backward ? (reference.with_forward ? "the module's forward and backward, one problem"
+                                                                 : "the module's backward")
+                                       : "the module's forward";
+  if (reference.dtype)
+    out += std::string(", in ") + to_string(*reference.dtype) + " (its float inputs and weights cast)";
+  if (reference.backward) {
+    out +=
+        ": given grad_<output>, the gradient of each output, the kernel writes grad_<input> and grad_<weight>, the "
+        "gradients of the float inputs and the weights (the module in eval mode)";
+    if (reference.with_forward) out += ", and the forward's outputs";
+    out += "; checked against autograd in float64";
+  }
+  return out;
+}
+
 std::string describe_input(const Spec& spec, const Param& buffer) {
   const auto it = spec.inputs.find(buffer.name);
   const InputDist dist = it != spec.inputs.end() ? it->second : InputDist{};
   if (spec.reference.pytorch) {
+    // A backward's output gradients are the bridge's own draw (get_inputs() does not make them).
+    if (spec.reference.backward && buffer.name.rfind("grad_", 0) == 0 && !dist.problem && is_float(buffer.dtype))
+      return "an output's gradient, unit normal; later trials signed, heavy-tailed, skewed";
     if (dist.problem || !is_float(buffer.dtype))
       return "the problem's get_inputs() (or the module's weights), every trial";
     return "the problem's get_inputs() (or the module's weights); later trials signed, heavy-tailed, skewed";

@@ -457,10 +457,28 @@ class Loader {
   }
 
   SourceRef source(const element& value, const std::string& field, bool pytorch_allowed = false) const {
-    Fields f = fields(value, field, {"file", "source", "language", "device", "pytorch"});
+    Fields f =
+        fields(value, field, {"file", "source", "language", "device", "pytorch", "dtype", "backward", "with_forward"});
     SourceRef ref;
     const element* pytorch = optional(f, "pytorch");
     if (pytorch && !pytorch_allowed) fail(field + ".pytorch", "only the reference may be a PyTorch module");
+    // The problem a PyTorch module makes: its floats cast, its backward (Spec::reference, spec.hpp).
+    for (const char* key : {"dtype", "backward", "with_forward"}) {
+      if (optional(f, key) && !pytorch)
+        fail(field + "." + key, "makes a problem of a PyTorch module: give \"pytorch\": \"model.py\"");
+    }
+    if (const element* dtype = optional(f, "dtype")) {
+      const std::string text = string(*dtype, field + ".dtype");
+      const auto parsed = parse_dtype(text);
+      if (!parsed || (*parsed != DType::bf16 && *parsed != DType::f16))
+        fail(field + ".dtype", "casts the module's floats to \"bf16\" or \"f16\", not \"" + text + "\"");
+      ref.dtype = parsed;
+    }
+    for (const auto& [key, flag] :
+         {std::pair{"backward", &ref.backward}, std::pair{"with_forward", &ref.with_forward}}) {
+      if (const element* v = optional(f, key); v && v->get(*flag))
+        fail(field + "." + key, std::string("expected true or false, not ") + type_name(*v));
+    }
     const element* file = pytorch ? pytorch : optional(f, "file");
     const element* text = optional(f, "source");
     if (pytorch && optional(f, "file")) fail(field, "give \"pytorch\" or \"file\", not both");

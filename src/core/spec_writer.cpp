@@ -27,7 +27,12 @@ std::string number(double x) {
 std::string source_ref(const SourceRef& ref) {
   // A PyTorch module is imported from its file (it may import its neighbours); its text rides along.
   if (ref.pytorch) {
-    return "{\"pytorch\": " + quote(ref.file) + (ref.source.empty() ? "" : ", \"source\": " + quote(ref.source)) + "}";
+    std::string variant;
+    if (ref.dtype) variant += ", \"dtype\": " + quote(to_string(*ref.dtype));
+    if (ref.backward) variant += ", \"backward\": true";
+    if (ref.with_forward) variant += ", \"with_forward\": true";
+    return "{\"pytorch\": " + quote(ref.file) + variant +
+           (ref.source.empty() ? "" : ", \"source\": " + quote(ref.source)) + "}";
   }
   std::string out = "{\"source\": " + quote(ref.source);
   if (ref.language) out += ", \"language\": " + quote(to_string(*ref.language));

@@ -556,6 +556,9 @@ struct LlmMutator::Impl {
                         : "")
         << (ref.file.empty() ? "" : ": " + ref.file) << "\n```" << ref_lang << "\n"
         << ref.source << (ref.source.ends_with("\n") ? "" : "\n") << "```\n";
+    // A backward or a cast: the module alone would say its forward in its own dtypes.
+    if (const std::string variant = pytorch_variant_text(ref); !variant.empty())
+      out << "The problem is " << variant << ".\n";
     if (!ctx.failed_attempts.empty()) {
       out << "\n## Earlier attempts that failed\n";
       for (const Node& n : ctx.failed_attempts) {

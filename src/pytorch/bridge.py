@@ -3,14 +3,15 @@
 #
 #   probe
 #       exits 0: this interpreter imports torch.
-#   describe --module FILE [--device D] [--sizes JSON]
+#   describe --module FILE [--device D] [--sizes JSON] [--dtype bf16|f16] [--backward [--with-forward]]
 #       prints the kernel signature derived from the module (README, "Bring your PyTorch module"): on the
 #       meta device where it can (else by a real call on D, saying why in "derivation"), each dimension named
 #       after the global it follows or an expression over them, with the cost ("bytes", "flops" where
 #       PyTorch counts them), the module's constants, and its workloads: one per entry of the problem's
 #       get_workloads(), if it has one, each of which must give the same signature; else the one observed.
-#       Or {"error": ...} naming what could not be mapped, and exits.
-#   serve --module FILE --device D (--arena-fd N | --arena-ipc HEX) --arena-bytes B [--model-seed S]
+#       Or {"error": ...} naming what could not be mapped, and exits. --dtype, --backward and --with-forward
+#       make another problem of the module (Variant): its floats cast, its backward.
+#   serve --module FILE --device D (--arena-fd N | --arena-ipc HEX) --arena-bytes B [--model-seed S] [variant]
 #       answers requests, one JSON line each on stdin, with one JSON line on stdout: "draw" writes the
 #       problem's own inputs (get_inputs() under a seed) and the module's weights into the shared arena,
 #       "run" runs the module on tensors viewing the arena and writes its outputs there (the reference,
@@ -186,6 +187,60 @@ def call(model, params, args):
     return functional_call(model, params, tuple(args))
 
 
+class Variant:
+    """The problem a module makes (README, "Precision and training"). With `dtype` (bf16 or f16) its float
+    inputs and weights are cast to it, as KernelBench's precision option casts them (the module `.to(dtype)`,
+    each floating-point input `.to(dtype)`; integer inputs untouched), so the reference runs in that dtype.
+    With `backward` the problem is the module's backward: given the gradient of each differentiable output
+    (`grad_<output>`, an input), the gradients of its float inputs (those get_inputs() marks requires_grad,
+    else all of them) and of its weights (its parameters), each `grad_<name>`, an output; with `with_forward`
+    the forward's outputs too, first, one problem as a training step runs them. The reference of a backward
+    is autograd in float64 (Server.run_backward)."""
+
+    def __init__(self, dtype="", backward=False, with_forward=False):
+        self.dtype = TORCH_DTYPES[dtype] if dtype else None
+        self.backward = backward
+        self.with_forward = with_forward
+
+    def model(self, model):
+        return model.to(self.dtype) if self.dtype is not None else model
+
+    def tensor(self, x):
+        if self.dtype is not None and isinstance(x, torch.Tensor) and x.is_floating_point():
+            return x.to(self.dtype)
+        return x
+
+
+def gradient_inputs(names, inputs):
+    """The inputs a backward gives the gradients of: the float tensors that get_inputs() marks requires_grad,
+    or every float tensor where it marks none."""
+    floats = [(n, x) for n, x in zip(names, inputs) if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    marked = [n for n, x in floats if x.requires_grad]
+    return marked or [n for n, _ in floats]
+
+
+def gradient_weights(model, state):
+    """The state-dict keys a backward gives the gradients of: the module's float parameters that require
+    them (buffers, such as a norm's running statistics, take none)."""
+    return [k for k, p in model.named_parameters() if k in state and p.requires_grad and p.is_floating_point()]
+
+
+def output_names(count):
+    return ["out"] if count == 1 else [f"out{i}" for i in range(count)]
+
+
+def autograd_step(model, inputs, grad_indices, weight_keys):
+    """The forward with its backward, as flops are counted: each differentiable output's gradient ones, the
+    gradients of inputs[grad_indices] and of the parameters named weight_keys."""
+    leaves = [x.detach().requires_grad_(True) if i in grad_indices else x for i, x in enumerate(inputs)]
+    own = dict(model.named_parameters())
+    with torch.enable_grad():
+        outs = [o for o in as_outputs(model(*leaves)) if o.requires_grad]
+        targets = [leaves[i] for i in grad_indices] + [own[k] for k in weight_keys]
+        if outs and targets:
+            torch.autograd.grad(outs, targets, [torch.ones_like(o) for o in outs], allow_unused=True)
+
+
 def requested_workloads(module, defaults):
     """get_workloads(), checked: a non-empty list of dicts binding the module's int globals to ints; [{}]
     (the module's own values) when the problem has no get_workloads()."""
@@ -308,19 +363,19 @@ UNPROFILED_HEAVY = ("aten::conv1d", "aten::conv3d", "aten::conv_transpose", "ate
                     "aten::_convolution_mode", "aten::tensordot")
 
 
-def profiled_flops(model, inputs):
-    """torch.profiler's count, where this PyTorch has no FlopCounterMode (1.13, CI's): products and 2-d
-    convolutions only (on meta tensors too), else None. A module with a layer it gives no count for is not
-    profiled at all: the count would be refused anyway, and profiling a recurrent layer's steps took a GRU's
-    derivation from 1 s to 96 s."""
+def profiled_flops(model, run):
+    """torch.profiler's count of what run() computes, where this PyTorch has no FlopCounterMode (1.13, CI's):
+    products and 2-d convolutions only (on meta tensors too; a backward's products as well), else None. A
+    module with a layer it gives no count for is not profiled at all: the count would be refused anyway, and
+    profiling a recurrent layer's steps took a GRU's derivation from 1 s to 96 s."""
     nn = torch.nn
     if any(isinstance(m, (nn.RNNBase, nn.Conv1d, nn.Conv3d, nn.modules.conv._ConvTransposeNd, nn.MultiheadAttention,
                           nn.Bilinear)) for m in model.modules()):
         return None
     try:
         from torch.profiler import profile
-        with profile(with_flops=True) as prof, torch.no_grad():
-            model(*inputs)
+        with profile(with_flops=True) as prof:
+            run()
         events = prof.key_averages()
     except Exception:
         return None
@@ -329,20 +384,37 @@ def profiled_flops(model, inputs):
     return int(sum(e.flops for e in events if e.key in PROFILED_FLOPS and e.flops))
 
 
-def total_flops(model, inputs):
-    """PyTorch's count of the forward's FLOPs where it has a counter (torch.utils.flop_counter, PyTorch 2.1
-    and later; it works on meta tensors), else torch.profiler's (profiled_flops), else None."""
+def counted_flops(model, run):
+    """PyTorch's count of the FLOPs run() computes where it has a counter (torch.utils.flop_counter, PyTorch
+    2.1 and later; it works on meta tensors), else torch.profiler's (profiled_flops), else None."""
     try:
         from torch.utils.flop_counter import FlopCounterMode
     except ImportError:
-        return profiled_flops(model, inputs)
+        return profiled_flops(model, run)
     try:
         counter = FlopCounterMode(display=False)
-        with counter, torch.no_grad():
-            model(*inputs)
+        with counter:
+            run()
         return int(counter.get_total_flops())
     except Exception:
         return None
+
+
+def total_flops(model, inputs, step=None):
+    """The FLOPs of what the problem computes: the forward; or, with `step` (the inputs' and weights'
+    gradients asked: (grad_indices, weight_keys)), the forward and its backward less the forward alone
+    unless `step` asks for the forward too."""
+    def forward():
+        with torch.no_grad():
+            model(*inputs)
+    forward_flops = counted_flops(model, forward)
+    if step is None or forward_flops is None:
+        return forward_flops
+    grad_indices, weight_keys, with_forward = step
+    both = counted_flops(model, lambda: autograd_step(model, inputs, grad_indices, weight_keys))
+    if both is None:
+        return None
+    return both if with_forward else max(both - forward_flops, 0)
 
 
 def first_line(e):
@@ -356,7 +428,9 @@ class Sample:
     """One call of the module at some values of its globals (set in the source: module_at): the kernel's
     parameters with numeric shapes, the globals' values, and the forward's intermediate shapes."""
 
-    def __init__(self, path, device, meta, sizes=None, check_data_dependence=False, flops=False):
+    def __init__(self, path, device, meta, sizes=None, check_data_dependence=False, flops=False, variant=None):
+        variant = variant or Variant()
+        self.variant = variant
         mode = OnDevice("meta" if meta else device)
         with mode:
             module = module_at(path, sizes)
@@ -377,17 +451,23 @@ class Sample:
                 model = model.to("meta")
             if not meta:
                 model = model.to(device)
-            model.eval()
+            model = variant.model(model).eval()
             torch.manual_seed(1)
             inputs = [x.to(device) if isinstance(x, torch.Tensor) and not meta else x for x in module.get_inputs()]
         self.sizes = dict(int_globals(module))
         self.names = forward_names(model, len(inputs))
+        # A backward's leaves: the inputs it gives the gradients of require them, after the cast.
+        self.grad_inputs = gradient_inputs(self.names, inputs) if variant.backward else []
+        inputs = [variant.tensor(x) for x in inputs]
+        if variant.backward:
+            inputs = [x.detach().requires_grad_(True) if n in self.grad_inputs else x for n, x in zip(self.names, inputs)]
         self.state = model.state_dict()
+        self.grad_weights = gradient_weights(model, self.state) if variant.backward else []
         tensors = [(f"input '{n}'", x) for n, x in zip(self.names, inputs) if isinstance(x, torch.Tensor)] + \
                   [(f"weight '{k}'", t) for k, t in self.state.items()]
         versions = [t._version for _, t in tensors]
         mode.shapes = []
-        with mode, torch.no_grad():
+        with mode, (torch.enable_grad() if variant.backward else torch.no_grad()):
             result = model(*inputs)
         self.intermediates, mode.shapes = mode.shapes, None
         self.outputs = as_outputs(result)
@@ -400,7 +480,10 @@ class Sample:
         for i, o in enumerate(self.outputs):
             if o.dtype not in DTYPES:
                 raise Unmappable(f"output {i} has dtype {o.dtype}, which no kernel parameter type holds")
-        self.flops = total_flops(model, inputs) if flops else None
+        step = None
+        if variant.backward:
+            step = ([self.names.index(n) for n in self.grad_inputs], self.grad_weights, variant.with_forward)
+        self.flops = total_flops(model, inputs, step) if flops else None
         self.inputs = inputs
         self.params = self.make_params()
         if meta:
@@ -413,7 +496,7 @@ class Sample:
         elif check_data_dependence:
             with OnDevice(device):
                 torch.manual_seed(2)
-                again = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+                again = [variant.tensor(x.to(device) if isinstance(x, torch.Tensor) else x) for x in module.get_inputs()]
             self.check_same_inputs(again)
             with torch.no_grad():
                 outputs2 = as_outputs(model(*again))
@@ -451,9 +534,31 @@ class Sample:
                 raise Unmappable(f"weight '{key}' has dtype {t.dtype}, which no kernel parameter type holds")
             params.append({"name": weight_name(key), "dtype": DTYPES[t.dtype], "role": "in", "shape": shape(t),
                            "state": key})
-        for i, o in enumerate(self.outputs):
-            params.append({"name": "out" if len(self.outputs) == 1 else f"out{i}", "dtype": DTYPES[o.dtype],
-                           "role": "out", "shape": shape(o)})
+        outputs = [{"name": name, "dtype": DTYPES[o.dtype], "role": "out", "shape": shape(o)}
+                   for name, o in zip(output_names(len(self.outputs)), self.outputs)]
+        if not self.variant.backward:
+            return params + outputs
+        # The backward: each differentiable output's gradient in, then (with the forward's outputs first) the
+        # gradient of each input and weight that takes one, out, each shaped and typed as what it is of.
+        upstream = [dict(p, name=f"grad_{p['name']}", role="in") for p, o in zip(outputs, self.outputs)
+                    if o.requires_grad and o.is_floating_point()]
+        if not upstream:
+            raise Unmappable("no output of the forward depends on an input or a weight that takes a gradient: the "
+                             "module has no backward to compute")
+        of = {p["name"]: p for p in params if "shape" in p}
+        weights = {p["state"]: p for p in params if "state" in p}
+        grads = [dict(of[n], name=f"grad_{n}", role="out") for n in self.grad_inputs] + \
+                [{k: v for k, v in dict(weights[k], name=f"grad_{weights[k]['name']}", role="out").items()
+                  if k != "state"} for k in self.grad_weights]
+        if not grads:
+            raise Unmappable("the module has no float input and no parameter to give a gradient of: no backward")
+        params = params + upstream + (outputs if self.variant.with_forward else []) + grads
+        seen = set()
+        for p in params:
+            if p["name"] in seen:
+                raise Unmappable(f"two of the backward's parameters are named '{p['name']}' (a gradient is named "
+                                 "grad_ and what it is of): rename the module's input or weight")
+            seen.add(p["name"])
         return params
 
     def dims(self):
@@ -859,7 +964,7 @@ def bytes_expression(params):
     return " + ".join(out)
 
 
-def describe(path, device, sizes):
+def describe(path, device, sizes, variant=None):
     try:
         with OnDevice("meta"):  # a module that makes tensors as it loads makes them on meta here too
             module = module_at(path, sizes)
@@ -880,7 +985,7 @@ def describe(path, device, sizes):
 
         def __call__(self, overrides, check=False, flops=False):
             return Sample(path, device, self.meta, sizes={**base_sizes, **overrides}, check_data_dependence=check,
-                          flops=True)
+                          flops=True, variant=variant)
 
     meta_kernels()
     derive = Derive(meta=True)
@@ -921,7 +1026,7 @@ def describe(path, device, sizes):
             call = base
         else:
             try:
-                call = Sample(path, device, derive.meta, sizes={**(sizes or {}), **w})
+                call = Sample(path, device, derive.meta, sizes={**(sizes or {}), **w}, variant=variant)
             except Unmappable as e:
                 raise Unmappable(f"{label(i)}: {e}") from None
             change = signature_change(base.params, call.params)
@@ -1114,6 +1219,11 @@ class Timer:
         return out, self.start.elapsed_time(self.stop) * 1000.0
 
 
+def wide(t):
+    """A float tensor as a float64 copy (the exact reference's); anything else as it is."""
+    return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+
+
 def as_module(view, zero_d):
     """An arena view as the module has the tensor: a 0-d tensor's [1] view as 0-d, so that it broadcasts as
     the module's own does."""
@@ -1127,6 +1237,7 @@ class Server:
         self.device = arena.device
         self.arena = arena
         self.model_seed = args.model_seed
+        self.variant = Variant(args.dtype, args.backward, args.with_forward)
         self.timer = Timer(self.device)
         self.sizes = None
         self.model = None
@@ -1138,7 +1249,7 @@ class Server:
             self.model, self.weights, self.compiled = None, [], None
             self.release_cached()
             self.module = module_at(self.path, sizes)
-            self.model = build_model(self.module, self.device, self.model_seed)
+            self.model = self.variant.model(build_model(self.module, self.device, self.model_seed))
             inputs = draw_inputs(self.module, self.device, 0)
             self.names = forward_names(self.model, len(inputs))
             # A 0-d tensor is a one-element buffer, [1], in the arena; the module gets it as 0-d, as its own.
@@ -1199,7 +1310,8 @@ class Server:
             v = as_module(self.arena.view(views[name]), t.dim() == 0)
             if tuple(v.shape) != tuple(t.shape):
                 raise Unmappable(f"{what}: the spec's shape {list(v.shape)} for this workload, {source} {list(t.shape)}")
-            v.copy_(t)
+            with torch.no_grad():  # an input get_inputs() marks requires_grad: its values, not its graph
+                v.copy_(t)
             if t.is_floating_point() and t.numel() > 1:
                 # Its mean and spread, not its extremes: a randn input's extremes lie at 4 or 5 sigma.
                 std, mean = (float(v) for v in torch.std_mean(t.float()))
@@ -1212,6 +1324,14 @@ class Server:
         for _, name, t in self.weights:
             if name in views:
                 put(name, t, f"weight '{name}'", "the module's")
+        if self.variant.backward:
+            # The gradients of the outputs, a backward's other inputs: unit normal, as a loss's would be, under
+            # the draw's seed (get_inputs() drew from it just now). A grad_<name> of an input or a weight is an
+            # output, and is left alone.
+            known = set(self.names) | {name for _, name, _ in self.weights}
+            for name, view in sorted(views.items()):
+                if name.startswith("grad_") and name[5:] not in known:
+                    put(name, torch.randn(view[2], device=self.device), f"gradient '{name}'", "drawn")
         self.sync()
         inputs = x = None  # get_inputs()' tensors, copied into the arena: not kept
         self.release_cached()
@@ -1236,6 +1356,8 @@ class Server:
         model = self.workload(request.get("sizes"))
         args = self.forward_args(request)
         mode = request.get("mode", "reference")
+        if self.variant.backward:
+            return self.run_backward(model, args, request, mode)
         time_us = None
         with torch.no_grad():
             if mode == "reference":
@@ -1244,43 +1366,122 @@ class Server:
             elif mode == "reference64":
                 # The same call in float64 on the same tensors: the exact answer that a float32 reference
                 # only approximates. A copy of the module, dropped after: float64 weights held only now.
-                def wide(t):
-                    return t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
                 params = {k: wide(v) for k, v in self.params(request).items()}
                 args64 = [wide(a) for a in args]
-                # Every weight given (the usual case): the module itself, called on float64 copies of them.
-                # Otherwise a float64 copy of the module, so that none of its own tensors stays float32.
-                whole = set(params) >= {key for key, _, _ in self.weights}
-                model64 = model if whole else copy.deepcopy(model).double()
+                model64 = self.model64(model, params)
                 outputs = as_outputs(call(model64, params, args64) if params else model64(*args64))
                 model64 = params = args64 = None
             else:
-                for _, name, weight in self.weights:
-                    if name in request["views"]:
-                        weight.copy_(as_module(self.arena.view(request["views"][name]), weight.dim() == 0))
-                if mode == "compile":
-                    if self.compiled is None:
-                        self.compiled = torch.compile(model)
-                    fn = self.compiled
-                else:
-                    fn = model
+                fn = self.baseline(model, request, mode)
                 result, time_us = self.timer.time(lambda: fn(*args), request.get("flush", False))
                 outputs = as_outputs(result)
         names = request["outputs"]
         if len(names) != len(outputs):
             raise Unmappable(f"the module returned {len(outputs)} outputs, the spec names {len(names)}")
-        for name, o in zip(names, outputs):
+        return self.reply(dict(zip(names, outputs)), names, request, time_us)
+
+    def model64(self, model, params):
+        """The module to call on float64 copies of `params`: itself when every weight is given (the usual
+        case), else a float64 copy of it, so that none of its own tensors stays float32."""
+        whole = set(params) >= {key for key, _, _ in self.weights}
+        return model if whole else copy.deepcopy(model).double()
+
+    def baseline(self, model, request, mode):
+        """The module as a user runs it, for "eager" and "compile": its own parameters, loaded from the arena."""
+        with torch.no_grad():
+            for _, name, weight in self.weights:
+                if name in request["views"]:
+                    weight.copy_(as_module(self.arena.view(request["views"][name]), weight.dim() == 0))
+        if mode != "compile":
+            return model
+        if self.compiled is None:
+            self.compiled = torch.compile(model)
+        return self.compiled
+
+    def reply(self, results, names, request, time_us):
+        """Writes results[name] into each output's view (cast to its dtype) and answers."""
+        for name in names:
+            o = results[name]
             v = as_module(self.arena.view(request["views"][name]), o.dim() == 0)
             if tuple(v.shape) != tuple(o.shape):
                 raise Unmappable(f"output '{name}': the spec's shape {list(v.shape)}, the module's {list(o.shape)}")
             v.copy_(o)
         self.sync()
-        outputs = result = o = None  # the module's outputs, copied into the arena: not kept
+        results = o = None  # the module's outputs, copied into the arena: not kept
         self.release_cached()
         reply = {"ok": True}
         if time_us is not None and request.get("timed", False):
             reply["time_us"] = time_us
         return reply
+
+    def run_backward(self, model, args, request, mode):
+        """A backward problem's call (Variant). The reference ("reference", and "reference64" alike) is
+        autograd in float64 on float64 copies of the arena's inputs, weights and output gradients, each result
+        rounded once into its output: the exact gradients that any order of summation only approximates, so
+        a kernel whose sums run in another order (atomics) is judged by its distance from them, within the
+        tolerance. "eager" and "compile" run the module as a user trains it, in the problem's dtype: the
+        forward untimed, then its backward timed (with the forward too for a forward-and-backward problem).
+        Each output is found by its name: grad_<input>, grad_<weight>, or a forward output (out, out0, ...)."""
+        views, names = request["views"], request["outputs"]
+        index = {n: i for i, n in enumerate(self.names)}
+        keys = {name: key for key, name, _ in self.weights}
+        grad_inputs = [n[5:] for n in names if n.startswith("grad_") and n[5:] in index]
+        grad_weights = [n[5:] for n in names if n.startswith("grad_") and n[5:] in keys]
+        for n in names:
+            if not (n.startswith("grad_") and (n[5:] in index or n[5:] in keys)) and not re.fullmatch(r"out\d*", n):
+                raise Unmappable(f"output '{n}' of a backward problem is neither the gradient of an input or a weight "
+                                 "(grad_<name>) nor an output of the forward (out, out0, ...)")
+        wide_mode = mode in ("reference", "reference64")
+        cast = wide if wide_mode else (lambda t: t.detach() if isinstance(t, torch.Tensor) else t)
+        args = [cast(a) for a in args]
+        for n in grad_inputs:
+            args[index[n]] = args[index[n]].detach().requires_grad_(True)
+        if wide_mode:
+            params = {k: wide(v) for k, v in self.params(request).items()}
+            for n in grad_weights:
+                params[keys[n]] = params[keys[n]].detach().requires_grad_(True)
+            model64 = self.model64(model, params)
+            fn = (lambda *a: call(model64, params, a)) if params else model64
+            weight_of = params.__getitem__
+        else:
+            fn = self.baseline(model, request, mode)
+            own = dict(model.named_parameters())
+            missing = [keys[n] for n in grad_weights if keys[n] not in own]
+            if missing:
+                raise Unmappable(f"the module has no parameter {missing[0]!r} to give the gradient of")
+            weight_of = own.__getitem__
+        targets = [args[index[n]] for n in grad_inputs] + [weight_of(keys[n]) for n in grad_weights]
+
+        def forward():
+            return as_outputs(fn(*args))
+
+        def backward(outs):
+            pairs = []
+            for name, o in zip(output_names(len(outs)), outs):
+                if f"grad_{name}" in views and o.requires_grad:
+                    pairs.append((o, cast(self.arena.view(views[f"grad_{name}"])).reshape(o.shape)))
+            got = torch.autograd.grad([o for o, _ in pairs], targets, [g for _, g in pairs], allow_unused=True)
+            return [torch.zeros_like(t) if g is None else g for g, t in zip(got, targets)]
+
+        time_us = None
+        timed = not wide_mode
+        with torch.enable_grad():
+            if timed and self.variant.with_forward:
+                (outs, grads), time_us = self.timer.time(lambda: (lambda o: (o, backward(o)))(forward()),
+                                                         request.get("flush", False))
+            elif timed:
+                outs = forward()
+                grads, time_us = self.timer.time(lambda: backward(outs), request.get("flush", False))
+            else:
+                outs = forward()
+                grads = backward(outs)
+        results = {name: o.detach() for name, o in zip(output_names(len(outs)), outs)}
+        results.update({f"grad_{n}": g for n, g in zip(grad_inputs + grad_weights, grads)})
+        missing = [n for n in names if n not in results]
+        if missing:
+            raise Unmappable(f"the spec names output '{missing[0]}', the module returned {len(outs)} outputs")
+        outs = grads = targets = args = fn = None
+        return self.reply(results, names, request, time_us)
 
 
 class Client:
@@ -1318,6 +1519,16 @@ class Client:
         for fd in {self.read_fd, self.write_fd}:
             if fd > 2:
                 os.close(fd)
+
+
+def dtype_hint(e, server):
+    """Why a cast module fails where PyTorch has no kernel for its dtype, as torch 1.13 has none in fp16 for
+    most operators on the CPU."""
+    if server.variant.dtype is not None and "not implemented for" in str(e):
+        return (f" (this PyTorch {torch.__version__} has no {server.variant.dtype} kernel for it on "
+                f"{server.device.type}: --dtype {'fp16' if server.variant.dtype == torch.float16 else 'bf16'} "
+                "needs a device where it has one)")
+    return ""
 
 
 def serve(args):
@@ -1418,7 +1629,8 @@ def serve(args):
                         break
                     reply = answer(client, request)
                 except Exception as e:  # the reference's own failure, told to KernelEvolve, which blames the reference
-                    reply = {"ok": False, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]}
+                    reply = {"ok": False, "error": f"{type(e).__name__}: {e}{dtype_hint(e, server)}",
+                             "trace": traceback.format_exc()[-2000:]}
                 if reply is not None and not client.send(reply):
                     drop(client)
                     break
@@ -1442,6 +1654,9 @@ def main():
     parser.add_argument("--arena-alloc", action="store_true")
     parser.add_argument("--control-fd", type=int, default=-1)
     parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument("--dtype", choices=["", "bf16", "f16"], default="")
+    parser.add_argument("--backward", action="store_true")
+    parser.add_argument("--with-forward", action="store_true")
     args = parser.parse_args()
     if args.mode == "probe":  # torch imported: this interpreter will do
         return
@@ -1451,7 +1666,9 @@ def main():
     torch.backends.cudnn.allow_tf32 = False
     if args.mode == "describe":
         try:
-            print(json.dumps(describe(args.module, args.device, json.loads(args.sizes) if args.sizes else None)))
+            variant = Variant(args.dtype, args.backward, args.with_forward)
+            print(json.dumps(describe(args.module, args.device, json.loads(args.sizes) if args.sizes else None,
+                                      variant)))
         except Unmappable as e:
             print(json.dumps({"error": str(e)}))
         except Exception as e:

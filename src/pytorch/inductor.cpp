@@ -52,6 +52,10 @@ void seed_from_torch_compile(Spec& spec, const std::string& device, double timeo
     throw Error(ErrorCode::BadUsage, where + ": the problem is not a PyTorch module (it has nothing to compile)");
   if (spec.language != Language::triton)
     throw Error(ErrorCode::BadUsage, where + ": Inductor writes Triton: the problem's language must be triton");
+  if (spec.reference.backward || spec.reference.dtype)
+    throw Error(ErrorCode::BadUsage, where + " translates the module's forward in its own dtypes; this problem is " +
+                                         pytorch_variant_text(spec.reference) +
+                                         ": give it a seed (--seed-kernel) or a model (--mutator llm|mix)");
   if (device.rfind("cuda", 0) != 0)
     throw Error(ErrorCode::BadUsage, where + " is captured on a CUDA GPU, not on " + device);
   const SpecFile file(spec);

@@ -46,8 +46,20 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
   if (!fs::is_regular_file(path, ec)) throw Error(ErrorCode::BadSpec, path + ": no such PyTorch problem file");
   const std::string absolute = fs::absolute(path).lexically_normal().string();
   const std::string device = options.device.rfind("cuda", 0) == 0 ? "cuda" : "cpu";
-  const std::string text =
-      pytorch::run_bridge({"describe", "--module", absolute, "--device", device}, options.timeout_s);
+  if (options.dtype && *options.dtype != DType::bf16 && *options.dtype != DType::f16)
+    throw Error(ErrorCode::BadUsage,
+                path + ": a PyTorch problem's dtype casts its floats to bf16 or f16, not " + to_string(*options.dtype));
+  if (options.with_forward && !options.backward)
+    throw Error(ErrorCode::BadUsage,
+                path + ": the forward's outputs join a backward problem: ask for the backward too");
+  SourceRef variant;
+  variant.pytorch = true;
+  variant.dtype = options.dtype;
+  variant.backward = options.backward;
+  variant.with_forward = options.with_forward;
+  std::vector<std::string> args{"describe", "--module", absolute, "--device", device};
+  for (std::string& a : pytorch::variant_args(variant)) args.push_back(std::move(a));
+  const std::string text = pytorch::run_bridge(args, options.timeout_s);
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(text).get(doc) != simdjson::SUCCESS) {
@@ -62,7 +74,11 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
 
   Spec spec;
   spec.path = absolute;
+  // The variant is part of the problem's name (and entry), so that a store never reports one problem's
+  // kernel as another's: relu_bf16, rms_norm_backward, linear_bf16_forward_backward.
   spec.name = problem_name(path);
+  if (options.dtype) spec.name += std::string("_") + to_string(*options.dtype);
+  if (options.backward) spec.name += options.with_forward ? "_forward_backward" : "_backward";
   spec.entry = spec.name;
   spec.language = options.language;
   for (simdjson::dom::element p : doc["params"].get_array()) {
@@ -103,7 +119,7 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
     // 69 of KernelBench, a transposed convolution, ran under that count's floor on an H200): rates, no floor.
     spec.cost_flops_floor = false;
   }
-  spec.reference.pytorch = true;
+  spec.reference = variant;
   spec.reference.file = absolute;
   spec.reference.source = read_file(absolute);
   spec.tolerance = pytorch_tolerance(spec);
@@ -147,6 +163,16 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
     }
   }
   if (!constants.empty()) spec.notes += " The module's constants (not sizes; fixed): " + constants + ".";
+  if (const std::string variant_text = pytorch_variant_text(spec.reference); !variant_text.empty())
+    spec.notes += " The problem is " + variant_text + ".";
+  const bool bf16 =
+      std::any_of(spec.params.begin(), spec.params.end(), [](const Param& p) { return p.dtype == DType::bf16; });
+  if (bf16 && is_cpu_language(spec.language)) {
+    spec.notes +=
+        " A bf16 buffer is __bf16, a storage type in C here (Clang 16 has no arithmetic on it): read and write it "
+        "with ke_bf16_to_float and ke_float_to_bf16 (given to every C and C++ kernel; round to nearest even), or "
+        "AVX-512 BF16's intrinsics, and compute in float.";
+  }
   // The launch above is a start, not a rule: a candidate may be a program (docs/spec-format.md, "Programs").
   spec.notes +=
       is_cpu_language(spec.language)

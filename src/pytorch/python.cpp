@@ -53,6 +53,14 @@ std::string find_python() {
               "interpreter with KE_PYTHON");
 }
 
+std::vector<std::string> variant_args(const SourceRef& reference) {
+  std::vector<std::string> out;
+  if (reference.dtype) out.insert(out.end(), {"--dtype", to_string(*reference.dtype)});
+  if (reference.backward) out.emplace_back("--backward");
+  if (reference.with_forward) out.emplace_back("--with-forward");
+  return out;
+}
+
 std::string run_bridge(const std::vector<std::string>& args, double timeout_s) {
   return run_script(find_python(), kBridgeScript, args, timeout_s, "the PyTorch module");
 }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/script_process.hpp"
+#include "kernelevolve/spec.hpp"
 
 namespace kernelevolve::pytorch {
 
@@ -15,6 +16,10 @@ extern const char* const kBridgeScript;
 // An interpreter that imports torch: $KE_PYTHON, else `python3` on PATH, else /usr/bin/python3 (Debian's
 // python3-torch). Cached. Throws Error(DeviceUnavailable) naming what was tried when none does.
 std::string find_python();
+
+// The bridge's arguments that make `reference`'s problem of its module (SourceRef::dtype, backward,
+// with_forward): ["--dtype", "bf16", "--backward", ...], or none for the module's own forward.
+std::vector<std::string> variant_args(const SourceRef& reference);
 
 // Runs `python -c bridge.py ARGS...` to its end and returns what it printed; throws Error(Internal)
 // with its error output when it crashes, or is killed after `timeout_s`.

@@ -31,6 +31,8 @@ SharedBridge::SharedBridge(const Spec& spec, const DeviceInfo& device) {
   std::vector<std::string> args{"serve",   "--module",      spec.reference.file,          "--device",
                                 device.id, "--arena-bytes", std::to_string(arena_bytes_), "--control-fd",
                                 "3"};
+  const std::vector<std::string> variant = variant_args(spec.reference);
+  args.insert(args.end(), variant.begin(), variant.end());
   std::vector<int> fds{sv[1]};
   if (device.kind == "cpu") {
     memfd_ = ::memfd_create("kernelevolve-pytorch-arena", MFD_CLOEXEC);

@@ -84,6 +84,8 @@ TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candida
   arena_bytes_ = std::max<std::size_t>(memory_footprint(spec_, cand).arena_bytes, kAlign);
   std::vector<std::string> bridge_args{"serve", "--module",      spec_.reference.file,        "--device",
                                        cand.id, "--arena-bytes", std::to_string(arena_bytes_)};
+  const std::vector<std::string> variant = variant_args(spec_.reference);
+  bridge_args.insert(bridge_args.end(), variant.begin(), variant.end());
   if (cand.kind == "cuda") {
     std::string handle;
     device_arena_ = candidate_device_->allocate_shared(arena_bytes_, handle);

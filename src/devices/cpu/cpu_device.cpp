@@ -305,6 +305,19 @@ class CpuKernel final : public Kernel {
   std::size_t params_;
 };
 
+// What every C and C++ kernel is given, before its own first line (which `#line 1` keeps line 1): bf16
+// conversions. Clang 16 has __bf16 as a storage type only (no arithmetic, no casts), and a bf16 problem's
+// buffers are __bf16; _Float16 is arithmetic already. Rounds to nearest even, as PyTorch's .to(bfloat16).
+constexpr const char* kKernelPrelude =
+    "static inline float ke_bf16_to_float(__bf16 x) {\n"
+    "  unsigned short b;\n  __builtin_memcpy(&b, &x, 2);\n  unsigned int u = (unsigned int)b << 16;\n"
+    "  float f;\n  __builtin_memcpy(&f, &u, 4);\n  return f;\n}\n"
+    "static inline __bf16 ke_float_to_bf16(float f) {\n"
+    "  unsigned int u;\n  __builtin_memcpy(&u, &f, 4);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x400000u;\n  else u += 0x7fffu + ((u >> 16) & 1u);\n"
+    "  unsigned short b = (unsigned short)(u >> 16);\n  __bf16 r;\n  __builtin_memcpy(&r, &b, 2);\n  return r;\n}\n"
+    "#line 1\n";
+
 constexpr const char* kTrampolineName = "__ke_trampoline";
 constexpr const char* kTrampolineFile = "<ke-trampoline>";
 
@@ -504,7 +517,8 @@ const DeviceInfo& CpuDevice::info() {
     p["callable"] =
         "the C and C++ standard headers and Clang's intrinsic headers (<immintrin.h>) may be included; of "
         "library functions only memset, memcpy, memmove, memcmp, the malloc family and the math "
-        "functions of <math.h> resolve";
+        "functions of <math.h> resolve; every kernel is given ke_bf16_to_float(__bf16) and ke_float_to_bf16(float) "
+        "(Clang 16's __bf16 is a storage type: no arithmetic or casts on it)";
     p["threads"] = "1";
     struct rlimit stack {};
     if (getrlimit(RLIMIT_STACK, &stack) == 0 && stack.rlim_cur != RLIM_INFINITY) {
@@ -552,7 +566,7 @@ CompileResult CpuDevice::compile(const KernelSource& ks) {
     return result;
   }
 
-  const std::string full_source = ks.source + cpu_detail::trampoline_source(ks);
+  const std::string full_source = cpu_detail::kKernelPrelude + ks.source + cpu_detail::trampoline_source(ks);
   cpu_detail::FrontendResult fe = cpu_detail::run_frontend(ks, full_source);
   result.log = std::move(fe.log);
   if (!fe.module) {
