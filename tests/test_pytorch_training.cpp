@@ -1,7 +1,8 @@
 // Issue 32's CPU parts: precision as a problem's dimension (--dtype bf16|fp16: a PyTorch problem's floats cast,
 // KernelBench's 1e-2 tolerance, bf16 C kernels through the CPU device's prelude, a bf16 problem kept apart from
-// the fp32 one in the store). The spec contract's fields need no torch; the rest skip, saying so, where no Python
-// imports it.
+// the fp32 one in the store) and backward problems (--backward [--with-forward]: the signature of the gradients,
+// verified against autograd in float64, a wrong gradient caught, a correct kernel whose sums differ from call to
+// call accepted). The spec contract's fields need no torch; the rest skip, saying so, where no Python imports it.
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -21,6 +22,9 @@ namespace ke = kernelevolve;
 namespace {
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/pytorch/" + name; }
+std::string rms_norm_problem(const std::string& file) {
+  return std::string(KE_SOURCE_DIR) + "/problems/pytorch/rms_norm_backward/" + file;
+}
 
 std::string read(const std::string& path) {
   std::ifstream in(path);
@@ -198,4 +202,167 @@ TEST_CASE("training: an fp32 run and a bf16 run of the same module are two probl
   spec = ke::load_pytorch_problem(module);
   spec.seed.source = read(fixture("linear_relu_scale_seed.c"));
   CHECK(store.latest_run(spec) == runs[0].id);
+}
+
+TEST_CASE("training: a backward's signature: the inputs and weights, grad_<output> in, their gradients out" *
+          doctest::skip(!have_torch())) {
+  ke::PytorchProblemOptions options;
+  options.backward = true;
+  const ke::Spec linear = ke::load_pytorch_problem(fixture("linear_relu_scale.py"), options);
+  CHECK(linear.name == "linear_relu_scale_backward");
+  CHECK(linear.reference.backward);
+  CHECK(names_of(linear) == std::vector<std::string>{"x", "scale", "fc_weight", "fc_bias", "grad_out", "grad_x",
+                                                     "grad_fc_weight", "grad_fc_bias", "batch_size", "in_features",
+                                                     "out_features"});
+  CHECK(param(linear, "grad_out").role == ke::Role::in);
+  CHECK(param(linear, "grad_out").shape == std::vector<std::string>{"batch_size", "out_features"});
+  CHECK(param(linear, "grad_x").role == ke::Role::out);
+  CHECK(param(linear, "grad_x").shape == std::vector<std::string>{"batch_size", "in_features"});
+  CHECK(param(linear, "grad_fc_weight").shape == std::vector<std::string>{"out_features", "in_features"});
+  CHECK(param(linear, "grad_fc_bias").shape == std::vector<std::string>{"out_features"});
+  CHECK(linear.tolerance.atol == 1e-4);  // fp32's, against float64 autograd
+  // The backward's two products, not the forward's one: 2 * 2 * B * I * O.
+  REQUIRE(linear.cost_flops);
+  CHECK(linear.cost_flops->eval(linear.bindings(linear.workloads[0], {})) == 4 * 32 * 64 * 48);
+  CHECK(linear.notes.find("backward") != std::string::npos);
+
+  options.with_forward = true;
+  options.dtype = ke::DType::bf16;
+  const ke::Spec step = ke::load_pytorch_problem(fixture("linear_relu_scale.py"), options);
+  CHECK(step.name == "linear_relu_scale_bf16_forward_backward");
+  CHECK(names_of(step) == std::vector<std::string>{"x", "scale", "fc_weight", "fc_bias", "grad_out", "out", "grad_x",
+                                                   "grad_fc_weight", "grad_fc_bias", "batch_size", "in_features",
+                                                   "out_features"});
+  CHECK(param(step, "grad_fc_weight").dtype == ke::DType::bf16);
+  CHECK(step.tolerance.atol == 1e-2);
+  CHECK(step.cost_flops->eval(step.bindings(step.workloads[0], {})) == 6 * 32 * 64 * 48);
+
+  options = {};
+  options.backward = true;
+  const ke::Spec rms = ke::load_pytorch_problem(rms_norm_problem("model.py"), options);
+  CHECK(names_of(rms) == std::vector<std::string>{"x", "weight", "grad_out", "grad_x", "grad_weight", "batch_size",
+                                                  "seq_len", "hidden"});
+  // It is the problem the suite ships as a spec.
+  const ke::Spec shipped = ke::load_spec(rms_norm_problem("cpu.json"));
+  REQUIRE(shipped.params.size() == rms.params.size());
+  for (std::size_t i = 0; i < rms.params.size(); ++i) {
+    CHECK(shipped.params[i].name == rms.params[i].name);
+    CHECK(shipped.params[i].role == rms.params[i].role);
+    CHECK(shipped.params[i].shape == rms.params[i].shape);
+  }
+
+  // Only the inputs get_inputs() marks requires_grad, and the parameters, not the buffers.
+  const ke::Spec marked = ke::load_pytorch_problem(fixture("grad_marked.py"), options);
+  CHECK(names_of(marked) ==
+        std::vector<std::string>{"x", "y", "scale", "shift", "grad_out", "grad_x", "grad_scale", "rows", "cols"});
+  try {
+    (void)ke::load_pytorch_problem(fixture("no_backward.py"), options);
+    FAIL("loaded");
+  } catch (const ke::Error& e) {
+    CHECK(e.code() == ke::ErrorCode::BadSpec);
+    CHECK_MESSAGE(std::string(e.what()).find("no backward") != std::string::npos, e.what());
+  }
+}
+
+TEST_CASE("training: a backward verifies against float64 autograd; a wrong gradient does not" *
+          doctest::skip(!have_torch())) {
+  const ke::Spec spec = ke::load_spec(rms_norm_problem("cpu.json"));
+  CHECK(spec.reference.backward);
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), few_trials());
+  const std::string seed = spec.seed.source;
+  for (const ke::Bindings& point : {ke::Bindings{{"GW", 0}, {"ACC", 1}}, ke::Bindings{{"GW", 1}, {"ACC", 16}}}) {
+    const ke::Evaluation e = evaluator.evaluate({seed, ke::Language::c, point}, 1);
+    CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
+    CHECK(e.resources.count("float64_checks") == 0);  // the reference is float64 already
+  }
+  // grad_weight 0.1% off: beyond fp32's 1e-4 of the exact gradient.
+  const std::string weight_off = edited(seed, "grad_weight[j] = sum;", "grad_weight[j] = sum * 1.001f;");
+  const ke::Evaluation wrong = evaluator.evaluate({weight_off, ke::Language::c, {}}, 2);
+  CHECK(wrong.status == ke::Status::incorrect);
+  CHECK_MESSAGE(wrong.message.find("grad_weight[") != std::string::npos, wrong.message);
+  // grad_x without the normalization's own term: the forward's gradient through the weight alone.
+  const std::string no_term = edited(seed, "(go[j] * weight[j] - xr[j] * c)", "(go[j] * weight[j])");
+  const ke::Evaluation partial = evaluator.evaluate({no_term, ke::Language::c, {}}, 3);
+  CHECK(partial.status == ke::Status::incorrect);
+  CHECK_MESSAGE(partial.message.find("grad_x[") != std::string::npos, partial.message);
+
+  // The Linear's backward, derived on the spot, with its fp32 seed; and in bf16 with the forward, one problem.
+  ke::PytorchProblemOptions options;
+  options.backward = true;
+  const ke::Spec linear = ke::load_pytorch_problem(fixture("linear_relu_scale.py"), options);
+  ke::LocalEvaluator linear_evaluator(linear, ke::open_device("cpu"), few_trials());
+  const std::string linear_seed = read(fixture("linear_relu_scale_backward_seed.c"));
+  const ke::Evaluation ok = linear_evaluator.evaluate({linear_seed, ke::Language::c, {}}, 4);
+  CHECK_MESSAGE(ok.status == ke::Status::ok, ok.message << "\n" << ok.compile_log);
+  const std::string bias_off = edited(linear_seed, "grad_fc_bias[o] = ST(sb);", "grad_fc_bias[o] = ST(sb + 1e-3f);");
+  CHECK(linear_evaluator.evaluate({bias_off, ke::Language::c, {}}, 5).status == ke::Status::incorrect);
+
+  options.with_forward = true;
+  options.dtype = ke::DType::bf16;
+  const ke::Spec step = ke::load_pytorch_problem(fixture("linear_relu_scale.py"), options);
+  ke::LocalEvaluator step_evaluator(step, ke::open_device("cpu"), few_trials());
+  const ke::Evaluation bf16 = step_evaluator.evaluate({"#define BF16 1\n" + linear_seed, ke::Language::c, {}}, 6);
+  CHECK_MESSAGE(bf16.status == ke::Status::ok, bf16.message << "\n" << bf16.compile_log);
+  const std::string forward_off =
+      edited("#define BF16 1\n" + linear_seed, "ST((z > 0 ? z : 0) * scale)", "ST((z > 0 ? z : 0) * scale * 1.03f)");
+  const ke::Evaluation forward_wrong = step_evaluator.evaluate({forward_off, ke::Language::c, {}}, 7);
+  CHECK(forward_wrong.status == ke::Status::incorrect);
+  CHECK_MESSAGE(forward_wrong.message.find("wrong output: out[") != std::string::npos, forward_wrong.message);
+}
+
+TEST_CASE("training: a backward whose sums change order from call to call (as atomics do) is accepted" *
+          doctest::skip(!have_torch())) {
+  // grad_weight's column sums run down the rows, then up them, on alternate calls, and each result is nudged
+  // one ulp up or down by the call's parity: no two calls agree bit for bit, as a kernel whose blocks add into
+  // grad_weight with atomics in whatever order they finish. Every call is within the tolerance of the exact
+  // gradient, and that is what verification, the timed calls' spot checks and the confirmation's repeats ask.
+  const ke::Spec spec = ke::load_spec(rms_norm_problem("cpu.json"));
+  const std::string varying =
+      edited(edited(spec.seed.source,
+                    "      for (int64_t r = 0; r < rows; ++r) sum += grad_out[r * n + j] * x[r * n + j] * rstds[r];",
+                    "      for (int64_t i = 0; i < rows; ++i) {\n"
+                    "        const int64_t r = calls % 2 ? rows - 1 - i : i;\n"
+                    "        sum += grad_out[r * n + j] * x[r * n + j] * rstds[r];\n"
+                    "      }\n"
+                    "      sum = nextafterf(sum, calls % 2 ? INFINITY : -INFINITY);"),
+             "  free(rstds);", "  free(rstds);\n  calls += 1;");
+  const std::string source = edited(varying, "void rms_norm_backward(", "static long calls;\nvoid rms_norm_backward(");
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), few_trials());
+  for (std::uint64_t s = 1; s <= 3; ++s) {
+    const ke::Evaluation e = evaluator.evaluate({source, ke::Language::c, {}}, s);
+    CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
+  }
+  // The same kernel ten thousand ulps off is not.
+  const std::string far = edited(source, "sum = nextafterf(", "sum = 1.001f * nextafterf(");
+  CHECK(evaluator.evaluate({far, ke::Language::c, {}}, 4).status == ke::Status::incorrect);
+}
+
+TEST_CASE("training: the command line's --dtype, --backward and --with-forward" * doctest::skip(!have_torch())) {
+  const std::string module = fixture("linear_relu_scale.py");
+  const Cli checked =
+      cli("check " + module + " --backward --seed-kernel " + fixture("linear_relu_scale_backward_seed.c"));
+  CHECK_MESSAGE(checked.code == 0, checked.err);
+  CHECK(checked.out.find("seed: ok") != std::string::npos);
+  CHECK_MESSAGE(checked.out.find("input grad_out (f32): an output's gradient") != std::string::npos, checked.out);
+
+  ke_test::TempDir dir("ke_training_import");
+  const Cli imported = cli("import " + module + " --dtype bf16 --backward -o " + dir.path.string());
+  REQUIRE_MESSAGE(imported.code == 0, imported.err);
+  CHECK(imported.out.find("void linear_relu_scale_bf16_backward(const __bf16* x") != std::string::npos);
+  const ke::Spec spec = ke::load_spec(dir / "cpu.json");
+  CHECK(spec.reference.backward);
+  CHECK(spec.reference.dtype == ke::DType::bf16);
+  CHECK(spec.tolerance.atol == 1e-2);
+
+  for (const auto& refused : std::vector<std::pair<std::string, std::string>>{
+           {"check " + module + " --dtype fp8", "--dtype is bf16 or fp16"},
+           {"check " + module + " --with-forward", "--with-forward goes with --backward"},
+           {"check " + rms_norm_problem("cpu.json") + " --dtype bf16", "a spec file says so in its reference"}}) {
+    const std::string& args = refused.first;
+    const std::string& why = refused.second;
+    CAPTURE(args);
+    const Cli r = cli(args);
+    CHECK(r.code == 2);
+    CHECK_MESSAGE(r.err.find(why) != std::string::npos, r.err);
+  }
 }

@@ -501,9 +501,11 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   // call in float64 (TorchReference::run_float64, into the reference's outputs): then they are right, however
   // far the float32 reference's own rounding took it. A long float32 sum with cancellation can miss the exact
   // answer by more than KernelBench's 1e-4 (level 2, problem 18), and a candidate that sums exactly then
-  // "fails". Not with an inout param, which the float32 reference has already overwritten.
-  const bool may_rescue = problem && std::none_of(spec.params.begin(), spec.params.end(),
-                                                  [](const Param& p) { return p.role == Role::inout; });
+  // "fails". Not with an inout param, which the float32 reference has already overwritten, nor for a backward,
+  // whose reference is autograd in float64 already (bridge.py, Server.run_backward).
+  const bool may_rescue =
+      problem && !spec.reference.backward &&
+      std::none_of(spec.params.begin(), spec.params.end(), [](const Param& p) { return p.role == Role::inout; });
   // Only a near miss is tried (its worst element within 100 tolerances of the float32 answer): rounding moves
   // an answer by a few tolerances, and a candidate that is plainly wrong (NaN, an error of thousands of
   // tolerances) should not cost a float64 run, with float64 copies of the weights, on every failure.
