@@ -179,7 +179,8 @@ struct Common {
   bool with_forward = false;
 };
 
-// The problem a PyTorch module makes: its precision, its backward (README, "Precision and training").
+// The problem a PyTorch module makes: its precision, its backward (README, "Precision: bf16 and fp16 problems" and
+// "Training: backward problems").
 void add_problem_variant(po::options_description& d, Common& c) {
   d.add_options()("dtype", po::value(&c.dtype),
                   "bf16 or fp16: a PyTorch problem's float inputs and weights cast to it, as KernelBench's precision "

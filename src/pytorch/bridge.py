@@ -188,9 +188,10 @@ def call(model, params, args):
 
 
 class Variant:
-    """The problem a module makes (README, "Precision and training"). With `dtype` (bf16 or f16) its float
-    inputs and weights are cast to it, as KernelBench's precision option casts them (the module `.to(dtype)`,
-    each floating-point input `.to(dtype)`; integer inputs untouched), so the reference runs in that dtype.
+    """The problem a module makes (README, "Precision: bf16 and fp16 problems" and "Training: backward
+    problems"). With `dtype` (bf16 or f16) its float inputs and weights are cast to it, as KernelBench's
+    precision option casts them (the module `.to(dtype)`, each floating-point input `.to(dtype)`; integer
+    inputs untouched), so the reference runs in that dtype.
     With `backward` the problem is the module's backward: given the gradient of each differentiable output
     (`grad_<output>`, an input), the gradients of its float inputs (those get_inputs() marks requires_grad,
     else all of them) and of its weights (its parameters), each `grad_<name>`, an output; with `with_forward`
@@ -460,7 +461,8 @@ class Sample:
         self.grad_inputs = gradient_inputs(self.names, inputs) if variant.backward else []
         inputs = [variant.tensor(x) for x in inputs]
         if variant.backward:
-            inputs = [x.detach().requires_grad_(True) if n in self.grad_inputs else x for n, x in zip(self.names, inputs)]
+            inputs = [x.detach().requires_grad_(True) if n in self.grad_inputs else x
+                      for n, x in zip(self.names, inputs)]
         self.state = model.state_dict()
         self.grad_weights = gradient_weights(model, self.state) if variant.backward else []
         tensors = [(f"input '{n}'", x) for n, x in zip(self.names, inputs) if isinstance(x, torch.Tensor)] + \
@@ -496,7 +498,8 @@ class Sample:
         elif check_data_dependence:
             with OnDevice(device):
                 torch.manual_seed(2)
-                again = [variant.tensor(x.to(device) if isinstance(x, torch.Tensor) else x) for x in module.get_inputs()]
+                again = [variant.tensor(x.to(device) if isinstance(x, torch.Tensor) else x)
+                         for x in module.get_inputs()]
             self.check_same_inputs(again)
             with torch.no_grad():
                 outputs2 = as_outputs(model(*again))
@@ -1467,8 +1470,10 @@ class Server:
         timed = not wide_mode
         with torch.enable_grad():
             if timed and self.variant.with_forward:
-                (outs, grads), time_us = self.timer.time(lambda: (lambda o: (o, backward(o)))(forward()),
-                                                         request.get("flush", False))
+                def step():
+                    o = forward()
+                    return o, backward(o)
+                (outs, grads), time_us = self.timer.time(step, request.get("flush", False))
             elif timed:
                 outs = forward()
                 grads, time_us = self.timer.time(lambda: backward(outs), request.get("flush", False))
