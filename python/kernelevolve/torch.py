@@ -124,16 +124,18 @@ class Operator:
         if len(args) != self._nargs:
             return self.op(*args)  # the schema's own error
         grad = _grad_enabled()
-        plain = not _modes_active()
+        if _modes_active():
+            if grad and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+                return self._fall_back(args, _NO_BACKWARD)
+            return self.op(*args)
+        plain = True
         key = []
         for k in self._tensor_args:
             a = args[k]
             if not isinstance(a, torch.Tensor):
                 return self._run(*args)  # _bind's error names the argument
             if grad and a.requires_grad:
-                # The program computes no gradient (backward programs are issue 32's): a call that autograd
-                # records goes to the problem's module, so that a model in training keeps its gradients.
-                return self._fall_back(args, "an input requires grad, and the program has no backward")
+                return self._fall_back(args, _NO_BACKWARD)
             if type(a) not in _PLAIN:
                 plain = False
             key.append((a.shape, a.dtype, a.device, a.is_contiguous()))
@@ -365,6 +367,9 @@ class _Plan:
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
+# The program computes no gradient (backward programs are issue 32's): a call that autograd records goes to the
+# problem's module, so that a model in training keeps its gradients.
+_NO_BACKWARD = "an input requires grad, and the program has no backward"
 _grad_enabled = torch.is_grad_enabled
 _compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
 _dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
@@ -376,7 +381,8 @@ def _modes_active():
     # on (a PyTorch without the means to tell always dispatches).
     if _dispatch_modes is None or _function_modes is None:
         return True
-    return _function_modes() or _dispatch_modes() or _compiling()
+    # torch.compile first: Dynamo cannot trace the other two.
+    return _compiling() or _function_modes() or _dispatch_modes()
 
 
 def _raw_stream(index):
