@@ -5,6 +5,22 @@
 #   python3 -c SCRIPT --module model.py --device cuda --spec spec.json
 
 
+def _autotuned():
+    # The configuration Inductor's autotuner kept for each Triton kernel of the compile just run, by kernel name:
+    # node 0 starts there, as torch.compile runs (the output code lists the candidates, not the winner).
+    import gc
+
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    out = {}
+    for obj in gc.get_objects():
+        # type(), not isinstance(): gc also lists weak proxies, and isinstance() of a dead one raises.
+        if issubclass(type(obj), CachingAutotuner) and len(getattr(obj, "launchers", [])) == 1:
+            config = obj.launchers[0].config
+            name = getattr(obj.fn, "__name__", None) or obj.inductor_meta.get("kernel_name")
+            out[name] = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
+    return out
+
+
 def _capture_main():
     import argparse
     import importlib.util
@@ -54,7 +70,11 @@ def _capture_main():
         return reply(error=f"torch.compile wrote {len(codes)} graphs for the module (a graph break): one program "
                      "is one graph", part="graph break")
     try:
-        result = translate(codes[0], spec)
+        chosen = _autotuned()
+    except Exception:  # an Inductor without these internals: the heuristics' first configuration instead
+        chosen = {}
+    try:
+        result = translate(codes[0], spec, chosen)
     except Untranslatable as e:
         return reply(error=str(e), part=getattr(e, "part", ""))
     reply(source=result["source"], tunables=result["tunables"], constraints=result.get("constraints", []),

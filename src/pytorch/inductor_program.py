@@ -810,10 +810,29 @@ def _is_nchw(plan, ref):
     return [plan.value(s) for s in ref.stride_nodes] == _dense_strides(shape)
 
 
-def translate(output_code, spec):
+def _chosen_in(output_code):
+    # scripts/capture-inductor.py appends the autotuner's choices to the code it records.
+    found = re.search(r"^# kernelevolve-chosen: (\{.*\})$", output_code, re.M)
+    try:
+        chosen = json.loads(found.group(1)) if found else {}
+    except ValueError:
+        return {}
+    return chosen if isinstance(chosen, dict) and "error" not in chosen else {}
+
+
+def _first(values, value):
+    return [value] + [v for v in values if v != value]
+
+
+def translate(output_code, spec, chosen=None):
     """Inductor's output code for a problem -> {"source", "tunables", "notes", "constraints"} (see the module's
     docstring). `constraints` lists the sizes Inductor fixed in the code (`hidden == 768`): the program computes
-    the problem only where they hold."""
+    the problem only where they hold. `chosen`: the configuration Inductor's autotuner kept for each kernel, by
+    name ({"triton_red_fused_sum_0": {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16, "num_stages": 1}}), known
+    only after a run: each tunable's first value (node 0's) is the chosen one. Without it, the choices recorded in
+    the code are used, else the heuristics' first configuration."""
+    if chosen is None:
+        chosen = _chosen_in(output_code)
     tree = ast.parse(output_code)
     kernels = _kernels_of(tree)
     examples = _example_args(tree)
@@ -850,11 +869,15 @@ def translate(output_code, spec):
                     raise Untranslatable(f"kernel {kernel.name}", f"no configuration sets its {constexpr}")
                 if config[constexpr] not in values:
                     values.append(config[constexpr])
-            tunables[tunable] = values
-        for config in configs:
-            warps.append(config["num_warps"])
-            stages.append(config["num_stages"])
-        notes.append(f"{kernel.name}: {kernel.heuristic}, {len(configs)} configuration(s) of Inductor's heuristics")
+            picked = chosen.get(kernel.name, {}).get(constexpr)
+            tunables[tunable] = _first(values, picked) if isinstance(picked, int) else values
+        picked = chosen.get(kernel.name, {})
+        for key, into in (("num_warps", warps), ("num_stages", stages)):
+            if isinstance(picked.get(key), int):
+                into.append(picked[key])
+            into.extend(config[key] for config in configs)
+        notes.append(f"{kernel.name}: {kernel.heuristic}, {len(configs)} configuration(s) of Inductor's heuristics"
+                     + (", starting from its autotuner's choice" if picked else ""))
     # One num_warps and num_stages for every kernel (the plan's rule): the first kernel's first, then the rest.
     if warps:
         tunables["num_warps"] = list(dict.fromkeys(warps))
