@@ -117,6 +117,26 @@ class ExpectedPlans(unittest.TestCase):
         self.assertIn("def triton_helpers_max2(a, dim):", result["source"])
         self.assertIn("from triton.language.extra import libdevice", result["source"])
 
+    def test_the_autotuners_choice_comes_first(self):
+        code, spec = fixture("softmax_last_dim.dynamic")
+        kernel = "triton_red_fused__softmax_exp_prepare_softmax_online_sub_0"
+        chosen = {kernel: {"XBLOCK": 8, "R0_BLOCK": 128, "num_warps": 4, "num_stages": 2}}
+        given = translate(code, spec, chosen)
+        # Recorded in the code by scripts/capture-inductor.py: the same.
+        recorded = translate(code + "\n# kernelevolve-chosen: " + json.dumps(chosen) + "\n", spec)
+        heuristic = translate(code, spec)
+        for result in (given, recorded):
+            tunables = result["tunables"]
+            self.assertEqual([tunables[k][0] for k in ("XBLOCK", "R0_BLOCK", "num_warps", "num_stages")], [8, 128, 4, 2])
+            # The heuristics' configurations stay the search's other values.
+            for k in ("XBLOCK", "R0_BLOCK", "num_warps"):
+                self.assertEqual(set(tunables[k]), set(heuristic["tunables"][k]) | {chosen[kernel][k]})
+            self.assertIn("autotuner's choice", result["notes"])
+        self.assertEqual(heuristic["tunables"]["R0_BLOCK"][0], 1024)
+        # A record that says the capture could not read the choices is no choice.
+        errored = translate(code + '\n# kernelevolve-chosen: {"error": "ReferenceError"}\n', spec)
+        self.assertEqual(errored["tunables"], heuristic["tunables"])
+
     def test_softmax_last_dim_static_is_specialised(self):
         result, plan = self.translated("softmax_last_dim.static")
         self.assertEqual(len(plan["steps"]), 1)
