@@ -7,6 +7,7 @@ tests/fixtures/inductor/specs/NAME.json, the params `kernelevolve import problem
 import ast
 import json
 import os
+import re
 import unittest
 
 import inductor_program
@@ -109,8 +110,10 @@ class ExpectedPlans(unittest.TestCase):
             "kernel": "triton_red_fused__softmax_exp_prepare_softmax_online_sub_0",
             "grid": ["cdiv(batch_size * seq_len, XBLOCK)"],
             "args": ["x", "out", "num_classes", "batch_size * seq_len", "num_classes"]}]})
-        # ReductionHint.INNER: one row a program, the whole row of 1000 in a block of 1024, 8 warps, first.
-        self.assertEqual(result["tunables"]["XBLOCK"][0], 1)
+        # The autotuner's choice first (recorded in the fixture): two rows a program, each whole (1000 in a block
+        # of 1024), 8 warps; ReductionHint.INNER's one row a program is among the others.
+        self.assertEqual(result["tunables"]["XBLOCK"][0], 2)
+        self.assertIn(1, result["tunables"]["XBLOCK"])
         self.assertEqual(result["tunables"]["R0_BLOCK"][0], 1024)
         self.assertEqual(result["tunables"]["num_warps"][0], 8)
         self.assertEqual(result["tunables"]["num_stages"], [1])
@@ -119,12 +122,13 @@ class ExpectedPlans(unittest.TestCase):
 
     def test_the_autotuners_choice_comes_first(self):
         code, spec = fixture("softmax_last_dim.dynamic")
+        code = re.sub(r"^# kernelevolve-chosen: .*$", "", code, flags=re.M)  # the fixture's own record
         kernel = "triton_red_fused__softmax_exp_prepare_softmax_online_sub_0"
         chosen = {kernel: {"XBLOCK": 8, "R0_BLOCK": 128, "num_warps": 4, "num_stages": 2}}
         given = translate(code, spec, chosen)
         # Recorded in the code by scripts/capture-inductor.py: the same.
         recorded = translate(code + "\n# kernelevolve-chosen: " + json.dumps(chosen) + "\n", spec)
-        heuristic = translate(code, spec)
+        heuristic = translate(code, spec, {})
         for result in (given, recorded):
             tunables = result["tunables"]
             self.assertEqual([tunables[k][0] for k in ("XBLOCK", "R0_BLOCK", "num_warps", "num_stages")], [8, 128, 4, 2])
@@ -149,8 +153,9 @@ class ExpectedPlans(unittest.TestCase):
         self.assertEqual(plan, {"steps": [{
             "kernel": "triton_per_fused_native_layer_norm_0", "grid": ["cdiv(batch_size * seq_len, XBLOCK)"],
             "args": ["x", "norm_weight", "norm_bias", "out", "batch_size * seq_len", "768"]}]})
-        # A persistent reduction: its body fixes R0_BLOCK = 1024, so only XBLOCK is tuned.
-        self.assertEqual(result["tunables"], {"XBLOCK": [8, 1], "num_warps": [8], "num_stages": [1]})
+        # A persistent reduction: its body fixes R0_BLOCK = 1024, so only XBLOCK is tuned. The autotuner kept one
+        # row a program on one warp; the heuristics' first was 8 rows on 8 warps.
+        self.assertEqual(result["tunables"], {"XBLOCK": [1, 8], "num_warps": [1, 8], "num_stages": [1]})
         self.assertEqual(result["constraints"], ["hidden == 768"])
         self.assertIn("libdevice.rsqrt", result["source"])
 
