@@ -46,7 +46,7 @@ def main():
             continue
         try:
             result = translate(code, spec)
-            kernels = result["source"].count("@triton.jit")
+            kernels = len(set(re.findall(r'"kernel": "([^"]+)"', result["source"])))  # not the helpers
             libraries = re.findall(r'"library": "([^"]+)"', result["source"])
             outcomes[name] = ("translated", f"{kernels} kernel(s)" + (f", {', '.join(libraries)}" if libraries else ""))
         except Untranslatable as e:

@@ -29,7 +29,8 @@ class Untranslatable(Exception):
 
 _TORCH_DTYPES = {"torch.float32": "f32", "torch.float16": "f16", "torch.bfloat16": "bf16", "torch.float64": "f64",
                  "torch.int64": "i64", "torch.int32": "i32", "torch.int8": "i8", "torch.uint8": "u8",
-                 "torch.bool": "bool"}
+                 "torch.bool": "u8"}  # a bool tensor is one byte an element, as our bridge passes it: Inductor's
+# kernels load it `.to(tl.int1)` and store 0 or 1
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -70,6 +71,7 @@ class _Kernel:
     def __init__(self, name, source):
         self.name = name
         tree = ast.parse(source)
+        lines = source.splitlines()
         funcs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == name]
         if not funcs:
             raise Untranslatable(f"kernel {name}", "its source has no function of that name")
@@ -84,8 +86,21 @@ class _Kernel:
             raise Untranslatable(f"kernel {name}", f"Inductor heuristic {self.heuristic!r} (pointwise, reduction and "
                                  "persistent_reduction are translated)")
         # The function from its `def` line on: the decorators are Inductor's runtime, not Triton's.
-        lines = source.splitlines()
         self.body = "\n".join(lines[func.lineno - 1:func.end_lineno])
+        # The @triton.jit functions its source defines beside it (a scan's combine, `_triton_helper_fn_add0`):
+        # the program carries them with the kernel.
+        self.functions = {}
+        for node in tree.body:
+            if node is func or isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Expr) and _dotted(getattr(node.value, "func", None)) == \
+                    "triton_helpers.set_driver_to_gpu":
+                continue
+            if (isinstance(node, ast.FunctionDef) and
+                    [_dotted(d) for d in node.decorator_list] == ["triton.jit"]):
+                self.functions[node.name] = "\n".join(lines[node.lineno - 1:node.end_lineno])
+                continue
+            raise Untranslatable(f"kernel {name}", f"its source's statement {ast.unparse(node).splitlines()[0]!r}")
         self.constexprs = [a.arg for a in func.args.args if a.annotation is not None and
                            ast.unparse(a.annotation) == "tl.constexpr"]
         self.params = [a.arg for a in func.args.args if a.arg not in self.constexprs]
@@ -135,7 +150,8 @@ def _example_args(tree):
             examples[name] = value.value
         elif isinstance(value, ast.Call) and _dotted(value.func) == "rand_strided":
             keywords = {k.arg: k.value for k in value.keywords}
-            examples[name] = (list(_value(value.args[0])), list(_value(value.args[1])), _dotted(keywords["dtype"]))
+            examples[name] = (list(_value(value.args[0])), list(_value(value.args[1])), _dotted(keywords["dtype"]),
+                              _value(keywords["device"]) if "device" in keywords else None)
         else:
             raise Untranslatable(f"get_args()'s {name}", f"an example argument {ast.unparse(value)!r}")
     return examples
@@ -146,6 +162,9 @@ def _example_args(tree):
 
 _PRECEDENCE = {ast.Add: 1, ast.Sub: 1, ast.Mult: 2, ast.FloorDiv: 2, ast.Mod: 2}
 _OPERATOR = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "/", ast.Mod: "%"}
+
+
+_FUNCTIONS = {"max": max, "min": min}
 
 
 def _is_atom(text):
@@ -171,7 +190,9 @@ def _render(node, names):
         order = names.get("__order__", [])
         if all(prec == 3 for _, prec in factors):
             factors.sort(key=lambda f: (not f[0].isdigit(), order.index(f[0]) if f[0] in order else len(order)))
-        return " * ".join(text if prec >= 2 else f"({text})" for text, prec in factors), 2
+        # A quotient or remainder among the factors keeps its parentheses: a * (b / c) is not a * b / c in
+        # integers (an average pool's (H / 11) * (H / 11)).
+        return " * ".join(text if prec >= 3 else f"({text})" for text, prec in factors), 2
     if isinstance(node, ast.BinOp) and type(node.op) in _PRECEDENCE:
         prec = _PRECEDENCE[type(node.op)]
         left, lp = _render(node.left, names)
@@ -181,6 +202,10 @@ def _render(node, names):
         if rp < prec or (rp == prec and not isinstance(node.op, (ast.Add, ast.Mult))):
             right = f"({right})"
         return f"{left} {_OPERATOR[type(node.op)]} {right}", prec
+    if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FUNCTIONS and
+            len(node.args) >= 2 and not node.keywords):
+        # sympy's Max and Min (a convolution's output extent, clamped to 1 in its strides): ours has both.
+        return f"{node.func.id}(" + ", ".join(_unwrap(_render(a, names)[0]) for a in node.args) + ")", 3
     raise Untranslatable(f"the expression {ast.unparse(node)}", "not an integer expression over the sizes")
 
 
@@ -210,7 +235,8 @@ def _unwrap(text):
 def _evaluate(node, values):
     """An Inductor integer expression's value at the example's sizes."""
     text = ast.unparse(node) if isinstance(node, ast.AST) else str(node)
-    return eval(compile(text, "<size>", "eval"), {"__builtins__": {}}, dict(values))  # sizes and + - * // % only
+    # Sizes, + - * // % and max, min only: what _render accepts.
+    return eval(compile(text, "<size>", "eval"), {"__builtins__": {}, **_FUNCTIONS}, dict(values))
 
 
 def _spec_value(text, workload):
@@ -243,55 +269,105 @@ class _Binding:
         self.symbol_values = {}   # Inductor symbol or local -> its value in the example
         self.constraints = []     # "hidden == 768": the sizes Inductor specialised the code to
         self.layouts = {}         # param name -> (shape, stride) as Inductor asserts them (ast nodes)
+        self.workload_symbols = {}  # Inductor symbol -> its value at the workload, where the example's differs
 
     def bind_symbol(self, symbol, spec_dim):
         text = str(spec_dim)
         text = text if _is_atom(text) else f"({text})"
         if symbol in self.names and self.names[symbol] != text:
-            return  # the first tie stands; a second is the same size under another name (M = N in the example)
+            # One symbol for two sizes: they were equal in the example and Inductor's duck sizing merged them
+            # (a square image's height and width). The first tie stands; the program holds where they are equal.
+            first, second = _unwrap(self.names[symbol]), _unwrap(text)
+            self.add_constraint(f"{first} == {second}" if second.isdigit() else f"{second} == {first}")
+            return
         self.names[symbol] = text
+
+    def add_constraint(self, constraint):
+        if constraint not in self.constraints:
+            self.constraints.append(constraint)
 
     def specialise(self, value, spec_dim):
         text = str(spec_dim)
         if not text.lstrip("-").isdigit():
-            constraint = f"{text} == {value}"
-            if constraint not in self.constraints:
-                self.constraints.append(constraint)
+            self.add_constraint(f"{text} == {value}")
 
 
 def _match_tensors(call, examples, binding):
     """Inductor passes the module's parameters in the order the forward first uses them, the inputs and the size
-    symbols among them; the spec lists inputs then state-dict entries. Pair them by rank, dtype and the
-    example's extents: the first pairing in the spec's order, so tensors of one shape keep their relative order."""
+    symbols among them; the spec lists inputs then state-dict entries. Pair them by rank, dtype and shape: first
+    where the example's extents are the workload's, the first pairing in the spec's order, so tensors of one shape
+    keep their relative order. Where no pairing fits the example (a capture served from Inductor's cache keeps the
+    sizes of the problem that filled it), by shape alone: the extents Inductor fixed, and one value for each of
+    its size symbols at the spec's workload; that pairing must then be the only one."""
     tensors = [a for a in _call_args(call) if isinstance(examples.get(a), tuple)]
     candidates = [p for p in binding.spec["params"] if p["role"] in ("in", "scalar")]
+    declared = {}  # argN_1 -> the shape call() asserts for it, over Inductor's size symbols
+    for node in _statements(call.body):
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
+                _dotted(node.value.func) == "assert_size_stride" and isinstance(node.value.args[0], ast.Name)):
+            declared[node.value.args[0].id] = list(node.value.args[1].elts)
 
-    def fits(arg, param):
-        shape, _, dtype = examples[arg]
+    def fits(arg, param, symbols, exact):
+        """The size symbols' values at the workload with this pair, or None where it does not fit."""
+        shape, _, dtype, _ = examples[arg]
         if _TORCH_DTYPES.get(dtype) != param["dtype"] and not (param["role"] == "scalar" and shape == []):
-            return False
+            return None
         if param["role"] == "scalar":
-            return shape == []
+            return symbols if shape == [] else None
         dims = param.get("shape") or []
         if shape == [] and dims in (["1"], [1]):
-            return True
-        return len(shape) == len(dims) and all(s == _spec_value(d, binding.workload) for s, d in zip(shape, dims))
+            return symbols
+        if len(shape) != len(dims):
+            return None
+        wanted = [_spec_value(d, binding.workload) for d in dims]
+        if exact and shape != wanted:
+            return None
+        symbols = dict(symbols)
+        for node, want in zip(declared.get(arg) or [ast.Constant(n) for n in shape], wanted):
+            if isinstance(node, ast.Constant) and node.value != want:
+                return None
+            if isinstance(node, ast.Name) and symbols.setdefault(node.id, want) != want:
+                return None
+        return symbols
 
-    def assign(i, used):
+    # Params alike in role, dtype and shape are interchangeable here: pair groups, then each group's params in
+    # the spec's order, so that two pairings count as different only where a shape tells them apart.
+    groups = {}
+    for param in candidates:
+        groups.setdefault((param["role"], param["dtype"], json.dumps(param.get("shape"))), []).append(param)
+    groups = list(groups.values())
+
+    def pairings(i, taken, symbols, exact):
         if i == len(tensors):
-            return []
-        for j, param in enumerate(candidates):
-            if j not in used and fits(tensors[i], param):
-                rest = assign(i + 1, used | {j})
-                if rest is not None:
-                    return [param["name"]] + rest
-        return None
+            yield [], symbols
+            return
+        for g, group in enumerate(groups):
+            if taken[g] < len(group):
+                bound = fits(tensors[i], group[taken[g]], symbols, exact)
+                if bound is not None:
+                    for rest, final in pairings(i + 1, taken[:g] + (taken[g] + 1,) + taken[g + 1:], bound, exact):
+                        yield [group[taken[g]]["name"]] + rest, final
 
-    names = assign(0, frozenset())
-    if names is None:
+    found = list(itertools.islice(pairings(0, (0,) * len(groups), {}, True), 1))
+    if not found:
+        found = list(itertools.islice(pairings(0, (0,) * len(groups), {}, False), 2))
+        if len(found) > 1:
+            raise Untranslatable("call()'s arguments", "their example's sizes are not the spec's workload's, and "
+                                 "more than one pairing of its tensors with the spec's inputs fits their shapes")
+        if found:
+            # The sizes of the spec's workload, not of the example the cache kept.
+            binding.workload_symbols = found[0][1]
+    if not found:
+        for arg in tensors:
+            shape, _, dtype, device = examples[arg]
+            if shape == [] and dtype == "torch.float64" and device == "cpu" and not any(
+                    p["role"] == "scalar" for p in candidates):
+                raise Untranslatable("a float of the module", f"Dynamo passes it to call() as a 0-d f64 tensor on "
+                                     f"the CPU ({arg}), whose value neither the output code nor the spec holds "
+                                     "(capture with torch._dynamo.config.specialize_float = True to inline it)")
         raise Untranslatable("call()'s arguments", "no pairing of its tensors with the spec's inputs fits their "
                              "shapes and dtypes")
-    binding.tensor_of = dict(zip(tensors, names))
+    binding.tensor_of = dict(zip(tensors, found[0][0]))
 
 
 def _call_args(call):
@@ -307,7 +383,8 @@ def _tie_sizes(call, examples, binding):
     for node in call.body:
         if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and
                 isinstance(examples.get(node.value.id), int)):
-            binding.symbol_values[node.targets[0].id] = examples[node.value.id]
+            symbol = node.targets[0].id
+            binding.symbol_values[symbol] = binding.workload_symbols.get(symbol, examples[node.value.id])
     for node in _statements(call.body):
         if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
                 _dotted(node.value.func) == "assert_size_stride"):
@@ -460,7 +537,9 @@ def _configs(kernel):
 # The kernels' text: Inductor's runtime helpers rewritten to plain Triton
 
 # triton_helpers' functions that the kernels call, with Inductor's semantics (a maximum propagates NaN, as
-# PyTorch's does; tl.maximum does not), as @triton.jit functions of the program's own source.
+# PyTorch's does; tl.maximum does not), as @triton.jit functions of the program's own source. Written here from
+# what torch 2.11's torch/_inductor/runtime/triton_helpers.py computes, under the same signatures (the kernels call
+# them so), in the order the source needs them: each after those it calls.
 _HELPERS = {
     "maximum": '''@triton.jit
 def triton_helpers_maximum(a, b):
@@ -484,22 +563,130 @@ def triton_helpers_max2(a, dim):
 def triton_helpers_min2(a, dim):
     return tl.reduce(a, dim, triton_helpers_minimum)
 ''',
+    # argmax's and argmin's combine: a NaN wins over a number (NaNs tie with each other), and of two equal values
+    # the one at the lower index, as PyTorch's argmax and argmin answer.
+    "maximum_with_index": '''@triton.jit
+def triton_helpers_maximum_with_index(a_value, a_index, b_value, b_index):
+    take_a = a_value > b_value
+    tie = a_value == b_value
+    if (a_value + tl.zeros((1,), tl.int1)).dtype.is_floating():
+        a_nan = a_value != a_value
+        b_nan = b_value != b_value
+        take_a |= a_nan & (b_value == b_value)
+        tie |= a_nan & b_nan
+    take_a |= tie & (a_index < b_index)
+    return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)
+''',
+    "minimum_with_index": '''@triton.jit
+def triton_helpers_minimum_with_index(a_value, a_index, b_value, b_index):
+    take_a = a_value < b_value
+    tie = a_value == b_value
+    if (a_value + tl.zeros((1,), tl.int1)).dtype.is_floating():
+        a_nan = a_value != a_value
+        b_nan = b_value != b_value
+        take_a |= a_nan & (b_value == b_value)
+        tie |= a_nan & b_nan
+    take_a |= tie & (a_index < b_index)
+    return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)
+''',
+    "max_with_index": '''@triton.jit
+def triton_helpers_max_with_index(value, index, dim):
+    return tl.reduce((value, index), dim, triton_helpers_maximum_with_index)
+''',
+    "min_with_index": '''@triton.jit
+def triton_helpers_min_with_index(value, index, dim):
+    return tl.reduce((value, index), dim, triton_helpers_minimum_with_index)
+''',
+    # Welford's running mean and sum of squared deviations (M2), one value a lane and iteration; the first
+    # iteration starts each lane at its value, as Inductor's does, rather than updating its zeros.
+    "welford_reduce": '''@triton.jit
+def triton_helpers_welford_reduce(value, mean, m2, weight, first_iteration):
+    if first_iteration:
+        next_weight = tl.full(weight.shape, 1, weight.dtype)
+        next_mean = value
+        next_m2 = tl.zeros_like(m2)
+    else:
+        deviation = value - mean
+        next_weight = weight + 1
+        next_mean = mean + deviation / next_weight
+        next_m2 = m2 + deviation * (value - next_mean)
+    return next_mean, next_m2, next_weight
+''',
+    # Two partial (mean, M2, count) merged (Chan et al.); two empty ones merge to an empty one, not to NaN.
+    "welford_combine": '''@triton.jit
+def triton_helpers_welford_combine(mean_1, m2_1, weight_1, mean_2, m2_2, weight_2):
+    weight = weight_1 + weight_2
+    share_2 = tl.where(weight == 0.0, 0.0, weight_2 / weight)
+    delta = mean_2 - mean_1
+    return mean_1 + delta * share_2, m2_1 + m2_2 + delta * delta * weight_1 * share_2, weight
+''',
+    "welford": '''@triton.jit
+def triton_helpers_welford(mean, m2, weight, dim):
+    return tl.reduce((mean, m2, weight), dim, triton_helpers_welford_combine)
+''',
+    # The online softmax's exp: exp2 of x * log2(e) where the kernel allows fast math, else Triton's exp.
+    "exp": '''@triton.jit
+def triton_helpers_exp(x, use_fast_math: tl.constexpr):
+    if use_fast_math:
+        return libdevice.exp2(x * 1.4426950408889634)
+    else:
+        return tl.math.exp(x)
+''',
+    # Each lane's running (max, sum of exp(x - max)) merged along dim: every sum rescaled to the row's max, except
+    # where the row's max is -inf (a row of -inf keeps its sums).
+    "online_softmax_reduce": '''@triton.jit
+def triton_helpers_online_softmax_reduce(lhs_max, lhs_sum, dim, use_fast_math: tl.constexpr):
+    row_max = triton_helpers_max2(lhs_max, dim)
+    kept = tl.expand_dims(row_max, dim)
+    shift = tl.where(kept == float("-inf"), 0, lhs_max - kept)
+    return row_max, tl.sum(lhs_sum * triton_helpers_exp(shift, use_fast_math), dim)
+''',
+    # The running (max, sum) with one more value, rhs_max, whose own sum is 1.
+    "online_softmax_combine": '''@triton.jit
+def triton_helpers_online_softmax_combine(lhs_max, lhs_sum, rhs_max, use_fast_math: tl.constexpr):
+    new_max = triton_helpers_maximum(lhs_max, rhs_max)
+    lhs_scale = tl.where(new_max == float("-inf"), 1.0, triton_helpers_exp(lhs_max - new_max, use_fast_math))
+    rhs_scale = tl.where(new_max == float("-inf"), 1.0, triton_helpers_exp(rhs_max - new_max, use_fast_math))
+    return new_max, lhs_sum * lhs_scale + rhs_scale
+''',
+    # The one element along dim where mask holds (a scan's last), bit for bit: summed as unsigned integers of its
+    # width, since a float sum with zeros would turn -0.0 into 0.0.
+    "select_one": '''@triton.jit
+def triton_helpers_select_one(x, mask, dim, keep_dims=False):
+    bits_type = tl.core.get_int_dtype(x.dtype.primitive_bitwidth, signed=False)
+    bits = x.to(bits_type, bitcast=True)
+    picked = tl.sum(tl.where(mask, bits, 0), dim, keep_dims=keep_dims).to(bits_type)
+    return picked.to(x.dtype, bitcast=True)
+''',
+    # Python's a // b for integers (rounded down); Triton's // truncates toward zero, as C's does.
+    "div_floor_integer": '''@triton.jit
+def triton_helpers_div_floor_integer(a, b):
+    quotient = a // b
+    return tl.where(((a % b) != 0) & ((a < 0) != (b < 0)), quotient - 1, quotient)
+''',
 }
-_HELPER_NEEDS = {"max2": "maximum", "min2": "minimum"}
+_HELPER_NEEDS = {"max2": ["maximum"], "min2": ["minimum"], "max_with_index": ["maximum_with_index"],
+                 "min_with_index": ["minimum_with_index"], "welford": ["welford_combine"],
+                 "online_softmax_reduce": ["max2", "exp"], "online_softmax_combine": ["maximum", "exp"]}
 
 
-def _rewrite_runtime(kernel, helpers):
-    """Replace triton_helpers.X, tl_math.X; keep libdevice.X (the source imports Triton's own libdevice)."""
-    body = kernel.body
+def _with_needs(name, helpers):
+    if name not in helpers:
+        helpers.add(name)
+        for need in _HELPER_NEEDS.get(name, []):
+            _with_needs(need, helpers)
+
+
+def _rewrite_runtime(kernel, body, helpers):
+    """Replace triton_helpers.X, tl_math.X in a kernel's text; keep libdevice.X (the source imports Triton's own
+    libdevice)."""
 
     def helper(match):
         name = match.group(1)
         if name not in _HELPERS:
             raise Untranslatable(f"a kernel using triton_helpers.{name}", f"{kernel.name} calls a helper of "
                                  "Inductor's runtime with no plain-Triton counterpart here")
-        helpers.add(name)
-        if name in _HELPER_NEEDS:
-            helpers.add(_HELPER_NEEDS[name])
+        _with_needs(name, helpers)
         return f"triton_helpers_{name}"
 
     body = re.sub(r"\btriton_helpers\.(\w+)", helper, body)
@@ -516,12 +703,18 @@ def _rewrite_runtime(kernel, helpers):
 class _Storage:
     """A buffer call() allocates; `name` is its temporary's name, or the out param it is returned as."""
 
-    def __init__(self, name, shape_nodes, stride_nodes, dtype):
+    def __init__(self, name, shape_nodes, stride_nodes, dtype, alias_of=None):
         self.name = name
         self.shape_nodes = shape_nodes
         self.stride_nodes = stride_nodes
         self.dtype = dtype
         self.output = None
+        # `buf3 = reinterpret_tensor(buf1, shape, stride, 0)`: buf1's memory under another shape. Kernels get the
+        # same pointer; a library step reads this shape.
+        self.alias_of = alias_of
+
+    def root(self):
+        return self.alias_of.root() if self.alias_of else self
 
 
 class _Plan:
@@ -611,10 +804,27 @@ class _Plan:
             return
         if func == "extern_kernels.convolution":
             return self.convolution(name, value)
+        if func == "reinterpret_tensor" and isinstance(value.args[0], ast.Name) and value.args[0].id in self.buffers:
+            # `buf3 = reinterpret_tensor(buf1, ...); del buf1  # reuse`, or `# alias`: the same memory.
+            base = self.buffers[value.args[0].id]
+            if self.value(value.args[3]) != 0:
+                raise Untranslatable(f"{name} = reinterpret_tensor(...): a view at an offset into a buffer",
+                                     "a plan passes whole buffers")
+            view_numel = 1
+            for node in value.args[1].elts:
+                view_numel *= self.value(node)
+            root_numel = 1
+            for node in base.root().shape_nodes or []:
+                root_numel *= self.value(node)
+            if base.root().shape_nodes is None or view_numel > root_numel:
+                raise Untranslatable(f"{name} = reinterpret_tensor(...)", "a view larger than its buffer")
+            storage = _Storage(name, list(value.args[1].elts), list(value.args[2].elts), base.dtype, alias_of=base)
+            self.buffers[name] = storage
+            return
         if func and (func.startswith("torch.ops.") or func.startswith("aten.")):
             raise Untranslatable(func.replace("torch.ops.", "").replace(".default", ""),
                                  "an ATen operator Inductor calls as it is: no library step computes it")
-        if func:
+        if func and func not in _FUNCTIONS:
             raise Untranslatable(func, "a call the translation does not know")
         # An integer local: `ps0 = 2*s53`, `kernel_xnumel = 384*s77`.
         self.binding.names[name] = self.wrap(self.expr(value))  # raises Untranslatable on anything but sizes
@@ -730,7 +940,8 @@ class _Plan:
             raise Untranslatable(f"{what} on a channels-last buffer", "cudnn.conv2d reads NCHW: " + error.why)
         if len(x_shape) != 4 or len(w_shape) != 4:
             raise Untranslatable(f"{what} over {len(x_shape) - 2} dimensions", "cudnn.conv2d is 2-d")
-        storage = _Storage(name, None, None, "f32")
+        # The convolution's result has its input's dtype; its shape comes with the assert that follows.
+        storage = _Storage(name, None, None, x.dtype if isinstance(x, _Storage) else self.binding.params[x]["dtype"])
         self.buffers[name] = storage
         self.storages.append(storage)
         options = {}
@@ -753,15 +964,50 @@ class _Plan:
         if len(returned) != len(outs):
             raise Untranslatable("call()'s results", f"{len(returned)} tensors for the spec's {len(outs)} outputs")
         for result, param in zip(returned, outs):
+            view = None
+            if isinstance(result, ast.Call) and _dotted(result.func) == "reinterpret_tensor":
+                # A view of a buffer it wrote (a 1-d pool's result without its unsqueezed dimension, a batched
+                # product's [B * M, N] as [B, M, N]): that buffer is the output, where the view is all of it.
+                view, result = result, result.args[0]
             if not (isinstance(result, ast.Name) and result.id in self.buffers):
-                raise Untranslatable("call()'s results", f"{ast.unparse(result)} is not a buffer it wrote")
+                raise Untranslatable("call()'s results", f"{ast.unparse(view or result)} is not a buffer it wrote")
             storage = self.buffers[result.id]
-            shape = [self.value(s) for s in storage.shape_nodes]
-            if [self.value(s) for s in storage.stride_nodes] != _dense_strides(shape):
+            if view is not None:
+                if self.value(view.args[3]) != 0:
+                    raise Untranslatable("call()'s results: a view at an offset into a buffer",
+                                         "a plan passes whole buffers")
+                shape_nodes, stride_nodes = list(view.args[1].elts), list(view.args[2].elts)
+            else:
+                shape_nodes, stride_nodes = storage.shape_nodes, storage.stride_nodes
+            shape = [self.value(s) for s in shape_nodes]
+            if [self.value(s) for s in stride_nodes] != _dense_strides(shape):
                 raise Untranslatable(f"the output {result.id}", "it is not laid out row-major, as our outputs are")
-            if storage.dtype != param["dtype"]:
-                raise Untranslatable(f"the output {result.id}", f"dtype {storage.dtype}, the spec's {param['dtype']}")
-            storage.output = param["name"]
+            root = storage.root()
+            if (view is not None or root is not storage) and not self.same_numel(shape_nodes, root.shape_nodes):
+                raise Untranslatable(f"the output {result.id}", f"{ast.unparse(view) if view else result.id} "
+                                     f"is not all of {root.name}")
+            if root.dtype != param["dtype"]:
+                raise Untranslatable(f"the output {result.id}", f"dtype {root.dtype}, the spec's {param['dtype']}")
+            if root.output is not None:
+                raise Untranslatable(f"the output {result.id}", "one buffer returned as two outputs")
+            root.output = param["name"]
+
+    def same_numel(self, shape, other):
+        """Whether two shapes hold as many elements: at the example's sizes and at other sizes too, so that a
+        coincidence of the example (4 * 4 == 16) does not pass for an identity."""
+        def numel(nodes, values):
+            total = 1
+            for node in nodes:
+                total *= _evaluate(node, values)
+            return total
+
+        if other is None:
+            return False
+        moved = {name: value + 5 + 2 * i for i, (name, value) in enumerate(self.binding.symbol_values.items())}
+        try:
+            return all(numel(shape, values) == numel(other, values) for values in (self.binding.symbol_values, moved))
+        except (NameError, ZeroDivisionError):
+            return False
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -779,13 +1025,19 @@ def _tunable_names(kernels):
 
 def _grid(kernel, numels, tunable):
     """Inductor's grid types: Grid1D, one program per XBLOCK elements (rows of a reduction, persistent too);
-    Grid2D, x then y."""
+    Grid2D, x then y; Grid2DWithYZOverflow, Grid2D with y's blocks over y and z."""
     grid_type = kernel.inductor_meta.get("grid_type")
     x = f"cdiv({_unwrap(numels['xnumel'])}, {tunable['XBLOCK']})"
     if grid_type == "Grid1D":
         return [x]
     if grid_type == "Grid2D":
         return [x, f"cdiv({_unwrap(numels['ynumel'])}, {tunable['YBLOCK']})"]
+    if grid_type == "Grid2DWithYZOverflow":
+        # y's blocks spread over y and z where they outgrow y's 65535: the kernel's y block is
+        # program_id(1) + program_id(2) * num_programs(1).
+        blocks = f"cdiv({_unwrap(numels['ynumel'])}, {tunable['YBLOCK']})"
+        spread = f"max(1, cdiv({blocks}, 65535))"
+        return [x, f"cdiv({blocks}, {spread})", spread]
     raise Untranslatable(f"kernel {kernel.name}", f"grid type {grid_type}")
 
 
@@ -855,8 +1107,20 @@ def translate(output_code, spec, chosen=None):
     helpers = set()
     bodies, tunables, notes = [], {}, []
     warps, stages = [], []
+    carried = {}  # a kernel's own function's name in the program -> its text
     for kernel in plan.launched:
-        body = _rewrite_runtime(kernel, helpers)
+        body = _rewrite_runtime(kernel, kernel.body, helpers)
+        for function, text in kernel.functions.items():
+            text = _rewrite_runtime(kernel, text, helpers)
+            if carried.get(function, text) != text:
+                # Two kernels' sources define one name differently (each its own `_triton_helper_fn_add0`).
+                renamed = f"{function}_{kernel.name}"
+                text = re.sub(rf"\b{function}\b", renamed, text)
+                body = re.sub(rf"\b{function}\b", renamed, body)
+                function = renamed
+            if function not in carried:
+                carried[function] = text
+                bodies.append(text)
         for constexpr, tunable in names[kernel.name].items():
             if tunable != constexpr:
                 body = re.sub(rf"\b{constexpr}\b", tunable, body)
@@ -899,11 +1163,12 @@ def translate(output_code, spec, chosen=None):
             steps.append(entry)
             notes.append(f"extern_kernels -> {step['library']}")
 
-    used = {id(a) for s in plan.steps for a in s["args"] if isinstance(a, _Storage)}
+    used = {id(a.root()) for s in plan.steps for a in s["args"] if isinstance(a, _Storage)}
     temporaries = [{"name": s.name, "dtype": s.dtype, "shape": _temporary_shape(plan, s)}
                    for s in plan.storages if s.output is None and id(s) in used]
     block = {"temporaries": temporaries, "steps": steps} if temporaries else {"steps": steps}
-    source = _source(block, bodies, helpers, bool(re.search(r"\blibdevice\.", "\n".join(bodies))))
+    texts = bodies + [_HELPERS[name] for name in helpers]
+    source = _source(block, bodies, helpers, bool(re.search(r"\blibdevice\.", "\n".join(texts))))
     if binding.constraints:
         notes.append("specialised by Inductor to " + ", ".join(binding.constraints))
     return {"source": source, "tunables": tunables, "constraints": binding.constraints,
@@ -912,6 +1177,7 @@ def translate(output_code, spec, chosen=None):
 
 def _ref(arg):
     if isinstance(arg, _Storage):
+        arg = arg.root()
         return arg.output or arg.name
     return arg
 
@@ -924,9 +1190,9 @@ def _source(block, bodies, helpers, libdevice):
     if libdevice:
         parts.append("from triton.language.extra import libdevice")
     text = "\n".join(parts) + "\n\n"
-    for name in ("maximum", "minimum", "max2", "min2"):
+    for name, helper in _HELPERS.items():
         if name in helpers:
-            text += "\n" + _HELPERS[name] + "\n"
+            text += "\n" + helper + "\n"
     for body in bodies:
         text += "\n@triton.jit\n" + body + "\n\n"
     return text

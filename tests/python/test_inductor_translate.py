@@ -40,6 +40,20 @@ def fixture(name):
     return code, spec
 
 
+def pattern(name):
+    """A hand-written output code in Inductor's form (tests/fixtures/inductor/patterns), with its spec."""
+    base = os.path.join(FIXTURES, "patterns", name)
+    with open(base + ".py") as f:
+        code = f.read()
+    with open(base + ".json") as f:
+        spec = json.load(f)
+    return code, spec
+
+
+def functions_of(source):
+    return [n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)]
+
+
 def plan_of(source):
     """The plan block: the module's first statement, a string literal opening with the word."""
     first = ast.parse(source).body[0]
@@ -215,6 +229,149 @@ class ExpectedPlans(unittest.TestCase):
                     for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
                                          if isinstance(n, ast.ImportFrom) and n.module}
         self.assertFalse(imported & {"torch", "triton"})
+
+
+class Patterns(unittest.TestCase):
+    """What KernelBench's captures showed the translation missing, each on a hand-written output code."""
+
+    def translated(self, name, code=None, spec=None):
+        pattern_code, pattern_spec = pattern(name)
+        result = translate(code or pattern_code, spec or pattern_spec)
+        return result, plan_of(result["source"])
+
+    def test_sizes_with_max_and_quotients(self):
+        # A convolution without padding: its strides clamp extents with max(1, ...) (a NameError once); the pool's
+        # extent, a quotient, keeps its parentheses in a product ((h - 2) / 2 * (h - 2) / 2 would be wrong).
+        result, plan = self.translated("conv_valid_pool_square")
+        q = "(-2 + height) / 2"
+        n = f"8 * batch_size * ({q}) * ({q})"
+        self.assertEqual(plan, {
+            "temporaries": [{"name": "buf0", "dtype": "f32", "shape": ["batch_size", "8", "-2 + height", "-2 + height"]}],
+            "steps": [
+                {"library": "cudnn.conv2d", "args": ["x", "conv_weight", "buf0", "batch_size", "4", "height", "height",
+                                                     "8", "3", "3"],
+                 "options": {"stride": "1,1", "padding": "0,0", "dilation": "1,1", "groups": "1"}},
+                {"kernel": "triton_poi_fused_avg_pool2d_0", "grid": [f"cdiv({n}, XBLOCK)"],
+                 "args": ["buf0", "out", q, "max(1, -2 + height)", f"({q}) * ({q})", n]}]})
+        self.assertEqual(result["tunables"], {"XBLOCK": [256, 128], "num_warps": [4], "num_stages": [1]})
+        # One symbol for the square image's height and width: the program holds where they are equal.
+        self.assertEqual(result["constraints"], ["out_channels == 8", "channels == 4", "width == height"])
+        self.assertEqual(functions_of(result["source"]),
+                         ["triton_helpers_div_floor_integer", "triton_poi_fused_avg_pool2d_0"])
+        self.assertIn("x1 = (triton_helpers_div_floor_integer(xindex, ks0) % ks0)", result["source"])
+
+    def test_a_capture_served_from_inductors_cache_pairs_by_shape(self):
+        # The cache keeps the example of the problem that filled it: the sizes are not the spec's workload's, and
+        # the pairing goes by Inductor's symbols, one value each at the workload.
+        code, spec = fixture("matmul_ab.dynamic")
+        result = translate(code, dict(spec, workloads=[{"M": 1000, "K": 64, "N": 2000}]))
+        self.assertEqual(plan_of(result["source"]), {"steps": [
+            {"library": "cublas.gemm", "args": ["a", "b", "out", "M", "N", "K"]}]})
+        # Where a and b could swap (every extent equal), only the example could tell them apart: refused.
+        with self.assertRaises(Untranslatable) as caught:
+            translate(code, dict(spec, workloads=[{"M": 1000, "K": 1000, "N": 1000}]))
+        self.assertEqual(caught.exception.part, "call()'s arguments")
+        self.assertIn("more than one pairing", caught.exception.why)
+
+    def test_a_bool_input_and_a_scan(self):
+        # A bool tensor is the spec's u8 (one byte, loaded .to(tl.int1)); the scan's combine function, defined
+        # beside the kernel in its source, comes with it, and select_one has a plain-Triton counterpart.
+        result, plan = self.translated("masked_cumsum_rows")
+        self.assertEqual(plan, {"steps": [{"kernel": "triton_red_fused_cumsum_mul_0", "grid": ["cdiv(rows, XBLOCK)"],
+                                           "args": ["x", "mask", "out", "cols", "rows", "cols"]}]})
+        self.assertEqual(result["tunables"], {"XBLOCK": [1, 4], "R0_BLOCK": [128, 8, 64, 4], "num_warps": [2, 4, 8],
+                                              "num_stages": [1]})
+        self.assertEqual(functions_of(result["source"]), ["triton_helpers_select_one", "_triton_helper_fn_add0",
+                                                          "triton_red_fused_cumsum_mul_0"])
+        self.assertIn("tl.associative_scan((tmp3,), 1, _triton_helper_fn_add0)", result["source"])
+
+    def test_two_kernels_own_functions_of_one_name(self):
+        code, _ = pattern("masked_cumsum_rows")
+        closing = "''', device_str='cuda')"
+        start = code.index("triton_red_fused_cumsum_mul_0 = async_compile.triton(")
+        end = code.index(closing, start) + len(closing)
+        product = code[start:end].replace("cumsum_mul_0", "cumprod_mul_1").replace("arg0_0 + arg1_0", "arg0_0 * arg1_0")
+        launch = "triton_red_fused_cumsum_mul_0.run(arg2_1, arg3_1, buf0, s1, s0, s1, stream=stream0)"
+        code = (code[:end] + "\n\n" + product + code[end:]).replace(
+            launch, launch + "\n            " + launch.replace("cumsum_mul_0", "cumprod_mul_1"))
+        result, plan = self.translated("masked_cumsum_rows", code)
+        self.assertEqual([s["kernel"] for s in plan["steps"]],
+                         ["triton_red_fused_cumsum_mul_0", "triton_red_fused_cumprod_mul_1"])
+        renamed = "_triton_helper_fn_add0_triton_red_fused_cumprod_mul_1"
+        self.assertEqual(functions_of(result["source"]), [
+            "triton_helpers_select_one", "_triton_helper_fn_add0", "triton_red_fused_cumsum_mul_0", renamed,
+            "triton_red_fused_cumprod_mul_1"])
+        self.assertIn(f"def {renamed}(arg0_0, arg1_0):\n    tmp0 = arg0_0 * arg1_0", result["source"])
+        self.assertIn(f"tl.associative_scan((tmp3,), 1, {renamed})", result["source"])
+
+    def test_argmax_and_argmin(self):
+        result, plan = self.translated("argmax_rows")
+        self.assertEqual(plan, {"steps": [{"kernel": "triton_red_fused_argmax_0", "grid": ["cdiv(rows, XBLOCK)"],
+                                           "args": ["x", "out", "cols", "rows", "cols"]}]})
+        self.assertEqual(result["tunables"]["R0_BLOCK"], [512, 8, 64, 4])
+        self.assertEqual(functions_of(result["source"]), ["triton_helpers_maximum_with_index",
+                                                          "triton_helpers_max_with_index", "triton_red_fused_argmax_0"])
+        code, _ = pattern("argmax_rows")
+        result, _ = self.translated("argmax_rows", code.replace("max_with_index", "min_with_index")
+                                    .replace("maximum_with_index", "minimum_with_index"))
+        self.assertEqual(functions_of(result["source"]), ["triton_helpers_minimum_with_index",
+                                                          "triton_helpers_min_with_index", "triton_red_fused_argmax_0"])
+        # Of equal values, the lower index; a NaN over a number.
+        self.assertIn("take_a |= tie & (a_index < b_index)", result["source"])
+        self.assertIn("take_a |= a_nan & (b_value == b_value)", result["source"])
+
+    def test_welford_and_online_softmax(self):
+        result, plan = self.translated("row_statistics")
+        self.assertEqual(plan, {"steps": [
+            {"kernel": "triton_red_fused_var_0", "grid": ["cdiv(rows, K0_XBLOCK)"],
+             "args": ["x", "variance", "cols", "rows", "cols"]},
+            {"kernel": "triton_red_fused_logsumexp_1", "grid": ["cdiv(rows, K1_XBLOCK)"],
+             "args": ["x", "log_sum_exp", "cols", "rows", "cols"]}]})
+        self.assertEqual(sorted(result["tunables"]), ["K0_R0_BLOCK", "K0_XBLOCK", "K1_R0_BLOCK", "K1_XBLOCK",
+                                                      "num_stages", "num_warps"])
+        # Each helper after those it calls; the online softmax's exp may use libdevice's exp2.
+        self.assertEqual(functions_of(result["source"]), [
+            "triton_helpers_maximum", "triton_helpers_max2", "triton_helpers_welford_reduce",
+            "triton_helpers_welford_combine", "triton_helpers_welford", "triton_helpers_exp",
+            "triton_helpers_online_softmax_reduce", "triton_helpers_online_softmax_combine",
+            "triton_red_fused_var_0", "triton_red_fused_logsumexp_1"])
+        self.assertIn("from triton.language.extra import libdevice", result["source"])
+        self.assertIn("tmp3 = tmp1[:, None] + tl.math.log(tmp2[:, None])", result["source"])
+
+    def test_a_view_of_a_written_buffer_is_the_output(self):
+        result, plan = self.translated("matmul_3d")
+        self.assertEqual(plan, {"steps": [{"library": "cublas.gemm", "args": ["x", "w", "out", "batch * m", "n", "k"]}]})
+        self.assertEqual(result["tunables"], {})
+        code, _ = pattern("matmul_3d")
+        view = "reinterpret_tensor(buf0, (s0, s1, s3), (s1*s3, s3, 1), 0)"
+        # The same view under a name of its own (`# reuse`): the same buffer.
+        reused = code.replace(f"return ({view}, )", f"buf1 = {view}; del buf0  # reuse\n        return (buf1, )")
+        self.assertEqual(self.translated("matmul_3d", reused)[1], plan)
+        # A view at an offset, or of part of the buffer, is not the output.
+        for other, part in ((view.replace(", 0)", ", 24)"), "call()'s results: a view at an offset into a buffer"),
+                            (view.replace("(s0, s1, s3), (s1*s3, s3, 1)", "(s0, s1 - 1, s3), (s1*s3 - s3, s3, 1)"),
+                             "the output buf0")):
+            with self.assertRaises(Untranslatable) as caught:
+                self.translated("matmul_3d", code.replace(view, other))
+            self.assertEqual(caught.exception.part, part)
+
+    def test_a_grid_whose_y_overflows_into_z(self):
+        result, plan = self.translated("scale_rows_unsqueezed")
+        blocks = "cdiv(batch_size * channels, YBLOCK)"
+        self.assertEqual(plan, {"steps": [{
+            "kernel": "triton_poi_fused_mul_unsqueeze_0",
+            "grid": ["cdiv(length, XBLOCK)", f"cdiv({blocks}, max(1, cdiv({blocks}, 65535)))",
+                     f"max(1, cdiv({blocks}, 65535))"],
+            "args": ["x", "out", "batch_size * channels", "length"]}]})
+        self.assertEqual(result["tunables"], {"YBLOCK": [32, 64, 16, 1], "XBLOCK": [32, 64, 256, 4],
+                                              "num_warps": [4, 8], "num_stages": [1]})
+
+    def test_a_float_of_the_module_is_named(self):
+        code, spec = pattern("leaky_relu_slope")
+        with self.assertRaises(Untranslatable) as caught:
+            translate(code, spec)
+        self.assertEqual(caught.exception.part, "a float of the module")
+        self.assertIn("specialize_float", caught.exception.why)
 
 
 if __name__ == "__main__":
