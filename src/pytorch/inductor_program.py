@@ -911,8 +911,13 @@ class _Plan:
         a, a_shape, a_transposed = self.operand(positional[0], what)
         b, b_shape, b_transposed = self.operand(positional[1], what)
         out, out_shape, _ = self.operand(keywords["out"], what)
-        if a_transposed or len(a_shape) != 2 or len(b_shape) != 2:
-            raise Untranslatable(what, "a transposed or non-2-d left operand")
+        if a_transposed:
+            # D = A^T B has no form cublas.gemm or cublaslt.matmul take: A is row-major [M, K] in both, and their
+            # one transpose is B's (b_transposed); D^T = B^T A would write D column-major.
+            raise Untranslatable(f"{what} of a transposed left operand", "cublas.gemm and cublaslt.matmul read A "
+                                 "row-major [M, K]; only B may be transposed")
+        if len(a_shape) != 2 or len(b_shape) != 2:
+            raise Untranslatable(what, "an operand that is not 2-d")
         m, k, n = (_unwrap(self.dim(d)) for d in (a_shape[0], a_shape[1], b_shape[1]))
         step = {"library": "cublas.gemm", "args": [a, b, out, m, n, k], "options": {}}
         if bias is not None:
@@ -938,19 +943,30 @@ class _Plan:
             w, w_shape, _ = self.operand(call.args[1], what)
         except Untranslatable as error:
             raise Untranslatable(f"{what} on a channels-last buffer", "cudnn.conv2d reads NCHW: " + error.why)
-        if len(x_shape) != 4 or len(w_shape) != 4:
-            raise Untranslatable(f"{what} over {len(x_shape) - 2} dimensions", "cudnn.conv2d is 2-d")
+        one_d = len(x_shape) == 3 and len(w_shape) == 3
+        if not one_d and (len(x_shape) != 4 or len(w_shape) != 4):
+            raise Untranslatable(f"{what} over {len(x_shape) - 2} dimensions", "cudnn.conv2d is 1-d or 2-d")
         # The convolution's result has its input's dtype; its shape comes with the assert that follows.
         storage = _Storage(name, None, None, x.dtype if isinstance(x, _Storage) else self.binding.params[x]["dtype"])
         self.buffers[name] = storage
         self.storages.append(storage)
         options = {}
         for key in ("stride", "padding", "dilation"):
-            value = keywords.get(key, [1, 1] if key != "padding" else [0, 0])
+            value = list(keywords.get(key, [1] * (len(x_shape) - 2) if key != "padding" else [0] * (len(x_shape) - 2)))
+            # A 1-d convolution is the 2-d one over an image one row high, in the same memory: [N, C, L] is
+            # [N, C, 1, L], the weight [K, C, R] is [K, C, 1, R], and the row's stride, padding and dilation are
+            # 1, 0 and 1.
+            if one_d:
+                value = [0 if key == "padding" else 1] + value
             options[key] = ",".join(str(v) for v in value)
         options["groups"] = str(keywords.get("groups", 1))
-        args = [x, w, storage] + [self.dim(d) for d in x_shape] + [self.dim(d) for d in (w_shape[0], w_shape[2],
-                                                                                      w_shape[3])]
+        if one_d:
+            x_dims = [self.dim(x_shape[0]), self.dim(x_shape[1]), "1", self.dim(x_shape[2])]
+            w_dims = [self.dim(w_shape[0]), "1", self.dim(w_shape[2])]
+        else:
+            x_dims = [self.dim(d) for d in x_shape]
+            w_dims = [self.dim(d) for d in (w_shape[0], w_shape[2], w_shape[3])]
+        args = [x, w, storage] + x_dims + w_dims
         bias = call.keywords and [k.value for k in call.keywords if k.arg == "bias"]
         if bias and ast.unparse(bias[0]) != "None":
             args.append(self.tensor(bias[0], what))

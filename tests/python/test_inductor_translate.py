@@ -366,6 +366,24 @@ class Patterns(unittest.TestCase):
         self.assertEqual(result["tunables"], {"YBLOCK": [32, 64, 16, 1], "XBLOCK": [32, 64, 256, 4],
                                               "num_warps": [4, 8], "num_stages": [1]})
 
+    def test_a_1d_convolution_is_a_2d_one_a_row_high(self):
+        # [N, C, L] is [N, C, 1, L] in the same memory: the row's stride, padding and dilation are 1, 0 and 1.
+        result, plan = self.translated("conv1d_strided")
+        self.assertEqual(plan, {"steps": [{
+            "library": "cudnn.conv2d",
+            "args": ["x", "conv1d_weight", "out", "batch_size", "8", "1", "length", "16", "1", "5"],
+            "options": {"stride": "1,3", "padding": "0,1", "dilation": "1,2", "groups": "1"}}]})
+        self.assertEqual(result["constraints"], ["out_channels == 16", "in_channels == 8"])
+
+    def test_a_transposed_left_operand_is_named(self):
+        # torch.mm(A.T, B): cuBLAS could take it, but neither library step has an option for A's transpose.
+        code, spec = fixture("matmul_ab.dynamic")
+        code = code.replace("extern_kernels.mm(arg2_1, arg4_1, out=buf0)",
+                            "extern_kernels.mm(reinterpret_tensor(arg2_1, (s97, s98), (1, s97), 0), arg4_1, out=buf0)")
+        with self.assertRaises(Untranslatable) as caught:
+            translate(code, spec)
+        self.assertEqual(caught.exception.part, "extern_kernels.mm of a transposed left operand")
+
     def test_a_float_of_the_module_is_named(self):
         code, spec = pattern("leaky_relu_slope")
         with self.assertRaises(Untranslatable) as caught:
