@@ -298,7 +298,8 @@ def _match_tensors(call, examples, binding):
     where the example's extents are the workload's, the first pairing in the spec's order, so tensors of one shape
     keep their relative order. Where no pairing fits the example (a capture served from Inductor's cache keeps the
     sizes of the problem that filled it), by shape alone: the extents Inductor fixed, and one value for each of
-    its size symbols at the spec's workload; that pairing must then be the only one."""
+    its size symbols at the spec's workload; that pairing must then be the only one, or the only one under which
+    call()'s results have the spec's outputs' extents."""
     tensors = [a for a in _call_args(call) if isinstance(examples.get(a), tuple)]
     candidates = [p for p in binding.spec["params"] if p["role"] in ("in", "scalar")]
     declared = {}  # argN_1 -> the shape call() asserts for it, over Inductor's size symbols
@@ -337,6 +338,24 @@ def _match_tensors(call, examples, binding):
         groups.setdefault((param["role"], param["dtype"], json.dumps(param.get("shape"))), []).append(param)
     groups = list(groups.values())
 
+    returned = _returned_shapes(call)
+    outs = [p for p in binding.spec["params"] if p["role"] == "out"]
+
+    def outputs_fit(symbols):
+        """Whether call()'s results have the spec's outputs' extents under these symbols' values: what tells
+        A @ B from B @ A where the operands fit either way (A [M, N], B [N, M])."""
+        for shape, param in zip(returned, outs):
+            dims = param.get("shape") or []
+            if shape is None or len(shape) != len(dims):
+                continue
+            for node, dim in zip(shape, dims):
+                try:
+                    if _evaluate(node, symbols) != _spec_value(dim, binding.workload):
+                        return False
+                except (NameError, ZeroDivisionError):
+                    continue  # a size no tensor argument gives: not a test here
+        return True
+
     def pairings(i, taken, symbols, exact):
         if i == len(tensors):
             yield [], symbols
@@ -350,7 +369,9 @@ def _match_tensors(call, examples, binding):
 
     found = list(itertools.islice(pairings(0, (0,) * len(groups), {}, True), 1))
     if not found:
-        found = list(itertools.islice(pairings(0, (0,) * len(groups), {}, False), 2))
+        found = list(itertools.islice(pairings(0, (0,) * len(groups), {}, False), 64))
+        if len(found) > 1:
+            found = [f for f in found if outputs_fit(f[1])] if len(found) < 64 else found
         if len(found) > 1:
             raise Untranslatable("call()'s arguments", "their example's sizes are not the spec's workload's, and "
                                  "more than one pairing of its tensors with the spec's inputs fits their shapes")
@@ -368,6 +389,27 @@ def _match_tensors(call, examples, binding):
         raise Untranslatable("call()'s arguments", "no pairing of its tensors with the spec's inputs fits their "
                              "shapes and dtypes")
     binding.tensor_of = dict(zip(tensors, found[0][0]))
+
+
+def _returned_shapes(call):
+    """The shape (ast nodes) of each tensor call() returns, where the code says it (None where not)."""
+    shapes = {}
+    for node in _statements(call.body):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            name, value = node.targets[0].id, node.value
+            if isinstance(value, ast.Name) and value.id in shapes:
+                shapes[name] = shapes[value.id]  # `buf1 = buf0; del buf0  # reuse`
+            elif isinstance(value, ast.Call) and _dotted(value.func) in ("empty_strided_cuda", "reinterpret_tensor"):
+                shapes[name] = list(value.args[1 if _dotted(value.func) == "reinterpret_tensor" else 0].elts)
+        elif (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and
+              _dotted(node.value.func) == "assert_size_stride" and isinstance(node.value.args[0], ast.Name)):
+            shapes.setdefault(node.value.args[0].id, list(node.value.args[1].elts))
+        elif isinstance(node, ast.Return):
+            results = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            return [shapes.get(r.id) if isinstance(r, ast.Name) else
+                    list(r.args[1].elts) if isinstance(r, ast.Call) and _dotted(r.func) == "reinterpret_tensor"
+                    else None for r in results]
+    return []
 
 
 def _call_args(call):

@@ -267,6 +267,10 @@ class Patterns(unittest.TestCase):
         result = translate(code, dict(spec, workloads=[{"M": 1000, "K": 64, "N": 2000}]))
         self.assertEqual(plan_of(result["source"]), {"steps": [
             {"library": "cublas.gemm", "args": ["a", "b", "out", "M", "N", "K"]}]})
+        # a [M, K] and b [K, N] with M == N fit arg2_1 and arg4_1 either way; only one pairing gives the result
+        # the output's extents ([M, N], not [K, K]).
+        result = translate(code, dict(spec, workloads=[{"M": 1000, "K": 64, "N": 1000}]))
+        self.assertEqual(plan_of(result["source"])["steps"][0]["args"], ["a", "b", "out", "M", "N", "K"])
         # Where a and b could swap (every extent equal), only the example could tell them apart: refused.
         with self.assertRaises(Untranslatable) as caught:
             translate(code, dict(spec, workloads=[{"M": 1000, "K": 1000, "N": 1000}]))
