@@ -309,10 +309,10 @@ class CpuKernel final : public Kernel {
 // conversions. Clang 16 has __bf16 as a storage type only (no arithmetic, no casts), and a bf16 problem's
 // buffers are __bf16; _Float16 is arithmetic already. Rounds to nearest even, as PyTorch's .to(bfloat16).
 constexpr const char* kKernelPrelude =
-    "static inline float ke_bf16_to_float(__bf16 x) {\n"
+    "static inline __attribute__((unused)) float ke_bf16_to_float(__bf16 x) {\n"
     "  unsigned short b;\n  __builtin_memcpy(&b, &x, 2);\n  unsigned int u = (unsigned int)b << 16;\n"
     "  float f;\n  __builtin_memcpy(&f, &u, 4);\n  return f;\n}\n"
-    "static inline __bf16 ke_float_to_bf16(float f) {\n"
+    "static inline __attribute__((unused)) __bf16 ke_float_to_bf16(float f) {\n"
     "  unsigned int u;\n  __builtin_memcpy(&u, &f, 4);\n"
     "  if ((u & 0x7fffffffu) > 0x7f800000u) u |= 0x400000u;\n  else u += 0x7fffu + ((u >> 16) & 1u);\n"
     "  unsigned short b = (unsigned short)(u >> 16);\n  __bf16 r;\n  __builtin_memcpy(&r, &b, 2);\n  return r;\n}\n"
