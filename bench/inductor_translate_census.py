@@ -61,7 +61,7 @@ def main():
     for kind, why in outcomes.values():
         if kind != "translated":
             # The reason without the kernel's or buffer's own name, so that alike cases group.
-            reasons[(kind, re.sub(r"\b(triton_\w+|buf\d+|arg\d+_\d+|s\d+)\b", "…", why)[:160])] += 1
+            reasons[(kind, re.sub(r"\b(triton_\w+|buf\d+|arg\d+_\d+|s\d+)\b", "…", why)[:200])] += 1
     print("| outcome | why | problems |\n| --- | --- | --- |")
     for (kind, why), n in reasons.most_common():
         print(f"| {kind} | {why.replace('|', '/')} | {n} |")

@@ -383,9 +383,9 @@ def _match_tensors(call, examples, binding):
             shape, _, dtype, device = examples[arg]
             if shape == [] and dtype == "torch.float64" and device == "cpu" and not any(
                     p["role"] == "scalar" for p in candidates):
-                raise Untranslatable("a float of the module", f"Dynamo passes it to call() as a 0-d f64 tensor on "
-                                     f"the CPU ({arg}), whose value neither the output code nor the spec holds "
-                                     "(capture with torch._dynamo.config.specialize_float = True to inline it)")
+                raise Untranslatable("a float of the module", f"Dynamo passes it as a 0-d f64 CPU tensor ({arg}), "
+                                     "its value in neither the code nor the spec (capture with "
+                                     "torch._dynamo.config.specialize_float = True)")
         raise Untranslatable("call()'s arguments", "no pairing of its tensors with the spec's inputs fits their "
                              "shapes and dtypes")
     binding.tensor_of = dict(zip(tensors, found[0][0]))
