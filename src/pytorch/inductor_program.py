@@ -582,6 +582,21 @@ def _configs(kernel):
 # PyTorch's does; tl.maximum does not), as @triton.jit functions of the program's own source. Written here from
 # what torch 2.11's torch/_inductor/runtime/triton_helpers.py computes, under the same signatures (the kernels call
 # them so), in the order the source needs them: each after those it calls.
+def _index_combine(name, wins):
+    return f'''@triton.jit
+def triton_helpers_{name}(a_value, a_index, b_value, b_index):
+    take_a = a_value {wins} b_value
+    tie = a_value == b_value
+    if (a_value + tl.zeros((1,), tl.int1)).dtype.is_floating():
+        a_nan = a_value != a_value
+        b_nan = b_value != b_value
+        take_a |= a_nan & (b_value == b_value)
+        tie |= a_nan & b_nan
+    take_a |= tie & (a_index < b_index)
+    return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)
+'''
+
+
 _HELPERS = {
     "maximum": '''@triton.jit
 def triton_helpers_maximum(a, b):
@@ -607,30 +622,8 @@ def triton_helpers_min2(a, dim):
 ''',
     # argmax's and argmin's combine: a NaN wins over a number (NaNs tie with each other), and of two equal values
     # the one at the lower index, as PyTorch's argmax and argmin answer.
-    "maximum_with_index": '''@triton.jit
-def triton_helpers_maximum_with_index(a_value, a_index, b_value, b_index):
-    take_a = a_value > b_value
-    tie = a_value == b_value
-    if (a_value + tl.zeros((1,), tl.int1)).dtype.is_floating():
-        a_nan = a_value != a_value
-        b_nan = b_value != b_value
-        take_a |= a_nan & (b_value == b_value)
-        tie |= a_nan & b_nan
-    take_a |= tie & (a_index < b_index)
-    return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)
-''',
-    "minimum_with_index": '''@triton.jit
-def triton_helpers_minimum_with_index(a_value, a_index, b_value, b_index):
-    take_a = a_value < b_value
-    tie = a_value == b_value
-    if (a_value + tl.zeros((1,), tl.int1)).dtype.is_floating():
-        a_nan = a_value != a_value
-        b_nan = b_value != b_value
-        take_a |= a_nan & (b_value == b_value)
-        tie |= a_nan & b_nan
-    take_a |= tie & (a_index < b_index)
-    return tl.where(take_a, a_value, b_value), tl.where(take_a, a_index, b_index)
-''',
+    "maximum_with_index": _index_combine("maximum_with_index", ">"),
+    "minimum_with_index": _index_combine("minimum_with_index", "<"),
     "max_with_index": '''@triton.jit
 def triton_helpers_max_with_index(value, index, dim):
     return tl.reduce((value, index), dim, triton_helpers_maximum_with_index)
