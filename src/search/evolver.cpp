@@ -430,9 +430,11 @@ RunResult Evolver::run() {
     seed.mutator = "seed";
     // Where the first kernel came from is its lineage's root: a file, or torch.compile's translated program.
     const std::string& from = s.spec.seed.file;
-    seed.note = from.rfind("torch.compile", 0) == 0
-                    ? "torch.compile's program (Inductor's output code, translated), at its autotuner's configuration"
-                    : "the spec's seed kernel at the first value of each tunable";
+    seed.note =
+        from.rfind("torch.compile", 0) == 0
+            ? "torch.compile's program (Inductor's output code, translated) at the first value of each tunable: "
+              "its autotuner's choice where the capture could read it"
+            : "the spec's seed kernel at the first value of each tunable";
     seed.candidate.source = s.spec.seed.source;
     seed.candidate.language = s.spec.seed.language.value_or(s.spec.language);
     // Its live tunables only, as every mutator's child has: a step in a tunable the seed does not read would
