@@ -64,6 +64,17 @@ def capture(out, path, modes):
     # As the first program is captured (src/pytorch/inductor_capture.py): fp32 without TF32.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    # A module's float (an eps, a slope) is a constant of the code, not a 0-d float64 CPU tensor the program
+    # would have to be passed; and no compile is served from Inductor's cache, which may hold another
+    # problem's example sizes (bench/results/inductor_first.md, the translation census).
+    for module, key, value in (("torch._dynamo.config", "specialize_float", True),
+                               ("torch._inductor.config", "fx_graph_cache", False)):
+        try:
+            config = importlib.import_module(module)
+        except ImportError:
+            continue
+        if hasattr(config, key):
+            setattr(config, key, value)
     name = name_of(path)
     m = load(path)
     torch.manual_seed(0)
