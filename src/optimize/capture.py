@@ -151,62 +151,141 @@ def build(module, device):
                                        "inputs only (a constant belongs in get_init_inputs())")
     try:
         with torch.no_grad():
-            model(*inputs)
+            first = list(tensors_in(model(*inputs)))
+            again = list(tensors_in(model(*inputs)))
     except Exception as e:
         raise Refusal("bad_model", f"the model's forward fails on get_inputs(): {type(e).__name__}: {first_line(e)}")
+    if len(first) != len(again) or not all(close(a, b) for a, b in zip(first, again)):
+        raise Refusal("bad_model", "the model's forward is not a function of its inputs: two calls on the same inputs "
+                                   "give different outputs (state kept between calls, such as an attribute assigned "
+                                   "in forward, or randomness), which no region or kernel can reproduce")
     return model, inputs
 
 
-# Modules not traced through: their forward branches on its inputs' properties, which a symbolic trace cannot
-# follow. Each stays one node, a region of its own.
-OPAQUE_MODULES = tuple(getattr(torch.nn, n) for n in ("RNNBase", "MultiheadAttention") if hasattr(torch.nn, n))
+# Modules not traced through: a recurrent network's forward is a loop over steps in C++ (one call, its weights as a
+# flat list). Each stays one node, a region of its own, written as its constructor.
+OPAQUE_MODULES = (torch.nn.RNNBase,)
+
+
+# What a proxy answers from the real tensor it stands for, not with a node: its metadata, fixed at the traced shapes as
+# a region is. A branch on these (`if x.dim() == 3`, torch.nn's own input checks) is then plain Python; a branch on a
+# tensor's values still fails the trace, as it must.
+METADATA_ATTRIBUTES = {"shape", "ndim", "dtype", "device", "is_cuda", "layout", "is_sparse", "is_quantized", "is_meta",
+                       "requires_grad", "is_nested"}
+METADATA_METHODS = {"dim", "size", "numel", "ndimension", "nelement", "stride", "element_size", "is_contiguous",
+                    "get_device", "is_floating_point", "is_complex"}
+UNKNOWN = object()  # a node whose real value could not be computed beside the trace
+
+
+def has_unknown(value):
+    if value is UNKNOWN:
+        return True
+    if isinstance(value, (tuple, list)):
+        return any(has_unknown(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_unknown(v) for v in value.values())
+    return False
+
+
+class ShadowProxy(torch.fx.Proxy):
+    def real(self):
+        return self.tracer.values.get(self.node, UNKNOWN)
+
+    def __getattr__(self, k):
+        if k in METADATA_ATTRIBUTES or k in METADATA_METHODS:
+            value = self.real()
+            if isinstance(value, torch.Tensor):
+                return getattr(value, k)
+        return ShadowAttribute(self, k)
+
+    def __len__(self):
+        value = self.real()
+        if value is UNKNOWN:
+            return super().__len__()
+        return len(value)
+
+    def __iter__(self):
+        # `a, b = self.lstm(x)`: as many items as the real value has. torch 1.13's own way reads the caller's
+        # bytecode at f_lasti // 2, which Python 3.11's inline caches break (an IndexError).
+        return (self[i] for i in range(len(self)))
+
+
+class ShadowAttribute(torch.fx.proxy.Attribute, ShadowProxy):
+    pass
 
 
 class Tracer(torch.fx.Tracer):
-    """Traces through torch.nn's modules too (nn.Linear becomes F.linear on its weight and bias as get_attr
-    nodes): a region is then written as functions of its weights, whatever modules held them. A torch.nn module
-    whose forward the trace cannot follow (BatchNorm checks input.dim()) stays one node (lower_modules() writes
-    the common ones as functions); a failure in the user's own code is the model's, and is raised."""
+    """A symbolic trace with the real values computed beside it, op by op, on the model's own inputs: a proxy
+    answers its tensor's metadata (shape, dim(), device) with the real value (ShadowProxy). It traces through
+    torch.nn's modules too (nn.Linear becomes F.linear on its weight and bias as get_attr nodes): a region is then
+    written as functions of its weights, whatever modules held them. A torch.nn module whose forward the trace
+    still cannot follow stays one node (lower_modules() writes the common ones as functions); a failure in the
+    user's own code is the model's, and is raised."""
+
+    def __init__(self, inputs):
+        super().__init__()
+        self.inputs = list(inputs)
+        self.values = {}
+        self.placeholders = 0
+        self.evaluating = False  # computing a real value: modules and their weights are the real ones, not traced
 
     def is_leaf_module(self, m, qualname):
         return isinstance(m, OPAQUE_MODULES)
 
+    def proxy(self, node):
+        return ShadowProxy(node, self)
+
+    def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
+        proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
+        self.values[proxy.node] = self.evaluate(kind, target, args, kwargs)
+        return proxy
+
+    def evaluate(self, kind, target, args, kwargs):
+        def real(a):
+            return self.values.get(a.node, UNKNOWN) if isinstance(a, torch.fx.Proxy) else a
+        args = torch.fx.node.map_aggregate(args, real)
+        kwargs = torch.fx.node.map_aggregate(kwargs, real)
+        if kind == "placeholder":
+            i, self.placeholders = self.placeholders, self.placeholders + 1
+            return self.inputs[i] if i < len(self.inputs) else (args[0] if args else UNKNOWN)
+        if has_unknown(args) or has_unknown(kwargs):
+            return UNKNOWN
+        self.evaluating = True
+        try:
+            with torch.no_grad():
+                if kind == "get_attr":
+                    value = self.root
+                    for part in target.split("."):
+                        value = getattr(value, part)
+                    return value
+                if kind == "call_function":
+                    return target(*args, **kwargs)
+                if kind == "call_method":
+                    return getattr(args[0], target)(*args[1:], **kwargs)
+                if kind == "call_module":
+                    return self.root.get_submodule(target)(*args, **kwargs)
+        except Exception:
+            return UNKNOWN
+        finally:
+            self.evaluating = False
+        return UNKNOWN
+
+    # While a trace runs, torch.fx has every module call and module attribute go through these two: while a real value
+    # is computed, they are the module's own.
+    def getattr(self, attr, attr_val, parameter_proxy_cache):
+        if self.evaluating:
+            return attr_val
+        return super().getattr(attr, attr_val, parameter_proxy_cache)
+
     def call_module(self, m, forward, args, kwargs):
+        if self.evaluating:
+            return forward(*args, **kwargs)
         if isinstance(m, OPAQUE_MODULES) or not type(m).__module__.startswith("torch.nn."):
             return super().call_module(m, forward, args, kwargs)
         try:
             return super().call_module(m, forward, args, kwargs)
         except Exception:  # what it had traced is left without users: dead code, removed
             return self.create_proxy("call_module", self.path_of_module(m), args, kwargs)
-
-
-def proxy_iter(self):
-    """torch.fx's Proxy.__iter__ as PyTorch 2 has it: `a, b = proxy` unpacks into as many proxies as the
-    UNPACK_SEQUENCE that follows asks. torch 1.13 looks that instruction up by f_lasti // 2, which Python 3.11's
-    inline caches break (an IndexError, or the wrong instruction), so a 1.13 trace of `out, _ = self.lstm(x)`
-    fails on Debian's Python 3.11."""
-    import dis
-    import inspect
-    frame = inspect.currentframe().f_back
-    instructions = list(dis.get_instructions(frame.f_code))
-    inst = next((i for i in instructions if i.offset == frame.f_lasti), None)
-    if inst is not None and inst.opname == "UNPACK_SEQUENCE":
-        return (self[i] for i in range(inst.argval))
-    return self.tracer.iter(self)
-
-
-@contextlib.contextmanager
-def unpackable_proxies():
-    """proxy_iter in place of torch.fx's own while tracing, where this PyTorch (before 2.0) under this Python (3.11
-    and later) needs it; torch.fx's own again afterwards."""
-    patch = sys.version_info >= (3, 11) and int(torch.__version__.split(".")[0]) < 2
-    original = torch.fx.proxy.Proxy.__iter__
-    if patch:
-        torch.fx.proxy.Proxy.__iter__ = proxy_iter
-    try:
-        yield
-    finally:
-        torch.fx.proxy.Proxy.__iter__ = original
 
 
 def lower_modules(gm):
@@ -256,12 +335,48 @@ def untraceable(how, e):
     return Refusal("untraceable", f"the model cannot be captured as one graph by {how}: {why}")
 
 
-def capture_fx(model):
+@contextlib.contextmanager
+def attributes_kept(model):
+    """Every module's attributes as they were before, after a trace: a forward that assigns an attribute
+    (`self.hidden = ...`) assigns a proxy while it is traced, and the model must still run afterwards."""
+    saved = [(m, dict(m.__dict__), dict(m._parameters), dict(m._buffers), dict(m._modules)) for m in model.modules()]
+    tensors = [(f"{prefix}.{k}" if prefix else k, t, t._version) for prefix, m in model.named_modules()
+               for k, t in list(vars(m).items()) + list(m._parameters.items()) + list(m._buffers.items())
+               if isinstance(t, torch.Tensor)]
+    written = []
     try:
-        with unpackable_proxies():
-            graph = Tracer().trace(model)
+        yield written
+        written.extend(name for name, t, version in tensors if t._version != version)
+    finally:
+        for m, attributes, parameters, buffers, modules in saved:
+            m.__dict__.clear()
+            m.__dict__.update(attributes)
+            for held, kept in ((m._parameters, parameters), (m._buffers, buffers), (m._modules, modules)):
+                held.clear()
+                held.update(kept)
+
+
+def defaulted(model, inputs):
+    """forward's parameters that get_inputs() leaves to their defaults (`h0=None`): traced as those values, so that
+    `if h0 is None` is plain Python."""
+    import inspect
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    given = parameters[len(inputs):]
+    return {p.name: p.default for p in given if p.default is not inspect.Parameter.empty} or None
+
+
+def capture_fx(model, inputs):
+    try:
+        with attributes_kept(model) as written:
+            graph = Tracer(inputs).trace(model, concrete_args=defaulted(model, inputs))
     except Exception as e:
         raise untraceable("torch.fx.symbolic_trace", e)
+    if written:
+        raise Refusal("untraceable", f"the model's forward writes into its own tensor {written[0]!r} in place: a graph "
+                                     "holds values, not state that one call leaves for the next")
     gm = torch.fx.GraphModule(model, graph)
     lower_modules(gm)
     fqn, kind = {}, {}
@@ -416,7 +531,7 @@ class Record(torch.fx.Interpreter):
             self.meta[n.name] = tensor_meta(value)
         elif isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
             self.meta[n.name] = {"tuple": len(value)}
-        elif n.op not in ("output", "placeholder"):
+        elif n.op != "output":
             self.folded[n.name] = value
         return value
 
@@ -446,11 +561,16 @@ def constant(value, where):
 
 def fold_constants(capture, folded):
     graph = capture.gm.graph
-    for node in list(graph.nodes):
+    for node in reversed(list(graph.nodes)):  # users first: a check goes before the parameter it checked
         if node.name not in folded:
             continue
         value = folded[node.name]
         if value is None and not node.users:  # a check that returns nothing (export's asserts)
+            graph.erase_node(node)
+            continue
+        if node.op == "placeholder":  # a parameter traced at its default (`h0=None`), its check gone
+            if node.users:
+                raise Refusal("untraceable", f"forward's parameter {node.name} is a {type(value).__name__}, not a tensor")
             graph.erase_node(node)
             continue
         literal = constant(value, node.name)
@@ -479,7 +599,7 @@ def capture_model(model, inputs):
     if hasattr(torch, "export") and hasattr(torch.export, "export"):
         capture = capture_export(model, inputs)
     else:
-        capture = capture_fx(model)
+        capture = capture_fx(model, inputs)
     graph = capture.gm.graph
     count = sum(1 for n in graph.nodes if n.op in ("call_function", "call_method", "call_module"))
     if count > MAX_NODES:

@@ -20,7 +20,10 @@ ANCHOR_OPS = {
     "convolution", "conv_tbc", "scaled_dot_product_attention", "scaled_dot_product_flash_attention",
     "scaled_dot_product_efficient_attention", "scaled_dot_product_cudnn_attention", "embedding", "embedding_bag",
 }
-OPAQUE_OPS = {"lstm", "gru", "rnn_tanh", "rnn_relu"}
+# Single operators that hold several matrix products (a recurrent network, a whole attention or transformer layer):
+# regions of their own.
+OPAQUE_OPS = {"lstm", "gru", "rnn_tanh", "rnn_relu", "multi_head_attention_forward", "native_multi_head_attention",
+              "transformer_encoder_layer_fwd"}
 
 
 def node_kind(node):

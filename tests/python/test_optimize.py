@@ -281,6 +281,10 @@ class RefusalTest(unittest.TestCase):
                      "cannot be captured", "data-dependent control flow")
         self.assertFalse(os.path.exists(os.path.join(WORK, "branchy")))
 
+    def test_a_model_with_state(self):
+        self.refused(os.path.join(FIXTURES, "stateful.py"), os.path.join(WORK, "stateful"), "stateful.py",
+                     "not a function of its inputs")
+
     def test_a_file_without_a_model(self):
         path = os.path.join(WORK, "no_model.py")
         with open(path, "w") as f:
