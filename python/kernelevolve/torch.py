@@ -95,6 +95,8 @@ class Operator:
         self.signature = [params[i].name for i in self.inputs]
         self.calls = 0
         self.fallbacks = 0
+        self.backward = None  # the Operator of the backward program (attach_backward), or None
+        self.backward_calls = 0
         self._warned = set()
         self._module = None  # the problem's own module, made at the first fallback
         self._verified_sizes = {tuple(w.get(s) for s in program.sizes) for w in program.workloads}
@@ -126,7 +128,7 @@ class Operator:
         grad = _grad_enabled()
         if _modes_active():
             if grad and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-                return self._fall_back(args, _NO_BACKWARD)
+                return self._differentiable(args)
             return self.op(*args)
         plain = True
         key = []
@@ -135,7 +137,7 @@ class Operator:
             if not isinstance(a, torch.Tensor):
                 return self._run(*args)  # _bind's error names the argument
             if grad and a.requires_grad:
-                return self._fall_back(args, _NO_BACKWARD)
+                return self._differentiable(args)
             if type(a) not in _PLAIN:
                 plain = False
             key.append((a.shape, a.dtype, a.device, a.is_contiguous()))
@@ -314,6 +316,117 @@ class Operator:
         self.calls += 1
         return self._result(outs)
 
+    # Training: a backward program beside the forward one.
+    def attach_backward(self, program):
+        """Makes `program` (a Program of the same module's backward: `kernelevolve run MODEL.py --backward`) this
+        operator's gradient, so that a model trains with it: a call whose inputs require grad runs the forward
+        program and records the backward one for autograd. Without it, such a call runs the problem's module."""
+        fwd = self.program
+        ref, bref = fwd.spec.get("reference", {}), program.spec.get("reference", {})
+        where = f"{self.qualname}: the backward {program.provenance['database']}, run {program.provenance['run']}"
+        if not bref.get("backward") or bref.get("with_forward"):
+            raise Error("invalid argument", f"{where} is not a backward problem (kernelevolve run MODEL.py --backward)")
+        if "pytorch" not in ref or bref.get("source") != ref.get("source"):
+            raise Error("invalid argument", f"{where} is the backward of another module than this operator's")
+        if fwd.device_kind != program.device_kind:
+            raise Error("invalid argument", f"{where} runs on {program.device_kind}, the forward on {fwd.device_kind}")
+        if any(fwd.params[i].role == "inout" for i in self.inputs):
+            raise Error("invalid argument", f"{self.qualname} writes an input in place: it has no backward here")
+        backward = Operator(program, name=self.name + "_grad", fallback=False)
+        names = {fwd.params[i].name: k for k, i in enumerate(self.inputs)}
+        outputs = {"grad_" + fwd.params[i].name: k for k, i in enumerate(self.outputs)}
+        plan = []  # per argument of the backward: ("input", k) or ("grad", k)
+        for name in backward.signature:
+            if name in names:
+                plan.append(("input", names[name]))
+            elif name in outputs:
+                plan.append(("grad", outputs[name]))
+            else:
+                raise Error("invalid argument", f"{where} takes '{name}', which is neither an input of the forward "
+                            f"({', '.join(names)}) nor the gradient of one of its outputs ({', '.join(outputs)})")
+        gives = []  # per output of the backward: the forward argument it is the gradient of
+        for i in backward.outputs:
+            name = program.params[i].name
+            if not name.startswith("grad_") or name[5:] not in names:
+                raise Error("invalid argument", f"{where} gives '{name}', the gradient of no input of the forward")
+            gives.append(names[name[5:]])
+        self.backward, self._backward_args, self._backward_gives = backward, plan, gives
+        if HAS_CUSTOM_OP:
+            # What torch.compile and torch.export differentiate; eager calls take _Differentiable below.
+            self.definition.register_autograd(self._autograd_backward, setup_context=self._autograd_setup)
+        return self
+
+    def _differentiable(self, args):
+        if self.backward is None:
+            return self._fall_back(args, _NO_BACKWARD)
+        if HAS_CUSTOM_OP and _modes_active():
+            return self.op(*args)  # the registered autograd formula
+        return _Differentiable.apply(self, *args)
+
+    def _autograd_setup(self, ctx, inputs, output):
+        ctx.save_for_backward(*[a for a in inputs if isinstance(a, torch.Tensor)])
+        ctx.scalars = [a for a in inputs if not isinstance(a, torch.Tensor)]
+        outs = output if isinstance(output, tuple) else (output,)
+        ctx.out_meta = [(o.shape, o.dtype, o.device) for o in outs]
+
+    def _autograd_backward(self, ctx, *grads):
+        tensors, scalars = iter(ctx.saved_tensors), iter(ctx.scalars)
+        args = [next(tensors) if k in self._tensor_args else next(scalars) for k in range(self._nargs)]
+        return tuple(self._gradients(args, grads, ctx.out_meta))
+
+    def _gradients(self, args, grads, out_meta):
+        """The gradients of the forward's arguments (None for scalars and what the backward gives none of), given
+        those of its outputs: the backward program, or autograd through the problem's module where the program
+        cannot take the call (warned once per reason)."""
+        grads = [g.contiguous() if g is not None else torch.zeros(shape, dtype=dtype, device=device)
+                 for g, (shape, dtype, device) in zip(grads, out_meta)]
+        bargs = [args[k] if kind == "input" else grads[k] for kind, k in self._backward_args]
+        try:
+            outs = self.backward(*bargs)
+        except ValueError as e:
+            return self._module_gradients(args, grads, str(e))
+        self.backward_calls += 1
+        outs = outs if isinstance(outs, tuple) else (outs,)
+        result = [None] * self._nargs
+        for k, g in zip(self._backward_gives, outs):
+            result[k] = g
+        return result
+
+    def _module_gradients(self, args, grads, why):
+        module = self._problem_module()
+        if module is None:
+            raise ValueError(f"{why}; and its problem has no PyTorch module to differentiate instead")
+        if why not in self._warned:
+            self._warned.add(why)
+            warnings.warn(f"{why}; differentiating the problem's own module instead (warned once per reason)",
+                          stacklevel=5)
+        self.fallbacks += 1
+        with torch.enable_grad():
+            leaves = [a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
+                      for a in args]
+            outs = self._call_module(module, leaves)
+            wanted = [k for k, a in enumerate(leaves) if isinstance(a, torch.Tensor) and a.requires_grad]
+            found = torch.autograd.grad(outs, [leaves[k] for k in wanted], grads, allow_unused=True)
+        result = [None] * self._nargs
+        for k, g in zip(wanted, found):
+            result[k] = g
+        return result
+
+    def _call_module(self, module, args):
+        """The problem's module on the operator's arguments (inputs in order, weights by their spec names): its
+        outputs as a list."""
+        weights = self._weights
+        state, inputs = {}, []
+        for i, arg in zip(self.inputs, args):
+            name = self.program.params[i].name
+            if name in weights:
+                state[weights[name]] = arg
+            else:
+                inputs.append(arg)
+        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
+        out = _functional_call(module.to(device), state, tuple(inputs))
+        return list(out) if isinstance(out, (tuple, list)) else [out]
+
     def _fall_back(self, args, why):
         if self.strict or not self.use_fallback:
             raise ValueError(f"{self.qualname}: the program cannot take this call: {why}")
@@ -326,18 +439,7 @@ class Operator:
             warnings.warn(f"{self.qualname}: {why}; running the problem's own module instead "
                           "(warned once per reason)", stacklevel=4)
         self.fallbacks += 1
-        weights = self._weights
-        state, inputs = {}, []
-        for i, arg in zip(self.inputs, args):
-            name = self.program.params[i].name
-            if name in weights:
-                state[weights[name]] = arg
-            else:
-                inputs.append(arg)
-        device = next((a.device for a in args if isinstance(a, torch.Tensor)), torch.device("cpu"))
-        module = module.to(device)
-        out = _functional_call(module, state, tuple(inputs))
-        outs = list(out) if isinstance(out, (tuple, list)) else [out]
+        outs = self._call_module(module, args)
         # An operator's outputs are new tensors: one that is an input's storage is copied.
         ptrs = {a.data_ptr() for a in args if isinstance(a, torch.Tensor)}
         return self._result([o.clone() if o.data_ptr() in ptrs else o for o in outs])
@@ -364,6 +466,22 @@ class _Plan:
 
     def __init__(self, why, outs=(), sizes=(), stream_of=None, dispatch=False):
         self.why, self.dispatch, self.outs, self.sizes, self.stream_of = why, dispatch, outs, sizes, stream_of
+
+
+class _Differentiable(torch.autograd.Function):
+    """An eager call of an operator with a backward program, recorded for autograd: the forward program now, the
+    backward program when autograd asks (Operator._gradients)."""
+
+    @staticmethod
+    def forward(ctx, op, *args):
+        ctx.op = op
+        out = op._run(*args)
+        op._autograd_setup(ctx, args, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None,) + tuple(ctx.op._autograd_backward(ctx, *grads))
 
 
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
@@ -400,10 +518,15 @@ def _functional_call(module, state, inputs):
     return stateless.functional_call(module, state, inputs)
 
 
-def load(database, run=None, node=None, *, device=None, name=None, any_shape=False, strict=False, fallback=True):
+def load(database, run=None, node=None, *, device=None, name=None, any_shape=False, strict=False, fallback=True,
+         backward=None):
     """The program of a run database (the latest run's best by default) as a PyTorch operator, named
     ``kernelevolve::<problem>_r<run>_n<node>`` unless `name` says. Loading the same node again with the same
-    options gives the same operator (a PyTorch operator is registered once per process)."""
+    options gives the same operator (a PyTorch operator is registered once per process).
+
+    `backward`: the program of the same module's backward (`kernelevolve run MODEL.py --backward`), a database
+    (its latest run's best) or a kernelevolve.Program, made the operator's gradient (Operator.attach_backward), so
+    that a model trains with it."""
     program = Program(database, run=run, node=node, device=device)
     p = program.provenance
     wanted = re.sub(r"[^A-Za-z0-9_]", "_", name or f"{p['problem']}_r{p['run']}_n{p['node']}")
@@ -414,10 +537,21 @@ def load(database, run=None, node=None, *, device=None, name=None, any_shape=Fal
                 and k["node"] == p["node"] and known.program.device == program.device)
         if same and (known.any_shape, known.strict, known.use_fallback) == (any_shape, strict, fallback):
             program.close()
+            if backward is not None:
+                if known.backward is not None:
+                    raise Error("invalid argument", f"{known.qualname} has a backward already")
+                known.attach_backward(_program(backward, device))
             return known
         raise Error("invalid argument", f"{known.qualname} is registered already, for another program or with other "
                     "options: give this one a name")
-    return Operator(program, name=name, any_shape=any_shape, strict=strict, fallback=fallback)
+    op = Operator(program, name=name, any_shape=any_shape, strict=strict, fallback=fallback)
+    if backward is not None:
+        op.attach_backward(_program(backward, device))
+    return op
+
+
+def _program(what, device):
+    return what if isinstance(what, Program) else Program(what, device=device)
 
 
 def replace(model, target, op):

@@ -2,7 +2,11 @@
 the linear_relu problem (relu(nn.Linear(x)), a PyTorch module with weights) and the column-sum spec (no module).
 
     KE_TEST_LINEAR_DB=... KE_TEST_LINEAR_MODEL=.../model.py KE_TEST_COLSUM_DB=... KE_TEST_EXPORTED=op.py \
+        [KE_TEST_RMS_MODEL=rms_norm.py KE_TEST_RMS_FWD_DB=... KE_TEST_RMS_BWD_DB=...] \
         PYTHONPATH=build/python python3 -m unittest tests/python/test_torch_operator.py
+
+With the RMSNorm runs (its forward, and its backward: --backward), a model with the operator in place trains, and
+its loss curve matches eager's.
 
 Runs on the CPU (the runs are CPU runs) under any PyTorch: 1.13 registers through torch.library.Library, 2.4 and
 later through torch.library.custom_op, where opcheck, torch.compile(fullgraph=True) and torch.export are checked.
@@ -188,6 +192,101 @@ class ReplaceTest(unittest.TestCase):
             got = m(x)
         self.assertEqual(found.op.calls, calls + 1)
         self.assertTrue(close(got, expected, found.op.program))
+
+
+RMS_MODEL = os.environ.get("KE_TEST_RMS_MODEL")
+RMS_FWD_DB = os.environ.get("KE_TEST_RMS_FWD_DB")
+RMS_BWD_DB = os.environ.get("KE_TEST_RMS_BWD_DB")
+
+
+@unittest.skipUnless(RMS_MODEL and RMS_FWD_DB and RMS_BWD_DB,
+                     "KE_TEST_RMS_MODEL, KE_TEST_RMS_FWD_DB and KE_TEST_RMS_BWD_DB name no RMSNorm runs")
+class TrainingTest(unittest.TestCase):
+    """RMSNorm's forward and backward programs (two CPU runs of tests/test_program_use.cmake) as one operator, in
+    a model that trains."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.rms = import_file(RMS_MODEL, "rms_norm_problem")
+        cls.op = ket.load(RMS_FWD_DB, backward=RMS_BWD_DB)
+
+    def net(self):
+        rms = self.rms
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = torch.nn.Linear(rms.hidden, rms.hidden)
+                self.norm = rms.Model(rms.hidden)
+
+            def forward(self, x):
+                return self.norm(self.proj(x))
+
+        torch.manual_seed(1)
+        return Net()
+
+    def train(self, net, x, target, steps=4):
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.5)
+        losses = []
+        for _ in range(steps):
+            optimizer.zero_grad()
+            loss = ((net(x) - target) ** 2).mean()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        return losses
+
+    def test_a_model_trains_with_the_backward_program(self):
+        op, rms = self.op, self.rms
+        x = torch.randn(rms.batch_size, rms.seq_len, rms.hidden)
+        target = torch.randn_like(x)
+        eager, replaced = self.net(), self.net()
+        ket.replace(replaced, "norm", op)
+        calls, backward_calls, fallbacks = op.calls, op.backward_calls, op.fallbacks
+        expected = self.train(eager, x, target)
+        got = self.train(replaced, x, target)
+        # Engagement: each step ran the forward and the backward programs, and nothing fell back.
+        self.assertEqual(op.calls - calls, 4)
+        self.assertEqual(op.backward_calls - backward_calls, 4)
+        self.assertEqual(op.fallbacks, fallbacks)
+        # Parity: the loss curve, and the weights it trained, match eager's within the programs' tolerance.
+        self.assertLess(got[-1], got[0])
+        for a, b in zip(got, expected):
+            self.assertAlmostEqual(a, b, delta=1e-4 * abs(b) + 1e-5)
+        self.assertTrue(torch.allclose(replaced.norm.weight, eager.norm.weight, atol=1e-4, rtol=1e-4))
+        self.assertTrue(torch.allclose(replaced.proj.weight, eager.proj.weight, atol=1e-4, rtol=1e-4))
+
+    def test_a_shape_it_was_not_verified_on_differentiates_the_module(self):
+        op, rms = self.op, self.rms
+        x = torch.randn(2, 5, rms.hidden)
+        target = torch.randn_like(x)
+        eager, replaced = self.net(), self.net()
+        ket.replace(replaced, "norm", op)
+        backward_calls, fallbacks = op.backward_calls, op.fallbacks
+        expected = self.train(eager, x, target, steps=2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = self.train(replaced, x, target, steps=2)
+        self.assertEqual(op.backward_calls, backward_calls)
+        self.assertEqual(op.fallbacks - fallbacks, 4)  # each step's forward and backward
+        self.assertTrue(any("differentiating the problem's own module" in str(w.message) for w in caught))
+        for a, b in zip(got, expected):
+            self.assertAlmostEqual(a, b, delta=1e-5 * abs(b) + 1e-6)
+
+    def test_what_is_not_its_backward_is_refused(self):
+        with self.assertRaisesRegex(kernelevolve.Error, "is not a backward problem"):
+            ket.load(RMS_FWD_DB, name="rms_twice", backward=RMS_FWD_DB)
+        with self.assertRaisesRegex(kernelevolve.Error, "is not a backward problem"):
+            ket.load(LINEAR_DB, name="linear_with_a_backward", backward=LINEAR_DB)
+        with self.assertRaisesRegex(kernelevolve.Error, "has a backward already"):
+            ket.load(RMS_FWD_DB, backward=RMS_BWD_DB)
+
+    @unittest.skipUnless(ket.HAS_CUSTOM_OP, ket.MISSING or "")
+    def test_opcheck_with_gradients(self):
+        rms = self.rms
+        x = torch.randn(rms.batch_size, rms.seq_len, rms.hidden, requires_grad=True)
+        weight = (torch.rand(rms.hidden) + 0.5).requires_grad_()
+        torch.library.opcheck(self.op.op, (x, weight))
 
 
 @unittest.skipUnless(ket.HAS_CUSTOM_OP, ket.MISSING or "")
