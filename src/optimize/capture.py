@@ -315,7 +315,8 @@ def lower_modules(gm):
 
 class Capture:
     """A model's forward as one graph: `gm` (its root holds the weights under each get_attr target), the
-    weights' names in the model (`fqn`, target -> state-dict key) and kinds (`kind`: parameter or buffer),
+    weights' names in the model (`fqn`, target -> state-dict key) and kinds (`kind`: parameter, buffer, or constant:
+    a tensor the forward makes that the model does not hold),
     the graph's inputs and output structure, each node's recorded value (`meta`), and how it was captured."""
 
     def __init__(self, gm, fqn, kind, method, notes):
@@ -372,19 +373,21 @@ def capture_fx(model, inputs):
     try:
         with attributes_kept(model) as written:
             graph = Tracer(inputs).trace(model, concrete_args=defaulted(model, inputs))
+            # Before the model's attributes are put back: the trace left its constants there (_tensor_constant0).
+            gm = torch.fx.GraphModule(model, graph)
     except Exception as e:
         raise untraceable("torch.fx.symbolic_trace", e)
     if written:
         raise Refusal("untraceable", f"the model's forward writes into its own tensor {written[0]!r} in place: a graph "
                                      "holds values, not state that one call leaves for the next")
-    gm = torch.fx.GraphModule(model, graph)
     lower_modules(gm)
     fqn, kind = {}, {}
-    params = dict(model.named_parameters())
+    params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
     for node in gm.graph.nodes:
-        if node.op == "get_attr":
+        if node.op == "get_attr":  # a weight, or a tensor the forward made from constants (torch.fx's _tensor_constant)
             fqn[node.target] = node.target
-            kind[node.target] = "parameter" if node.target in params else "buffer"
+            kind[node.target] = "parameter" if node.target in params else "buffer" if node.target in buffers \
+                else "constant"
     return Capture(gm, fqn, kind, "torch.fx.symbolic_trace (through torch.nn's modules), values by running it",
                    [])
 
@@ -415,7 +418,7 @@ def capture_export(model, inputs):
         else:
             root.register_buffer(attr, value.detach())
         fqn[attr] = spec.target
-        kind[attr] = "parameter" if kind_name == "PARAMETER" else "buffer"
+        kind[attr] = {"PARAMETER": "parameter", "BUFFER": "buffer"}.get(kind_name, "constant")
         by_placeholder[spec.arg.name] = attr
     graph = gm.graph
     first = next(n for n in graph.nodes if n.op != "placeholder")

@@ -121,7 +121,7 @@ class Occurrence:
     """One region of the graph with its boundary: inputs (graph inputs or other regions' values, by first use),
     weights (get_attr targets, by first use), outputs (values read outside it, in graph order)."""
 
-    def __init__(self, region, of):
+    def __init__(self, region):
         self.region = region
         self.nodes = region.nodes
         inside = set(region.nodes)
@@ -159,7 +159,10 @@ def describe(occ, capture):
     weights = []
     for w in occ.weights:
         t = attribute(capture, w.target)
-        weights.append([capture.kind.get(w.target, "buffer"), dtype_name(t.dtype), list(t.shape)])
+        kind = capture.kind.get(w.target, "buffer")
+        weights.append([kind, dtype_name(t.dtype), list(t.shape)])
+        if kind == "constant":  # part of the computation, as an operator's constants are: by value
+            weights[-1].append(hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).hexdigest())
     return {"inputs": [tensor(a) for a in occ.inputs], "weights": weights, "nodes": nodes,
             "outputs": [repr(refs[o]) for o in occ.outputs]}
 
@@ -218,8 +221,8 @@ class Problem:
 def cut(capture):
     """The graph's regions in execution order, and the problems they make (deduplicated by hash, named r1, r2,
     ... in order of first occurrence)."""
-    order, of = partition(capture)
-    occurrences = [Occurrence(r, of) for r in order]
+    order, _ = partition(capture)
+    occurrences = [Occurrence(r) for r in order]
     problems, by_hash = [], {}
     for occ in occurrences:
         occ.description = describe(occ, capture)
@@ -358,7 +361,8 @@ def occurrence_weights(problem, occ, capture):
     its place, its weights come from there)."""
     names = {}
     for name, w in zip(problem.weight_names, occ.weights):
-        names[name] = capture.fqn.get(w.target, w.target)
+        if capture.kind.get(w.target) != "constant":  # a constant's value is the file's own (the hash holds it)
+            names[name] = capture.fqn.get(w.target, w.target)
     for name, i, _ in problem.modules:
         target = occ.nodes[i].target
         for key in capture.gm.get_submodule(target).state_dict():
@@ -367,7 +371,7 @@ def occurrence_weights(problem, occ, capture):
 
 
 def write_problem(problem, capture, model_path, directory):
-    forward, imports, uses_inf, uses_device = forward_source(problem, capture)
+    forward, imports, uses_inf, uses_device = problem.source
     occ = problem.first
     lines = []
     for name, w in zip(problem.weight_names, occ.weights):

@@ -53,6 +53,24 @@ def occurrence_json(problem, occ, capture):
             "weights": occurrence_weights(problem, occ, capture), "nodes": [n.name for n in occ.nodes]}
 
 
+def weights_json(problem, occ, capture):
+    """The region's state dict: each key, its kind (parameter, buffer, constant: a tensor the forward made, its value
+    the file's own), its shape and dtype, and its key in the model (the first occurrence's; none for a constant)."""
+    out = []
+    for name, w in zip(problem.weight_names, occ.weights):
+        t, kind = attribute(capture, w.target), capture.kind.get(w.target, "buffer")
+        out.append({"name": name, "kind": kind, "model_name": None if kind == "constant" else capture.fqn.get(w.target),
+                    "shape": list(t.shape), "dtype": dtype_name(t.dtype)})
+    for name, i, _ in problem.modules:
+        target = occ.nodes[i].target
+        module = capture.gm.get_submodule(target)
+        parameters = dict(module.named_parameters())
+        for key, t in module.state_dict().items():
+            out.append({"name": f"{name}.{key}", "kind": "parameter" if key in parameters else "buffer",
+                        "model_name": f"{target}.{key}", "shape": list(t.shape), "dtype": dtype_name(t.dtype)})
+    return out
+
+
 def tensor_json(name, meta):
     return {"name": name, "shape": meta["shape"], "dtype": meta["dtype"]}
 
@@ -74,7 +92,7 @@ def optimize(args, steps):
         capture = capture_model(model, inputs)
         occurrences, problems = cut(capture)
         for p in problems:  # the forward first: it names the weights the files and the manifest use
-            forward_source(p, capture)
+            p.source = forward_source(p, capture)
         prepare_out(args.out, [n for p in problems for n in (p.file, p.weights_file)])
         for p in problems:
             if not write_problem(p, capture, args.model, args.out):
@@ -94,10 +112,7 @@ def optimize(args, steps):
             "share": p.share, "kept": p.kept, "reason": p.reason,
             "inputs": [tensor_json(n, capture.meta[a.name]) for n, a in zip(p.input_names, first.inputs)],
             "outputs": [tensor_json(o.name, capture.meta[o.name]) for o in first.outputs],
-            "weights": [{"name": n, "model_name": capture.fqn.get(w.target, w.target),
-                         "shape": list(attribute(capture, w.target).shape),
-                         "dtype": dtype_name(attribute(capture, w.target).dtype)}
-                        for n, w in zip(p.weight_names, first.weights)],
+            "weights": weights_json(p, first, capture),
             "occurrences": [occurrence_json(p, occ, capture) for occ in p.occurrences],
         })
     notes = [n for n in [size_note] if n] + capture.notes

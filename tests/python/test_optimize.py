@@ -71,7 +71,9 @@ def compose(report, model, inputs):
         region = regions[step["region"]]
         occurrence = region["occurrences"][step["occurrence"]]
         instance = region_module(report, region).Model()
-        instance.load_state_dict({key: state[name] for key, name in occurrence["weights"].items()})
+        values = instance.state_dict()  # a constant's value is the file's own; the weights are this occurrence's
+        values.update({key: state[name] for key, name in occurrence["weights"].items()})
+        instance.load_state_dict(values)
         with torch.no_grad():
             outputs = instance.eval()(*[env[n] for n in occurrence["inputs"]])
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
@@ -153,6 +155,7 @@ class MlpTest(unittest.TestCase):
                 spec = json.load(f)
             params = {p["name"]: p for p in spec["params"]}
             for x in region["inputs"] + region["weights"]:
+                x = dict(x, name=x["name"].replace(".", "_"))
                 self.assertEqual(params[x["name"]]["role"], "in")
                 self.assertEqual([int(d) for d in params[x["name"]]["shape"]], x["shape"])
             self.assertEqual([int(d) for d in params["out"]["shape"]], region["outputs"][0]["shape"])
@@ -222,7 +225,7 @@ class MlpTest(unittest.TestCase):
 
 
 class ConvnetTest(unittest.TestCase):
-    """A residual add, an in-place ReLU, a chunk, a view sized by x.size(0), an LSTM, two outputs."""
+    """A residual add, an in-place ReLU, a chunk, a view sized by x.size(0), a constant, an LSTM, two outputs."""
 
     @classmethod
     def setUpClass(cls):
@@ -236,7 +239,9 @@ class ConvnetTest(unittest.TestCase):
         for o in ops:
             self.assertLessEqual(sum(op in ANCHORS for op in o), 1, o)
         self.assertIn(["LSTM", "getitem"], ops)  # the module the trace did not enter, a region of its own
-        self.assertIn(["conv2d", "batch_norm", "relu"], ops)  # BatchNorm written as a function, fused
+        self.assertIn(["conv2d", "batch_norm", "relu", "mul"], ops)  # BatchNorm traced through, fused
+        constants = [w for r in self.report["regions"] for w in r["weights"] if w["kind"] == "constant"]
+        self.assertEqual([(w["shape"], w["model_name"]) for w in constants], [([12], None)])
 
     def test_the_regions_composed_reproduce_the_model(self):
         model, inputs = model_of(CONVNET, self.report)
