@@ -20,6 +20,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "pytorch"))
+from inductor_capture import autotuned, autotuners, capture_settings  # noqa: E402
+
 
 def name_of(path):
     base = os.path.basename(path)
@@ -34,47 +37,13 @@ def load(path):
     return module
 
 
-def autotuners():
-    import gc
-
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
-    # type(), not isinstance(): gc also lists weak proxies, and isinstance() of a dead one raises.
-    return [obj for obj in gc.get_objects() if issubclass(type(obj), CachingAutotuner)]
-
-
-def chosen_configs(before=()):
-    """The configuration Inductor's autotuner kept for each Triton kernel this process has run, by kernel name:
-    {"triton_red_fused_sum_0": {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16, "num_stages": 1}}. The output
-    code lists the candidates; which one won is known only after a run. `before`: the ids of autotuners of earlier
-    compiles, left out."""
-    out = {}
-    for obj in autotuners():
-        if id(obj) not in before and len(getattr(obj, "launchers", [])) == 1:
-            config = obj.launchers[0].config
-            name = getattr(obj.fn, "__name__", None) or obj.inductor_meta.get("kernel_name")
-            out[name] = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
-    return out
-
-
 def capture(out, path, modes):
     """Captures one file in this process; a line per mode: NAME MODE ok|FAILED ..."""
     import torch
     from torch._inductor.utils import run_and_get_code
 
-    # As the first program is captured (src/pytorch/inductor_capture.py): fp32 without TF32.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    # A module's float (an eps, a slope) is a constant of the code, not a 0-d float64 CPU tensor the program
-    # would have to be passed; and no compile is served from Inductor's cache, which may hold another
-    # problem's example sizes (bench/results/inductor_first.md, the translation census).
-    for module, key, value in (("torch._dynamo.config", "specialize_float", True),
-                               ("torch._inductor.config", "fx_graph_cache", False)):
-        try:
-            config = importlib.import_module(module)
-        except ImportError:
-            continue
-        if hasattr(config, key):
-            setattr(config, key, value)
+    # As the first program is captured (src/pytorch/inductor_capture.py).
+    capture_settings(torch)
     name = name_of(path)
     m = load(path)
     torch.manual_seed(0)
@@ -95,7 +64,7 @@ def capture(out, path, modes):
             header = (f"# Inductor's output code for {path} ({mode} shapes), torch {torch.__version__}, "
                       f"{torch.cuda.get_device_name()}; captured by scripts/capture-inductor.py\n")
             try:
-                chosen = json.dumps(chosen_configs(before), sort_keys=True)
+                chosen = json.dumps(autotuned(before), sort_keys=True)
             except Exception as e:  # an Inductor without these internals: the code alone is still worth keeping
                 chosen = json.dumps({"error": f"{type(e).__name__}: {e}"})
             with open(os.path.join(out, f"{name}.{mode}.py"), "w") as f:

@@ -5,20 +5,45 @@
 #   python3 -c SCRIPT --module model.py --device cuda --spec spec.json
 
 
-def _autotuned():
-    # The configuration Inductor's autotuner kept for each Triton kernel of the compile just run, by kernel name:
-    # node 0 starts there, as torch.compile runs (the output code lists the candidates, not the winner).
-    import gc
+def capture_settings(torch):
+    """What a capture sets before it compiles (scripts/capture-inductor.py records fixtures under the same): fp32
+    without TF32, as the reference runs (bridge.py); a module's float (an eps, a slope) a constant of the code, not
+    a 0-d float64 CPU tensor the program would have to be passed; and no compile served from Inductor's cache,
+    which may hold another problem's example sizes (bench/results/inductor_first.md, the translation census)."""
+    import importlib
 
-    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    for module, key, value in (("torch._dynamo.config", "specialize_float", True),
+                               ("torch._inductor.config", "fx_graph_cache", False)):
+        try:
+            config = importlib.import_module(module)
+        except ImportError:
+            continue
+        if hasattr(config, key):
+            setattr(config, key, value)
+
+
+def autotuned(before=()):
+    """The configuration Inductor's autotuner kept for each Triton kernel this process has run, by kernel name
+    ({"triton_red_fused_sum_0": {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16, "num_stages": 1}}): node 0
+    starts there, as torch.compile runs (the output code lists the candidates, not the winner). `before`: ids of
+    autotuners of earlier compiles, left out."""
     out = {}
-    for obj in gc.get_objects():
-        # type(), not isinstance(): gc also lists weak proxies, and isinstance() of a dead one raises.
-        if issubclass(type(obj), CachingAutotuner) and len(getattr(obj, "launchers", [])) == 1:
+    for obj in autotuners():
+        if id(obj) not in before and len(getattr(obj, "launchers", [])) == 1:
             config = obj.launchers[0].config
             name = getattr(obj.fn, "__name__", None) or obj.inductor_meta.get("kernel_name")
             out[name] = {**config.kwargs, "num_warps": config.num_warps, "num_stages": config.num_stages}
     return out
+
+
+def autotuners():
+    import gc
+
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+    # type(), not isinstance(): gc also lists weak proxies, and isinstance() of a dead one raises.
+    return [obj for obj in gc.get_objects() if issubclass(type(obj), CachingAutotuner)]
 
 
 def _capture_main():
@@ -46,20 +71,7 @@ def _capture_main():
         from torch._inductor.utils import run_and_get_code
     except ImportError as e:
         return reply(error=f"torch {torch.__version__} has no Inductor to capture: {e}", part="torch")
-    # The reference is fp32 without TF32 (bridge.py): Inductor's kernels are captured under the same rule.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    # A module's float (an eps, a slope) is a constant of the code, not a 0-d float64 CPU tensor the program
-    # would have to be passed; and no compile is served from Inductor's cache, which may hold another
-    # problem's example sizes (bench/results/inductor_first.md, the translation census).
-    for module, key, value in (("torch._dynamo.config", "specialize_float", True),
-                               ("torch._inductor.config", "fx_graph_cache", False)):
-        try:
-            config = importlib.import_module(module)
-        except ImportError:
-            continue
-        if hasattr(config, key):
-            setattr(config, key, value)
+    capture_settings(torch)
     try:
         with open(args.spec) as f:
             spec = json.load(f)
@@ -81,7 +93,7 @@ def _capture_main():
         return reply(error=f"torch.compile wrote {len(codes)} graphs for the module (a graph break): one program "
                      "is one graph", part="graph break")
     try:
-        chosen = _autotuned()
+        chosen = autotuned()
     except Exception:  # an Inductor without these internals: the heuristics' first configuration instead
         chosen = {}
     try:
