@@ -87,14 +87,29 @@ def assert_close(test, got, expected, what):
                     f"{what}: max difference {(got - expected).abs().max().item()}")
 
 
-class MlpTest(unittest.TestCase):
-    """Three identical Linear + LayerNorm + GELU blocks, then a Linear head and a softmax."""
+class Optimized:
+    """A model's optimize run, once for a test class's tests (its MODEL, in WORK/NAME): mixed into a TestCase."""
 
     @classmethod
     def setUpClass(cls):
-        cls.out = os.path.join(WORK, "mlp")
+        cls.out = os.path.join(WORK, cls.NAME)
         shutil.rmtree(cls.out, ignore_errors=True)
-        cls.report = optimized(MLP, cls.out)
+        cls.report = optimized(cls.MODEL, cls.out)
+
+    def imported_specs(self):
+        """Each region with the spec the CLI derives from its file (`kernelevolve import`, as for any .py)."""
+        for region in self.report["regions"]:
+            out = os.path.join(WORK, "import_" + region["hash"])
+            done = subprocess.run([CLI, "import", os.path.join(self.out, region["file"]), "-o", out],
+                                  capture_output=True, text=True, timeout=600)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(os.path.join(out, "cpu.json")) as f:
+                yield region, json.load(f)
+
+
+class MlpTest(Optimized, unittest.TestCase):
+    """Three identical Linear + LayerNorm + GELU blocks, then a Linear head and a softmax."""
+    MODEL, NAME = MLP, "mlp"
 
     def test_regions_are_the_blocks_once_and_the_head(self):
         regions = sorted(self.report["regions"], key=lambda r: -r["count"])
@@ -146,13 +161,7 @@ class MlpTest(unittest.TestCase):
             self.assertTrue(torch.isfinite(out).all())
 
     def test_the_pytorch_loader_derives_a_spec_from_every_region(self):
-        for region in self.report["regions"]:
-            out = os.path.join(WORK, "import_" + region["hash"])
-            done = subprocess.run([CLI, "import", os.path.join(self.out, region["file"]), "-o", out],
-                                  capture_output=True, text=True, timeout=600)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            with open(os.path.join(out, "cpu.json")) as f:
-                spec = json.load(f)
+        for region, spec in self.imported_specs():
             params = {p["name"]: p for p in spec["params"]}
             for x in region["inputs"] + region["weights"]:
                 x = dict(x, name=x["name"].replace(".", "_"))
@@ -224,14 +233,9 @@ class MlpTest(unittest.TestCase):
             self.assertIn(r["hash"], done.stdout)
 
 
-class ConvnetTest(unittest.TestCase):
+class ConvnetTest(Optimized, unittest.TestCase):
     """A residual add, an in-place ReLU, a chunk, a view sized by x.size(0), a constant, an LSTM, two outputs."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.out = os.path.join(WORK, "convnet")
-        shutil.rmtree(cls.out, ignore_errors=True)
-        cls.report = optimized(CONVNET, cls.out)
+    MODEL, NAME = CONVNET, "convnet"
 
     def test_cut(self):
         ops = [r["ops"] for r in self.report["regions"]]
@@ -261,13 +265,8 @@ class ConvnetTest(unittest.TestCase):
         assert_close(self, env[lstm["inputs"][0]], seen["pool"].view(inputs[0].shape[0], 1, -1), "the pooling's")
 
     def test_the_pytorch_loader_derives_a_spec_from_every_region(self):
-        for region in self.report["regions"]:
-            out = os.path.join(WORK, "import_" + region["hash"])
-            done = subprocess.run([CLI, "import", os.path.join(self.out, region["file"]), "-o", out],
-                                  capture_output=True, text=True, timeout=600)
-            self.assertEqual(done.returncode, 0, done.stderr)
-            with open(os.path.join(out, "cpu.json")) as f:
-                outs = [p for p in json.load(f)["params"] if p["role"] == "out"]
+        for region, spec in self.imported_specs():
+            outs = [p for p in spec["params"] if p["role"] == "out"]
             self.assertEqual([[int(d) for d in p["shape"]] for p in outs],
                              [o["shape"] or [1] for o in region["outputs"]])
 
