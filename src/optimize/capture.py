@@ -6,8 +6,6 @@
 # tensor. Read with cut.py, profile.py and driver.py: the four are one script (kOptimizeScript).
 import contextlib
 import importlib.util
-import math
-import operator
 import os
 import re
 import sys
@@ -421,6 +419,9 @@ def capture_export(model, inputs):
         kind[attr] = {"PARAMETER": "parameter", "BUFFER": "buffer"}.get(kind_name, "constant")
         by_placeholder[spec.arg.name] = attr
     graph = gm.graph
+    # Plain code for the graph as it now is (its weights no longer inputs), not the program's pytree calling convention.
+    if hasattr(torch.fx.graph, "CodeGen"):
+        graph.set_codegen(torch.fx.graph.CodeGen())
     first = next(n for n in graph.nodes if n.op != "placeholder")
     for node in list(graph.nodes):
         if node.op == "placeholder" and node.name in by_placeholder:
