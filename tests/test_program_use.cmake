@@ -22,14 +22,7 @@ run("the column-sum run" ${CLI} run ${SOURCE_DIR}/tests/fixtures/e2e/colsum.json
 run("calling it from C" ${PROGRAM_C} ${colsum_db})
 
 # The Python half: a Python that imports torch, as the PyTorch bridge finds one.
-set(python)
-foreach(candidate $ENV{KE_PYTHON} python3 /usr/bin/python3)
-  execute_process(COMMAND ${candidate} -c "import torch" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
-  if(rc EQUAL 0)
-    set(python ${candidate})
-    break()
-  endif()
-endforeach()
+include(${CMAKE_CURRENT_LIST_DIR}/find_torch_python.cmake)
 if(SANITIZE)
   message(STATUS "SKIPPED: the Python operator tests (an uninstrumented Python cannot load a library built with ASan)")
   return()
