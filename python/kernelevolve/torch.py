@@ -332,11 +332,10 @@ class Operator:
             raise Error("invalid argument", f"{where} runs on {program.device_kind}, the forward on {fwd.device_kind}")
         if any(fwd.params[i].role == "inout" for i in self.inputs):
             raise Error("invalid argument", f"{self.qualname} writes an input in place: it has no backward here")
-        backward = Operator(program, name=self.name + "_grad", fallback=False)
         names = {fwd.params[i].name: k for k, i in enumerate(self.inputs)}
         outputs = {"grad_" + fwd.params[i].name: k for k, i in enumerate(self.outputs)}
         plan = []  # per argument of the backward: ("input", k) or ("grad", k)
-        for name in backward.signature:
+        for name in [q.name for q in program.params if q.role in ("in", "inout", "scalar")]:
             if name in names:
                 plan.append(("input", names[name]))
             elif name in outputs:
@@ -345,11 +344,12 @@ class Operator:
                 raise Error("invalid argument", f"{where} takes '{name}', which is neither an input of the forward "
                             f"({', '.join(names)}) nor the gradient of one of its outputs ({', '.join(outputs)})")
         gives = []  # per output of the backward: the forward argument it is the gradient of
-        for i in backward.outputs:
-            name = program.params[i].name
+        for name in [q.name for q in program.params if q.role == "out"]:
             if not name.startswith("grad_") or name[5:] not in names:
                 raise Error("invalid argument", f"{where} gives '{name}', the gradient of no input of the forward")
             gives.append(names[name[5:]])
+        # Registered only once it is known to fit: a refused backward leaves no operator behind.
+        backward = Operator(program, name=self.name + "_grad", fallback=False)
         self.backward, self._backward_args, self._backward_gives = backward, plan, gives
         if HAS_CUSTOM_OP:
             # What torch.compile and torch.export differentiate; eager calls take _Differentiable below.
