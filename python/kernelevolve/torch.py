@@ -430,6 +430,13 @@ class Operator:
     def _fall_back(self, args, why):
         if self.strict or not self.use_fallback:
             raise ValueError(f"{self.qualname}: the program cannot take this call: {why}")
+        ref = self.program.spec.get("reference", {})
+        if ref.get("backward"):
+            # The module computes the forward, not these gradients: running it here would answer wrong.
+            raise ValueError(f"{self.qualname}: the program cannot take this call ({why}), and it is a backward "
+                             "problem's, whose module computes the forward: load the forward with "
+                             "kernelevolve.torch.load(forward_db, backward=this_db), which differentiates the module "
+                             "where the backward program cannot run")
         module = self._problem_module()
         if module is None:
             raise ValueError(f"{self.qualname}: the program cannot take this call ({why}), and its problem has no "

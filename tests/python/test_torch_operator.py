@@ -281,6 +281,18 @@ class TrainingTest(unittest.TestCase):
         with self.assertRaisesRegex(kernelevolve.Error, "has a backward already"):
             ket.load(RMS_FWD_DB, backward=RMS_BWD_DB)
 
+    def test_a_backward_program_alone_never_falls_back_on_the_forward_module(self):
+        rms = self.rms
+        alone = ket.load(RMS_BWD_DB, name="rms_backward_alone")
+        x = torch.randn(rms.batch_size, rms.seq_len, rms.hidden)
+        weight = torch.rand(rms.hidden) + 0.5
+        grad_x, grad_weight = alone(x, weight, torch.randn_like(x))  # a verified shape: the program
+        self.assertEqual((grad_x.shape, grad_weight.shape), (x.shape, weight.shape))
+        small = torch.randn(2, 5, rms.hidden)
+        with self.assertRaisesRegex(ValueError, "backward problem's, whose module computes the forward"):
+            alone(small, weight, torch.randn_like(small))
+        self.assertEqual(alone.fallbacks, 0)
+
     @unittest.skipUnless(ket.HAS_CUSTOM_OP, ket.MISSING or "")
     def test_opcheck_with_gradients(self):
         rms = self.rms
