@@ -460,6 +460,8 @@ class Operator:
             namespace = types.ModuleType(f"kernelevolve_problem_{self.name}")
             exec(compile(source, ref.get("pytorch") or "<problem>", "exec"), namespace.__dict__)
             self._module = namespace.Model(*namespace.get_init_inputs()).eval()
+            if ref.get("dtype") in _DTYPES:  # a --dtype problem: its module cast as its reference was
+                self._module = self._module.to(_DTYPES[ref["dtype"]])
             # Spec params name the state dict's entries with '.' as '_' (README, "Bring your PyTorch module").
             self._weights = {k.replace(".", "_"): k for k in self._module.state_dict()}
         return self._module
