@@ -128,7 +128,7 @@ class Operator:
         grad = _grad_enabled()
         if _modes_active():
             if grad and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-                return self._differentiable(args)
+                return self._differentiable(args, dispatch=True)
             return self.op(*args)
         plain = True
         key = []
@@ -137,7 +137,7 @@ class Operator:
             if not isinstance(a, torch.Tensor):
                 return self._run(*args)  # _bind's error names the argument
             if grad and a.requires_grad:
-                return self._differentiable(args)
+                return self._differentiable(args, dispatch=False)
             if type(a) not in _PLAIN:
                 plain = False
             key.append((a.shape, a.dtype, a.device, a.is_contiguous()))
@@ -356,10 +356,11 @@ class Operator:
             self.definition.register_autograd(self._autograd_backward, setup_context=self._autograd_setup)
         return self
 
-    def _differentiable(self, args):
+    def _differentiable(self, args, dispatch):
+        # `dispatch`: __call__ found torch.compile tracing or a mode on (_modes_active), and asks no more.
         if self.backward is None:
             return self._fall_back(args, _NO_BACKWARD)
-        if HAS_CUSTOM_OP and _modes_active():
+        if HAS_CUSTOM_OP and dispatch:
             return self.op(*args)  # the registered autograd formula
         return _Differentiable.apply(self, *args)
 
