@@ -30,9 +30,8 @@ struct CallableProgram::Impl {
   std::vector<void*> slots;
   // A launch per sizes called with (its bound plan, library steps' checks and temporaries), made once.
   std::map<Bindings, std::unique_ptr<program::ProgramLaunch>> launches;
-  // The last call's sizes and scalars as passed (8 bytes a param, buffers' left zero), its launch, and whether
-  // they were a verified workload: a call that repeats them skips the check and the lookup.
-  std::vector<std::array<unsigned char, 8>> last_values;
+  // The launch of the last call that ran (its sizes and scalars are still in `values`), and whether they were a
+  // verified workload: a call that repeats them skips the check and the lookup.
   program::ProgramLaunch* last_launch = nullptr;
   bool last_verified = false;
   std::mutex mutex;  // one call at a time: the slots, the last call and a launch's temporaries are shared
@@ -256,12 +255,12 @@ void CallableProgram::run(void* const* args, void* stream, bool any_shape, bool 
   const Spec& spec = im.spec;
   if (!args) throw Error(ErrorCode::BadUsage, where(im.provenance) + ": no arguments");
   std::lock_guard lock(im.mutex);
-  // The sizes and scalars of this call, as the last call's are kept.
+  // This call's sizes and scalars against the last one's, still in `values`.
   bool repeat = im.last_launch != nullptr && (im.last_verified || any_shape);
   for (std::size_t i = 0; i < spec.params.size() && repeat; ++i) {
     const Param& param = spec.params[i];
     repeat = args[i] != nullptr &&
-             (param.is_buffer() || std::memcmp(args[i], im.last_values[i].data(), dtype_size(param.dtype)) == 0);
+             (param.is_buffer() || std::memcmp(args[i], im.values[i].data(), dtype_size(param.dtype)) == 0);
   }
   program::ProgramLaunch* launch = repeat ? im.last_launch : nullptr;
   if (!launch) {
@@ -271,10 +270,6 @@ void CallableProgram::run(void* const* args, void* stream, bool any_shape, bool 
     if (!verified_now && !any_shape)
       throw Error(ErrorCode::BadUsage, where(im.provenance) + ": " + why + "; call with any_shape to run it anyway");
     launch = im.launch_for(sizes);
-    im.last_values.assign(spec.params.size(), {});
-    for (std::size_t i = 0; i < spec.params.size(); ++i) {
-      if (!spec.params[i].is_buffer()) std::memcpy(im.last_values[i].data(), args[i], dtype_size(spec.params[i].dtype));
-    }
     im.last_launch = launch;
     im.last_verified = verified_now;
   }
