@@ -16,10 +16,14 @@ jobs=${JOBS:-2}
 
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKE_WITH_CUDA=ON -DKE_WITH_HIP=ON -DKE_WITH_MPI=OFF \
   -DKE_BUILD_TESTS=ON -DKE_BUILD_BENCH=ON "-DCMAKE_BUILD_RPATH=\$ORIGIN;\$ORIGIN/.." >/dev/null
-ninja -C "$build" -j"$jobs" kernelevolve-cli kernelevolve-worker test_cuda_device test_cuda_isolation test_multi_gpu test_hip_device \
+# TARGETS: a shorter list where only some are needed (the tool alone: kernelevolve-cli kernelevolve-worker
+# kernelevolve_confine ke_python); what it leaves unbuilt is skipped below.
+targets=${TARGETS:-kernelevolve-cli kernelevolve-worker test_cuda_device test_cuda_isolation test_multi_gpu test_hip_device \
   bench_isolation test_pytorch bench_pytorch_reference test_gpu_core kernelevolve_confine test_triton bench_triton \
   test_memory test_baseline test_gpu_program test_vendor_libraries test_program bench_program kernelevolve ke_python \
-  test_program_c test_callable
+  test_program_c test_callable}
+# shellcheck disable=SC2086  # a list of targets
+ninja -C "$build" -j"$jobs" $targets
 
 # Libraries the GPU machine has (or that its own libLLVM brings): never copied.
 present='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libstdc\+\+\.so|libgcc_s\.so|libLLVM-16|libclang-cpp\.so\.16|libcurl\.so|libsqlite3\.so|libz\.so|libzstd\.so)'

@@ -85,6 +85,22 @@ TEST_CASE(
     CHECK(error_of([&] { program->call(args); }).find("no argument for 'x'") != std::string::npos);
   }
 
+  // A program holds only where its constraints do (a size Inductor specialised its code to): at a shape outside
+  // them it is refused even with any_shape, naming the constraint.
+  {
+    std::string spec = ke_test::kCentreSpecJson;
+    const std::string tunables = "\"tunables\":";
+    spec.insert(spec.find(tunables), "\"constraints\": [\"n >= 700\"], ");
+    std::ofstream(dir / "held.json") << spec;
+    const std::string held_db = dir / "held.db";
+    const auto held_run = ke_test::run_cli_in("", "run " + dir / "held.json" + " --db " + held_db + " --max-evals 2");
+    REQUIRE_MESSAGE(held_run.code == 0, held_run.err);
+    const auto held = ke::CallableProgram::load(held_db, cpu);
+    CHECK(call_and_check(*held, 900, true) < 1e-3);
+    const std::string outside = error_of([&] { call_and_check(*held, 500, true); });
+    CHECK_MESSAGE(outside.find("\"n >= 700\" is false") != std::string::npos, outside);
+  }
+
   // Node 0, asked for by number, is the seed: the same program at the first CHUNK.
   const auto seed = ke::CallableProgram::load(db, cpu, {1, 0});
   CHECK(seed->provenance().node == 0);

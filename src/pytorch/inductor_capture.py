@@ -84,24 +84,64 @@ def _capture_main():
         device = torch.device(args.device)
         model = module.Model(*module.get_init_inputs()).to(device).eval()
         inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-        with torch.no_grad():
-            _, codes = run_and_get_code(torch.compile(model, dynamic=True), *inputs)
     except Exception as e:
-        return reply(error=f"torch.compile failed on the module: {type(e).__name__}: {e}",
-                     part="torch.compile", trace=traceback.format_exc()[-2000:])
-    if len(codes) != 1:
-        return reply(error=f"torch.compile wrote {len(codes)} graphs for the module (a graph break): one program "
-                     "is one graph", part="graph break")
+        return reply(error=f"the module does not load: {type(e).__name__}: {e}", part="module",
+                     trace=traceback.format_exc()[-2000:])
+    # A problem of one workload is captured first as torch.compile runs it there, at static sizes: the same
+    # kernels, reductions and configurations that the "torch.compile" baseline times (a dynamic capture splits
+    # some reductions that the static one does in one kernel). The program then holds only at those sizes, and
+    # says so in its constraints. Where that does not translate, or sizes differ from the workload's, or there
+    # are several workloads, the capture is dynamic: one program for every workload.
+    modes = ["static", "dynamic"] if len(spec.get("workloads", [])) == 1 else ["dynamic"]
+    failure = None
+    for mode in modes:
+        try:
+            result = _compile_and_translate(torch, run_and_get_code, model, inputs, spec, mode == "dynamic")
+        except Untranslatable as e:
+            failure = dict(error=str(e), part=getattr(e, "part", ""))
+            continue
+        except Exception as e:
+            failure = dict(error=f"torch.compile failed on the module: {type(e).__name__}: {e}",
+                           part="torch.compile", trace=traceback.format_exc()[-2000:])
+            continue
+        if mode == "static":
+            if not _holds_at(result.get("constraints", []), spec["workloads"][0]):
+                failure = dict(error="the static capture's sizes are not the workload's", part="static")
+                continue
+            result["notes"] = "static sizes (the problem's one workload, as torch.compile runs it); " + \
+                result.get("notes", "")
+        return reply(source=result["source"], tunables=result["tunables"],
+                     constraints=result.get("constraints", []), notes=result.get("notes", ""))
+    return reply(**failure)
+
+
+def _compile_and_translate(torch, run_and_get_code, model, inputs, spec, dynamic):
+    torch._dynamo.reset()
     try:
-        chosen = autotuned()
+        before = {id(obj) for obj in autotuners()}
+    except Exception:
+        before = set()
+    with torch.no_grad():
+        _, codes = run_and_get_code(torch.compile(model, dynamic=dynamic), *inputs)
+    if len(codes) != 1:
+        raise Untranslatable("graph break", f"torch.compile wrote {len(codes)} graphs for the module: one program "
+                             "is one graph")
+    try:
+        chosen = autotuned(before)
     except Exception:  # an Inductor without these internals: the heuristics' first configuration instead
         chosen = {}
-    try:
-        result = translate(codes[0], spec, chosen)
-    except Untranslatable as e:
-        return reply(error=str(e), part=getattr(e, "part", ""))
-    reply(source=result["source"], tunables=result["tunables"], constraints=result.get("constraints", []),
-          notes=result.get("notes", ""))
+    return translate(codes[0], spec, chosen)
+
+
+def _holds_at(constraints, workload):
+    """Whether the translation's constraints (`batch_size == 4096`, over the spec's sizes) hold at the workload."""
+    for text in constraints:
+        try:
+            if not eval(text, {"__builtins__": {}}, dict(workload)):  # noqa: S307: our own translator's text
+                return False
+        except Exception:
+            return False
+    return True
 
 
 if __name__ == "__main__":

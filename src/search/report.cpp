@@ -86,6 +86,11 @@ const Baseline* find_baseline(const RunResult& result, const std::string& name) 
   return nullptr;
 }
 
+// Each workload's spread (the median absolute deviation of its timed runs), beside its median.
+std::string spread_array(const Evaluation& e) {
+  return array(e.timings.size(), [&](std::size_t i) { return number(e.timings[i].mad_us); });
+}
+
 }  // namespace
 
 std::string confirmation_json(const Confirmation& c) {
@@ -152,7 +157,8 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
     const auto t = seed.evaluation.median_us();
     out << ", \"seed\": {\"node\": " << seed.id << ", \"status\": " << json_quote(to_string(seed.evaluation.status))
         << ", \"message\": " << json_quote(seed.evaluation.message)
-        << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); }) << "}";
+        << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); })
+        << ", \"spread_us\": " << spread_array(seed.evaluation) << "}";
   }
   if (!result.baselines.empty()) {
     out << ", \"baselines\": {";
@@ -163,6 +169,7 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
       out << (i ? ", " : "") << json_quote(result.baselines[i].name)
           << ": {\"status\": " << json_quote(to_string(e.status))
           << ", \"time_us\": " << (ok ? array(t.size(), [&](std::size_t w) { return number(t[w]); }) : "null")
+          << ", \"spread_us\": " << (ok ? spread_array(e) : "null")
           << ", \"reason\": " << (ok ? "null" : json_quote(e.message)) << "}";
     }
     out << "}";
@@ -178,9 +185,9 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
         << ", \"search_speedup\": " << number(best.speedup)
         << ", \"confirmed\": " << (has_confirmation && result.confirmation->confirmed ? "true" : "false")
         << ", \"confirmation\": " << (has_confirmation ? confirmation_json(*result.confirmation) : "null")
-        << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); }) << ", \"spread_us\": "
-        << array(t.size(), [&](std::size_t i) { return number(best.evaluation.timings[i].mad_us); })
-        << ", \"tunables\": " << json_object(tun) << ", \"gbps\": "
+        << ", \"time_us\": " << array(t.size(), [&](std::size_t i) { return number(t[i]); })
+        << ", \"spread_us\": " << spread_array(best.evaluation) << ", \"tunables\": " << json_object(tun)
+        << ", \"gbps\": "
         << array(t.size(),
                  [&](std::size_t i) { return number(achieved_bytes_per_s(spec, spec.workloads[i], tun, t[i]) / 1e9); })
         << ", \"gflops\": "
