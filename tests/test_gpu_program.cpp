@@ -1,6 +1,7 @@
 // Programs on a CUDA GPU (program.hpp): CUDA and Triton plans of several kernels with temporaries, a
 // temporary left unwritten (poisoned, so caught), a hostile second kernel in the worker (crashed, the host
-// alive), cuBLASLt and cuDNN steps against a CPU reference, and a problem that forbids library steps.
+// alive), cuBLASLt, cuBLAS and cuDNN steps against a CPU reference (products, one batched or with A transposed;
+// 2-d, 3-d and transposed convolutions), and a problem that forbids library steps.
 // Skipped (and says why) without a CUDA device, or without Triton or the libraries for their parts.
 #include <doctest/doctest.h>
 
@@ -10,6 +11,8 @@
 #include <kernelevolve/program.hpp>
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support/centre_program.hpp"
 #include "support/gpu_under_test.hpp"
@@ -143,6 +146,29 @@ ke::EvalOptions quick() {
   return o;
 }
 
+// A CUDA spec of `params` whose reference is the C function `name` on the CPU; its launch rule is one thread, for
+// plans that launch library steps or give each kernel its own grid.
+ke::Spec library_spec(const std::string& name, std::vector<ke::Param> params, std::vector<ke::Bindings> workloads,
+                      const char* reference, const std::string& seed) {
+  ke::Spec s;
+  s.name = name;
+  s.language = ke::Language::cuda;
+  s.entry = name;
+  s.params = std::move(params);
+  s.workloads = std::move(workloads);
+  s.tolerance = {1e-3, 1e-3};
+  s.reference.source = reference;
+  s.reference.language = ke::Language::c;
+  s.reference.device = "cpu";
+  s.seed.source = seed;
+  ke::LaunchRule rule;
+  rule.grid[0] = ke::Expr::parse("1");
+  rule.block[0] = ke::Expr::parse("1");
+  s.launch = rule;
+  s.validate();
+  return s;
+}
+
 // y[M, N] = relu(x[M, K] · w[N, K]^T + b[N]), as a Linear then a ReLU; the reference on the CPU.
 const char* kLinearReference = R"(
 #include <stdint.h>
@@ -157,24 +183,17 @@ void linear_relu(const float* x, const float* w, const float* b, float* y, int64
 )";
 
 ke::Spec linear_spec(const std::string& seed) {
-  ke::Spec s;
+  ke::Spec s =
+      library_spec("linear_relu",
+                   {{"x", ke::DType::f32, ke::Role::in, {"M", "K"}, 0},
+                    {"w", ke::DType::f32, ke::Role::in, {"N", "K"}, 0},
+                    {"b", ke::DType::f32, ke::Role::in, {"N"}, 0},
+                    {"y", ke::DType::f32, ke::Role::out, {"M", "N"}, 0},
+                    {"M", ke::DType::i64, ke::Role::size, {}, 0},
+                    {"N", ke::DType::i64, ke::Role::size, {}, 0},
+                    {"K", ke::DType::i64, ke::Role::size, {}, 0}},
+                   {{{"M", 256}, {"N", 384}, {"K", 512}}, {{"M", 33}, {"N", 70}, {"K", 17}}}, kLinearReference, seed);
   s.name = "linear_relu_gpu";
-  s.language = ke::Language::cuda;
-  s.entry = "linear_relu";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"M", "K"}, 0}, {"w", ke::DType::f32, ke::Role::in, {"N", "K"}, 0},
-              {"b", ke::DType::f32, ke::Role::in, {"N"}, 0},      {"y", ke::DType::f32, ke::Role::out, {"M", "N"}, 0},
-              {"M", ke::DType::i64, ke::Role::size, {}, 0},       {"N", ke::DType::i64, ke::Role::size, {}, 0},
-              {"K", ke::DType::i64, ke::Role::size, {}, 0}};
-  s.workloads = {{{"M", 256}, {"N", 384}, {"K", 512}}, {{"M", 33}, {"N", 70}, {"K", 17}}};
-  s.tolerance = {1e-3, 1e-3};
-  s.reference.source = kLinearReference;
-  s.reference.language = ke::Language::c;
-  s.reference.device = "cpu";
-  s.seed.source = seed;
-  ke::LaunchRule rule;
-  rule.grid[0] = ke::Expr::parse("cdiv(M * N, 256)");
-  rule.block[0] = ke::Expr::parse("256");
-  s.launch = rule;
   s.cost_flops = ke::Expr::parse("2 * M * N * K");
   s.validate();
   return s;
@@ -228,35 +247,127 @@ void conv(const float* x, const float* w, const float* b, float* y, int64_t N, i
 )";
 
 ke::Spec conv_spec(const std::string& seed) {
-  ke::Spec s;
+  ke::Spec s = library_spec("conv",
+                            {{"x", ke::DType::f32, ke::Role::in, {"N", "C", "H", "W"}, 0},
+                             {"w", ke::DType::f32, ke::Role::in, {"K", "C", "3", "3"}, 0},
+                             {"b", ke::DType::f32, ke::Role::in, {"K"}, 0},
+                             {"y", ke::DType::f32, ke::Role::out, {"N", "K", "H", "W"}, 0},
+                             {"N", ke::DType::i64, ke::Role::size, {}, 0},
+                             {"C", ke::DType::i64, ke::Role::size, {}, 0},
+                             {"H", ke::DType::i64, ke::Role::size, {}, 0},
+                             {"W", ke::DType::i64, ke::Role::size, {}, 0},
+                             {"K", ke::DType::i64, ke::Role::size, {}, 0}},
+                            {{{"N", 2}, {"C", 8}, {"H", 20}, {"W", 17}, {"K", 16}}}, kConvReference, seed);
   s.name = "conv_gpu";
-  s.language = ke::Language::cuda;
-  s.entry = "conv";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"N", "C", "H", "W"}, 0},
-              {"w", ke::DType::f32, ke::Role::in, {"K", "C", "3", "3"}, 0},
-              {"b", ke::DType::f32, ke::Role::in, {"K"}, 0},
-              {"y", ke::DType::f32, ke::Role::out, {"N", "K", "H", "W"}, 0},
-              {"N", ke::DType::i64, ke::Role::size, {}, 0},
-              {"C", ke::DType::i64, ke::Role::size, {}, 0},
-              {"H", ke::DType::i64, ke::Role::size, {}, 0},
-              {"W", ke::DType::i64, ke::Role::size, {}, 0},
-              {"K", ke::DType::i64, ke::Role::size, {}, 0}};
-  s.workloads = {{{"N", 2}, {"C", 8}, {"H", 20}, {"W", 17}, {"K", 16}}};
-  s.tolerance = {1e-3, 1e-3};
-  s.reference.source = kConvReference;
-  s.reference.language = ke::Language::c;
-  s.reference.device = "cpu";
-  s.seed.source = seed;
-  ke::LaunchRule rule;
-  rule.grid[0] = ke::Expr::parse("cdiv(N * K * H * W, 256)");
-  rule.block[0] = ke::Expr::parse("256");
-  s.launch = rule;
   s.validate();
   return s;
 }
 
 const char* kConvStep = R"P(/* kernelevolve-plan
 {"steps": [{"library": "cudnn.conv2d", "args": ["x", "w", "y", "N", "C", "H", "W", "K", "3", "3", "b"],
+            "options": {"padding": "1"}}]}
+*/
+)P";
+
+// y[b] = a[b] · w[b]^T for each of B products, as torch.bmm(a, w.transpose(1, 2)) (DLRM's interaction).
+const char* kBmmReference = R"(
+#include <stdint.h>
+void bmm(const float* a, const float* w, float* y, int64_t B, int64_t M, int64_t N, int64_t K) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double s = 0;
+        for (int64_t k = 0; k < K; ++k) s += (double)a[(b * M + i) * K + k] * w[(b * N + j) * K + k];
+        y[(b * M + i) * N + j] = (float)s;
+      }
+}
+)";
+
+const char* kBmmStep = R"P(/* kernelevolve-plan
+{"steps": [{"library": "cublas.gemm_batched", "args": ["a", "w", "y", "B", "M", "N", "K"],
+            "options": {"b_transposed": "true"}}]}
+*/
+)P";
+
+// y = a^T · w, a stored [K, M]: torch.mm(a.T, w).
+const char* kMmLeftTransposedReference = R"(
+#include <stdint.h>
+void mm_at(const float* a, const float* w, float* y, int64_t M, int64_t N, int64_t K) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) s += (double)a[k * M + i] * w[k * N + j];
+      y[i * N + j] = (float)s;
+    }
+}
+)";
+
+const char* kMmLeftTransposedStep = R"P(/* kernelevolve-plan
+{"steps": [{"library": "cublas.gemm", "args": ["a", "w", "y", "M", "N", "K"], "options": {"a_transposed": "true"}}]}
+*/
+)P";
+
+// y = conv_transpose2d(x, w, b, stride 2, padding 1, output_padding 1, groups 2): x[N, C, H, W], w[C, K/2, 3, 3],
+// y[N, K, 2H, 2W]; each output gathers the inputs that reach it.
+const char* kConvTransposeReference = R"(
+#include <stdint.h>
+void conv_t(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t C, int64_t H, int64_t W,
+            int64_t K) {
+  const int64_t P = 2 * H, Q = 2 * W, cg = C / 2, kg = K / 2;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t q = 0; q < Q; ++q) {
+          double s = b[k];
+          const int64_t g = k / kg, kl = k % kg;
+          for (int64_t c = g * cg; c < (g + 1) * cg; ++c)
+            for (int64_t r = 0; r < 3; ++r)
+              for (int64_t t = 0; t < 3; ++t) {
+                // y[p] gathers x[h] where p = 2h - 1 + r.
+                const int64_t ph = p + 1 - r, qw = q + 1 - t;
+                if (ph < 0 || qw < 0 || ph % 2 || qw % 2) continue;
+                const int64_t h = ph / 2, v = qw / 2;
+                if (h >= H || v >= W) continue;
+                s += (double)x[((n * C + c) * H + h) * W + v] * w[((c * kg + kl) * 3 + r) * 3 + t];
+              }
+          y[((n * K + k) * P + p) * Q + q] = (float)s;
+        }
+}
+)";
+
+const char* kConvTransposeStep = R"P(/* kernelevolve-plan
+{"steps": [{"library": "cudnn.conv_transpose2d", "args": ["x", "w", "y", "N", "C", "H", "W", "K", "3", "3", "b"],
+            "options": {"stride": "2", "padding": "1", "output_padding": "1", "groups": "2"}}]}
+*/
+)P";
+
+// y = conv3d(x, w, padding 1) + b: x[N, C, D, H, W], w[K, C, 3, 3, 3].
+const char* kConv3dReference = R"(
+#include <stdint.h>
+void conv3(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t C, int64_t D, int64_t H,
+           int64_t W, int64_t K) {
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t o = 0; o < D; ++o)
+        for (int64_t p = 0; p < H; ++p)
+          for (int64_t q = 0; q < W; ++q) {
+            double s = b[k];
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t e = 0; e < 3; ++e)
+                for (int64_t r = 0; r < 3; ++r)
+                  for (int64_t t = 0; t < 3; ++t) {
+                    const int64_t d = o + e - 1, h = p + r - 1, v = q + t - 1;
+                    if (d >= 0 && d < D && h >= 0 && h < H && v >= 0 && v < W)
+                      s += (double)x[(((n * C + c) * D + d) * H + h) * W + v] *
+                           w[(((k * C + c) * 3 + e) * 3 + r) * 3 + t];
+                  }
+            y[(((n * K + k) * D + o) * H + p) * W + q] = (float)s;
+          }
+}
+)";
+
+const char* kConv3dStep = R"P(/* kernelevolve-plan
+{"steps": [{"library": "cudnn.conv3d", "args": ["x", "w", "y", "N", "C", "D", "H", "W", "K", "3", "3", "3", "b"],
             "options": {"padding": "1"}}]}
 */
 )P";
@@ -375,4 +486,75 @@ TEST_CASE("gpu programs: cuDNN's convolution as a step" * doctest::skip(kNoGpu))
     return;
   }
   CHECK(e.status == ke::Status::ok);
+}
+
+TEST_CASE("gpu programs: cuBLAS's batched product and a transposed left operand as steps" * doctest::skip(kNoGpu)) {
+  using P = ke::Param;
+  const ke::DType f32 = ke::DType::f32, i64 = ke::DType::i64;
+  const ke::Spec bmm = library_spec(
+      "bmm",
+      {P{"a", f32, ke::Role::in, {"B", "M", "K"}, 0}, P{"w", f32, ke::Role::in, {"B", "N", "K"}, 0},
+       P{"y", f32, ke::Role::out, {"B", "M", "N"}, 0}, P{"B", i64, ke::Role::size, {}, 0},
+       P{"M", i64, ke::Role::size, {}, 0}, P{"N", i64, ke::Role::size, {}, 0}, P{"K", i64, ke::Role::size, {}, 0}},
+      {{{"B", 6}, {"M", 27}, {"N", 27}, {"K", 64}}}, kBmmReference, kBmmStep);
+  const ke::Evaluation batched = evaluate(bmm, kBmmStep, {});
+  INFO(batched.message, "\n", batched.compile_log);
+  if (batched.compile_log.find("cannot be loaded") != std::string::npos) {
+    MESSAGE("skipped: " << batched.compile_log);
+    return;
+  }
+  CHECK(batched.status == ke::Status::ok);
+  CHECK(batched.resources.at("library") == 1);
+  // B beyond what the buffers hold is refused before the call runs.
+  std::string too_many = kBmmStep;
+  too_many.replace(too_many.find("\"B\", \"M\""), 8, "\"K\", \"M\"");
+  const ke::Evaluation outside = evaluate(bmm, too_many, {});
+  CHECK(outside.status == ke::Status::invalid);
+  CHECK(outside.message.find("cublas.gemm_batched") != std::string::npos);
+
+  const ke::Spec mm_at =
+      library_spec("mm_at",
+                   {P{"a", f32, ke::Role::in, {"K", "M"}, 0}, P{"w", f32, ke::Role::in, {"K", "N"}, 0},
+                    P{"y", f32, ke::Role::out, {"M", "N"}, 0}, P{"M", i64, ke::Role::size, {}, 0},
+                    P{"N", i64, ke::Role::size, {}, 0}, P{"K", i64, ke::Role::size, {}, 0}},
+                   {{{"M", 70}, {"N", 33}, {"K", 129}}}, kMmLeftTransposedReference, kMmLeftTransposedStep);
+  const ke::Evaluation left = evaluate(mm_at, kMmLeftTransposedStep, {});
+  INFO(left.message, "\n", left.compile_log);
+  CHECK(left.status == ke::Status::ok);
+}
+
+TEST_CASE("gpu programs: cuDNN's transposed and 3-d convolutions as steps" * doctest::skip(kNoGpu)) {
+  using P = ke::Param;
+  const ke::DType f32 = ke::DType::f32, i64 = ke::DType::i64;
+  const ke::Spec transposed = library_spec(
+      "conv_t",
+      {P{"x", f32, ke::Role::in, {"N", "C", "H", "W"}, 0}, P{"w", f32, ke::Role::in, {"C", "K / 2", "3", "3"}, 0},
+       P{"b", f32, ke::Role::in, {"K"}, 0}, P{"y", f32, ke::Role::out, {"N", "K", "2 * H", "2 * W"}, 0},
+       P{"N", i64, ke::Role::size, {}, 0}, P{"C", i64, ke::Role::size, {}, 0}, P{"H", i64, ke::Role::size, {}, 0},
+       P{"W", i64, ke::Role::size, {}, 0}, P{"K", i64, ke::Role::size, {}, 0}},
+      {{{"N", 2}, {"C", 8}, {"H", 9}, {"W", 13}, {"K", 6}}}, kConvTransposeReference, kConvTransposeStep);
+  const ke::Evaluation t = evaluate(transposed, kConvTransposeStep, {});
+  INFO(t.message, "\n", t.compile_log);
+  if (t.compile_log.find("cannot be loaded") != std::string::npos) {
+    MESSAGE("skipped: " << t.compile_log);
+    return;
+  }
+  CHECK(t.status == ke::Status::ok);
+  // An output_padding at the stride has no cuDNN form: refused, and said why.
+  std::string at_stride = kConvTransposeStep;
+  at_stride.replace(at_stride.find("\"output_padding\": \"1\""), 21, "\"output_padding\": \"2\"");
+  const ke::Evaluation refused = evaluate(transposed, at_stride, {});
+  CHECK(refused.status == ke::Status::invalid);
+  CHECK_MESSAGE((refused.message + refused.compile_log).find("output_padding") != std::string::npos, refused.message);
+
+  const ke::Spec cube = library_spec(
+      "conv3",
+      {P{"x", f32, ke::Role::in, {"N", "C", "D", "H", "W"}, 0}, P{"w", f32, ke::Role::in, {"K", "C", "3", "3", "3"}, 0},
+       P{"b", f32, ke::Role::in, {"K"}, 0}, P{"y", f32, ke::Role::out, {"N", "K", "D", "H", "W"}, 0},
+       P{"N", i64, ke::Role::size, {}, 0}, P{"C", i64, ke::Role::size, {}, 0}, P{"D", i64, ke::Role::size, {}, 0},
+       P{"H", i64, ke::Role::size, {}, 0}, P{"W", i64, ke::Role::size, {}, 0}, P{"K", i64, ke::Role::size, {}, 0}},
+      {{{"N", 2}, {"C", 3}, {"D", 6}, {"H", 7}, {"W", 9}, {"K", 5}}}, kConv3dReference, kConv3dStep);
+  const ke::Evaluation three = evaluate(cube, kConv3dStep, {});
+  INFO(three.message, "\n", three.compile_log);
+  CHECK(three.status == ke::Status::ok);
 }

@@ -135,6 +135,137 @@ TEST_CASE("a plan that cannot run says what is wrong") {
   CHECK_THROWS_AS(ke::bind_plan(plan, spec, {{"n", 1000}}, {{"CHUNK", 256}}), ke::PlanError);
 }
 
+namespace {
+
+// Buffers a, b and y and sizes n, m, k, with a float scalar: enough for every library step's argument kinds.
+ke::Spec library_spec() {
+  ke::Spec s = centre_spec();
+  s.params = {{"a", ke::DType::f32, ke::Role::in, {"n"}, 0},       {"b", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},      {"n", ke::DType::i64, ke::Role::size, {}, 0},
+              {"m", ke::DType::i64, ke::Role::size, {}, 0},        {"k", ke::DType::i64, ke::Role::size, {}, 0},
+              {"scale", ke::DType::f32, ke::Role::scalar, {}, 0.5}};
+  s.workloads = {{{"n", 64}, {"m", 8}, {"k", 3}}};
+  s.validate();
+  return s;
+}
+
+std::string step_error(const std::string& step) {
+  return plan_error(library_spec(), R"({"steps": [)" + step + "]}", ke::Language::cuda);
+}
+
+// The error binding a one-step plan to `workload` raises, or "".
+std::string bind_error(const std::string& step, const ke::Bindings& workload) {
+  const ke::Spec spec = library_spec();
+  const ke::Plan plan = ke::plan_of(spec, R"(/* kernelevolve-plan {"steps": [)" + step + "]} */", ke::Language::cuda);
+  try {
+    ke::bind_plan(plan, spec, workload, {{"CHUNK", 256}});
+  } catch (const ke::PlanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("a library step's arguments and options are checked with the plan, before any device") {
+  // Each call's form reads: a valid plan of each, with sizes, expressions, a bias and every option.
+  for (
+      const char* valid :
+      {R"({"library": "cublas.gemm", "args": ["a", "b", "y", "m", "n", "k"], "options": {"a_transposed": "true"}})",
+       R"({"library": "cublas.gemm_batched", "args": ["a", "b", "y", "2", "m", "n / 2", "k"],
+               "options": {"a_transposed": "false", "b_transposed": "true"}})",
+       R"({"library": "cublaslt.matmul", "args": ["a", "b", "y", "m", "n", "k", "b"], "options": {"epilogue": "bias_relu"}})",
+       R"({"library": "cudnn.conv2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
+               "options": {"stride": "2,1", "padding": "1", "dilation": "1", "groups": "1"}})",
+       R"({"library": "cudnn.conv3d", "args": ["a", "b", "y", "1", "k", "m", "m", "m", "k", "3", "3", "3", "b"],
+               "options": {"stride": "1,2,2", "padding": "1"}})",
+       R"({"library": "cudnn.conv_transpose2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
+               "options": {"stride": "2", "output_padding": "1,0", "groups": "1"}})",
+       R"({"library": "cudnn.conv_transpose3d", "args": ["a", "b", "y", "1", "k", "m", "m", "m", "k", "3", "3", "3"],
+               "options": {"stride": "2", "padding": "1", "output_padding": "1,0,1"}})"}) {
+    CAPTURE(valid);
+    CHECK(step_error(valid).empty());
+  }
+  // The count of arguments, with the call's layout.
+  std::string e =
+      step_error(R"({"library": "cudnn.conv3d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"]})");
+  CHECK_MESSAGE(e.find("takes x, w, y, N, C, D, H, W, K, T, R, S[, bias]: 10 argument(s) given") != std::string::npos,
+                e);
+  CHECK(step_error(R"({"library": "cublas.gemm", "args": ["a", "b", "y", "m", "n", "k", "b"]})")
+            .find("takes A, B, D, M, N, K: 7 argument(s)") != std::string::npos);
+  // Their kinds: a buffer where a size goes, a size or a float where a buffer or an integer goes.
+  e = step_error(R"({"library": "cublas.gemm_batched", "args": ["a", "b", "y", "a", "m", "n", "k"]})");
+  CHECK_MESSAGE(e.find("argument 4 ('a') must be an integer") != std::string::npos, e);
+  e = step_error(
+      R"({"library": "cudnn.conv_transpose2d", "args": ["a", "n", "y", "1", "k", "m", "m", "k", "3", "3"]})");
+  CHECK_MESSAGE(e.find("argument 2 ('n') must be a buffer") != std::string::npos, e);
+  CHECK(step_error(R"({"library": "cublas.gemm", "args": ["a", "b", "y", "scale", "n", "k"]})")
+            .find("argument 4 ('scale') must be an integer") != std::string::npos);
+  // Options: unknown ones, with the call's list; values of the wrong form.
+  e = step_error(R"({"library": "cudnn.conv2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
+                     "options": {"output_padding": "1"}})");
+  CHECK_MESSAGE(
+      e.find("cudnn.conv2d has no option 'output_padding' (stride, padding, dilation, groups)") != std::string::npos,
+      e);
+  CHECK(step_error(
+            R"({"library": "cublas.gemm", "args": ["a", "b", "y", "m", "n", "k"], "options": {"epilogue": "relu"}})")
+            .find("no option 'epilogue'") != std::string::npos);
+  CHECK(step_error(R"({"library": "cudnn.conv3d", "args": ["a", "b", "y", "1", "k", "m", "m", "m", "k", "3", "3", "3"],
+                       "options": {"stride": "1,2"}})")
+            .find("stride '1,2' is not one integer or three (\"d,h,w\")") != std::string::npos);
+  CHECK(step_error(R"({"library": "cudnn.conv_transpose2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
+                       "options": {"padding": "-1"}})")
+            .find("each at least 0") != std::string::npos);
+  for (const char* bad : {"0", "2,2", "x", ""}) {
+    CAPTURE(bad);
+    CHECK(step_error(
+              std::string(R"({"library": "cudnn.conv2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
+                                     "options": {"groups": ")") +
+              bad + "\"}}")
+              .find("groups '") != std::string::npos);
+  }
+  CHECK(step_error(R"({"library": "cublas.gemm_batched", "args": ["a", "b", "y", "2", "m", "n", "k"],
+                       "options": {"a_transposed": "yes"}})")
+            .find("a_transposed 'yes' is not \"true\" or \"false\"") != std::string::npos);
+  CHECK(
+      step_error(
+          R"({"library": "cublaslt.matmul", "args": ["a", "b", "y", "m", "n", "k"], "options": {"epilogue": "bias"}})")
+          .find("needs a bias") != std::string::npos);
+  CHECK(step_error(R"({"library": "cublaslt.matmul", "args": ["a", "b", "y", "m", "n", "k", "b"]})")
+            .find("needs an epilogue") != std::string::npos);
+}
+
+TEST_CASE("a library step's sizes are checked at each workload, with the argument named") {
+  const ke::Bindings at = {{"n", 64}, {"m", 8}, {"k", 3}};
+  const char* conv_t =
+      R"({"library": "cudnn.conv_transpose2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
+                           "options": {"stride": "2", "padding": "1", "output_padding": "1"}})";
+  CHECK(bind_error(conv_t, at).empty());
+  // A size of 0 and one beyond the libraries' int.
+  std::string e = bind_error(conv_t, {{"n", 64}, {"m", 0}, {"k", 3}});
+  CHECK_MESSAGE(e.find("argument 6 ('m' = 0) must be at least 1") != std::string::npos, e);
+  e = bind_error(R"({"library": "cublas.gemm", "args": ["a", "b", "y", "m", "n", "k * 1000000000"]})", at);
+  CHECK_MESSAGE(e.find("beyond the library's 32-bit sizes") != std::string::npos, e);
+  // output_padding at its stride: no cuDNN form.
+  std::string at_stride = conv_t;
+  at_stride.replace(at_stride.find("\"output_padding\": \"1\""), 21, "\"output_padding\": \"2\"");
+  e = bind_error(at_stride, at);
+  CHECK_MESSAGE(e.find("output_padding 2 must be below its stride 2") != std::string::npos, e);
+  // A filter larger than its padded input, in the third spatial dimension of a 3-d one.
+  e = bind_error(R"({"library": "cudnn.conv3d", "args": ["a", "b", "y", "1", "k", "m", "m", "2", "k", "3", "3", "5"]})",
+                 at);
+  CHECK_MESSAGE(e.find("no output in spatial dimension 3") != std::string::npos, e);
+  CHECK(bind_error(R"({"library": "cudnn.conv3d", "args": ["a", "b", "y", "1", "k", "m", "m", "2", "k", "3", "3", "5"],
+                       "options": {"padding": "1,1,2"}})",
+                   at)
+            .empty());
+  // Groups that do not divide the channels.
+  e = bind_error(R"({"library": "cudnn.conv2d", "args": ["a", "b", "y", "1", "k", "m", "m", "4", "3", "3"],
+                     "options": {"groups": "2"}})",
+                 at);
+  CHECK_MESSAGE(e.find("groups 2 must divide both C = 3 and K = 4") != std::string::npos, e);
+}
+
 TEST_CASE("the plan is code: it is part of a node's identity, and a tunable it reads is live") {
   const ke::Spec spec = centre_spec();
   const ke::Candidate a{centre_two_pass(), ke::Language::c, {{"CHUNK", 256}}};

@@ -1,10 +1,11 @@
 // cuBLASLt and cuDNN as library steps (src/devices/cuda/vendor_libraries.hpp). Everywhere: the epilogue
 // names, output sizes, the refusals that come before any library, and a library that is not where
 // $KE_CUBLASLT / $KE_CUDNN say. On a GPU with the libraries: products for every epilogue, both layouts of B
-// and all three dtypes, and grouped, strided, padded, dilated convolutions with and without bias, against
-// the host in double. The GPU part skips (and says why) without a driver, a GPU or the libraries; it looks
-// for the libraries on the loader's path, in $KE_VENDOR_LIB_DIRS (directories separated by ':') and in
-// PyTorch's nvidia/*/lib folders under /opt/torch/.venv.
+// and all three dtypes, cuBLAS's GEMM with A transposed and batched, and grouped, strided, padded, dilated 2-d and
+// 3-d convolutions, forward and transposed (with output_padding), with and without bias, against the host in double.
+// The GPU part skips (and says why) without a driver, a GPU or the libraries; it looks for the libraries on the
+// loader's path, in $KE_VENDOR_LIB_DIRS (directories separated by ':') and in PyTorch's nvidia/*/lib folders under
+// /opt/torch/.venv.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
@@ -84,13 +85,17 @@ KE_SAME(CUDNN_TENSOR_NCHW);
 KE_SAME(CUDNN_CROSS_CORRELATION);
 KE_SAME(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
 KE_SAME(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+KE_SAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
+KE_SAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
+KE_SAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
 #undef KE_SAME
 // Enums are passed as int.
 static_assert(sizeof(::cublasStatus_t) == sizeof(int) && sizeof(::cublasComputeType_t) == sizeof(int) &&
               sizeof(::cudaDataType) == sizeof(int) && sizeof(::cublasLtMatmulDescAttributes_t) == sizeof(int) &&
               sizeof(::cublasLtMatmulPreferenceAttributes_t) == sizeof(int));
 static_assert(sizeof(::cudnnStatus_t) == sizeof(int) && sizeof(::cudnnDataType_t) == sizeof(int) &&
-              sizeof(::cudnnMathType_t) == sizeof(int) && sizeof(::cudnnConvolutionFwdAlgo_t) == sizeof(int));
+              sizeof(::cudnnMathType_t) == sizeof(int) && sizeof(::cudnnConvolutionFwdAlgo_t) == sizeof(int) &&
+              sizeof(::cudnnConvolutionBwdDataAlgo_t) == sizeof(int));
 // Structures the libraries write into: same size, same offsets.
 #define KE_SAME_FIELD(ours, theirs, field) static_assert(offsetof(ours, field) == offsetof(theirs, field), #field)
 static_assert(sizeof(c::cublasLtMatmulAlgo_t) == sizeof(::cublasLtMatmulAlgo_t));
@@ -105,6 +110,14 @@ KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t,
 KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t, memory);
 KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t, determinism);
 KE_SAME_FIELD(c::cudnnConvolutionFwdAlgoPerf_t, ::cudnnConvolutionFwdAlgoPerf_t, mathType);
+// cudnn.cpp reads backward data's answers through the forward's structure: the same layout.
+static_assert(sizeof(c::cudnnConvolutionBwdDataAlgoPerf_t) == sizeof(::cudnnConvolutionBwdDataAlgoPerf_t));
+KE_SAME_FIELD(c::cudnnConvolutionBwdDataAlgoPerf_t, ::cudnnConvolutionBwdDataAlgoPerf_t, algo);
+KE_SAME_FIELD(c::cudnnConvolutionBwdDataAlgoPerf_t, ::cudnnConvolutionBwdDataAlgoPerf_t, status);
+KE_SAME_FIELD(c::cudnnConvolutionBwdDataAlgoPerf_t, ::cudnnConvolutionBwdDataAlgoPerf_t, time);
+KE_SAME_FIELD(c::cudnnConvolutionBwdDataAlgoPerf_t, ::cudnnConvolutionBwdDataAlgoPerf_t, memory);
+KE_SAME_FIELD(c::cudnnConvolutionBwdDataAlgoPerf_t, ::cudnnConvolutionBwdDataAlgoPerf_t, determinism);
+KE_SAME_FIELD(c::cudnnConvolutionBwdDataAlgoPerf_t, ::cudnnConvolutionBwdDataAlgoPerf_t, mathType);
 #undef KE_SAME_FIELD
 // Signatures, parameter by parameter: the same count, each of the same size and kind (pointer, floating, integer).
 // Ours name opaque pointers and enums differently, so the types themselves cannot be compared.
@@ -136,31 +149,38 @@ KE_SAME_FN(DnnApi, cudnnGetErrorString);
 KE_SAME_FN(DnnApi, cudnnCreate);
 KE_SAME_FN(DnnApi, cudnnSetStream);
 KE_SAME_FN(DnnApi, cudnnCreateTensorDescriptor);
-KE_SAME_FN(DnnApi, cudnnSetTensor4dDescriptor);
+KE_SAME_FN(DnnApi, cudnnSetTensorNdDescriptor);
 KE_SAME_FN(DnnApi, cudnnDestroyTensorDescriptor);
 KE_SAME_FN(DnnApi, cudnnCreateFilterDescriptor);
-KE_SAME_FN(DnnApi, cudnnSetFilter4dDescriptor);
+KE_SAME_FN(DnnApi, cudnnSetFilterNdDescriptor);
 KE_SAME_FN(DnnApi, cudnnDestroyFilterDescriptor);
 KE_SAME_FN(DnnApi, cudnnCreateConvolutionDescriptor);
-KE_SAME_FN(DnnApi, cudnnSetConvolution2dDescriptor);
+KE_SAME_FN(DnnApi, cudnnSetConvolutionNdDescriptor);
 KE_SAME_FN(DnnApi, cudnnSetConvolutionGroupCount);
 KE_SAME_FN(DnnApi, cudnnSetConvolutionMathType);
 KE_SAME_FN(DnnApi, cudnnDestroyConvolutionDescriptor);
-KE_SAME_FN(DnnApi, cudnnGetConvolution2dForwardOutputDim);
+KE_SAME_FN(DnnApi, cudnnGetConvolutionNdForwardOutputDim);
 KE_SAME_FN(DnnApi, cudnnGetConvolutionForwardAlgorithmMaxCount);
 KE_SAME_FN(DnnApi, cudnnGetConvolutionForwardAlgorithm_v7);
 KE_SAME_FN(DnnApi, cudnnGetConvolutionForwardWorkspaceSize);
 KE_SAME_FN(DnnApi, cudnnConvolutionForward);
+KE_SAME_FN(DnnApi, cudnnGetConvolutionBackwardDataAlgorithmMaxCount);
+KE_SAME_FN(DnnApi, cudnnGetConvolutionBackwardDataAlgorithm_v7);
+KE_SAME_FN(DnnApi, cudnnGetConvolutionBackwardDataWorkspaceSize);
+KE_SAME_FN(DnnApi, cudnnConvolutionBackwardData);
 KE_SAME_FN(DnnApi, cudnnAddTensor);
 #undef KE_SAME_FN
-// Where ints of the same size could be swapped unnoticed above: the order of the 4-d descriptors' arguments,
-// as the declarations in cudnn.cpp have it (format before type for tensors, type before format for filters).
-static_assert(std::is_same_v<decltype(&::cudnnSetTensor4dDescriptor),
-                             ::cudnnStatus_t (*)(::cudnnTensorDescriptor_t, ::cudnnTensorFormat_t, ::cudnnDataType_t,
-                                                 int, int, int, int)>);
-static_assert(std::is_same_v<decltype(&::cudnnSetFilter4dDescriptor),
+// Where ints of the same size could be swapped unnoticed above: the order of the Nd descriptors' arguments, as the
+// declarations in cudnn.cpp have it (the data type first for tensors; type before format for filters).
+static_assert(
+    std::is_same_v<decltype(&::cudnnSetTensorNdDescriptor),
+                   ::cudnnStatus_t (*)(::cudnnTensorDescriptor_t, ::cudnnDataType_t, int, const int*, const int*)>);
+static_assert(std::is_same_v<decltype(&::cudnnSetFilterNdDescriptor),
                              ::cudnnStatus_t (*)(::cudnnFilterDescriptor_t, ::cudnnDataType_t, ::cudnnTensorFormat_t,
-                                                 int, int, int, int)>);
+                                                 int, const int*)>);
+static_assert(std::is_same_v<decltype(&::cudnnSetConvolutionNdDescriptor),
+                             ::cudnnStatus_t (*)(::cudnnConvolutionDescriptor_t, int, const int*, const int*,
+                                                 const int*, ::cudnnConvolutionMode_t, ::cudnnDataType_t)>);
 }  // namespace kernelevolve::cuda::abi_check
 #pragma GCC diagnostic pop
 #endif
@@ -397,10 +417,14 @@ Worst compare(const std::vector<float>& got, const std::vector<double>& ref, dou
 }
 
 // One product on the device against the host; the activation given as a function of the pre-activation.
+// `batch` and `a_transposed` are cuBLAS's GEMM's alone (classic).
 void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transposed, c::MatmulEpilogue epilogue,
                   const std::string& dtype, double atol, double rtol,
-                  std::size_t workspace_bytes = c::matmul_workspace_bytes(), bool classic = false) {
+                  std::size_t workspace_bytes = c::matmul_workspace_bytes(), bool classic = false,
+                  std::int64_t batch = 1, bool a_transposed = false) {
   CAPTURE(classic);
+  CAPTURE(batch);
+  CAPTURE(a_transposed);
   CAPTURE(m);
   CAPTURE(n);
   CAPTURE(k);
@@ -408,8 +432,8 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
   CAPTURE(dtype);
   const std::string epilogue_name = c::to_string(epilogue);
   CAPTURE(epilogue_name);
-  const auto mk = static_cast<std::size_t>(m * k), kn = static_cast<std::size_t>(k * n),
-             mn = static_cast<std::size_t>(m * n);
+  const auto mk = static_cast<std::size_t>(batch * m * k), kn = static_cast<std::size_t>(batch * k * n),
+             mn = static_cast<std::size_t>(batch * m * n);
   const std::vector<float> a = representable(random_values(mk, 1 + static_cast<std::uint64_t>(m)), dtype);
   const std::vector<float> b = representable(random_values(kn, 2 + static_cast<std::uint64_t>(n)), dtype);
   const std::vector<float> bias = representable(random_values(static_cast<std::size_t>(n), 3), dtype);
@@ -422,6 +446,7 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
 
   c::MatmulCall call;
   call.m = m, call.n = n, call.k = k, call.dtype = dtype, call.b_transposed = b_transposed, call.epilogue = epilogue;
+  call.batch = batch, call.a_transposed = a_transposed;
   call.a = da.address(), call.b = db.address(), call.d = dd.address(), call.bias = dbias.address();
   call.workspace = workspace.address(), call.workspace_bytes = workspace_bytes;
   const std::string error = classic ? c::gemm(gpu().stream, call) : c::matmul(gpu().stream, call);
@@ -433,19 +458,26 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
   const bool relu = epilogue == c::MatmulEpilogue::relu || epilogue == c::MatmulEpilogue::bias_relu;
   const bool gelu = epilogue == c::MatmulEpilogue::gelu || epilogue == c::MatmulEpilogue::bias_gelu;
   std::vector<double> ref(mn), ref_erf(mn);
-  for (std::int64_t i = 0; i < m; ++i) {
-    for (std::int64_t j = 0; j < n; ++j) {
-      double sum = 0;
-      for (std::int64_t p = 0; p < k; ++p) {
-        // B stored [K,N], or [N,K] when transposed: the same matrix read through the other index order.
-        const double bv =
-            b_transposed ? b[static_cast<std::size_t>(j * k + p)] : b[static_cast<std::size_t>(p * n + j)];
-        sum += static_cast<double>(a[static_cast<std::size_t>(i * k + p)]) * bv;
+  for (std::int64_t batch_index = 0; batch_index < batch; ++batch_index) {
+    // Each product's operands follow the previous one's.
+    const std::int64_t a0 = batch_index * m * k, b0 = batch_index * k * n, d0 = batch_index * m * n;
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < n; ++j) {
+        double sum = 0;
+        for (std::int64_t p = 0; p < k; ++p) {
+          // B stored [K,N], or [N,K] when transposed: the same matrix read through the other index order; A [M,K]
+          // or [K,M] likewise.
+          const double bv =
+              b_transposed ? b[static_cast<std::size_t>(b0 + j * k + p)] : b[static_cast<std::size_t>(b0 + p * n + j)];
+          const double av =
+              a_transposed ? a[static_cast<std::size_t>(a0 + p * m + i)] : a[static_cast<std::size_t>(a0 + i * k + p)];
+          sum += av * bv;
+        }
+        if (add_bias) sum += bias[static_cast<std::size_t>(j)];
+        const auto at = static_cast<std::size_t>(d0 + i * n + j);
+        ref[at] = relu ? std::max(sum, 0.0) : gelu ? gelu_tanh(sum) : sum;
+        ref_erf[at] = gelu ? gelu_erf(sum) : ref[at];
       }
-      if (add_bias) sum += bias[static_cast<std::size_t>(j)];
-      const auto at = static_cast<std::size_t>(i * n + j);
-      ref[at] = relu ? std::max(sum, 0.0) : gelu ? gelu_tanh(sum) : sum;
-      ref_erf[at] = gelu ? gelu_erf(sum) : ref[at];
     }
   }
   // cuBLASLt's GELU may use a hardware tanh (relative error near 2^-11): judged more loosely, with how close
@@ -462,53 +494,94 @@ void check_matmul(std::int64_t m, std::int64_t n, std::int64_t k, bool b_transpo
   CHECK(worst.ratio <= 1.0);
 }
 
-// A naive NCHW convolution in double, as torch.nn.functional.conv2d computes it.
+// A naive convolution in double, as torch.nn.functional's conv2d, conv3d, conv_transpose2d and conv_transpose3d
+// compute it (vendor_libraries.hpp gives the layouts); a 2-d call has depth 1. The forward one gathers each output
+// from its inputs; the transposed one scatters each input into the outputs it reaches, the definition PyTorch's
+// documentation gives.
 std::vector<double> host_conv(const c::ConvCall& call, const std::vector<float>& x, const std::vector<float>& w,
-                              const std::vector<float>* bias, std::int64_t p_out, std::int64_t q_out) {
+                              const std::vector<float>* bias, std::int64_t o_out, std::int64_t p_out,
+                              std::int64_t q_out) {
+  const bool three = call.spatial_dims == 3;
+  const std::int64_t depth = three ? call.d : 1, taps = three ? call.t : 1;
+  const std::int64_t stride_d = three ? call.stride_d : 1, pad_d = three ? call.pad_d : 0,
+                     dil_d = three ? call.dil_d : 1;
   const std::int64_t cg = call.c / call.groups, kg = call.k / call.groups;
-  std::vector<double> y(static_cast<std::size_t>(call.n * call.k * p_out * q_out));
+  auto at = [](std::int64_t index) { return static_cast<std::size_t>(index); };
+  auto x_at = [&](std::int64_t n, std::int64_t ch, std::int64_t i, std::int64_t h, std::int64_t v) {
+    return static_cast<double>(x[at((((n * call.c + ch) * depth + i) * call.h + h) * call.w + v)]);
+  };
+  auto y_index = [&](std::int64_t n, std::int64_t ko, std::int64_t o, std::int64_t p, std::int64_t q) {
+    return at((((n * call.k + ko) * o_out + o) * p_out + p) * q_out + q);
+  };
+  std::vector<double> y(at(call.n * call.k * o_out * p_out * q_out), 0.0);
   for (std::int64_t n = 0; n < call.n; ++n)
-    for (std::int64_t ko = 0; ko < call.k; ++ko) {
-      const std::int64_t g = ko / kg;
-      for (std::int64_t p = 0; p < p_out; ++p)
-        for (std::int64_t q = 0; q < q_out; ++q) {
-          double sum = bias ? (*bias)[static_cast<std::size_t>(ko)] : 0.0;
-          for (std::int64_t ci = 0; ci < cg; ++ci)
-            for (std::int64_t r = 0; r < call.r; ++r)
-              for (std::int64_t s = 0; s < call.s; ++s) {
-                const std::int64_t hi = p * call.stride_h - call.pad_h + r * call.dil_h;
-                const std::int64_t wi = q * call.stride_w - call.pad_w + s * call.dil_w;
-                if (hi < 0 || hi >= call.h || wi < 0 || wi >= call.w) continue;
-                const std::int64_t c_in = g * cg + ci;
-                sum += static_cast<double>(
-                           x[static_cast<std::size_t>(((n * call.c + c_in) * call.h + hi) * call.w + wi)]) *
-                       w[static_cast<std::size_t>(((ko * cg + ci) * call.r + r) * call.s + s)];
-              }
-          y[static_cast<std::size_t>(((n * call.k + ko) * p_out + p) * q_out + q)] = sum;
-        }
+    for (std::int64_t ko = 0; ko < call.k; ++ko)
+      for (std::int64_t o = 0; o < o_out; ++o)
+        for (std::int64_t p = 0; p < p_out; ++p)
+          for (std::int64_t q = 0; q < q_out; ++q) y[y_index(n, ko, o, p, q)] = bias ? (*bias)[at(ko)] : 0.0;
+  for (std::int64_t n = 0; n < call.n; ++n) {
+    if (!call.transposed) {
+      for (std::int64_t ko = 0; ko < call.k; ++ko)
+        for (std::int64_t o = 0; o < o_out; ++o)
+          for (std::int64_t p = 0; p < p_out; ++p)
+            for (std::int64_t q = 0; q < q_out; ++q)
+              for (std::int64_t ci = 0; ci < cg; ++ci)
+                for (std::int64_t t = 0; t < taps; ++t)
+                  for (std::int64_t r = 0; r < call.r; ++r)
+                    for (std::int64_t s = 0; s < call.s; ++s) {
+                      const std::int64_t di = o * stride_d - pad_d + t * dil_d;
+                      const std::int64_t hi = p * call.stride_h - call.pad_h + r * call.dil_h;
+                      const std::int64_t wi = q * call.stride_w - call.pad_w + s * call.dil_w;
+                      if (di < 0 || di >= depth || hi < 0 || hi >= call.h || wi < 0 || wi >= call.w) continue;
+                      y[y_index(n, ko, o, p, q)] += x_at(n, (ko / kg) * cg + ci, di, hi, wi) *
+                                                    w[at((((ko * cg + ci) * taps + t) * call.r + r) * call.s + s)];
+                    }
+      continue;
     }
+    for (std::int64_t ci = 0; ci < call.c; ++ci)
+      for (std::int64_t di = 0; di < depth; ++di)
+        for (std::int64_t hi = 0; hi < call.h; ++hi)
+          for (std::int64_t wi = 0; wi < call.w; ++wi)
+            for (std::int64_t kl = 0; kl < kg; ++kl)
+              for (std::int64_t t = 0; t < taps; ++t)
+                for (std::int64_t r = 0; r < call.r; ++r)
+                  for (std::int64_t s = 0; s < call.s; ++s) {
+                    const std::int64_t o = di * stride_d - pad_d + t * dil_d;
+                    const std::int64_t p = hi * call.stride_h - call.pad_h + r * call.dil_h;
+                    const std::int64_t q = wi * call.stride_w - call.pad_w + s * call.dil_w;
+                    if (o < 0 || o >= o_out || p < 0 || p >= p_out || q < 0 || q >= q_out) continue;
+                    y[y_index(n, (ci / cg) * kg + kl, o, p, q)] +=
+                        x_at(n, ci, di, hi, wi) * w[at((((ci * kg + kl) * taps + t) * call.r + r) * call.s + s)];
+                  }
+  }
   return y;
 }
 
 void check_conv(c::ConvCall call, bool with_bias, bool with_workspace, double atol, double rtol) {
+  CAPTURE(call.spatial_dims);
+  CAPTURE(call.transposed);
   CAPTURE(call.dtype);
   CAPTURE(call.groups);
   CAPTURE(call.stride_h);
   CAPTURE(call.dil_h);
   CAPTURE(with_bias);
   CAPTURE(with_workspace);
-  std::int64_t p = 0, q = 0;
-  REQUIRE(c::conv_output_size(call, p, q));
-  const auto xs = static_cast<std::size_t>(call.n * call.c * call.h * call.w);
-  const auto ws = static_cast<std::size_t>(call.k * (call.c / call.groups) * call.r * call.s);
-  const auto ys = static_cast<std::size_t>(call.n * call.k * p * q);
+  std::int64_t o = 0, p = 0, q = 0;
+  REQUIRE(c::conv_output_size(call, o, p, q));
+  const std::int64_t depth = call.spatial_dims == 3 ? call.d : 1, taps = call.spatial_dims == 3 ? call.t : 1;
+  const std::int64_t filter_rows = call.transposed ? call.c : call.k;
+  const std::int64_t per_group = (call.transposed ? call.k : call.c) / call.groups;
+  const auto xs = static_cast<std::size_t>(call.n * call.c * depth * call.h * call.w);
+  const auto ws = static_cast<std::size_t>(filter_rows * per_group * taps * call.r * call.s);
+  const auto ys = static_cast<std::size_t>(call.n * call.k * o * p * q);
   const std::vector<float> x = representable(random_values(xs, 11), call.dtype);
   const std::vector<float> w = representable(random_values(ws, 12), call.dtype);
   const std::vector<float> bias = representable(random_values(static_cast<std::size_t>(call.k), 13), call.dtype);
   const std::size_t e = element_bytes(call.dtype);
   const std::size_t workspace_bytes = with_workspace ? c::conv_workspace_bytes(call) : 0;
-  MESSAGE("conv2d " << call.dtype << " groups " << call.groups << ": the chosen algorithm wants " << workspace_bytes
-                    << " bytes of workspace");
+  MESSAGE((call.transposed ? "conv_transpose" : "conv")
+          << call.spatial_dims << "d " << call.dtype << " groups " << call.groups << ": the chosen algorithm wants "
+          << workspace_bytes << " bytes of workspace");
   DeviceBuffer dx(xs * e), dw(ws * e), dy(ys * e), dbias(static_cast<std::size_t>(call.k) * e),
       workspace(workspace_bytes);
   dx.upload(encode(x, call.dtype));
@@ -518,10 +591,10 @@ void check_conv(c::ConvCall call, bool with_bias, bool with_workspace, double at
   call.x = dx.address(), call.filter = dw.address(), call.y = dy.address();
   call.bias = with_bias ? dbias.address() : 0;
   call.workspace = workspace.address(), call.workspace_bytes = workspace_bytes;
-  const std::string error = c::conv2d(gpu().stream, call);
+  const std::string error = c::convolution(gpu().stream, call);
   REQUIRE_MESSAGE(error.empty(), error);
   const std::vector<float> got = decode(dy.download(), call.dtype);
-  const std::vector<double> ref = host_conv(call, x, w, with_bias ? &bias : nullptr, p, q);
+  const std::vector<double> ref = host_conv(call, x, w, with_bias ? &bias : nullptr, o, p, q);
   const Worst worst = compare(got, ref, atol, rtol);
   INFO("worst element " << worst.index << ": got " << worst.got << ", expected " << worst.ref << " (" << worst.ratio
                         << "x the tolerance)");
@@ -666,16 +739,84 @@ TEST_CASE("vendor libraries: malformed calls are refused, in one line, before an
   call.k = std::int64_t{1} << 31;  // beyond the classic API's int
   CHECK(c::gemm(nullptr, call).find("2^31") != std::string::npos);
 
+  // A transposed A and a batch are cuBLAS's GEMM's; cuBLASLt's product refuses them rather than ignore them.
+  call.k = 4;
+  call.a_transposed = true;
+  CHECK(c::matmul(nullptr, call).find("gemm") != std::string::npos);
+  call.a_transposed = false;
+  call.batch = 0;
+  CHECK_FALSE(c::gemm(nullptr, call).empty());
+  CHECK(c::matmul(nullptr, call).find("batch") != std::string::npos);
+  call.batch = std::int64_t{1} << 31;
+  CHECK(c::gemm(nullptr, call).find("2^31") != std::string::npos);
+
   c::ConvCall conv;
   conv.n = 1, conv.c = 2, conv.k = 2, conv.h = 2, conv.w = 2, conv.r = 3, conv.s = 3;
   conv.x = 256, conv.filter = 512, conv.y = 768;
-  error = c::conv2d(nullptr, conv);
+  error = c::convolution(nullptr, conv);
   CHECK(error.find("conv2d") != std::string::npos);
   CHECK(error.find('\n') == std::string::npos);
   CHECK(c::conv_workspace_bytes(conv) == 0);
   conv.h = conv.w = 8;
   conv.dtype = "i8";
-  CHECK(c::conv2d(nullptr, conv).find("i8") != std::string::npos);
+  CHECK(c::convolution(nullptr, conv).find("i8") != std::string::npos);
+  // Each mode names itself: an output_padding at the stride, a forward 3-d call whose filter outgrows its input.
+  conv.dtype = "f32";
+  conv.transposed = true, conv.stride_h = conv.stride_w = 2, conv.out_pad_h = 2;
+  error = c::convolution(nullptr, conv);
+  CHECK_MESSAGE(error.find("conv_transpose2d") != std::string::npos, error);
+  CHECK(error.find("output_padding 2,0") != std::string::npos);
+  conv.transposed = false, conv.out_pad_h = 0, conv.spatial_dims = 3, conv.d = 2, conv.t = 3;
+  error = c::convolution(nullptr, conv);
+  CHECK_MESSAGE(error.find("conv3d") != std::string::npos, error);
+  conv.spatial_dims = 4;
+  CHECK_FALSE(c::convolution(nullptr, conv).empty());
+}
+
+TEST_CASE("vendor libraries: the output size of 3-d and transposed convolutions") {
+  c::ConvCall call;
+  call.n = 1, call.c = 4, call.k = 6, call.h = 5, call.w = 6, call.r = 3, call.s = 3;
+  std::int64_t o = -7, p = -7, q = -7;
+  // A 2-d call has depth 1, whatever d says.
+  call.d = 9;
+  REQUIRE(c::conv_output_size(call, o, p, q));
+  CHECK(std::vector<std::int64_t>{o, p, q} == std::vector<std::int64_t>{1, 3, 4});
+  // Transposed: (H - 1)·stride - 2·pad + dil·(R - 1) + output_padding + 1, the forward's input extent again.
+  call.transposed = true, call.stride_h = call.stride_w = 2, call.pad_h = call.pad_w = 1, call.out_pad_h = 1;
+  REQUIRE(c::conv_output_size(call, o, p, q));
+  CHECK(std::vector<std::int64_t>{o, p, q} == std::vector<std::int64_t>{1, 10, 11});
+  call.dil_w = 2;  // the filter spans 5: (6 - 1)·2 - 2 + 5 = 13
+  REQUIRE(c::conv_output_size(call, p, q));
+  CHECK(std::vector<std::int64_t>{p, q} == std::vector<std::int64_t>{10, 13});
+  // output_padding must stay below its stride (cuDNN computes the forward convolution's gradient), and a forward
+  // convolution has none.
+  call.out_pad_h = 2;
+  CHECK_FALSE(c::conv_output_size(call, p, q));
+  call.out_pad_h = -1;
+  CHECK_FALSE(c::conv_output_size(call, p, q));
+  call.out_pad_h = 1, call.transposed = false;
+  CHECK_FALSE(c::conv_output_size(call, p, q));
+  // Groups divide the input and the output channels in either mode.
+  call.out_pad_h = 0, call.transposed = true, call.groups = 2;
+  CHECK(c::conv_output_size(call, p, q));
+  call.groups = 3;  // divides K = 6 but not C = 4
+  CHECK_FALSE(c::conv_output_size(call, p, q));
+
+  c::ConvCall cube;
+  cube.spatial_dims = 3;
+  cube.n = 2, cube.c = 4, cube.k = 6, cube.d = 5, cube.h = 6, cube.w = 7, cube.t = 3, cube.r = 3, cube.s = 2;
+  cube.stride_h = 2, cube.pad_d = cube.pad_h = 1, cube.dil_w = 2;
+  REQUIRE(c::conv_output_size(cube, o, p, q));
+  CHECK(std::vector<std::int64_t>{o, p, q} == std::vector<std::int64_t>{5, 3, 5});  // (6+2-3)/2+1, 7-3+1
+  // A transposed 3-d one: stride 2, padding 1, output_padding 1 in depth alone.
+  cube.transposed = true, cube.stride_d = cube.stride_h = cube.stride_w = 2, cube.dil_w = 1, cube.pad_w = 1;
+  cube.out_pad_d = 1;
+  REQUIRE(c::conv_output_size(cube, o, p, q));
+  CHECK(std::vector<std::int64_t>{o, p, q} == std::vector<std::int64_t>{10, 11, 12});  // 8-2+3+1, 10-2+3, 12-2+2
+  cube.t = 0;
+  CHECK_FALSE(c::conv_output_size(cube, o, p, q));
+  cube.t = 3, cube.spatial_dims = 1;
+  CHECK_FALSE(c::conv_output_size(cube, o, p, q));
 }
 
 TEST_CASE("vendor libraries: whether the GPU tests run") {
@@ -804,5 +945,94 @@ TEST_CASE("vendor libraries: conv2d against a naive host convolution" * doctest:
   SUBCASE("bf16, stride 2, padding 1, groups 2, bias") {
     call.dtype = "bf16";
     check_conv(call, true, true, 2e-2, 8e-3);
+  }
+}
+
+TEST_CASE("vendor libraries: conv3d against a naive host convolution" * doctest::skip(kNoGpu)) {
+  KE_NEED_CUDNN();
+  c::ConvCall call;
+  call.spatial_dims = 3;
+  call.n = 2, call.c = 4, call.d = 5, call.h = 6, call.w = 7, call.k = 6, call.t = 3, call.r = 3, call.s = 2;
+  call.stride_h = 2, call.pad_d = call.pad_h = 1, call.dil_w = 2, call.groups = 2;
+  SUBCASE("f32, stride, padding and dilation apart in each dimension, groups 2, bias") {
+    check_conv(call, true, true, 2e-5, 1e-5);
+  }
+  SUBCASE("f32, the same with no workspace") { check_conv(call, true, false, 2e-5, 1e-5); }
+  SUBCASE("f32, one group, no bias, 3x3x3 padding 1") {
+    call.groups = 1, call.s = 3, call.pad_w = 1, call.dil_w = 1, call.stride_h = 1;
+    check_conv(call, false, true, 2e-5, 1e-5);
+  }
+  SUBCASE("f16, groups 2, bias") {
+    call.dtype = "f16";
+    check_conv(call, true, true, 2e-3, 1e-3);
+  }
+}
+
+TEST_CASE("vendor libraries: conv_transpose2d against a naive host convolution" * doctest::skip(kNoGpu)) {
+  KE_NEED_CUDNN();
+  // x[2, 4, 5, 6] to y[2, 6, 10, 12]: stride 2, padding 1, output_padding 1, groups 2, the weight [4, 3, 3, 3].
+  c::ConvCall call;
+  call.transposed = true;
+  call.n = 2, call.c = 4, call.h = 5, call.w = 6, call.k = 6, call.r = 3, call.s = 3;
+  call.stride_h = call.stride_w = 2, call.pad_h = call.pad_w = 1, call.out_pad_h = call.out_pad_w = 1;
+  call.groups = 2;
+  SUBCASE("f32, stride 2, output_padding 1, groups 2, bias") { check_conv(call, true, true, 2e-5, 1e-5); }
+  SUBCASE("f32, the same with no workspace") { check_conv(call, true, false, 2e-5, 1e-5); }
+  SUBCASE("f32, dilation 2, output_padding in width alone, one group, no bias") {
+    call.groups = 1, call.dil_h = call.dil_w = 2, call.out_pad_h = 0, call.c = 3, call.k = 5;
+    check_conv(call, false, true, 2e-5, 1e-5);
+  }
+  SUBCASE("f32, a 1-d one as a 2-d one a row high (stride 3, padding 2, output_padding 2)") {
+    call.h = 1, call.r = 1, call.stride_h = 1, call.pad_h = 0, call.out_pad_h = 0;
+    call.w = 17, call.s = 5, call.stride_w = 3, call.pad_w = 2, call.out_pad_w = 2, call.groups = 1;
+    check_conv(call, true, true, 2e-5, 1e-5);
+  }
+  SUBCASE("f16, stride 2, output_padding 1, groups 2, bias") {
+    call.dtype = "f16";
+    check_conv(call, true, true, 2e-3, 1e-3);
+  }
+  SUBCASE("bf16, stride 2, output_padding 1, groups 2, bias") {
+    call.dtype = "bf16";
+    check_conv(call, true, true, 2e-2, 8e-3);
+  }
+}
+
+TEST_CASE("vendor libraries: conv_transpose3d against a naive host convolution" * doctest::skip(kNoGpu)) {
+  KE_NEED_CUDNN();
+  // x[2, 4, 3, 4, 5] to y[2, 2, 6, 7, 10]: stride 2, padding 1, output_padding 1 in depth and width.
+  c::ConvCall call;
+  call.spatial_dims = 3, call.transposed = true;
+  call.n = 2, call.c = 4, call.d = 3, call.h = 4, call.w = 5, call.k = 2, call.t = 3, call.r = 3, call.s = 3;
+  call.stride_d = call.stride_h = call.stride_w = 2, call.pad_d = call.pad_h = call.pad_w = 1;
+  call.out_pad_d = call.out_pad_w = 1;
+  SUBCASE("f32, bias") { check_conv(call, true, true, 2e-5, 1e-5); }
+  SUBCASE("f32, groups 2, no bias, no workspace") {
+    call.groups = 2;
+    check_conv(call, false, false, 2e-5, 1e-5);
+  }
+}
+
+TEST_CASE("vendor libraries: cuBLAS's batched GEMM and a transposed A, against the host" * doctest::skip(kNoGpu)) {
+  const c::LibraryLoad load = c::load_cublas(library_dirs());
+  if (!load.ok) {
+    MESSAGE("skipped: cuBLAS not found: " << load.why);
+    return;
+  }
+  const auto none = c::MatmulEpilogue::none;
+  const std::size_t ws = c::matmul_workspace_bytes();
+  SUBCASE("a transposed A (torch.mm(x.T, y)), with B either way, f32 and f16") {
+    for (bool b_transposed : {false, true}) {
+      check_matmul(33, 65, 17, b_transposed, none, "f32", 2e-5, 1e-5, ws, true, 1, true);
+      check_matmul(256, 128, 96, b_transposed, none, "f32", 2e-5, 1e-5, ws, true, 1, true);
+    }
+    check_matmul(64, 128, 96, false, none, "f16", 1e-3, 1e-3, ws, true, 1, true);
+  }
+  SUBCASE("a batch (torch.bmm), every layout of A and B, f32, f16 and bf16") {
+    for (bool a_transposed : {false, true})
+      for (bool b_transposed : {false, true})
+        check_matmul(27, 27, 64, b_transposed, none, "f32", 2e-5, 1e-5, ws, true, 5, a_transposed);
+    check_matmul(33, 20, 17, true, none, "f32", 2e-5, 1e-5, 0, true, 3);  // no workspace
+    check_matmul(64, 48, 96, false, none, "f16", 1e-3, 1e-3, ws, true, 4);
+    check_matmul(64, 48, 96, true, none, "bf16", 1e-2, 8e-3, ws, true, 4);
   }
 }

@@ -41,13 +41,15 @@ struct StepArg {
 
 // The vendor calls a library step may make (docs/spec-format.md says what each computes and takes).
 inline const std::vector<std::string>& library_calls() {
-  static const std::vector<std::string> calls = {"cublaslt.matmul", "cublas.gemm", "cudnn.conv2d"};
+  static const std::vector<std::string> calls = {"cublaslt.matmul",       "cublas.gemm",  "cublas.gemm_batched",
+                                                 "cudnn.conv2d",          "cudnn.conv3d", "cudnn.conv_transpose2d",
+                                                 "cudnn.conv_transpose3d"};
   return calls;
 }
 
 struct PlanStep {
   std::string kernel;   // the entry in the source this step launches; empty for a library step
-  std::string library;  // "cublaslt.matmul", "cublas.gemm", "cudnn.conv2d"; empty for a kernel step
+  std::string library;  // one of library_calls() ("cublas.gemm", "cudnn.conv2d", ...); empty for a kernel step
   LaunchRule launch;    // a GPU kernel's grid, block and dynamic shared memory
   std::vector<StepArg> args;
   std::map<std::string, std::string> options;  // a library step's settings ("epilogue": "bias_relu")
@@ -82,7 +84,8 @@ struct PlanBlock {
 PlanBlock find_plan_block(const std::string& source);
 
 // The plan `source` declares, checked against `spec` (every name resolves, every expression reads only
-// sizes, scalars and tunables, kernels are identifiers, a GPU step has a grid); or, when it declares none,
+// sizes, scalars and tunables, kernels are identifiers, a GPU step has a grid, a library step has the count and
+// kinds of arguments and the options its call takes); or, when it declares none,
 // the spec's one-kernel plan. Throws PlanError naming what is wrong.
 Plan plan_of(const Spec& spec, const std::string& source, Language language);
 
@@ -97,8 +100,9 @@ struct BoundPlan {
   std::size_t total_temporary_bytes = 0;
   std::vector<std::vector<std::int64_t>> values;  // per step, per argument: a value argument's integer
 };
-// Evaluates every expression. Throws PlanError on a negative, zero-sized or overflowing dimension, or a
-// temporary whose elements overflow.
+// Evaluates every expression. Throws PlanError on a negative, zero-sized or overflowing dimension, a
+// temporary whose elements overflow, or a library step's size below 1 or beyond 2^31 - 1 (a convolution's output
+// empty, its groups not dividing its channels, a transposed one's output_padding not below its stride).
 BoundPlan bind_plan(const Plan& plan, const Spec& spec, const Bindings& workload, const Bindings& tunables);
 
 // The most bytes of temporaries a plan may ask for on a device of `device_bytes` of memory (a quarter of

@@ -3,7 +3,10 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -22,6 +25,193 @@ constexpr std::size_t kMaxSteps = 64;  // a plan longer than this is not a progr
 bool known_library(const std::string& name) {
   const auto& calls = library_calls();
   return std::find(calls.begin(), calls.end(), name) != calls.end();
+}
+
+// What a library step takes (docs/spec-format.md): `buffers` buffers, then `integers` integers (the sizes), then up
+// to `optional` more buffers (a bias), and the options it knows. The device checks the rest when it makes the step
+// (one float dtype for every buffer, the library there) and before each call (the sizes against the buffers).
+enum class OptionKind { boolean, epilogue, extents, positive };
+struct LibraryOption {
+  const char* name;
+  OptionKind kind;
+  std::int64_t least = 0;  // extents: the smallest value each may take
+};
+struct LibraryForm {
+  std::size_t buffers = 3, integers = 0, optional = 0;
+  const char* layout = "";
+  int spatial = 0;  // a convolution's spatial dimensions: how many values its extents options hold
+  std::vector<LibraryOption> options;
+};
+
+const LibraryForm& library_form(const std::string& name) {
+  static const std::map<std::string, LibraryForm> forms = [] {
+    const LibraryOption a_t{"a_transposed", OptionKind::boolean}, b_t{"b_transposed", OptionKind::boolean};
+    const std::vector<LibraryOption> conv = {{"stride", OptionKind::extents, 1},
+                                             {"padding", OptionKind::extents, 0},
+                                             {"dilation", OptionKind::extents, 1},
+                                             {"groups", OptionKind::positive}};
+    std::vector<LibraryOption> transposed = conv;
+    transposed.push_back({"output_padding", OptionKind::extents, 0});
+    const char* conv2 = "x, w, y, N, C, H, W, K, R, S[, bias]";
+    const char* conv3 = "x, w, y, N, C, D, H, W, K, T, R, S[, bias]";
+    std::map<std::string, LibraryForm> out;
+    out["cublaslt.matmul"] = {3, 3, 1, "A, B, D, M, N, K[, bias]", 0, {{"epilogue", OptionKind::epilogue}, b_t}};
+    out["cublas.gemm"] = {3, 3, 0, "A, B, D, M, N, K", 0, {a_t, b_t}};
+    out["cublas.gemm_batched"] = {3, 4, 0, "A, B, D, BATCH, M, N, K", 0, {a_t, b_t}};
+    out["cudnn.conv2d"] = {3, 7, 1, conv2, 2, conv};
+    out["cudnn.conv3d"] = {3, 9, 1, conv3, 3, conv};
+    out["cudnn.conv_transpose2d"] = {3, 7, 1, conv2, 2, transposed};
+    out["cudnn.conv_transpose3d"] = {3, 9, 1, conv3, 3, transposed};
+    return out;
+  }();
+  return forms.at(name);
+}
+
+// "2", or `count` values "1,2" / "1,2,3": one for every spatial dimension, or one each (outermost first). Empty
+// when the text is neither.
+std::vector<std::int64_t> parse_extents(const std::string& text, int count) {
+  std::vector<std::int64_t> values;
+  std::stringstream list(text);
+  for (std::string item; std::getline(list, item, ',');) {
+    std::size_t used = 0;
+    try {
+      values.push_back(std::stoll(item, &used));
+    } catch (const std::exception&) {
+      return {};
+    }
+    if (used != item.size() || item.empty() || std::isspace(static_cast<unsigned char>(item[0]))) return {};
+  }
+  if (text.empty() || text.back() == ',') return {};
+  if (values.size() == 1) values.assign(static_cast<std::size_t>(count), values[0]);
+  if (values.size() != static_cast<std::size_t>(count)) return {};
+  return values;
+}
+
+// A library step's option `key` read as its form says, or `fallback` in every dimension when absent. The plan
+// was checked (check_library_step), so the text parses.
+std::vector<std::int64_t> extents_option(const PlanStep& step, const char* key, int count, std::int64_t fallback) {
+  const auto it = step.options.find(key);
+  return it == step.options.end() ? std::vector<std::int64_t>(static_cast<std::size_t>(count), fallback)
+                                  : parse_extents(it->second, count);
+}
+
+// Checks a library step's arguments and options against its form; throws PlanError naming what is wrong.
+void check_library_step(const PlanStep& step, const Spec& spec, const std::string& where) {
+  const LibraryForm& form = library_form(step.library);
+  const std::string call = "the plan's " + where + " (" + step.library + ")";
+  const std::size_t given = step.args.size();
+  if (given < form.buffers + form.integers || given > form.buffers + form.integers + form.optional) {
+    throw PlanError(call + " takes " + form.layout + ": " + std::to_string(given) + " argument(s) given");
+  }
+  for (std::size_t i = 0; i < given; ++i) {
+    const StepArg& a = step.args[i];
+    const bool buffer = i < form.buffers || i >= form.buffers + form.integers;
+    const Param* p = a.kind == StepArg::Kind::param ? &spec.params.at(a.index) : nullptr;
+    const bool is_buffer = a.kind == StepArg::Kind::temporary || (p && p->is_buffer());
+    const bool is_integer =
+        a.kind == StepArg::Kind::value || (p && !p->is_buffer() && p->dtype != DType::f16 && p->dtype != DType::bf16 &&
+                                           p->dtype != DType::f32 && p->dtype != DType::f64);
+    if (buffer && !is_buffer) {
+      throw PlanError(call + " takes " + form.layout + ": argument " + std::to_string(i + 1) + " ('" + a.text +
+                      "') must be a buffer (a param's or a temporary)");
+    }
+    if (!buffer && !is_integer) {
+      throw PlanError(call + " takes " + form.layout + ": argument " + std::to_string(i + 1) + " ('" + a.text +
+                      "') must be an integer (a size or an expression)");
+    }
+  }
+  std::string known;
+  for (const LibraryOption& o : form.options) known += std::string(known.empty() ? "" : ", ") + o.name;
+  for (const auto& [key, text] : step.options) {
+    const auto option = std::find_if(form.options.begin(), form.options.end(),
+                                     [&key = key](const LibraryOption& o) { return key == o.name; });
+    if (option == form.options.end()) {
+      throw PlanError(call + ": " + step.library + " has no option '" + key + "' (" + known + ")");
+    }
+    bool ok = true;
+    std::string wanted;
+    switch (option->kind) {
+      case OptionKind::boolean:
+        ok = text == "true" || text == "false";
+        wanted = "\"true\" or \"false\"";
+        break;
+      case OptionKind::epilogue:
+        ok = text == "none" || text == "relu" || text == "gelu" || text == "bias" || text == "bias_relu" ||
+             text == "bias_gelu";
+        wanted = "none, relu, gelu, bias, bias_relu or bias_gelu";
+        break;
+      case OptionKind::extents: {
+        const std::vector<std::int64_t> values = parse_extents(text, form.spatial);
+        ok = !values.empty() &&
+             std::all_of(values.begin(), values.end(), [&](std::int64_t v) { return v >= option->least; });
+        wanted = std::string("one integer or ") + (form.spatial == 3 ? "three (\"d,h,w\")" : "two (\"h,w\")") +
+                 ", each at least " + std::to_string(option->least);
+        break;
+      }
+      case OptionKind::positive: {
+        const std::vector<std::int64_t> values = parse_extents(text, 1);
+        ok = values.size() == 1 && values[0] >= 1;
+        wanted = "an integer, at least 1";
+        break;
+      }
+    }
+    if (!ok) throw PlanError(call + ": " + key + " '" + text + "' is not " + wanted);
+  }
+  if (step.library == "cublaslt.matmul") {
+    const auto e = step.options.find("epilogue");
+    const bool bias = e != step.options.end() && e->second.rfind("bias", 0) == 0;
+    if (bias != (given == form.buffers + form.integers + 1)) {
+      throw PlanError(call + (bias ? ": the epilogue " + e->second + " needs a bias, its 7th argument"
+                                   : ": a 7th argument (a bias) needs an epilogue that adds it (bias, bias_relu, "
+                                     "bias_gelu)"));
+    }
+  }
+}
+
+// Checks a library step's sizes at one workload: each integer at least 1 and within the libraries' int, and a
+// convolution's output not empty (with the formulas of torch.nn.functional's conv and conv_transpose); throws
+// PlanError naming the argument.
+void check_library_sizes(const PlanStep& step, const std::vector<std::int64_t>& integers, const std::string& where) {
+  const LibraryForm& form = library_form(step.library);
+  const std::string call = "the plan's " + where + " (" + step.library + ")";
+  for (std::size_t i = 0; i < integers.size(); ++i) {
+    const StepArg& a = step.args[form.buffers + i];
+    const std::string named = "argument " + std::to_string(form.buffers + i + 1) + " ('" + a.text +
+                              "' = " + std::to_string(integers[i]) + ")";
+    if (integers[i] < 1) throw PlanError(call + ": " + named + " must be at least 1");
+    if (integers[i] > std::numeric_limits<std::int32_t>::max()) {
+      throw PlanError(call + ": " + named + " is beyond the library's 32-bit sizes (at most 2^31 - 1)");
+    }
+  }
+  if (form.spatial == 0) return;
+  // N, C, the input's extents, K, the filter's extents.
+  const auto n = static_cast<std::size_t>(form.spatial);
+  const std::int64_t c = integers[1], k = integers[2 + n];
+  const bool transposed = step.library.find("transpose") != std::string::npos;
+  const std::int64_t groups = extents_option(step, "groups", 1, 1)[0];
+  if (c % groups != 0 || k % groups != 0) {
+    throw PlanError(call + ": groups " + std::to_string(groups) + " must divide both C = " + std::to_string(c) +
+                    " and K = " + std::to_string(k));
+  }
+  const auto stride = extents_option(step, "stride", form.spatial, 1);
+  const auto padding = extents_option(step, "padding", form.spatial, 0);
+  const auto dilation = extents_option(step, "dilation", form.spatial, 1);
+  const auto output_padding = extents_option(step, "output_padding", form.spatial, 0);
+  for (std::size_t d = 0; d < n; ++d) {
+    const std::int64_t in = integers[2 + d], span = dilation[d] * (integers[3 + n + d] - 1) + 1;
+    const std::int64_t out = transposed ? (in - 1) * stride[d] - 2 * padding[d] + span + output_padding[d]
+                                        : (in + 2 * padding[d] - span) / stride[d] + 1;
+    if (transposed && output_padding[d] >= stride[d]) {
+      throw PlanError(call + ": output_padding " + std::to_string(output_padding[d]) + " must be below its stride " +
+                      std::to_string(stride[d]) + " (cuDNN computes the forward convolution's gradient)");
+    }
+    if (out < 1 || (!transposed && in + 2 * padding[d] < span)) {
+      throw PlanError(call + ": no output in spatial dimension " + std::to_string(d + 1) + " (input " +
+                      std::to_string(in) + ", filter " + std::to_string(integers[3 + n + d]) + ", stride " +
+                      std::to_string(stride[d]) + ", padding " + std::to_string(padding[d]) + ", dilation " +
+                      std::to_string(dilation[d]) + ")");
+    }
+  }
 }
 
 std::string text_of(const element& value, const std::string& where) {
@@ -295,6 +485,7 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
       if (cpu)
         throw PlanError("the plan's " + where + " calls " + step.library + ", a GPU library, from a CPU program");
       if (!has_args) throw PlanError("the plan's " + where + " (" + step.library + ") needs its args");
+      check_library_step(step, spec, where);
     } else if (!step.options.empty()) {
       throw PlanError("the plan's " + where + ".options: only a library step takes options");
     }
@@ -405,6 +596,17 @@ BoundPlan bind_plan(const Plan& plan, const Spec& spec, const Bindings& workload
     std::vector<std::int64_t> values;
     for (const StepArg& a : step.args)
       values.push_back(a.kind == StepArg::Kind::value ? eval(a.value, "steps[" + std::to_string(s) + "] args") : 0);
+    if (step.is_library()) {
+      // The integers a library step is given, a size's from the workload.
+      const LibraryForm& form = library_form(step.library);
+      std::vector<std::int64_t> integers;
+      for (std::size_t i = form.buffers; i < form.buffers + form.integers && i < step.args.size(); ++i) {
+        const StepArg& a = step.args[i];
+        const auto named = a.kind == StepArg::Kind::param ? names.find(spec.params.at(a.index).name) : names.end();
+        integers.push_back(a.kind == StepArg::Kind::value ? values[i] : named != names.end() ? named->second : 1);
+      }
+      if (integers.size() == form.integers) check_library_sizes(step, integers, "steps[" + std::to_string(s) + "]");
+    }
     bound.values.push_back(std::move(values));
   }
   return bound;

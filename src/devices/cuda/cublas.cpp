@@ -1,6 +1,7 @@
 // cuBLAS's classic GEMM, loaded at run time; see vendor_libraries.hpp. It is the call PyTorch's own
 // torch.mm and a Linear without bias make (at::cuda::blas::gemm: cublasSgemm for fp32, cublasGemmEx for
-// the 16-bit types), so a program's product through it runs the kernel PyTorch's heuristics pick, with no
+// the 16-bit types), and with a batch torch.bmm's (at::cuda::blas::bgemm: cublasSgemmStridedBatched,
+// cublasGemmStridedBatchedEx), so a program's product through it runs the kernel PyTorch's heuristics pick, with no
 // tuning of ours on top.
 //
 // The enum values and signatures below are declared by hand from cuBLAS 13.1.0's cublas_api.h (the CUDA
@@ -39,6 +40,15 @@ struct BlasApi {
   cublasStatus_t (*gemm_ex)(cublasHandle_t, int transa, int transb, int m, int n, int k, const void* alpha,
                             const void* a, int a_type, int lda, const void* b, int b_type, int ldb, const void* beta,
                             void* c, int c_type, int ldc, int compute_type, int algo) = nullptr;
+  cublasStatus_t (*sgemm_strided_batched)(cublasHandle_t, int transa, int transb, int m, int n, int k,
+                                          const float* alpha, const float* a, int lda, long long stride_a,
+                                          const float* b, int ldb, long long stride_b, const float* beta, float* c,
+                                          int ldc, long long stride_c, int batch_count) = nullptr;
+  cublasStatus_t (*gemm_strided_batched_ex)(cublasHandle_t, int transa, int transb, int m, int n, int k,
+                                            const void* alpha, const void* a, int a_type, int lda, long long stride_a,
+                                            const void* b, int b_type, int ldb, long long stride_b, const void* beta,
+                                            void* c, int c_type, int ldc, long long stride_c, int batch_count,
+                                            int compute_type, int algo) = nullptr;
   const char* (*status_name)(cublasStatus_t) = nullptr;  // cublasGetStatusName (11.4+); may stay null
 };
 
@@ -73,6 +83,8 @@ LibraryLoad load_locked(Blas& state, const std::vector<std::string>& extra_dirs)
   ok &= resolve(lib, api.set_math_mode, "cublasSetMathMode", missing);
   ok &= resolve(lib, api.sgemm, "cublasSgemm_v2", missing);
   ok &= resolve(lib, api.gemm_ex, "cublasGemmEx", missing);
+  ok &= resolve(lib, api.sgemm_strided_batched, "cublasSgemmStridedBatched", missing);
+  ok &= resolve(lib, api.gemm_strided_batched_ex, "cublasGemmStridedBatchedEx", missing);
   std::string optional;
   resolve(lib, api.status_name, "cublasGetStatusName", optional);
   LibraryLoad result = opened.load;
@@ -91,8 +103,10 @@ LibraryLoad load_locked(Blas& state, const std::vector<std::string>& extra_dirs)
 std::string failure(const BlasApi& api, const char* function, cublasStatus_t status, const MatmulCall& call) {
   const char* name = api.status_name ? api.status_name(status) : nullptr;
   return std::string(function) + ": " + (name ? name : "CUBLAS_STATUS_" + std::to_string(status)) + " (" +
-         std::to_string(status) + "); gemm " + call.dtype + " M=" + std::to_string(call.m) +
-         " N=" + std::to_string(call.n) + " K=" + std::to_string(call.k) + (call.b_transposed ? " B^T" : "");
+         std::to_string(status) + "); gemm " + call.dtype +
+         (call.batch != 1 ? " batch=" + std::to_string(call.batch) : "") + " M=" + std::to_string(call.m) +
+         " N=" + std::to_string(call.n) + " K=" + std::to_string(call.k) + (call.a_transposed ? " A^T" : "") +
+         (call.b_transposed ? " B^T" : "");
 }
 
 }  // namespace
@@ -103,8 +117,9 @@ LibraryLoad load_cublas(const std::vector<std::string>& extra_dirs) {
   return load_locked(state, extra_dirs);
 }
 
-// Row-major through a column-major library, as matmul() does (cublaslt.cpp): Dᵀ (N×M) = op(B)ᵀ · Aᵀ, with
-// cuBLAS's A := our B (op T when stored [N,K]), its B := our A, m := N, n := M.
+// Row-major through a column-major library, as matmul() does (cublaslt.cpp): Dᵀ (N×M) = op(B)ᵀ · op(A)ᵀ, with
+// cuBLAS's A := our B (op T when stored [N,K]), its B := our A (op T when stored [K,M]: the column-major M×K
+// matrix, whose transpose is the K×M op(A)ᵀ), m := N, n := M.
 std::string gemm(void* stream, const MatmulCall& call) {
   try {
     int data_type = 0;
@@ -113,11 +128,11 @@ std::string gemm(void* stream, const MatmulCall& call) {
     else if (call.dtype == "bf16") data_type = kR16BF;
     else return "gemm: dtype '" + call.dtype + "' is not f32, f16 or bf16";
     if (call.epilogue != MatmulEpilogue::none) return "gemm: cuBLAS's GEMM has no epilogue (cublaslt.matmul has)";
-    if (call.m < 1 || call.n < 1 || call.k < 1) return "gemm: sizes must be at least 1";
-    // The classic API takes int sizes and leading dimensions.
-    if (call.m > INT_MAX || call.n > INT_MAX || call.k > INT_MAX)
-      return "gemm: M, N and K must each be below 2^31 (" + std::to_string(call.m) + ", " + std::to_string(call.n) +
-             ", " + std::to_string(call.k) + ")";
+    if (call.m < 1 || call.n < 1 || call.k < 1 || call.batch < 1) return "gemm: sizes must be at least 1";
+    // The classic API takes int sizes, leading dimensions and batch counts.
+    if (call.m > INT_MAX || call.n > INT_MAX || call.k > INT_MAX || call.batch > INT_MAX)
+      return "gemm: M, N, K and the batch must each be below 2^31 (" + std::to_string(call.m) + ", " +
+             std::to_string(call.n) + ", " + std::to_string(call.k) + ", " + std::to_string(call.batch) + ")";
     if (!call.a || !call.b || !call.d) return "gemm: a null operand address";
     if (call.workspace_bytes && !call.workspace) return "gemm: workspace_bytes without a workspace address";
 
@@ -145,16 +160,32 @@ std::string gemm(void* stream, const MatmulCall& call) {
                                call.workspace_bytes)) != kSuccess)
       return failure(api, "cublasSetWorkspace", s, call);
     const int m = static_cast<int>(call.n), n = static_cast<int>(call.m), k = static_cast<int>(call.k);
-    const int transa = call.b_transposed ? kOpT : kOpN;
-    const int lda = call.b_transposed ? k : m, ldb = k, ldc = m;
+    const int transa = call.b_transposed ? kOpT : kOpN, transb = call.a_transposed ? kOpT : kOpN;
+    const int lda = call.b_transposed ? k : m, ldb = call.a_transposed ? n : k, ldc = m;
     const float alpha = 1.0f, beta = 0.0f;  // beta 0: C is not read, so D may hold anything (NaN) before
-    if (data_type == kR32F) {
-      s = api.sgemm(state.handle, transa, kOpN, m, n, k, &alpha, static_cast<const float*>(ptr(call.b)), lda,
+    if (call.batch > 1) {
+      // Each product's operands follow the previous one's densely, as torch.bmm's contiguous operands do.
+      const long long stride_b = call.k * call.n, stride_a = call.m * call.k, stride_d = call.m * call.n;
+      const int batch = static_cast<int>(call.batch);
+      if (data_type == kR32F) {
+        s = api.sgemm_strided_batched(state.handle, transa, transb, m, n, k, &alpha,
+                                      static_cast<const float*>(ptr(call.b)), lda, stride_b,
+                                      static_cast<const float*>(ptr(call.a)), ldb, stride_a, &beta,
+                                      static_cast<float*>(ptr(call.d)), ldc, stride_d, batch);
+        if (s != kSuccess) return failure(api, "cublasSgemmStridedBatched", s, call);
+      } else {
+        s = api.gemm_strided_batched_ex(state.handle, transa, transb, m, n, k, &alpha, ptr(call.b), data_type, lda,
+                                        stride_b, ptr(call.a), data_type, ldb, stride_a, &beta, ptr(call.d), data_type,
+                                        ldc, stride_d, batch, kCompute32F, kGemmDefault);
+        if (s != kSuccess) return failure(api, "cublasGemmStridedBatchedEx", s, call);
+      }
+    } else if (data_type == kR32F) {
+      s = api.sgemm(state.handle, transa, transb, m, n, k, &alpha, static_cast<const float*>(ptr(call.b)), lda,
                     static_cast<const float*>(ptr(call.a)), ldb, &beta, static_cast<float*>(ptr(call.d)), ldc);
       if (s != kSuccess) return failure(api, "cublasSgemm", s, call);
     } else {
-      s = api.gemm_ex(state.handle, transa, kOpN, m, n, k, &alpha, ptr(call.b), data_type, lda, ptr(call.a), data_type,
-                      ldb, &beta, ptr(call.d), data_type, ldc, kCompute32F, kGemmDefault);
+      s = api.gemm_ex(state.handle, transa, transb, m, n, k, &alpha, ptr(call.b), data_type, lda, ptr(call.a),
+                      data_type, ldb, &beta, ptr(call.d), data_type, ldc, kCompute32F, kGemmDefault);
       if (s != kSuccess) return failure(api, "cublasGemmEx", s, call);
     }
     return "";

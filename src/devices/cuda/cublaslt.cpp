@@ -615,6 +615,8 @@ std::string matmul(void* stream, const MatmulCall& call) {
     else if (call.dtype == "bf16") data_type = CUDA_R_16BF;
     else return "matmul: dtype '" + call.dtype + "' is not f32, f16 or bf16";
     if (call.m < 1 || call.n < 1 || call.k < 1) return "matmul: sizes must be at least 1; " + describe(call);
+    if (call.a_transposed || call.batch != 1)
+      return "matmul: a transposed A and a batch are cuBLAS's GEMM's (gemm), not cuBLASLt's here; " + describe(call);
     if (!call.a || !call.b || !call.d) return "matmul: a null operand address; " + describe(call);
     if (has_bias(call.epilogue) && !call.bias) return "matmul: the epilogue needs a bias address; " + describe(call);
     if (call.workspace_bytes && !call.workspace)

@@ -1,4 +1,5 @@
-// cuDNN's 2-d convolution through its legacy API, loaded at run time; see vendor_libraries.hpp.
+// cuDNN's 2-d and 3-d convolutions, forward and transposed, through its legacy API, loaded at run time; see
+// vendor_libraries.hpp.
 //
 // The types, enum values, structure layouts and signatures below are declared by hand from cuDNN 9.19.0's
 // headers (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h; the version on the GPU machine), and were checked against
@@ -13,7 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <tuple>
+#include <vector>
 
 #include "devices/cuda/vendor_libraries.hpp"
 
@@ -42,6 +43,13 @@ enum : int { CUDNN_CROSS_CORRELATION = 1 };
 // cudnnConvolutionFwdAlgo_t
 enum : int { CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM = 0, CUDNN_CONVOLUTION_FWD_ALGO_COUNT = 8 };
 
+// cudnnConvolutionBwdDataAlgo_t. ALGO_0 sums with atomics (non-deterministic); ALGO_1 does not.
+enum : int {
+  CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 = 0,
+  CUDNN_CONVOLUTION_BWD_DATA_ALGO_1 = 1,
+  CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT = 6
+};
+
 using cudnnHandle_t = struct cudnnContext*;
 using cudnnTensorDescriptor_t = struct cudnnTensorStruct*;
 using cudnnFilterDescriptor_t = struct cudnnFilterStruct*;
@@ -57,6 +65,8 @@ struct cudnnConvolutionFwdAlgoPerf_t {
   int reserved[3];
 };
 static_assert(sizeof(cudnnConvolutionFwdAlgoPerf_t) == 48, "layout of cudnn_cnn.h's cudnnConvolutionFwdAlgoPerf_t");
+// cudnnConvolutionBwdDataAlgoPerf_t has the same fields in the same order (algo is a cudnnConvolutionBwdDataAlgo_t).
+using cudnnConvolutionBwdDataAlgoPerf_t = cudnnConvolutionFwdAlgoPerf_t;
 
 struct DnnApi {
   std::size_t (*cudnnGetVersion)() = nullptr;
@@ -64,23 +74,22 @@ struct DnnApi {
   cudnnStatus_t (*cudnnCreate)(cudnnHandle_t*) = nullptr;
   cudnnStatus_t (*cudnnSetStream)(cudnnHandle_t, void* stream) = nullptr;
   cudnnStatus_t (*cudnnCreateTensorDescriptor)(cudnnTensorDescriptor_t*) = nullptr;
-  cudnnStatus_t (*cudnnSetTensor4dDescriptor)(cudnnTensorDescriptor_t, int format, int data_type, int n, int c, int h,
-                                              int w) = nullptr;
+  cudnnStatus_t (*cudnnSetTensorNdDescriptor)(cudnnTensorDescriptor_t, int data_type, int nb_dims, const int dims[],
+                                              const int strides[]) = nullptr;
   cudnnStatus_t (*cudnnDestroyTensorDescriptor)(cudnnTensorDescriptor_t) = nullptr;
   cudnnStatus_t (*cudnnCreateFilterDescriptor)(cudnnFilterDescriptor_t*) = nullptr;
-  cudnnStatus_t (*cudnnSetFilter4dDescriptor)(cudnnFilterDescriptor_t, int data_type, int format, int k, int c, int h,
-                                              int w) = nullptr;
+  cudnnStatus_t (*cudnnSetFilterNdDescriptor)(cudnnFilterDescriptor_t, int data_type, int format, int nb_dims,
+                                              const int dims[]) = nullptr;
   cudnnStatus_t (*cudnnDestroyFilterDescriptor)(cudnnFilterDescriptor_t) = nullptr;
   cudnnStatus_t (*cudnnCreateConvolutionDescriptor)(cudnnConvolutionDescriptor_t*) = nullptr;
-  cudnnStatus_t (*cudnnSetConvolution2dDescriptor)(cudnnConvolutionDescriptor_t, int pad_h, int pad_w, int u, int v,
-                                                   int dilation_h, int dilation_w, int mode,
+  cudnnStatus_t (*cudnnSetConvolutionNdDescriptor)(cudnnConvolutionDescriptor_t, int array_length, const int pads[],
+                                                   const int strides[], const int dilations[], int mode,
                                                    int compute_type) = nullptr;
   cudnnStatus_t (*cudnnSetConvolutionGroupCount)(cudnnConvolutionDescriptor_t, int groups) = nullptr;
   cudnnStatus_t (*cudnnSetConvolutionMathType)(cudnnConvolutionDescriptor_t, int math_type) = nullptr;
   cudnnStatus_t (*cudnnDestroyConvolutionDescriptor)(cudnnConvolutionDescriptor_t) = nullptr;
-  cudnnStatus_t (*cudnnGetConvolution2dForwardOutputDim)(cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t,
-                                                         cudnnFilterDescriptor_t, int* n, int* c, int* h,
-                                                         int* w) = nullptr;
+  cudnnStatus_t (*cudnnGetConvolutionNdForwardOutputDim)(cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t,
+                                                         cudnnFilterDescriptor_t, int nb_dims, int dims[]) = nullptr;
   cudnnStatus_t (*cudnnGetConvolutionForwardAlgorithmMaxCount)(cudnnHandle_t, int*) = nullptr;
   cudnnStatus_t (*cudnnGetConvolutionForwardAlgorithm_v7)(cudnnHandle_t, cudnnTensorDescriptor_t x,
                                                           cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t,
@@ -95,6 +104,21 @@ struct DnnApi {
                                            cudnnConvolutionDescriptor_t, int algo, void* workspace,
                                            std::size_t workspace_bytes, const void* beta,
                                            cudnnTensorDescriptor_t y_desc, void* y) = nullptr;
+  cudnnStatus_t (*cudnnGetConvolutionBackwardDataAlgorithmMaxCount)(cudnnHandle_t, int*) = nullptr;
+  cudnnStatus_t (*cudnnGetConvolutionBackwardDataAlgorithm_v7)(cudnnHandle_t, cudnnFilterDescriptor_t w,
+                                                               cudnnTensorDescriptor_t dy, cudnnConvolutionDescriptor_t,
+                                                               cudnnTensorDescriptor_t dx, int requested, int* returned,
+                                                               cudnnConvolutionBwdDataAlgoPerf_t* results) = nullptr;
+  cudnnStatus_t (*cudnnGetConvolutionBackwardDataWorkspaceSize)(cudnnHandle_t, cudnnFilterDescriptor_t w,
+                                                                cudnnTensorDescriptor_t dy,
+                                                                cudnnConvolutionDescriptor_t,
+                                                                cudnnTensorDescriptor_t dx, int algo,
+                                                                std::size_t* bytes) = nullptr;
+  cudnnStatus_t (*cudnnConvolutionBackwardData)(cudnnHandle_t, const void* alpha, cudnnFilterDescriptor_t w_desc,
+                                                const void* w, cudnnTensorDescriptor_t dy_desc, const void* dy,
+                                                cudnnConvolutionDescriptor_t, int algo, void* workspace,
+                                                std::size_t workspace_bytes, const void* beta,
+                                                cudnnTensorDescriptor_t dx_desc, void* dx) = nullptr;
   cudnnStatus_t (*cudnnAddTensor)(cudnnHandle_t, const void* alpha, cudnnTensorDescriptor_t a_desc, const void* a,
                                   const void* beta, cudnnTensorDescriptor_t c_desc, void* c) = nullptr;
 };
@@ -144,22 +168,29 @@ LibraryLoad load_locked(Dnn& state, const std::vector<std::string>& extra_dirs) 
   ok &= resolve(lib, api.cudnnCreate, "cudnnCreate", missing);
   ok &= resolve(lib, api.cudnnSetStream, "cudnnSetStream", missing);
   ok &= resolve(lib, api.cudnnCreateTensorDescriptor, "cudnnCreateTensorDescriptor", missing);
-  ok &= resolve(lib, api.cudnnSetTensor4dDescriptor, "cudnnSetTensor4dDescriptor", missing);
+  ok &= resolve(lib, api.cudnnSetTensorNdDescriptor, "cudnnSetTensorNdDescriptor", missing);
   ok &= resolve(lib, api.cudnnDestroyTensorDescriptor, "cudnnDestroyTensorDescriptor", missing);
   ok &= resolve(lib, api.cudnnCreateFilterDescriptor, "cudnnCreateFilterDescriptor", missing);
-  ok &= resolve(lib, api.cudnnSetFilter4dDescriptor, "cudnnSetFilter4dDescriptor", missing);
+  ok &= resolve(lib, api.cudnnSetFilterNdDescriptor, "cudnnSetFilterNdDescriptor", missing);
   ok &= resolve(lib, api.cudnnDestroyFilterDescriptor, "cudnnDestroyFilterDescriptor", missing);
   ok &= resolve(lib, api.cudnnCreateConvolutionDescriptor, "cudnnCreateConvolutionDescriptor", missing);
-  ok &= resolve(lib, api.cudnnSetConvolution2dDescriptor, "cudnnSetConvolution2dDescriptor", missing);
+  ok &= resolve(lib, api.cudnnSetConvolutionNdDescriptor, "cudnnSetConvolutionNdDescriptor", missing);
   ok &= resolve(lib, api.cudnnSetConvolutionGroupCount, "cudnnSetConvolutionGroupCount", missing);
   ok &= resolve(lib, api.cudnnSetConvolutionMathType, "cudnnSetConvolutionMathType", missing);
   ok &= resolve(lib, api.cudnnDestroyConvolutionDescriptor, "cudnnDestroyConvolutionDescriptor", missing);
-  ok &= resolve(lib, api.cudnnGetConvolution2dForwardOutputDim, "cudnnGetConvolution2dForwardOutputDim", missing);
+  ok &= resolve(lib, api.cudnnGetConvolutionNdForwardOutputDim, "cudnnGetConvolutionNdForwardOutputDim", missing);
   ok &= resolve(lib, api.cudnnGetConvolutionForwardAlgorithmMaxCount, "cudnnGetConvolutionForwardAlgorithmMaxCount",
                 missing);
   ok &= resolve(lib, api.cudnnGetConvolutionForwardAlgorithm_v7, "cudnnGetConvolutionForwardAlgorithm_v7", missing);
   ok &= resolve(lib, api.cudnnGetConvolutionForwardWorkspaceSize, "cudnnGetConvolutionForwardWorkspaceSize", missing);
   ok &= resolve(lib, api.cudnnConvolutionForward, "cudnnConvolutionForward", missing);
+  ok &= resolve(lib, api.cudnnGetConvolutionBackwardDataAlgorithmMaxCount,
+                "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", missing);
+  ok &= resolve(lib, api.cudnnGetConvolutionBackwardDataAlgorithm_v7, "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+                missing);
+  ok &= resolve(lib, api.cudnnGetConvolutionBackwardDataWorkspaceSize, "cudnnGetConvolutionBackwardDataWorkspaceSize",
+                missing);
+  ok &= resolve(lib, api.cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData", missing);
   ok &= resolve(lib, api.cudnnAddTensor, "cudnnAddTensor", missing);
   LibraryLoad result = opened.load;
   if (!ok) {
@@ -183,15 +214,54 @@ LibraryLoad load_locked(Dnn& state, const std::vector<std::string>& extra_dirs) 
   return result;
 }
 
-// What decides the descriptors and the heuristic's answers.
-struct PlanKey {
-  std::int64_t n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups;
-  int data_type;
-  auto tie() const {
-    return std::tie(n, c, h, w, k, r, s, stride_h, stride_w, pad_h, pad_w, dil_h, dil_w, groups, data_type);
-  }
-  bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
+// A call's geometry as cuDNN's Nd functions take it: one entry per spatial dimension, outermost first.
+struct Geometry {
+  int dims = 2;  // spatial dimensions
+  std::int64_t in[3] = {1, 1, 1}, filter[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  std::int64_t stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dilation[3] = {1, 1, 1}, out_pad[3] = {0, 0, 0};
 };
+
+// The geometry of `call`, its output extents unset.
+Geometry geometry_of(const ConvCall& call) {
+  Geometry g;
+  g.dims = call.spatial_dims;
+  const std::int64_t in[3] = {call.d, call.h, call.w}, filter[3] = {call.t, call.r, call.s};
+  const std::int64_t stride[3] = {call.stride_d, call.stride_h, call.stride_w};
+  const std::int64_t pad[3] = {call.pad_d, call.pad_h, call.pad_w}, dil[3] = {call.dil_d, call.dil_h, call.dil_w};
+  const std::int64_t out_pad[3] = {call.out_pad_d, call.out_pad_h, call.out_pad_w};
+  const int skip = 3 - g.dims;  // a 2-d call reads h and w alone
+  for (int i = 0; i < g.dims; ++i) {
+    g.in[i] = in[skip + i], g.filter[i] = filter[skip + i], g.stride[i] = stride[skip + i];
+    g.pad[i] = pad[skip + i], g.dilation[i] = dil[skip + i], g.out_pad[i] = out_pad[skip + i];
+  }
+  return g;
+}
+
+// The output extents by the formulas of vendor_libraries.hpp; false when the call is malformed or any is < 1.
+bool output_extents(const ConvCall& call, Geometry& g) {
+  if (call.spatial_dims != 2 && call.spatial_dims != 3) return false;
+  if (call.n < 1 || call.c < 1 || call.k < 1 || call.groups < 1) return false;
+  if (call.c % call.groups != 0 || call.k % call.groups != 0) return false;
+  g = geometry_of(call);
+  for (int i = 0; i < g.dims; ++i) {
+    if (g.in[i] < 1 || g.filter[i] < 1 || g.stride[i] < 1 || g.dilation[i] < 1 || g.pad[i] < 0) return false;
+    const std::int64_t span = g.dilation[i] * (g.filter[i] - 1) + 1;  // the dilated filter's extent
+    if (call.transposed) {
+      // cuDNN computes it as the gradient of the forward convolution from y back to x, so the forward
+      // convolution of y must give x's extent: that holds for an output_padding below the stride.
+      if (g.out_pad[i] < 0 || g.out_pad[i] >= g.stride[i]) return false;
+      g.out[i] = (g.in[i] - 1) * g.stride[i] - 2 * g.pad[i] + span + g.out_pad[i];
+      if (g.out[i] < 1) return false;
+    } else {
+      if (g.out_pad[i] != 0) return false;
+      // The span of the dilated filter must fit in the padded input; then the output counts its positions.
+      const std::int64_t room = g.in[i] + 2 * g.pad[i] - span;
+      if (room < 0) return false;
+      g.out[i] = room / g.stride[i] + 1;
+    }
+  }
+  return true;
+}
 
 // The descriptors of one convolution and the heuristic's usable algorithms, fastest first.
 struct Plan {
@@ -199,8 +269,8 @@ struct Plan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t filter = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  int math_type = CUDNN_DEFAULT_MATH;  // the one this dtype asks for
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> algorithms;
+  int math_type = CUDNN_DEFAULT_MATH;                     // the one this dtype asks for
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> algorithms;  // backward-data algorithms when transposed
   Plan() = default;
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -214,6 +284,16 @@ struct Plan {
   }
 };
 
+// What decides the descriptors and the heuristic's answers: the mode, the dtype and every size and setting.
+using PlanKey = std::vector<std::int64_t>;
+
+PlanKey key_of(const ConvCall& call, const Geometry& g, int data_type) {
+  PlanKey key = {g.dims, call.transposed ? 1 : 0, data_type, call.n, call.c, call.k, call.groups};
+  for (int i = 0; i < g.dims; ++i)
+    key.insert(key.end(), {g.in[i], g.filter[i], g.stride[i], g.pad[i], g.dilation[i], g.out_pad[i]});
+  return key;
+}
+
 std::map<PlanKey, std::unique_ptr<Plan>>& plans() {
   static auto* cache = new std::map<PlanKey, std::unique_ptr<Plan>>;
   return *cache;
@@ -222,12 +302,25 @@ std::map<PlanKey, std::unique_ptr<Plan>>& plans() {
 constexpr std::size_t kMaxPlans = 512;
 constexpr std::size_t kMaxPreferredWorkspace = std::size_t{256} << 20;
 
+const char* name_of(const ConvCall& call) {
+  if (call.spatial_dims == 3) return call.transposed ? "conv_transpose3d" : "conv3d";
+  return call.transposed ? "conv_transpose2d" : "conv2d";
+}
+
 std::string describe(const ConvCall& call) {
-  auto d = [](std::int64_t v) { return std::to_string(v); };
-  return "conv2d " + call.dtype + " x[" + d(call.n) + "," + d(call.c) + "," + d(call.h) + "," + d(call.w) + "] w[" +
-         d(call.k) + "," + d(call.groups > 0 ? call.c / call.groups : call.c) + "," + d(call.r) + "," + d(call.s) +
-         "] stride " + d(call.stride_h) + "," + d(call.stride_w) + " pad " + d(call.pad_h) + "," + d(call.pad_w) +
-         " dilation " + d(call.dil_h) + "," + d(call.dil_w) + " groups " + d(call.groups);
+  const Geometry g = geometry_of(call);
+  auto list = [&](const std::int64_t* values) {
+    std::string text;
+    for (int i = 0; i < g.dims; ++i) text += (i ? "," : "") + std::to_string(values[i]);
+    return text;
+  };
+  const std::int64_t per_group = call.groups > 0 ? (call.transposed ? call.k : call.c) / call.groups : 0;
+  std::string text =
+      std::string(name_of(call)) + " " + call.dtype + " x[" + std::to_string(call.n) + "," + std::to_string(call.c) +
+      "," + list(g.in) + "] w[" + std::to_string(call.transposed ? call.c : call.k) + "," + std::to_string(per_group) +
+      "," + list(g.filter) + "] stride " + list(g.stride) + " pad " + list(g.pad) + " dilation " + list(g.dilation);
+  if (call.transposed) text += " output_padding " + list(g.out_pad);
+  return text + " groups " + std::to_string(call.groups);
 }
 
 std::string failure(const DnnApi& api, const char* function, cudnnStatus_t status, const ConvCall& call) {
@@ -245,15 +338,18 @@ bool data_type_of(const std::string& dtype, int& data_type) {
 }
 
 // Checks the call, loads the library and creates the handle if need be; "" or why not. Holds state's mutex.
-std::string prepare(Dnn& state, const ConvCall& call, int& data_type, std::int64_t& p, std::int64_t& q) {
-  if (!data_type_of(call.dtype, data_type)) return "conv2d: dtype '" + call.dtype + "' is not f32, f16 or bf16";
-  if (!conv_output_size(call, p, q)) return "conv2d: malformed sizes or an empty output; " + describe(call);
-  for (std::int64_t v : {call.n, call.c, call.h, call.w, call.k, call.r, call.s, call.stride_h, call.stride_w,
-                         call.pad_h, call.pad_w, call.dil_h, call.dil_w, call.groups, p, q})
-    if (v > INT_MAX) return "conv2d: a size beyond cuDNN's int range; " + describe(call);
+std::string prepare(Dnn& state, const ConvCall& call, int& data_type, Geometry& g) {
+  const std::string name = name_of(call);
+  if (!data_type_of(call.dtype, data_type)) return name + ": dtype '" + call.dtype + "' is not f32, f16 or bf16";
+  if (!output_extents(call, g)) return name + ": malformed sizes or an empty output; " + describe(call);
+  for (std::int64_t v : {call.n, call.c, call.k, call.groups})
+    if (v > INT_MAX) return name + ": a size beyond cuDNN's int range; " + describe(call);
+  for (int i = 0; i < g.dims; ++i)
+    for (std::int64_t v : {g.in[i], g.filter[i], g.stride[i], g.pad[i], g.dilation[i], g.out[i]})
+      if (v > INT_MAX) return name + ": a size beyond cuDNN's int range; " + describe(call);
   if (!state.loaded) {
     LibraryLoad load = load_locked(state, {});
-    if (!load.ok) return "conv2d: cuDNN is not loaded: " + load.why;
+    if (!load.ok) return name + ": cuDNN is not loaded: " + load.why;
   }
   if (!state.handle) {
     const cudnnStatus_t s = state.api.cudnnCreate(&state.handle);
@@ -265,8 +361,19 @@ std::string prepare(Dnn& state, const ConvCall& call, int& data_type, std::int64
   return "";
 }
 
+// A packed tensor [n, c, extents...] (NCHW or NCDHW) as cuDNN's Nd descriptor takes it.
+cudnnStatus_t set_packed(const DnnApi& api, cudnnTensorDescriptor_t desc, int data_type, std::int64_t n, std::int64_t c,
+                         const std::int64_t* extents, int spatial) {
+  int dims[5] = {static_cast<int>(n), static_cast<int>(c), 1, 1, 1}, strides[5] = {};
+  for (int i = 0; i < spatial; ++i) dims[2 + i] = static_cast<int>(extents[i]);
+  const int rank = 2 + spatial;
+  int stride = 1;
+  for (int i = rank - 1; i >= 0; --i) strides[i] = stride, stride *= dims[i];
+  return api.cudnnSetTensorNdDescriptor(desc, data_type, rank, dims, strides);
+}
+
 // Builds the plan of `call`: "" or the failure.
-std::string make_plan(Dnn& state, const ConvCall& call, int data_type, std::int64_t p, std::int64_t q, Plan& plan) {
+std::string make_plan(Dnn& state, const ConvCall& call, int data_type, const Geometry& g, Plan& plan) {
   const DnnApi& api = state.api;
   plan.api = &api;
   auto i = [](std::int64_t v) { return static_cast<int>(v); };
@@ -280,47 +387,73 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, std::int6
   if ((s = api.cudnnCreateConvolutionDescriptor(&plan.conv)) != CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnCreateConvolutionDescriptor", s, call);
 
-  if ((s = api.cudnnSetTensor4dDescriptor(plan.x, CUDNN_TENSOR_NCHW, data_type, i(call.n), i(call.c), i(call.h),
-                                          i(call.w))) != CUDNN_STATUS_SUCCESS ||
-      (s = api.cudnnSetTensor4dDescriptor(plan.y, CUDNN_TENSOR_NCHW, data_type, i(call.n), i(call.k), i(p), i(q))) !=
-          CUDNN_STATUS_SUCCESS ||
-      (s = api.cudnnSetTensor4dDescriptor(plan.bias, CUDNN_TENSOR_NCHW, data_type, 1, i(call.k), 1, 1)) !=
-          CUDNN_STATUS_SUCCESS)
-    return failure(api, "cudnnSetTensor4dDescriptor", s, call);
-  // A grouped filter holds C/groups input channels per output channel, as PyTorch's weight does.
-  if ((s = api.cudnnSetFilter4dDescriptor(plan.filter, data_type, CUDNN_TENSOR_NCHW, i(call.k), i(call.c / call.groups),
-                                          i(call.r), i(call.s))) != CUDNN_STATUS_SUCCESS)
-    return failure(api, "cudnnSetFilter4dDescriptor", s, call);
+  const std::int64_t ones[3] = {1, 1, 1};
+  if ((s = set_packed(api, plan.x, data_type, call.n, call.c, g.in, g.dims)) != CUDNN_STATUS_SUCCESS ||
+      (s = set_packed(api, plan.y, data_type, call.n, call.k, g.out, g.dims)) != CUDNN_STATUS_SUCCESS ||
+      (s = set_packed(api, plan.bias, data_type, 1, call.k, ones, g.dims)) != CUDNN_STATUS_SUCCESS)
+    return failure(api, "cudnnSetTensorNdDescriptor", s, call);
+  // The filter as PyTorch stores it. Forward: [K, C/groups, ...], mapping x's C channels to y's K. Transposed: the
+  // forward convolution runs from y (K channels) to x (C channels), whose filter is [C, K/groups, ...]: the
+  // ConvTranspose weight's own layout.
+  const std::int64_t out_channels = call.transposed ? call.c : call.k, in_channels = call.transposed ? call.k : call.c;
+  int filter_dims[5] = {i(out_channels), i(in_channels / call.groups), 1, 1, 1};
+  for (int d = 0; d < g.dims; ++d) filter_dims[2 + d] = i(g.filter[d]);
+  if ((s = api.cudnnSetFilterNdDescriptor(plan.filter, data_type, CUDNN_TENSOR_NCHW, 2 + g.dims, filter_dims)) !=
+      CUDNN_STATUS_SUCCESS)
+    return failure(api, "cudnnSetFilterNdDescriptor", s, call);
+  int pads[3], strides[3], dilations[3];
+  for (int d = 0; d < g.dims; ++d) pads[d] = i(g.pad[d]), strides[d] = i(g.stride[d]), dilations[d] = i(g.dilation[d]);
   // fp32 accumulation for every dtype (f16 and bf16 data with float compute: PyTorch's choice too).
-  if ((s = api.cudnnSetConvolution2dDescriptor(plan.conv, i(call.pad_h), i(call.pad_w), i(call.stride_h),
-                                               i(call.stride_w), i(call.dil_h), i(call.dil_w), CUDNN_CROSS_CORRELATION,
+  if ((s = api.cudnnSetConvolutionNdDescriptor(plan.conv, g.dims, pads, strides, dilations, CUDNN_CROSS_CORRELATION,
                                                CUDNN_DATA_FLOAT)) != CUDNN_STATUS_SUCCESS)
-    return failure(api, "cudnnSetConvolution2dDescriptor", s, call);
+    return failure(api, "cudnnSetConvolutionNdDescriptor", s, call);
   if ((s = api.cudnnSetConvolutionGroupCount(plan.conv, i(call.groups))) != CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnSetConvolutionGroupCount", s, call);
   plan.math_type = data_type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   if ((s = api.cudnnSetConvolutionMathType(plan.conv, plan.math_type)) != CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnSetConvolutionMathType", s, call);
 
-  int out_n = 0, out_c = 0, out_h = 0, out_w = 0;
-  if ((s = api.cudnnGetConvolution2dForwardOutputDim(plan.conv, plan.x, plan.filter, &out_n, &out_c, &out_h, &out_w)) !=
+  // The forward convolution's output by cuDNN must be ours: y forward, x (from y) when transposed.
+  cudnnTensorDescriptor_t source = call.transposed ? plan.y : plan.x;
+  std::vector<std::int64_t> expected = {call.n, out_channels};
+  for (int d = 0; d < g.dims; ++d) expected.push_back(call.transposed ? g.in[d] : g.out[d]);
+  int got[5] = {};
+  if ((s = api.cudnnGetConvolutionNdForwardOutputDim(plan.conv, source, plan.filter, 2 + g.dims, got)) !=
       CUDNN_STATUS_SUCCESS)
-    return failure(api, "cudnnGetConvolution2dForwardOutputDim", s, call);
-  if (out_n != call.n || out_c != call.k || out_h != p || out_w != q)
-    return "cudnnGetConvolution2dForwardOutputDim: cuDNN's output [" + std::to_string(out_n) + "," +
-           std::to_string(out_c) + "," + std::to_string(out_h) + "," + std::to_string(out_w) +
-           "] is not the expected [" + std::to_string(call.n) + "," + std::to_string(call.k) + "," + std::to_string(p) +
-           "," + std::to_string(q) + "]; " + describe(call);
+    return failure(api, "cudnnGetConvolutionNdForwardOutputDim", s, call);
+  std::string got_text, expected_text;
+  bool same = true;
+  for (int d = 0; d < 2 + g.dims; ++d) {
+    same = same && got[d] == expected[static_cast<std::size_t>(d)];
+    got_text += (d ? "," : "") + std::to_string(got[d]);
+    expected_text += (d ? "," : "") + std::to_string(expected[static_cast<std::size_t>(d)]);
+  }
+  if (!same)
+    return "cudnnGetConvolutionNdForwardOutputDim: cuDNN's output [" + got_text + "] is not the expected [" +
+           expected_text + "]; " + describe(call);
 
   int requested = 0;
-  if (api.cudnnGetConvolutionForwardAlgorithmMaxCount(state.handle, &requested) != CUDNN_STATUS_SUCCESS ||
-      requested < 1)
-    requested = 2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> results(static_cast<std::size_t>(requested));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> results;
   int returned = 0;
-  if ((s = api.cudnnGetConvolutionForwardAlgorithm_v7(state.handle, plan.x, plan.filter, plan.conv, plan.y, requested,
-                                                      &returned, results.data())) != CUDNN_STATUS_SUCCESS)
-    return failure(api, "cudnnGetConvolutionForwardAlgorithm_v7", s, call);
+  if (call.transposed) {
+    if (api.cudnnGetConvolutionBackwardDataAlgorithmMaxCount(state.handle, &requested) != CUDNN_STATUS_SUCCESS ||
+        requested < 1)
+      requested = 2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
+    results.resize(static_cast<std::size_t>(requested));
+    // x plays the forward's output gradient (dy), y its input gradient (dx).
+    if ((s = api.cudnnGetConvolutionBackwardDataAlgorithm_v7(state.handle, plan.filter, plan.x, plan.conv, plan.y,
+                                                             requested, &returned, results.data())) !=
+        CUDNN_STATUS_SUCCESS)
+      return failure(api, "cudnnGetConvolutionBackwardDataAlgorithm_v7", s, call);
+  } else {
+    if (api.cudnnGetConvolutionForwardAlgorithmMaxCount(state.handle, &requested) != CUDNN_STATUS_SUCCESS ||
+        requested < 1)
+      requested = 2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+    results.resize(static_cast<std::size_t>(requested));
+    if ((s = api.cudnnGetConvolutionForwardAlgorithm_v7(state.handle, plan.x, plan.filter, plan.conv, plan.y, requested,
+                                                        &returned, results.data())) != CUDNN_STATUS_SUCCESS)
+      return failure(api, "cudnnGetConvolutionForwardAlgorithm_v7", s, call);
+  }
   for (int j = 0; j < returned && j < requested; ++j) {
     const cudnnConvolutionFwdAlgoPerf_t& perf = results[static_cast<std::size_t>(j)];
     if (perf.status != CUDNN_STATUS_SUCCESS) continue;
@@ -333,14 +466,13 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, std::int6
 }
 
 // The plan of `call` from the cache, made if need be; null with `error` set when it cannot be made.
-Plan* plan_for(Dnn& state, const ConvCall& call, int data_type, std::int64_t p, std::int64_t q, std::string& error) {
-  const PlanKey key{call.n,        call.c,     call.h,     call.w,     call.k,     call.r,      call.s,   call.stride_h,
-                    call.stride_w, call.pad_h, call.pad_w, call.dil_h, call.dil_w, call.groups, data_type};
+Plan* plan_for(Dnn& state, const ConvCall& call, int data_type, const Geometry& g, std::string& error) {
+  const PlanKey key = key_of(call, g, data_type);
   auto& cache = plans();
   auto it = cache.find(key);
   if (it != cache.end()) return it->second.get();
   auto plan = std::make_unique<Plan>();
-  error = make_plan(state, call, data_type, p, q, *plan);
+  error = make_plan(state, call, data_type, g, *plan);
   if (!error.empty()) return nullptr;
   if (cache.size() >= kMaxPlans) cache.clear();
   return cache.emplace(key, std::move(plan)).first->second.get();
@@ -357,19 +489,38 @@ std::string choose(Dnn& state, const ConvCall& call, Plan& plan, std::size_t wor
     needed = perf.memory;
     return "";
   }
-  // None of the heuristic's answers fits (or it gave none of the right math type): the implicit GEMM,
-  // which every configuration supports and which needs no workspace, with the dtype's own math type.
-  algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  // None of the heuristic's answers fits (or it gave none of the right math type): an algorithm that every
+  // configuration supports, with the dtype's own math type. Forward: the implicit GEMM, which needs no workspace.
+  // Transposed: backward data's ALGO_1 (deterministic), else ALGO_0.
   math_type = plan.math_type;
   cudnnStatus_t s = api.cudnnSetConvolutionMathType(plan.conv, math_type);
   if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnSetConvolutionMathType", s, call);
-  needed = 0;
-  s = api.cudnnGetConvolutionForwardWorkspaceSize(state.handle, plan.x, plan.filter, plan.conv, plan.y, algo, &needed);
-  if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnGetConvolutionForwardWorkspaceSize", s, call);
-  if (needed > workspace_bytes)
-    return "conv2d: no algorithm fits " + std::to_string(workspace_bytes) +
-           " bytes of workspace (the implicit GEMM needs " + std::to_string(needed) + "); " + describe(call);
-  return "";
+  const std::vector<int> fallbacks =
+      call.transposed ? std::vector<int>{CUDNN_CONVOLUTION_BWD_DATA_ALGO_1, CUDNN_CONVOLUTION_BWD_DATA_ALGO_0}
+                      : std::vector<int>{CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM};
+  std::string why;
+  for (int candidate : fallbacks) {
+    needed = 0;
+    s = call.transposed ? api.cudnnGetConvolutionBackwardDataWorkspaceSize(state.handle, plan.filter, plan.x, plan.conv,
+                                                                           plan.y, candidate, &needed)
+                        : api.cudnnGetConvolutionForwardWorkspaceSize(state.handle, plan.x, plan.filter, plan.conv,
+                                                                      plan.y, candidate, &needed);
+    if (s != CUDNN_STATUS_SUCCESS) {
+      why = failure(
+          api,
+          call.transposed ? "cudnnGetConvolutionBackwardDataWorkspaceSize" : "cudnnGetConvolutionForwardWorkspaceSize",
+          s, call);
+      continue;
+    }
+    if (needed <= workspace_bytes) {
+      algo = candidate;
+      return "";
+    }
+    why = std::string(name_of(call)) + ": no algorithm fits " + std::to_string(workspace_bytes) +
+          " bytes of workspace (the fallback algorithm " + std::to_string(candidate) + " needs " +
+          std::to_string(needed) + "); " + describe(call);
+  }
+  return why;
 }
 
 }  // namespace
@@ -380,18 +531,19 @@ LibraryLoad load_cudnn(const std::vector<std::string>& extra_dirs) {
   return load_locked(state, extra_dirs);
 }
 
-bool conv_output_size(const ConvCall& call, std::int64_t& p, std::int64_t& q) {
-  if (call.n < 1 || call.c < 1 || call.h < 1 || call.w < 1 || call.k < 1 || call.r < 1 || call.s < 1) return false;
-  if (call.stride_h < 1 || call.stride_w < 1 || call.dil_h < 1 || call.dil_w < 1) return false;
-  if (call.pad_h < 0 || call.pad_w < 0 || call.groups < 1) return false;
-  if (call.c % call.groups != 0 || call.k % call.groups != 0) return false;
-  // The span of the dilated filter must fit in the padded input; then the output counts its positions.
-  const std::int64_t room_h = call.h + 2 * call.pad_h - call.dil_h * (call.r - 1) - 1;
-  const std::int64_t room_w = call.w + 2 * call.pad_w - call.dil_w * (call.s - 1) - 1;
-  if (room_h < 0 || room_w < 0) return false;
-  p = room_h / call.stride_h + 1;
-  q = room_w / call.stride_w + 1;
+bool conv_output_size(const ConvCall& call, std::int64_t& o, std::int64_t& p, std::int64_t& q) {
+  Geometry g;
+  if (!output_extents(call, g)) return false;
+  const int skip = 3 - g.dims;  // the depth is 1 for a 2-d call
+  o = skip ? 1 : g.out[0];
+  p = g.out[1 - skip];
+  q = g.out[2 - skip];
   return true;
+}
+
+bool conv_output_size(const ConvCall& call, std::int64_t& p, std::int64_t& q) {
+  std::int64_t o = 1;
+  return conv_output_size(call, o, p, q);
 }
 
 std::size_t conv_workspace_bytes(const ConvCall& call) {
@@ -399,10 +551,10 @@ std::size_t conv_workspace_bytes(const ConvCall& call) {
     Dnn& state = dnn();
     std::lock_guard<std::mutex> lock(state.mutex);
     int data_type = 0;
-    std::int64_t p = 0, q = 0;
-    if (!prepare(state, call, data_type, p, q).empty()) return 0;
+    Geometry g;
+    if (!prepare(state, call, data_type, g).empty()) return 0;
     std::string error;
-    Plan* plan = plan_for(state, call, data_type, p, q, error);
+    Plan* plan = plan_for(state, call, data_type, g, error);
     if (!plan) return 0;
     int algo = 0, math_type = 0;
     std::size_t needed = 0;
@@ -413,18 +565,19 @@ std::size_t conv_workspace_bytes(const ConvCall& call) {
   }
 }
 
-std::string conv2d(void* stream, const ConvCall& call) {
+std::string convolution(void* stream, const ConvCall& call) {
+  const std::string name = name_of(call);
   try {
-    if (!call.x || !call.filter || !call.y) return "conv2d: a null operand address; " + describe(call);
+    if (!call.x || !call.filter || !call.y) return name + ": a null operand address; " + describe(call);
     if (call.workspace_bytes && !call.workspace)
-      return "conv2d: workspace_bytes without a workspace address; " + describe(call);
+      return name + ": workspace_bytes without a workspace address; " + describe(call);
     Dnn& state = dnn();
     std::lock_guard<std::mutex> lock(state.mutex);
     int data_type = 0;
-    std::int64_t p = 0, q = 0;
-    if (std::string error = prepare(state, call, data_type, p, q); !error.empty()) return error;
+    Geometry g;
+    if (std::string error = prepare(state, call, data_type, g); !error.empty()) return error;
     std::string error;
-    Plan* plan = plan_for(state, call, data_type, p, q, error);
+    Plan* plan = plan_for(state, call, data_type, g, error);
     if (!plan) return error;
     int algo = 0, math_type = 0;
     std::size_t needed = 0;
@@ -439,20 +592,27 @@ std::string conv2d(void* stream, const ConvCall& call) {
     // Scaling factors are floats for float, half and bfloat16 data. beta 0: y is written without being read,
     // so it may hold anything (NaN) before.
     const float one = 1.0f, zero = 0.0f;
-    s = api.cudnnConvolutionForward(state.handle, &one, plan->x, ptr(call.x), plan->filter, ptr(call.filter),
-                                    plan->conv, algo, needed ? ptr(call.workspace) : nullptr,
-                                    needed ? call.workspace_bytes : 0, &zero, plan->y, ptr(call.y));
-    if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnConvolutionForward", s, call);
+    void* workspace = needed ? ptr(call.workspace) : nullptr;
+    const std::size_t workspace_bytes = needed ? call.workspace_bytes : 0;
+    if (call.transposed) {
+      s = api.cudnnConvolutionBackwardData(state.handle, &one, plan->filter, ptr(call.filter), plan->x, ptr(call.x),
+                                           plan->conv, algo, workspace, workspace_bytes, &zero, plan->y, ptr(call.y));
+      if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnConvolutionBackwardData", s, call);
+    } else {
+      s = api.cudnnConvolutionForward(state.handle, &one, plan->x, ptr(call.x), plan->filter, ptr(call.filter),
+                                      plan->conv, algo, workspace, workspace_bytes, &zero, plan->y, ptr(call.y));
+      if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnConvolutionForward", s, call);
+    }
     if (call.bias) {
-      // y = 1·bias + 1·y, the [1,K,1,1] bias broadcast over N, P and Q.
+      // y = 1·bias + 1·y, the [1,K,1,1(,1)] bias broadcast over N and the spatial extents.
       s = api.cudnnAddTensor(state.handle, &one, plan->bias, ptr(call.bias), &one, plan->y, ptr(call.y));
       if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnAddTensor", s, call);
     }
     return "";
   } catch (const std::exception& e) {
-    return std::string("conv2d: ") + e.what();
+    return name + ": " + e.what();
   } catch (...) {
-    return "conv2d: unknown exception";
+    return name + ": unknown exception";
   }
 }
 

@@ -48,16 +48,23 @@ std::int64_t integer_arg(void** args, std::size_t i, DType dtype) {
 
 bool is_integer_type(DType d) { return d == DType::i32 || d == DType::i64 || d == DType::i8 || d == DType::u8; }
 
-// "2" or "2,3" (height, width).
-bool parse_pair(const std::string& text, std::int64_t& a, std::int64_t& b) {
-  char* end = nullptr;
-  a = std::strtoll(text.c_str(), &end, 10);
-  if (end == text.c_str()) return false;
-  if (*end == '\0') return b = a, true;
-  if (*end != ',') return false;
-  const char* rest = end + 1;
-  b = std::strtoll(rest, &end, 10);
-  return end != rest && *end == '\0';
+// "2", or `count` values "2,3" (height, width) or "1,2,3" (depth, height, width): one value for every dimension,
+// or one for each.
+bool parse_tuple(const std::string& text, int count, std::int64_t* out) {
+  std::vector<std::int64_t> values;
+  const char* at = text.c_str();
+  for (;;) {
+    char* end = nullptr;
+    const std::int64_t v = std::strtoll(at, &end, 10);
+    if (end == at) return false;
+    values.push_back(v);
+    if (*end == '\0') break;
+    if (*end != ',') return false;
+    at = end + 1;
+  }
+  if (values.size() != 1 && values.size() != static_cast<std::size_t>(count)) return false;
+  for (int i = 0; i < count; ++i) out[i] = values.size() == 1 ? values[0] : values[static_cast<std::size_t>(i)];
+  return true;
 }
 
 class LibraryStep : public gpu::LibraryKernel {
@@ -89,77 +96,103 @@ class LibraryStep : public gpu::LibraryKernel {
   std::unique_ptr<Buffer> workspace_;
 };
 
-// cublaslt.matmul, or cublas.gemm (classic: cuBLAS's GEMM, no epilogue).
+// cublaslt.matmul, or cublas.gemm and cublas.gemm_batched (classic: cuBLAS's GEMM, no epilogue). A batched step's
+// args are A, B, D, BATCH, M, N, K; the others' A, B, D, M, N, K (then cublaslt.matmul's bias).
 class MatmulStep final : public LibraryStep {
  public:
-  MatmulStep(gpu::GpuDevice& device, std::vector<Param> signature, MatmulEpilogue epilogue, bool b_transposed,
-             bool classic)
+  MatmulStep(gpu::GpuDevice& device, std::vector<Param> signature, std::string name, MatmulEpilogue epilogue,
+             bool a_transposed, bool b_transposed)
       : LibraryStep(device, std::move(signature), matmul_workspace_bytes()),
+        name_(std::move(name)),
         epilogue_(epilogue),
-        b_transposed_(b_transposed),
-        classic_(classic) {}
+        a_transposed_(a_transposed),
+        b_transposed_(b_transposed) {}
   std::string check_arguments(void** args, const std::vector<std::size_t>& bytes) const override {
-    const char* name = classic_ ? "cublas.gemm" : "cublaslt.matmul";
-    const std::int64_t m = value(args, 3), n = value(args, 4), k = value(args, 5);
-    if (m < 1 || n < 1 || k < 1) {
-      return std::string(name) + ": M, N and K must be at least 1 (" + std::to_string(m) + ", " + std::to_string(n) +
-             ", " + std::to_string(k) + ")";
+    const MatmulCall c = call(args);
+    if (c.m < 1 || c.n < 1 || c.k < 1 || c.batch < 1) {
+      return name_ +
+             (batched() ? ": BATCH, M, N and K must be at least 1 (" + std::to_string(c.batch) + ", "
+                        : ": M, N and K must be at least 1 (") +
+             std::to_string(c.m) + ", " + std::to_string(c.n) + ", " + std::to_string(c.k) + ")";
     }
-    for (const std::string& why : {fits(bytes, 0, m * k, "A"), fits(bytes, 1, k * n, "B"), fits(bytes, 2, m * n, "D"),
-                                   signature_.size() > 6 ? fits(bytes, 6, n, "bias") : std::string()}) {
-      if (!why.empty()) return name + (": " + why);
+    const std::size_t bias_at = 6;
+    for (const std::string& why :
+         {fits(bytes, 0, c.batch * c.m * c.k, "A"), fits(bytes, 1, c.batch * c.k * c.n, "B"),
+          fits(bytes, 2, c.batch * c.m * c.n, "D"),
+          !batched() && signature_.size() > bias_at ? fits(bytes, bias_at, c.n, "bias") : std::string()}) {
+      if (!why.empty()) return name_ + ": " + why;
     }
     return "";
   }
   std::string enqueue(void* stream, void** args) override {
-    MatmulCall call;
-    call.m = value(args, 3), call.n = value(args, 4), call.k = value(args, 5);
-    call.dtype = to_string(signature_[0].dtype);
-    call.b_transposed = b_transposed_;
-    call.epilogue = epilogue_;
-    call.a = ptr(args, 0), call.b = ptr(args, 1), call.d = ptr(args, 2);
-    if (signature_.size() > 6) call.bias = ptr(args, 6);
-    call.workspace = workspace(), call.workspace_bytes = workspace_bytes();
-    return classic_ ? gemm(stream, call) : matmul(stream, call);
+    const MatmulCall c = call(args);
+    return name_ == "cublaslt.matmul" ? matmul(stream, c) : gemm(stream, c);
   }
 
  private:
+  bool batched() const { return name_ == "cublas.gemm_batched"; }
+  MatmulCall call(void** args) const {
+    MatmulCall c;
+    const std::size_t first = batched() ? 4 : 3;  // where M is
+    if (batched()) c.batch = value(args, 3);
+    c.m = value(args, first), c.n = value(args, first + 1), c.k = value(args, first + 2);
+    c.dtype = to_string(signature_[0].dtype);
+    c.a_transposed = a_transposed_, c.b_transposed = b_transposed_;
+    c.epilogue = epilogue_;
+    c.a = ptr(args, 0), c.b = ptr(args, 1), c.d = ptr(args, 2);
+    if (!batched() && signature_.size() > 6) c.bias = ptr(args, 6);
+    c.workspace = workspace(), c.workspace_bytes = workspace_bytes();
+    return c;
+  }
+  std::string name_;
   MatmulEpilogue epilogue_;
+  bool a_transposed_;
   bool b_transposed_;
-  bool classic_;
 };
 
+// cudnn.conv2d, conv3d, conv_transpose2d and conv_transpose3d: args x, w, y, N, C, (D,) H, W, K, (T,) R, S, then the
+// bias if given.
 class ConvStep final : public LibraryStep {
  public:
-  ConvStep(gpu::GpuDevice& device, std::vector<Param> signature, const ConvCall& options)
-      : LibraryStep(device, std::move(signature), kConvWorkspaceBytes), options_(options) {}
+  ConvStep(gpu::GpuDevice& device, std::vector<Param> signature, std::string name, const ConvCall& options)
+      : LibraryStep(device, std::move(signature), kConvWorkspaceBytes), name_(std::move(name)), options_(options) {}
   ConvCall call(void** args) const {
     ConvCall c = options_;
     c.dtype = to_string(signature_[0].dtype);
-    c.n = value(args, 3), c.c = value(args, 4), c.h = value(args, 5), c.w = value(args, 6);
-    c.k = value(args, 7), c.r = value(args, 8), c.s = value(args, 9);
+    std::size_t at = 3;
+    c.n = value(args, at++), c.c = value(args, at++);
+    if (c.spatial_dims == 3) c.d = value(args, at++);
+    c.h = value(args, at++), c.w = value(args, at++), c.k = value(args, at++);
+    if (c.spatial_dims == 3) c.t = value(args, at++);
+    c.r = value(args, at++), c.s = value(args, at++);
     c.x = ptr(args, 0), c.filter = ptr(args, 1), c.y = ptr(args, 2);
-    if (signature_.size() > 10) c.bias = ptr(args, 10);
+    if (signature_.size() > at) c.bias = ptr(args, at);
     c.workspace = workspace(), c.workspace_bytes = workspace_bytes();
     return c;
   }
   std::string check_arguments(void** args, const std::vector<std::size_t>& bytes) const override {
     const ConvCall c = call(args);
-    std::int64_t p = 0, q = 0;
-    if (!conv_output_size(c, p, q)) {
-      return "cudnn.conv2d: no output for these sizes (N, C, H, W, K, R, S, stride, padding, dilation, groups)";
+    std::int64_t o = 0, p = 0, q = 0;
+    if (!conv_output_size(c, o, p, q)) {
+      return name_ + ": no output for these sizes (" +
+             (c.spatial_dims == 3 ? "N, C, D, H, W, K, T, R, S" : "N, C, H, W, K, R, S") +
+             ", stride, padding, dilation, groups" + (c.transposed ? ", output_padding below the stride" : "") + ")";
     }
+    // The filter holds, per output channel of the forward convolution it belongs to, the input channels of one group.
+    const std::int64_t filter_rows = c.transposed ? c.c : c.k, per_group = (c.transposed ? c.k : c.c) / c.groups;
+    const std::size_t bias_at = c.spatial_dims == 3 ? 12 : 10;
     for (const std::string& why :
-         {fits(bytes, 0, c.n * c.c * c.h * c.w, "x"), fits(bytes, 1, c.k * (c.c / c.groups) * c.r * c.s, "w"),
-          fits(bytes, 2, c.n * c.k * p * q, "y"),
-          signature_.size() > 10 ? fits(bytes, 10, c.k, "bias") : std::string()}) {
-      if (!why.empty()) return "cudnn.conv2d: " + why;
+         {fits(bytes, 0, c.n * c.c * c.d * c.h * c.w, "x"),
+          fits(bytes, 1, filter_rows * per_group * c.t * c.r * c.s, "w"), fits(bytes, 2, c.n * c.k * o * p * q, "y"),
+          signature_.size() > bias_at ? fits(bytes, bias_at, c.k, "bias") : std::string()}) {
+      if (!why.empty()) return name_ + ": " + why;
     }
     return "";
   }
-  std::string enqueue(void* stream, void** args) override { return conv2d(stream, call(args)); }
+  std::string enqueue(void* stream, void** args) override { return convolution(stream, call(args)); }
 
  private:
+  std::string name_;
   ConvCall options_;
 };
 
@@ -247,6 +280,8 @@ std::string prepare_vendor_libraries(gpu::GpuDevice& device, void* stream) {
         m.m = m.n = m.k = 4;
         m.a = m.b = m.d = p;
         if (std::string why = gemm(stream, m); !why.empty()) report += "cuBLAS's first call: " + why + "\n";
+        m.batch = 2;  // the strided batched GEMM too (4 KiB holds 2 x 4 x 4 floats)
+        if (std::string why = gemm(stream, m); !why.empty()) report += "cuBLAS's batched call: " + why + "\n";
       }
       if (dnn.ok) {
         ConvCall c;
@@ -255,7 +290,15 @@ std::string prepare_vendor_libraries(gpu::GpuDevice& device, void* stream) {
         c.r = c.s = 3;
         c.pad_h = c.pad_w = 1;
         c.x = c.filter = c.y = p;
-        if (std::string why = conv2d(stream, c); !why.empty()) report += "cuDNN's first call: " + why + "\n";
+        if (std::string why = convolution(stream, c); !why.empty()) report += "cuDNN's first call: " + why + "\n";
+        // The backward-data path a transposed convolution takes, and the Nd one of 3-d: 4x4x4 floats at most.
+        c.transposed = true;
+        if (std::string why = convolution(stream, c); !why.empty()) report += "cuDNN's transposed call: " + why + "\n";
+        c.transposed = false;
+        c.spatial_dims = 3;
+        c.d = c.t = 3;
+        c.pad_d = 1;
+        if (std::string why = convolution(stream, c); !why.empty()) report += "cuDNN's 3-d call: " + why + "\n";
       }
     } catch (const std::exception& e) {
       report += std::string("the libraries' first calls: ") + e.what() + "\n";
@@ -272,10 +315,11 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
     return nullptr;
   };
   try {
-    if (name == "cublaslt.matmul" || name == "cublas.gemm") {
-      const bool classic = name == "cublas.gemm";  // cuBLAS's GEMM: no epilogue
+    if (name == "cublaslt.matmul" || name == "cublas.gemm" || name == "cublas.gemm_batched") {
+      const bool classic = name != "cublaslt.matmul";  // cuBLAS's GEMM: no epilogue
+      const bool batched = name == "cublas.gemm_batched";
       MatmulEpilogue epilogue = MatmulEpilogue::none;
-      bool transposed = false;
+      bool a_transposed = false, b_transposed = false;
       for (const auto& [key, text] : options) {
         if (key == "epilogue" && !classic) {
           const auto e = parse_epilogue(text);
@@ -283,47 +327,61 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
             return error("cublaslt.matmul: epilogue '" + text +
                          "' is not none, relu, gelu, bias, bias_relu or bias_gelu");
           epilogue = *e;
-        } else if (key == "b_transposed") {
-          if (text != "true" && text != "false") return error(name + ": b_transposed is \"true\" or \"false\"");
-          transposed = text == "true";
+        } else if (key == "b_transposed" || (key == "a_transposed" && classic)) {
+          if (text != "true" && text != "false") return error(name + ": " + key + " is \"true\" or \"false\"");
+          (key == "a_transposed" ? a_transposed : b_transposed) = text == "true";
         } else {
           return error(name + " has no option '" + key + "' " +
-                       (classic ? "(b_transposed; cublaslt.matmul has epilogues)" : "(epilogue, b_transposed)"));
+                       (classic ? "(a_transposed, b_transposed; cublaslt.matmul has epilogues)"
+                                : "(epilogue, b_transposed; cublas.gemm has a_transposed)"));
         }
       }
       const bool bias = epilogue == MatmulEpilogue::bias || epilogue == MatmulEpilogue::bias_relu ||
                         epilogue == MatmulEpilogue::bias_gelu;
-      if (std::string why = check_signature(name, signature, 3, 3, bias ? 1 : 0,
-                                            bias ? "A, B, D, M, N, K, bias" : "A, B, D, M, N, K");
-          !why.empty())
+      const char* layout = batched ? "A, B, D, BATCH, M, N, K" : bias ? "A, B, D, M, N, K, bias" : "A, B, D, M, N, K";
+      if (std::string why = check_signature(name, signature, 3, batched ? 4 : 3, bias ? 1 : 0, layout); !why.empty())
         return error(why);
       if (bias && signature.size() != 7)
         return error(std::string("cublaslt.matmul: the epilogue ") + to_string(epilogue) + " needs a bias");
       const LibraryLoad load = classic ? load_cublas(vendor_library_dirs()) : load_cublaslt(vendor_library_dirs());
       if (!load.ok) return error(std::string(classic ? "cuBLAS" : "cuBLASLt") + " cannot be loaded: " + load.why);
-      return std::make_shared<MatmulStep>(device, signature, epilogue, transposed, classic);
+      return std::make_shared<MatmulStep>(device, signature, name, epilogue, a_transposed, b_transposed);
     }
-    if (name == "cudnn.conv2d") {
+    if (name == "cudnn.conv2d" || name == "cudnn.conv3d" || name == "cudnn.conv_transpose2d" ||
+        name == "cudnn.conv_transpose3d") {
       ConvCall c;
+      c.spatial_dims = name.find("3d") != std::string::npos ? 3 : 2;
+      c.transposed = name.find("transpose") != std::string::npos;
+      const int n = c.spatial_dims;
+      const std::string dims = n == 3 ? "\"d,h,w\"" : "\"h,w\"";
+      // Each setting for (depth,) height and width: a 2-d step reads the last two of the three.
+      std::int64_t* const stride = n == 3 ? &c.stride_d : &c.stride_h;
+      std::int64_t* const padding = n == 3 ? &c.pad_d : &c.pad_h;
+      std::int64_t* const dilation = n == 3 ? &c.dil_d : &c.dil_h;
+      std::int64_t* const output_padding = n == 3 ? &c.out_pad_d : &c.out_pad_h;
       for (const auto& [key, text] : options) {
         bool ok = true;
-        if (key == "stride") ok = parse_pair(text, c.stride_h, c.stride_w);
-        else if (key == "padding") ok = parse_pair(text, c.pad_h, c.pad_w);
-        else if (key == "dilation") ok = parse_pair(text, c.dil_h, c.dil_w);
-        else if (key == "groups") {
-          std::int64_t unused = 0;
-          ok = parse_pair(text, c.groups, unused) && text.find(',') == std::string::npos;
-        } else {
-          return error("cudnn.conv2d has no option '" + key + "' (stride, padding, dilation, groups)");
+        if (key == "stride") ok = parse_tuple(text, n, stride);
+        else if (key == "padding") ok = parse_tuple(text, n, padding);
+        else if (key == "dilation") ok = parse_tuple(text, n, dilation);
+        else if (key == "output_padding" && c.transposed) ok = parse_tuple(text, n, output_padding);
+        else if (key == "groups") ok = parse_tuple(text, 1, &c.groups);
+        else {
+          return error(name + " has no option '" + key + "' (stride, padding, dilation, " +
+                       (c.transposed ? "output_padding, groups)" : "groups)"));
         }
-        if (!ok) return error("cudnn.conv2d: " + key + " '" + text + "' is not an integer (or a pair \"h,w\")");
+        if (!ok) {
+          return error(name + ": " + key + " '" + text + "' is not " +
+                       (key == "groups" ? std::string("an integer") : "an integer (or " + dims + ")"));
+        }
       }
-      if (std::string why = check_signature(name, signature, 3, 7, 1, "x, w, y, N, C, H, W, K, R, S[, bias]");
-          !why.empty())
+      const char* layout =
+          n == 3 ? "x, w, y, N, C, D, H, W, K, T, R, S[, bias]" : "x, w, y, N, C, H, W, K, R, S[, bias]";
+      if (std::string why = check_signature(name, signature, 3, n == 3 ? 9 : 7, 1, layout); !why.empty())
         return error(why);
       const LibraryLoad load = load_cudnn(vendor_library_dirs());
       if (!load.ok) return error("cuDNN cannot be loaded: " + load.why);
-      return std::make_shared<ConvStep>(device, signature, c);
+      return std::make_shared<ConvStep>(device, signature, name, c);
     }
   } catch (const std::exception& e) {
     return error(name + ": " + e.what());

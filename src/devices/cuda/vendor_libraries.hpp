@@ -1,5 +1,6 @@
 // NVIDIA's libraries as steps of a program: cuBLASLt's matrix product (with its bias and activation
-// epilogues) and cuDNN's 2-d convolution, loaded at run time with dlopen as the driver and NVRTC are
+// epilogues), cuBLAS's GEMM (one product or a strided batch) and cuDNN's 2-d and 3-d convolutions, forward and
+// transposed, loaded at run time with dlopen as the driver and NVRTC are
 // (cuda_api.hpp), so that a build needs neither library nor any CUDA header.
 //
 // These functions know nothing of the GPU core: they take device addresses and a CUstream, and expect
@@ -42,14 +43,18 @@ std::optional<MatmulEpilogue> parse_epilogue(const std::string& text);
 const char* to_string(MatmulEpilogue epilogue);
 
 // One row-major product D[M,N] = epilogue(A[M,K] · op(B) + bias[N]), B stored [K,N], or [N,K] when
-// b_transposed (PyTorch's Linear weight). dtype ("f32", "f16" or "bf16") is that of A, B, D and the bias
+// b_transposed (PyTorch's Linear weight). gemm() alone also takes A stored [K,M] (a_transposed: torch.mm(x.T, y))
+// and a batch: `batch` products, the operands of each following the previous one's densely (strides M·K, K·N and
+// M·N elements), as torch.bmm. dtype ("f32", "f16" or "bf16") is that of A, B, D and the bias
 // alike; accumulation is fp32 (CUBLAS_COMPUTE_32F), which for f32 operands is true fp32, never TF32.
 // cuBLASLt's GELU is the tanh approximation (torch's gelu(approximate="tanh")), not the erf form.
 // Addresses are device pointers; bias is read only by the bias epilogues; workspace is a device buffer
 // of workspace_bytes (0 allowed: fewer algorithms qualify).
 struct MatmulCall {
   std::int64_t m = 0, n = 0, k = 0;
+  std::int64_t batch = 1;  // gemm() only: more than one runs cuBLAS's strided batched GEMM
   std::string dtype = "f32";
+  bool a_transposed = false;  // gemm() only
   bool b_transposed = false;
   MatmulEpilogue epilogue = MatmulEpilogue::none;
   std::uint64_t a = 0, b = 0, d = 0, bias = 0;
@@ -82,8 +87,9 @@ LibraryLoad load_cublas(const std::vector<std::string>& extra_dirs);
 
 // The product of `call` without an epilogue (call.epilogue must be none) through cuBLAS's classic GEMM:
 // cublasSgemm for f32 (CUBLAS_DEFAULT_MATH: true fp32, no TF32), cublasGemmEx with fp32 accumulation for
-// f16 and bf16. That is the call PyTorch's torch.mm makes, so the kernel is the one cuBLAS's own heuristics
-// give PyTorch; nothing is timed or tuned. M, N and K must each be below 2^31. Enqueues on `stream`; "" or
+// f16 and bf16; with a batch above 1, cublasSgemmStridedBatched and cublasGemmStridedBatchedEx. Those are the
+// calls PyTorch's torch.mm and torch.bmm make, so the kernel is the one cuBLAS's own heuristics give PyTorch;
+// nothing is timed or tuned. M, N, K and the batch must each be below 2^31. Enqueues on `stream`; "" or
 // one line naming the failed call. Loads the library (without extra directories) if no load_cublas call
 // has succeeded yet.
 std::string gemm(void* stream, const MatmulCall& call);
@@ -96,33 +102,47 @@ std::string gemm(void* stream, const MatmulCall& call);
 // the libcudnn shim finds them by soname wherever the loader's path points. Refuses a cuDNN older than 8.
 LibraryLoad load_cudnn(const std::vector<std::string>& extra_dirs);
 
-// A 2-d convolution in NCHW, as torch.nn.functional.conv2d: y[N,K,P,Q] = conv(x[N,C,H,W],
-// w[K,C/groups,R,S]) + bias[K] (bias 0: none), with stride, padding, dilation and groups. dtype "f32",
-// "f16" or "bf16" for x, w, y and bias; accumulation is fp32. f32 runs with CUDNN_FMA_MATH (no TF32, no
-// tensor cores); f16 and bf16 with tensor cores.
+// A convolution, as torch.nn.functional's conv2d, conv3d, conv_transpose2d and conv_transpose3d compute it, with
+// stride, padding, dilation and groups (and output_padding when transposed); bias 0: none. 2 spatial dimensions:
+// x[N,C,H,W]; 3: x[N,C,D,H,W] (d, t, and the _d settings are read only then).
+//   forward:    w[K, C/groups, (T,) R, S], y[N, K, (OD,) P, Q] with P = (H + 2·pad_h − dil_h·(R−1) − 1) / stride_h + 1;
+//   transposed: w[C, K/groups, (T,) R, S] (PyTorch's ConvTranspose weight: input channels first), y[N, K, (OD,) P, Q]
+//               with P = (H − 1)·stride_h − 2·pad_h + dil_h·(R−1) + out_pad_h + 1: the gradient of the forward
+//               convolution y → x with respect to its input, which cuDNN computes as cudnnConvolutionBackwardData.
+// Q and OD likewise. y = conv(x, w) + bias[K]. dtype "f32", "f16" or "bf16" for x, w, y and bias; accumulation is
+// fp32. f32 runs with CUDNN_FMA_MATH (no TF32, no tensor cores); f16 and bf16 with tensor cores.
 struct ConvCall {
-  std::int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0;
-  std::int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1, groups = 1;
+  int spatial_dims = 2;     // 2 or 3
+  bool transposed = false;  // a transposed convolution (conv_transpose2d / 3d)
+  std::int64_t n = 0, c = 0, d = 1, h = 0, w = 0, k = 0, t = 1, r = 0, s = 0;
+  std::int64_t stride_d = 1, stride_h = 1, stride_w = 1, pad_d = 0, pad_h = 0, pad_w = 0, dil_d = 1, dil_h = 1,
+               dil_w = 1, groups = 1;
+  std::int64_t out_pad_d = 0, out_pad_h = 0, out_pad_w = 0;  // transposed only
   std::string dtype = "f32";
   std::uint64_t x = 0, filter = 0, y = 0, bias = 0;
   std::uint64_t workspace = 0;
   std::size_t workspace_bytes = 0;
 };
 
-// P = (H + 2·pad_h − dil_h·(R−1) − 1) / stride_h + 1, and Q likewise. False (p and q untouched) when
-// either would be < 1, or the call is malformed: a size < 1, stride or dilation < 1, padding < 0,
-// groups < 1 or not dividing both C and K.
+// The output's spatial extents (o: depth, 1 for 2 spatial dimensions; p: height; q: width) by the formulas above.
+// False (o, p and q untouched) when any would be < 1, or the call is malformed: spatial_dims not 2 or 3, a size < 1,
+// stride or dilation < 1, padding < 0, groups < 1 or not dividing both C and K, output_padding on a forward
+// convolution, or output_padding < 0 or not below its stride (cuDNN computes the transposed convolution as the
+// forward one's gradient, whose output it must be).
+bool conv_output_size(const ConvCall& call, std::int64_t& o, std::int64_t& p, std::int64_t& q);
+// The 2-d form: p and q alone.
 bool conv_output_size(const ConvCall& call, std::int64_t& p, std::int64_t& q);
 
-// The workspace of the algorithm conv2d would choose given unlimited room (the heuristic's fastest that
+// The workspace of the algorithm `convolution` would choose given unlimited room (the heuristic's fastest that
 // needs at most 256 MiB); 0 when that needs none or is unknown (no cuDNN, a malformed call). Asks the
 // heuristic only: enqueues nothing. Needs the CUDA context current (it may create the handle).
 std::size_t conv_workspace_bytes(const ConvCall& call);
 
 // Enqueues the convolution, then the bias, on `stream`: "" on success, else one line naming the failed
-// call and its status. The algorithm is the heuristic's (cudnnGetConvolutionForwardAlgorithm_v7) fastest
-// that fits workspace_bytes; descriptors and the heuristic's answers are cached per shape and dtype.
-std::string conv2d(void* stream, const ConvCall& call);
+// call and its status. The algorithm is the heuristic's (cudnnGetConvolutionForwardAlgorithm_v7, or
+// cudnnGetConvolutionBackwardDataAlgorithm_v7 when transposed) fastest that fits workspace_bytes; descriptors and
+// the heuristic's answers are cached per shape, mode and dtype.
+std::string convolution(void* stream, const ConvCall& call);
 
 namespace vendor_detail {
 
