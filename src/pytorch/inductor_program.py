@@ -915,6 +915,9 @@ class _Plan:
             strides = [self.value(s) for s in stride]
             if len(shape) == 2 and strides == [1, values[0]]:
                 return self.tensor(base, what), shape, True
+            # A batch of matrices each read transposed: [B, R, C] over memory stored [B, C, R] (x.transpose(1, 2)).
+            if len(shape) == 3 and strides == [values[1] * values[2], 1, values[1]]:
+                return self.tensor(base, what), shape, True
             if strides == _dense_strides(values):
                 return self.tensor(base, what), shape, False
             raise Untranslatable(what, f"an operand with strides {ast.unparse(node.args[2])}")
@@ -930,9 +933,6 @@ class _Plan:
 
     def matmul(self, op, call):
         what = f"extern_kernels.{op}"
-        if op == "bmm":
-            raise Untranslatable(what, "a batched product: no library step computes one (cublas.gemm and "
-                                 "cublaslt.matmul take one matrix each)")
         keywords = {k.arg: k.value for k in call.keywords}
         if "out" not in keywords:
             raise Untranslatable(what, "a product without out=")
@@ -946,15 +946,20 @@ class _Plan:
         a, a_shape, a_transposed = self.operand(positional[0], what)
         b, b_shape, b_transposed = self.operand(positional[1], what)
         out, out_shape, _ = self.operand(keywords["out"], what)
-        if a_transposed:
-            # D = A^T B has no form cublas.gemm or cublaslt.matmul take: A is row-major [M, K] in both, and their
-            # one transpose is B's (b_transposed); D^T = B^T A would write D column-major.
-            raise Untranslatable(f"{what} of a transposed left operand", "cublas.gemm and cublaslt.matmul read A "
-                                 "row-major [M, K]; only B may be transposed")
-        if len(a_shape) != 2 or len(b_shape) != 2:
-            raise Untranslatable(what, "an operand that is not 2-d")
-        m, k, n = (_unwrap(self.dim(d)) for d in (a_shape[0], a_shape[1], b_shape[1]))
-        step = {"library": "cublas.gemm", "args": [a, b, out, m, n, k], "options": {}}
+        if a_transposed and bias is not None:
+            # cuBLASLt's step, which adds addmm's bias, reads A row-major [M, K]; cublas.gemm has the transposed A.
+            raise Untranslatable(f"{what} of a transposed left operand", "cublaslt.matmul, which adds the bias, reads "
+                                 "A row-major [M, K]; only cublas.gemm takes A transposed")
+        rank = 3 if op == "bmm" else 2
+        if len(a_shape) != rank or len(b_shape) != rank:
+            raise Untranslatable(what, f"an operand that is not {rank}-d")
+        # The operands' logical shapes ([B,] M, K and [B,] K, N), whatever their memory's order.
+        m, k, n = (_unwrap(self.dim(d)) for d in (a_shape[-2], a_shape[-1], b_shape[-1]))
+        if op == "bmm":
+            step = {"library": "cublas.gemm_batched", "args": [a, b, out, _unwrap(self.dim(a_shape[0])), m, n, k],
+                    "options": {}}
+        else:
+            step = {"library": "cublas.gemm", "args": [a, b, out, m, n, k], "options": {}}
         if bias is not None:
             bias_ref, bias_shape, _ = self.operand(bias, what)
             if len(bias_shape) != 1:
@@ -962,50 +967,67 @@ class _Plan:
             step["library"] = "cublaslt.matmul"
             step["args"].append(bias_ref)
             step["options"]["epilogue"] = "bias"
+        if a_transposed:
+            step["options"]["a_transposed"] = "true"
         if b_transposed:
             step["options"]["b_transposed"] = "true"
         self.steps.append(step)
 
     def convolution(self, name, call):
+        """A 1-d, 2-d or 3-d convolution, forward or transposed: cudnn.conv2d, conv3d, conv_transpose2d or
+        conv_transpose3d, a 1-d one as the 2-d one over an image one row high."""
         what = "extern_kernels.convolution"
         keywords = {k.arg: _value(k.value) for k in call.keywords}
-        if keywords.get("transposed"):
-            raise Untranslatable(f"{what} with transposed=True", "cudnn.conv2d is a forward convolution")
-        if any(v != 0 for v in keywords.get("output_padding", [0])):
-            raise Untranslatable(f"{what} with output_padding", "cudnn.conv2d has none")
+        transposed = bool(keywords.get("transposed"))
         try:
             x, x_shape, _ = self.operand(call.args[0], what)
             w, w_shape, _ = self.operand(call.args[1], what)
         except Untranslatable as error:
-            raise Untranslatable(f"{what} on a channels-last buffer", "cudnn.conv2d reads NCHW: " + error.why)
-        one_d = len(x_shape) == 3 and len(w_shape) == 3
-        if not one_d and (len(x_shape) != 4 or len(w_shape) != 4):
-            raise Untranslatable(f"{what} over {len(x_shape) - 2} dimensions", "cudnn.conv2d is 1-d or 2-d")
+            raise Untranslatable(f"{what} on a channels-last buffer", "cuDNN's steps read NCHW: " + error.why)
+        spatial = len(x_shape) - 2
+        if spatial not in (1, 2, 3) or len(w_shape) != len(x_shape):
+            raise Untranslatable(f"{what} over {spatial} dimensions", "cuDNN's steps are 1-d, 2-d or 3-d")
+        library = "cudnn.conv3d" if spatial == 3 else "cudnn.conv2d"
+        if transposed:
+            library = library.replace(".conv", ".conv_transpose")
+        elif any(v != 0 for v in keywords.get("output_padding", [0])):
+            raise Untranslatable(f"{what} with output_padding", "a forward convolution has none")
         # The convolution's result has its input's dtype; its shape comes with the assert that follows.
         storage = _Storage(name, None, None, x.dtype if isinstance(x, _Storage) else self.binding.params[x]["dtype"])
         self.buffers[name] = storage
         self.storages.append(storage)
+        defaults = {"stride": 1, "padding": 0, "dilation": 1, "output_padding": 0}
         options = {}
-        for key in ("stride", "padding", "dilation"):
-            value = list(keywords.get(key, [1] * (len(x_shape) - 2) if key != "padding" else [0] * (len(x_shape) - 2)))
+        for key, default in defaults.items():
+            if key == "output_padding" and not transposed:
+                continue
+            value = list(keywords.get(key, [default] * spatial))
             # A 1-d convolution is the 2-d one over an image one row high, in the same memory: [N, C, L] is
-            # [N, C, 1, L], the weight [K, C, R] is [K, C, 1, R], and the row's stride, padding and dilation are
-            # 1, 0 and 1.
-            if one_d:
-                value = [0 if key == "padding" else 1] + value
+            # [N, C, 1, L], the weight [K, C, R] is [K, C, 1, R], and the row's stride, padding, dilation (and
+            # output_padding) are 1, 0, 1 and 0.
+            if spatial == 1:
+                value = [default] + value
             options[key] = ",".join(str(v) for v in value)
-        options["groups"] = str(keywords.get("groups", 1))
-        if one_d:
+        groups = keywords.get("groups", 1)
+        options["groups"] = str(groups)
+        # The weight is [K, C / groups, ...] forward, and [C, K / groups, ...] transposed (ConvTranspose's own
+        # layout): the output's channels are its second extent times the groups.
+        out_channels = self.dim(w_shape[0])
+        if transposed:
+            per_group = self.dim(w_shape[1])
+            out_channels = (str(int(per_group) * groups) if re.fullmatch(r"\d+", per_group)
+                            else per_group if groups == 1 else f"{groups} * {self.wrap(per_group)}")
+        if spatial == 1:
             x_dims = [self.dim(x_shape[0]), self.dim(x_shape[1]), "1", self.dim(x_shape[2])]
-            w_dims = [self.dim(w_shape[0]), "1", self.dim(w_shape[2])]
+            w_dims = [out_channels, "1", self.dim(w_shape[2])]
         else:
             x_dims = [self.dim(d) for d in x_shape]
-            w_dims = [self.dim(d) for d in (w_shape[0], w_shape[2], w_shape[3])]
+            w_dims = [out_channels] + [self.dim(d) for d in w_shape[2:]]
         args = [x, w, storage] + x_dims + w_dims
         bias = call.keywords and [k.value for k in call.keywords if k.arg == "bias"]
         if bias and ast.unparse(bias[0]) != "None":
             args.append(self.tensor(bias[0], what))
-        self.steps.append({"library": "cudnn.conv2d", "args": args, "options": options, "conv_input": x})
+        self.steps.append({"library": library, "args": args, "options": options, "conv_input": x})
 
     # Outputs --------------------------------------------------------------------------------------------------
 
@@ -1149,10 +1171,10 @@ def translate(output_code, spec, chosen=None):
         raise Untranslatable("call()", "it launches nothing")
 
     for step in plan.steps:
-        if step.get("library") == "cudnn.conv2d":
+        if step.get("library", "").startswith("cudnn."):
             if not _is_nchw(plan, step["conv_input"]) or not _is_nchw(plan, step["args"][2]):
                 raise Untranslatable("extern_kernels.convolution on a channels-last buffer",
-                                     "cudnn.conv2d reads and writes NCHW")
+                                     "cuDNN's steps read and write NCHW")
 
     names = _tunable_names(plan.launched)
     helpers = set()

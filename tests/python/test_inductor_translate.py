@@ -17,7 +17,8 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtu
 
 # Those that translate; the others raise Untranslatable naming this part.
 TRANSLATED = {
-    "conv3x3_bias_relu.dynamic", "gelu_tanh.dynamic", "gelu_tanh.static", "layer_norm_affine.dynamic",
+    "conv3x3_bias_relu.dynamic", "dlrm_interaction.dynamic", "dlrm_interaction.static", "gelu_tanh.dynamic",
+    "gelu_tanh.static", "layer_norm_affine.dynamic",
     "layer_norm_affine.static", "linear_gelu_scale.dynamic", "linear_gelu_scale.static", "linear_relu.dynamic",
     "linear_relu.static", "linear_residual_layernorm.dynamic", "linear_residual_layernorm.static",
     "matmul_ab.dynamic", "matmul_ab.static", "mean_middle_dim.dynamic", "mean_middle_dim.static",
@@ -25,8 +26,6 @@ TRANSLATED = {
 }
 REFUSED = {
     "conv3x3_bias_relu.static": "extern_kernels.convolution on a channels-last buffer",
-    "dlrm_interaction.dynamic": "extern_kernels.bmm",
-    "dlrm_interaction.static": "extern_kernels.bmm",
     "emb_bag_sum.dynamic": "aten._embedding_bag",
     "emb_bag_sum.static": "aten._embedding_bag",
 }
@@ -216,11 +215,24 @@ class ExpectedPlans(unittest.TestCase):
         result = translate(code.replace("groups=1, bias=None", "groups=2, bias=None"), spec)
         self.assertEqual(plan_of(result["source"])["steps"][0]["options"]["groups"], "2")
 
-    def test_a_transposed_convolution_is_named(self):
+    def test_a_forward_convolution_with_output_padding_is_named(self):
         code, spec = fixture("conv3x3_bias_relu.dynamic")
         with self.assertRaises(Untranslatable) as caught:
-            translate(code.replace("transposed=False", "transposed=True"), spec)
-        self.assertEqual(caught.exception.part, "extern_kernels.convolution with transposed=True")
+            translate(code.replace("output_padding=(0, 0)", "output_padding=(1, 0)"), spec)
+        self.assertEqual(caught.exception.part, "extern_kernels.convolution with output_padding")
+
+    def test_dlrms_dot_interaction_is_a_batched_product(self):
+        # bmm(x, x.transpose(1, 2)): the right operand a view of the left, each matrix read transposed.
+        result, plan = self.translated("dlrm_interaction.dynamic")
+        self.assertEqual(plan["temporaries"], [{"name": "buf0", "dtype": "f32", "shape": ["batch_size", "27", "27"]}])
+        self.assertEqual(plan["steps"][0], {
+            "library": "cublas.gemm_batched",
+            "args": ["features", "features", "buf0", "batch_size", "27", "27", "embedding_dim"],
+            "options": {"b_transposed": "true"}})
+        self.assertEqual(plan["steps"][1]["args"], ["buf0", "out", "351 * batch_size"])
+        self.assertEqual(result["constraints"], ["num_fields == 27"])
+        _, static = self.translated("dlrm_interaction.static")
+        self.assertEqual(static["steps"][0]["args"], ["features", "features", "buf0", "256", "27", "27", "64"])
 
     def test_no_torch(self):
         with open(inductor_program.__file__) as f:
@@ -379,14 +391,60 @@ class Patterns(unittest.TestCase):
             "options": {"stride": "1,3", "padding": "0,1", "dilation": "1,2", "groups": "1"}}]})
         self.assertEqual(result["constraints"], ["out_channels == 16", "in_channels == 8"])
 
-    def test_a_transposed_left_operand_is_named(self):
-        # torch.mm(A.T, B): cuBLAS could take it, but neither library step has an option for A's transpose.
-        code, spec = fixture("matmul_ab.dynamic")
-        code = code.replace("extern_kernels.mm(arg2_1, arg4_1, out=buf0)",
-                            "extern_kernels.mm(reinterpret_tensor(arg2_1, (s97, s98), (1, s97), 0), arg4_1, out=buf0)")
+    def test_a_transposed_left_operand(self):
+        # torch.mm(a.T, b): cublas.gemm reads A transposed; addmm's bias is cublaslt.matmul's, which does not.
+        result, plan = self.translated("mm_left_transposed")
+        self.assertEqual(plan, {"steps": [{"library": "cublas.gemm", "args": ["a", "b", "out", "m", "n", "k"],
+                                           "options": {"a_transposed": "true"}}]})
+        self.assertEqual(result["constraints"], [])
+        code, spec = pattern("mm_left_transposed")
         with self.assertRaises(Untranslatable) as caught:
-            translate(code, spec)
-        self.assertEqual(caught.exception.part, "extern_kernels.mm of a transposed left operand")
+            translate(code.replace("extern_kernels.mm(", "extern_kernels.addmm(arg4_1, "), spec)
+        self.assertEqual(caught.exception.part, "extern_kernels.addmm of a transposed left operand")
+
+    def test_a_batched_product(self):
+        result, plan = self.translated("bmm_plain")
+        self.assertEqual(plan, {"steps": [{"library": "cublas.gemm_batched",
+                                           "args": ["a", "b", "out", "batch", "m", "n", "k"]}]})
+        self.assertEqual(result["tunables"], {})
+        self.assertIn("extern_kernels -> cublas.gemm_batched", result["notes"])
+
+    def test_a_grouped_transposed_convolution(self):
+        # The weight is [in, out / groups, 3, 3]: the output's channels are its second extent times the groups.
+        result, plan = self.translated("conv_transpose2d_grouped")
+        self.assertEqual(plan, {"steps": [{
+            "library": "cudnn.conv_transpose2d",
+            "args": ["x", "conv_transpose2d_weight", "out", "batch_size", "8", "height", "width", "12", "3", "3"],
+            "options": {"stride": "2,2", "padding": "1,1", "dilation": "1,1", "output_padding": "1,1",
+                        "groups": "2"}}]})
+        self.assertEqual(result["constraints"], ["in_channels == 8", "out_channels / 2 == 6"])
+
+    def test_a_3d_convolution_with_its_bias(self):
+        result, plan = self.translated("conv3d_strided")
+        self.assertEqual(plan, {"steps": [{
+            "library": "cudnn.conv3d",
+            "args": ["x", "conv3d_weight", "out", "batch_size", "4", "depth", "height", "height", "8", "3", "3", "3",
+                     "conv3d_bias"],
+            "options": {"stride": "1,2,2", "padding": "1,1,1", "dilation": "1,1,1", "groups": "1"}}]})
+        # One symbol for the height and the width: the program holds where they are equal.
+        self.assertEqual(result["constraints"], ["out_channels == 8", "in_channels == 4", "width == height"])
+
+    def test_transposed_3d_and_1d_convolutions(self):
+        code, spec = pattern("conv3d_strided")
+        _, plan = self.translated("conv3d_strided", code.replace(
+            "transposed=False, output_padding=(0, 0, 0)", "transposed=True, output_padding=(0, 1, 1)"))
+        step = plan["steps"][0]
+        self.assertEqual(step["library"], "cudnn.conv_transpose3d")
+        self.assertEqual(step["args"][8], "4")  # K: the weight [8, 4, 3, 3, 3]'s second extent, one group
+        self.assertEqual(step["options"]["output_padding"], "0,1,1")
+        # A 1-d one is the 2-d one a row high: the row's output_padding is 0.
+        code, spec = pattern("conv1d_strided")
+        _, plan = self.translated("conv1d_strided", code.replace(
+            "transposed=False, output_padding=(0,)", "transposed=True, output_padding=(2,)"))
+        self.assertEqual(plan["steps"][0], {
+            "library": "cudnn.conv_transpose2d",
+            "args": ["x", "conv1d_weight", "out", "batch_size", "8", "1", "length", "8", "1", "5"],
+            "options": {"stride": "1,3", "padding": "0,1", "dilation": "1,2", "output_padding": "0,2", "groups": "1"}})
 
     def test_a_float_of_the_module_is_named(self):
         code, spec = pattern("leaky_relu_slope")
