@@ -948,6 +948,8 @@ TEST_CASE("vendor libraries: conv2d against a naive host convolution" * doctest:
   }
 }
 
+// The f32 cases below allow 5e-5 (cuDNN may sum in another order, or by FFT, over up to 54 taps a channel); TF32
+// would be off by some 1e-3.
 TEST_CASE("vendor libraries: conv3d against a naive host convolution" * doctest::skip(kNoGpu)) {
   KE_NEED_CUDNN();
   c::ConvCall call;
@@ -955,12 +957,12 @@ TEST_CASE("vendor libraries: conv3d against a naive host convolution" * doctest:
   call.n = 2, call.c = 4, call.d = 5, call.h = 6, call.w = 7, call.k = 6, call.t = 3, call.r = 3, call.s = 2;
   call.stride_h = 2, call.pad_d = call.pad_h = 1, call.dil_w = 2, call.groups = 2;
   SUBCASE("f32, stride, padding and dilation apart in each dimension, groups 2, bias") {
-    check_conv(call, true, true, 2e-5, 1e-5);
+    check_conv(call, true, true, 5e-5, 1e-5);
   }
-  SUBCASE("f32, the same with no workspace") { check_conv(call, true, false, 2e-5, 1e-5); }
+  SUBCASE("f32, the same with no workspace") { check_conv(call, true, false, 5e-5, 1e-5); }
   SUBCASE("f32, one group, no bias, 3x3x3 padding 1") {
     call.groups = 1, call.s = 3, call.pad_w = 1, call.dil_w = 1, call.stride_h = 1;
-    check_conv(call, false, true, 2e-5, 1e-5);
+    check_conv(call, false, true, 5e-5, 1e-5);
   }
   SUBCASE("f16, groups 2, bias") {
     call.dtype = "f16";
@@ -976,16 +978,16 @@ TEST_CASE("vendor libraries: conv_transpose2d against a naive host convolution" 
   call.n = 2, call.c = 4, call.h = 5, call.w = 6, call.k = 6, call.r = 3, call.s = 3;
   call.stride_h = call.stride_w = 2, call.pad_h = call.pad_w = 1, call.out_pad_h = call.out_pad_w = 1;
   call.groups = 2;
-  SUBCASE("f32, stride 2, output_padding 1, groups 2, bias") { check_conv(call, true, true, 2e-5, 1e-5); }
-  SUBCASE("f32, the same with no workspace") { check_conv(call, true, false, 2e-5, 1e-5); }
+  SUBCASE("f32, stride 2, output_padding 1, groups 2, bias") { check_conv(call, true, true, 5e-5, 1e-5); }
+  SUBCASE("f32, the same with no workspace") { check_conv(call, true, false, 5e-5, 1e-5); }
   SUBCASE("f32, dilation 2, output_padding in width alone, one group, no bias") {
     call.groups = 1, call.dil_h = call.dil_w = 2, call.out_pad_h = 0, call.c = 3, call.k = 5;
-    check_conv(call, false, true, 2e-5, 1e-5);
+    check_conv(call, false, true, 5e-5, 1e-5);
   }
   SUBCASE("f32, a 1-d one as a 2-d one a row high (stride 3, padding 2, output_padding 2)") {
     call.h = 1, call.r = 1, call.stride_h = 1, call.pad_h = 0, call.out_pad_h = 0;
     call.w = 17, call.s = 5, call.stride_w = 3, call.pad_w = 2, call.out_pad_w = 2, call.groups = 1;
-    check_conv(call, true, true, 2e-5, 1e-5);
+    check_conv(call, true, true, 5e-5, 1e-5);
   }
   SUBCASE("f16, stride 2, output_padding 1, groups 2, bias") {
     call.dtype = "f16";
@@ -1005,10 +1007,10 @@ TEST_CASE("vendor libraries: conv_transpose3d against a naive host convolution" 
   call.n = 2, call.c = 4, call.d = 3, call.h = 4, call.w = 5, call.k = 2, call.t = 3, call.r = 3, call.s = 3;
   call.stride_d = call.stride_h = call.stride_w = 2, call.pad_d = call.pad_h = call.pad_w = 1;
   call.out_pad_d = call.out_pad_w = 1;
-  SUBCASE("f32, bias") { check_conv(call, true, true, 2e-5, 1e-5); }
+  SUBCASE("f32, bias") { check_conv(call, true, true, 5e-5, 1e-5); }
   SUBCASE("f32, groups 2, no bias, no workspace") {
     call.groups = 2;
-    check_conv(call, false, false, 2e-5, 1e-5);
+    check_conv(call, false, false, 5e-5, 1e-5);
   }
 }
 
