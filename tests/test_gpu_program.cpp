@@ -372,6 +372,13 @@ const char* kConv3dStep = R"P(/* kernelevolve-plan
 */
 )P";
 
+// Whether `e` failed because the machine lacks the step's library; says so (the case then returns).
+bool library_missing(const ke::Evaluation& e) {
+  if (e.compile_log.find("cannot be loaded") == std::string::npos) return false;
+  MESSAGE("skipped: " << e.compile_log);
+  return true;
+}
+
 ke::Evaluation evaluate(const ke::Spec& spec, const std::string& source, const ke::Bindings& tunables) {
   ke::LocalEvaluator evaluator(spec, kGpu.device, quick());
   evaluator.prepare();
@@ -443,10 +450,7 @@ TEST_CASE("gpu programs: cuBLASLt's product with its epilogue, alone and before 
   const ke::Spec spec = linear_spec(kLinearTwoSteps);
   const ke::Evaluation one = evaluate(spec, kLinearOneStep, {});
   INFO(one.message, "\n", one.compile_log);
-  if (one.compile_log.find("cannot be loaded") != std::string::npos) {
-    MESSAGE("skipped: " << one.compile_log);
-    return;
-  }
+  if (library_missing(one)) return;
   CHECK(one.status == ke::Status::ok);
   CHECK(one.resources.at("library") == 1);
   const ke::Evaluation two = evaluate(spec, kLinearTwoSteps, {});
@@ -481,10 +485,7 @@ TEST_CASE("gpu programs: cuDNN's convolution as a step" * doctest::skip(kNoGpu))
   const ke::Spec spec = conv_spec(kConvStep);
   const ke::Evaluation e = evaluate(spec, kConvStep, {});
   INFO(e.message, "\n", e.compile_log);
-  if (e.compile_log.find("cannot be loaded") != std::string::npos) {
-    MESSAGE("skipped: " << e.compile_log);
-    return;
-  }
+  if (library_missing(e)) return;
   CHECK(e.status == ke::Status::ok);
 }
 
@@ -499,10 +500,7 @@ TEST_CASE("gpu programs: cuBLAS's batched product and a transposed left operand 
       {{{"B", 6}, {"M", 27}, {"N", 27}, {"K", 64}}}, kBmmReference, kBmmStep);
   const ke::Evaluation batched = evaluate(bmm, kBmmStep, {});
   INFO(batched.message, "\n", batched.compile_log);
-  if (batched.compile_log.find("cannot be loaded") != std::string::npos) {
-    MESSAGE("skipped: " << batched.compile_log);
-    return;
-  }
+  if (library_missing(batched)) return;
   CHECK(batched.status == ke::Status::ok);
   CHECK(batched.resources.at("library") == 1);
   // B beyond what the buffers hold is refused before the call runs.
@@ -535,10 +533,7 @@ TEST_CASE("gpu programs: cuDNN's transposed and 3-d convolutions as steps" * doc
       {{{"N", 2}, {"C", 8}, {"H", 9}, {"W", 13}, {"K", 6}}}, kConvTransposeReference, kConvTransposeStep);
   const ke::Evaluation t = evaluate(transposed, kConvTransposeStep, {});
   INFO(t.message, "\n", t.compile_log);
-  if (t.compile_log.find("cannot be loaded") != std::string::npos) {
-    MESSAGE("skipped: " << t.compile_log);
-    return;
-  }
+  if (library_missing(t)) return;
   CHECK(t.status == ke::Status::ok);
   // An output_padding at the stride has no cuDNN form: refused, and said why.
   std::string at_stride = kConvTransposeStep;
