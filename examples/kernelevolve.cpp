@@ -59,9 +59,11 @@ const char* kUsage =
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
     "  kernelevolve export DB [--run ID] [--node N] --format torch -o op.py   the best node as a PyTorch operator\n"
     "  kernelevolve devices [--json] [--sandbox-info]    the devices found, with their properties; the sandbox\n"
-    "  kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F] [--json]\n"
+    "  kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F] [--max-evals N]\n"
+    "                        [--mutator M --command CMD ...] [--no-evolve] [--json]\n"
     "                        a whole model (KernelBench format) profiled, cut into regions, each written as a\n"
-    "                        problem, ranked by share of the model's time (issue 30, steps 1-3)\n"
+    "                        problem, ranked by share of the model's time, evolved, the winners put back\n"
+    "                        (OUT/optimized.py), the speedup proved (issue 30)\n"
     "run 'kernelevolve COMMAND --help' for a command's options\n";
 
 // A progress bar rewritten in place on a terminal (evaluations, best speedup, rate, ETA); on anything
@@ -1474,8 +1476,9 @@ int cmd_baseline(const std::vector<std::string>& args) {
   return baselines[0].evaluation.status == ke::Status::ok ? 0 : 1;
 }
 
-// `optimize`: steps 1-3 of issue 30 (kernelevolve/optimize.hpp): the model profiled, its graph cut into regions, each
-// written as a PyTorch problem under --out, and the regions ranked by share of the model's time.
+// `optimize`: issue 30 (kernelevolve/optimize.hpp): the model profiled, its graph cut into regions, each written as a
+// PyTorch problem under --out, the regions ranked by share of the model's time, evolved, the winners put back, and
+// the speedup proved. Options of each region's `kernelevolve run` pass through.
 int cmd_optimize(const std::vector<std::string>& args) {
   po::options_description d("optimize");
   std::string model;
@@ -1491,7 +1494,21 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "budget", po::value(&options.budget_s)->default_value(2, "2"),
       "seconds spent timing the model, and again the regions")(
       "timeout", po::value(&options.timeout_s)->default_value(1800, "1800"), "for the whole optimizer, seconds")(
-      "json", po::bool_switch(&json), "print the report (the manifest) as one JSON object on stdout");
+      "no-evolve", po::bool_switch(), "steps 1-3 only: profile, cut and rank")(
+      "max-evals", po::value(&options.max_evals)->default_value(20), "evaluations of each kept region's run")(
+      "total-evals", po::value(&options.total_evals)->default_value(0),
+      "evaluations in all instead, split among the kept regions by their share of the model's time")(
+      "mutator", po::value<std::string>(), "each region's run: param|command|llm|mix (as kernelevolve run)")(
+      "command", po::value<std::string>(), "the command mutator's command (as kernelevolve run)")(
+      "llm-url", po::value<std::string>(), "as kernelevolve run")(
+      "llm-model", po::value<std::string>(), "as kernelevolve run")("llm-api-key-env", po::value<std::string>(),
+                                                                    "as kernelevolve run")(
+      "max-time", po::value<std::string>(), "seconds of each region's run (as kernelevolve run)")(
+      "jobs", po::value<std::string>(), "each region's run's parallel evaluations (as kernelevolve run)")(
+      "run-option", po::value<std::vector<std::string>>(),
+      "any other option of kernelevolve run, for each region's run (repeat it: --run-option=--language "
+      "--run-option=c)")("json", po::bool_switch(&json),
+                         "print the report (the manifest) as one JSON object on stdout");
   po::positional_options_description pos;
   pos.add("model", 1);
   po::variables_map vm;
@@ -1499,14 +1516,25 @@ int cmd_optimize(const std::vector<std::string>& args) {
   po::notify(vm);
   if (vm.count("help") || model.empty()) {
     (vm.count("help") ? std::cout : std::cerr)
-        << "usage: kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F] [--json]\n"
+        << "usage: kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F]\n"
+           "                             [--max-evals N | --total-evals N] [--mutator M --command CMD ...] [--json]\n"
            "  Profiles the model under torch.profiler, captures its graph (torch.export, or torch.fx on torch 1.13),\n"
            "  cuts it into regions (element-wise, reduction and normalization chains around at most one matrix\n"
            "  product or convolution), writes each distinct region as a problem file (identical regions once, with\n"
-           "  a count and a stable hash) and ranks them by share of the model's time. Evolving them, putting the\n"
-           "  winners back and proving the speedup come next.\n"
+           "  a count and a stable hash) and ranks them by share of the model's time; evolves each kept region\n"
+           "  (kernelevolve run, every run in OUT/optimize.db: a later optimize resumes from it), puts back only the\n"
+           "  winners over eager and torch.compile (OUT/optimized.py), and proves the model's speedup: parity,\n"
+           "  engagement, an interleaved A/B.\n"
         << d;
     return vm.count("help") ? 0 : 2;
+  }
+  options.evolve = !vm["no-evolve"].as<bool>();
+  for (const char* name : {"mutator", "command", "llm-url", "llm-model", "llm-api-key-env", "max-time", "jobs"}) {
+    if (vm.count(name))
+      options.run_options.insert(options.run_options.end(), {std::string("--") + name, vm[name].as<std::string>()});
+  }
+  if (vm.count("run-option")) {
+    for (const std::string& o : vm["run-option"].as<std::vector<std::string>>()) options.run_options.push_back(o);
   }
   const ke::OptimizeReport report = ke::optimize_model(model, options);
   std::cout << (json ? report.json : ke::format_report(report));

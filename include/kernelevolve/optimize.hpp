@@ -1,7 +1,9 @@
-// The model optimizer (issue 30): from a whole PyTorch model to the problems worth a kernel. It profiles the model,
-// cuts its graph into regions (element-wise, reduction and normalization chains around at most one matrix product or
-// convolution), writes each distinct region as a PyTorch problem file, and ranks them by share of the model's time. It
-// produces problems and will consume results; it never reaches into the evaluator.
+// The model optimizer (issue 30): from a whole PyTorch model to a faster model. It profiles the model, cuts its graph
+// into regions (element-wise, reduction and normalization chains around at most one matrix product or convolution),
+// writes each distinct region as a PyTorch problem file, ranks them by share of the model's time, evolves the kept ones
+// (`kernelevolve run` on each file, every run in one database), puts back only the winners over eager and
+// torch.compile (operators in the captured graph, each behind a shape guard), and proves the model's speedup. It
+// produces problems and consumes results; it never reaches into the evaluator.
 #pragma once
 #include <string>
 #include <vector>
@@ -14,6 +16,13 @@ struct OptimizeOptions {
   double min_share = 0.01;     // a region below this share of the model's time is skipped (Amdahl)
   double budget_s = 2;         // seconds spent timing the model, and again the regions
   double timeout_s = 1800;     // for the whole Python process
+  bool evolve = true;          // steps 4-6 (evolve, put back, prove); false: profile, cut and rank only
+  long max_evals = 20;         // evaluations of each kept region's run
+  long total_evals = 0;        // > 0: evaluations in all instead, split among the kept regions by their share
+  // Passed to each region's `kernelevolve run` as they are: "--mutator", "command", "--command", CMD, "--llm-model",
+  // ...
+  std::vector<std::string> run_options;
+  std::string cli;  // the kernelevolve command that runs them; empty: the one beside the library or this program
 };
 
 // One operator of the model's profile: self time per forward, grouped by operator and input shapes.
@@ -36,6 +45,16 @@ struct OptimizedRegion {
   double share = 0;    // time_us * count over the sum over all regions
   bool kept = false;   // worth evolving; else `reason` says why not
   std::string reason;
+  // Step 4: "evolved", "resumed" (an earlier optimize's run, not evolved again), "failed" (put_back_reason says
+  // why), or empty where not evolved.
+  std::string evolve_status;
+  long run = 0, node = 0;                               // the run in the database, and its best node
+  double evolve_s = 0;                                  // the run's wall time
+  double best_us = 0, eager_us = 0, compile_us = 0;     // the run's first workload; 0 where not measured
+  double speedup_vs_eager = 0, speedup_vs_compile = 0;  // 0 where not measured
+  bool put_back = false;  // step 5: in the optimized model; `put_back_reason` says why or why not
+  std::string put_back_reason;
+  double after_speedup = 0;  // its guard over its own code in the optimizer's process (step 6); 0 if not put back
 };
 
 struct OptimizeReport {
@@ -47,24 +66,38 @@ struct OptimizeReport {
   long rank_rounds = 0;
   std::vector<ProfiledOperator> operators;  // the profile's top operators by self time
   std::vector<OptimizedRegion> regions;     // by share, largest first
-  double profile_s = 0, cut_s = 0, rank_s = 0;
+  double profile_s = 0, cut_s = 0, rank_s = 0, evolve_s = 0, put_back_s = 0, prove_s = 0;
+  // Steps 5 and 6 (empty or zero where they did not run; put_back_note says why not where they could not).
+  std::string database;          // every region's run
+  std::string optimized_module;  // the file to import: load() gives the optimized model
+  std::string put_back_note;
+  std::string export_note;  // torch.export's graph, or why there is none
+  std::string chart;        // the SVG of the model's time by region, before and after
+  bool parity = false, engaged = false;
+  double parity_max_error = 0;
+  double speedup_vs_eager = 0;  // the A/B's median, eager over optimized, with its 10th and 90th percentiles
+  double speedup_spread[2] = {0, 0};
+  long ab_rounds = 0;
+  std::string verdict_vs_eager, verdict_vs_compile;  // the speedup in words, said only where it exceeds the spread
   std::vector<std::string> notes;
-  std::string next;  // what steps 4-6 will do with it
+  std::string next;  // with --no-evolve: what steps 4-6 would do; else empty
   std::string json;  // the manifest: the same report as JSON, with every occurrence's place in the graph
 };
 
 // MODEL.optimize beside the model where its folder is writable, else in the current one.
 std::string default_optimize_dir(const std::string& model_path);
 
-// Steps 1-3 of issue 30 on a KernelBench-format file whose Model is a whole network: profile, cut, rank. Writes the
-// region files and manifest.json under options.out_dir (made if absent; an earlier optimize's output there is
-// replaced, anything else in it is refused). Throws Error(BadSpec) naming the problem for a model it cannot take (no
+// Issue 30 on a KernelBench-format file whose Model is a whole network: profile, cut, rank; then (options.evolve)
+// evolve, put back, prove. Writes the region files and manifest.json under options.out_dir (made if absent; an
+// earlier optimize's output there is replaced, its database kept to resume from, anything else in it is refused),
+// and optimize.db, optimized.py (with optimized.pt) and time_by_region.svg. A region that cannot be evolved is a
+// row of the report with why, not an error. Throws Error(BadSpec) naming the problem for a model it cannot take (no
 // Model, a forward that fails, a graph it cannot capture such as data-dependent control flow, a model too big for the
 // device) or an output folder holding the user's files, Error(DeviceUnavailable) when no Python imports torch or the
 // device is absent.
 OptimizeReport optimize_model(const std::string& model_path, const OptimizeOptions& options = {});
 
-// The report as text: each step's time, the profile's top operators, the table of regions, what comes next.
+// The report as text: each step's time, the profile's top operators, the table of regions, the speedup.
 std::string format_report(const OptimizeReport& report);
 
 }  // namespace kernelevolve

@@ -26,7 +26,7 @@ import torch
 
 from .program import Error, Program
 
-__all__ = ["load", "replace", "Operator", "HAS_CUSTOM_OP", "MISSING"]
+__all__ = ["load", "replace", "Operator", "Guarded", "HAS_CUSTOM_OP", "MISSING"]
 
 # torch.library.custom_op and register_fake came in PyTorch 2.4.
 HAS_CUSTOM_OP = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
@@ -228,6 +228,16 @@ class Operator:
                 if q.role != "scalar" and list(arg.shape) != [_dimension(d, sizes) for d in q.shape]:
                     return None, f"'{q.name}' has shape {list(arg.shape)}, the program's is {q.shape} at {sizes}"
         return sizes, None
+
+    def why_not(self, *args):
+        """None where the program would take this call as it is (dtypes, device, layout and a shape it was verified
+        on, or any shape with any_shape=True), else why not: what a guard asks before calling it."""
+        if any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
+            return "meta tensors"
+        sizes, why = self._bind(args)
+        if why is None and not self.any_shape:
+            why = self._verified(args, sizes)
+        return why
 
     def _verified(self, args, sizes):
         if tuple(sizes.get(s) for s in self.program.sizes) not in self._verified_sizes:
@@ -459,6 +469,8 @@ class Operator:
             if not source:
                 return None
             namespace = types.ModuleType(f"kernelevolve_problem_{self.name}")
+            if ref.get("pytorch"):  # a module that finds files beside itself (a region's weights) finds them there
+                namespace.__file__ = ref["pytorch"]
             exec(compile(source, ref.get("pytorch") or "<problem>", "exec"), namespace.__dict__)
             self._module = namespace.Model(*namespace.get_init_inputs()).eval()
             if ref.get("dtype") in _DTYPES:  # a --dtype problem: its module cast as its reference was
@@ -466,6 +478,48 @@ class Operator:
             # Spec params name the state dict's entries with '.' as '_' (README, "Bring your PyTorch module").
             self._weights = {k.replace(".", "_"): k for k in self._module.state_dict()}
         return self._module
+
+
+class Guarded(torch.nn.Module):
+    """One place of a model where `op` stands in for code it replaced (`original`, a function of the same arguments):
+    a call the program was verified on (Operator.why_not) runs the program, any other (another shape, dtype, device)
+    runs `original`, counted in `fallbacks`. What `kernelevolve optimize` puts in a model's graph for each region it
+    puts back; `op.calls` counts the program's launches, over every place that shares the operator."""
+
+    def __init__(self, op, original):
+        super().__init__()
+        self.op = op
+        self.original = original
+        self.fallbacks = 0
+        self._takes = {}  # per call signature (shapes, dtypes, devices, layouts): whether the program takes it
+
+    def forward(self, *args):
+        plain = True
+        key = []
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                plain = plain and type(a) in _PLAIN
+                key.append((a.shape, a.dtype, a.device, a.is_contiguous()))
+            else:
+                plain = False
+                key.append(a)
+        key = tuple(key)
+        takes = self._takes.get(key)
+        if takes is None:
+            takes = self.op.why_not(*args) is None
+            if len(self._takes) < 256:
+                self._takes[key] = takes
+        if not takes:
+            self.fallbacks += 1
+            return self.original(*args)
+        # Plain tensors, no gradient, no mode: the key is the operator's own (its arguments are all tensors), and its
+        # program runs without Operator.__call__ looking at them again.
+        if plain and not _grad_enabled() and not _modes_active():
+            return self.op._execute(args, key)
+        return self.op(*args)
+
+    def extra_repr(self):
+        return f"{self.op.qualname}, else {getattr(self.original, '__name__', 'the original')}"
 
 
 class _Plan:

@@ -7,7 +7,9 @@
 import hashlib
 import importlib
 import json
+import operator
 import os
+import pprint
 import re
 
 import torch
@@ -135,6 +137,7 @@ class Occurrence:
                     self.inputs.append(a)
         self.outputs = [n for n in region.nodes if any(u.op == "output" or u not in inside for u in n.users)]
         self.hash, self.description = None, None
+        self.problem, self.index = None, 0  # its Problem, and which of its occurrences it is (cut())
 
 
 def describe(occ, capture):
@@ -232,6 +235,7 @@ def cut(capture):
         else:
             by_hash[occ.hash] = Problem(f"r{len(problems) + 1}", occ)
             problems.append(by_hash[occ.hash])
+        occ.problem, occ.index = by_hash[occ.hash], len(by_hash[occ.hash].occurrences) - 1
     return occurrences, problems
 
 
@@ -279,6 +283,12 @@ def forward_source(problem, capture):
         env[node] = copy
     outs = [env[o] for o in occ.outputs]
     graph.output(outs[0] if len(outs) == 1 else tuple(outs))
+    return graph_code(graph, f"region {problem.name}")
+
+
+def graph_code(graph, what):
+    """A graph's forward as FX's code generator writes it, each global it needs (a function outside torch) imported
+    by name, with whether it writes inf or nan and torch.device(...): (source, imports, uses_inf, uses_device)."""
     code = graph.python_code(root_module="self")
     extra = sorted(set(code.globals) - FX_BUILTINS)
     imports = []
@@ -292,8 +302,7 @@ def forward_source(problem, capture):
             except Exception:
                 found = None
         if found is not obj:
-            raise Refusal("untraceable", f"region {problem.name} calls {obj!r}, which a problem file cannot import "
-                                         "by name")
+            raise Refusal("untraceable", f"{what} calls {obj!r}, which a Python file cannot import by name")
         imports.append(f"from {module} import {qualname} as {name}")
     # FX frees each value after its last use (`;  x = None`): noise in a file a person or a model reads.
     source = re.sub(r";  (?:\w+ = )+None$", "", code.src.strip("\n"), flags=re.M)
@@ -417,3 +426,180 @@ def write_problem(problem, capture, model_path, directory):
     with open(os.path.join(directory, problem.file), "w") as f:
         f.write("\n".join(body))
     return state
+
+
+# Step 5, put back: the cut undone, with operators standing in for the regions that won. The captured graph is
+# rebuilt region by region (the cut's order, in which each reads only what earlier ones wrote); an occurrence of a
+# put-back region becomes one call of a guard module (kernelevolve.torch.Guarded: the operator where the call is one
+# it was verified on, else the region's own code), given its inputs and its own weights; every other region keeps
+# its nodes. The result is written as a Python file a user imports (OPTIMIZED), its weights beside it.
+OPTIMIZED, OPTIMIZED_WEIGHTS = "optimized.py", "optimized.pt"
+
+
+def region_function(problem, signature, name):
+    """The region's code as a plain function of the operator's arguments (its inputs and weights, by the names the
+    operator's signature gives them, in that order): what a guard runs where the operator cannot. Its source and the
+    imports that source needs; None and why where the signature is not the region's."""
+    occ = problem.first
+    if problem.modules:
+        return None, "the region holds a module the trace did not enter (its weights are the module's): not put back"
+    values = dict(zip(problem.input_names, occ.inputs))
+    values.update(zip(problem.weight_names, occ.weights))
+    if sorted(signature) != sorted(values):
+        return None, (f"the operator takes ({', '.join(signature)}), the region's inputs and weights are "
+                      f"({', '.join(values)})")
+    graph = torch.fx.Graph()
+    env = {values[n]: graph.placeholder(n) for n in signature}
+    for node in occ.nodes:
+        env[node] = graph.node_copy(node, lambda a: env[a])
+    outs = [env[o] for o in occ.outputs]
+    graph.output(outs[0] if len(outs) == 1 else tuple(outs))
+    source, imports, _, _ = graph_code(graph, f"region {problem.name}")
+    return (source.replace("def forward(self, ", f"def {name}(", 1), imports), None
+
+
+def optimized_graph(capture, occurrences, put_back):
+    """The captured graph with each occurrence of a put-back region (`put_back`: problem hash -> its operator's
+    signature) replaced by a call of a guard module named after the region and the occurrence (r1_0, r1_1, ...),
+    its weights flattened to attributes of one module. Returns the graph and, per attribute, its kind and the capture's
+    target; per guard, the region's name and hash; per kept module (an LSTM), its target."""
+    graph, env = torch.fx.Graph(), {}
+    attributes, modules, guards, taken = {}, {}, {}, set()
+
+    def flat(target, store):
+        for name, (_, t) in store.items():
+            if t == target:
+                return name
+        name = python_name(target, taken)
+        store[name] = (capture.kind.get(target, "module") if store is attributes else "module", target)
+        return name
+
+    def value(a):
+        if a not in env and a.op == "get_attr":
+            env[a] = graph.get_attr(flat(a.target, attributes))
+        return env[a]
+
+    for node in capture.gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = graph.node_copy(node)
+    for occ in occurrences:
+        problem = occ.problem
+        signature = put_back.get(problem.hash)
+        if signature is None:
+            for node in occ.nodes:
+                copy = graph.node_copy(node, value)
+                if node.op == "call_module":
+                    copy.target = flat(node.target, modules)
+                env[node] = copy
+            continue
+        values = dict(zip(problem.input_names, occ.inputs))
+        values.update(zip(problem.weight_names, occ.weights))
+        place = python_name(f"{problem.name}_{occ.index}", taken)
+        guards[place] = (problem.name, problem.hash)
+        call = graph.call_module(place, tuple(value(values[n]) for n in signature))
+        if len(occ.outputs) == 1:
+            env[occ.outputs[0]] = call
+        else:
+            for i, out in enumerate(occ.outputs):
+                env[out] = graph.call_function(operator.getitem, (call, i))
+    out = next(n for n in capture.gm.graph.nodes if n.op == "output")
+    graph.node_copy(out, value)
+    graph.lint()
+    return graph, attributes, modules, guards
+
+
+def write_optimized(directory, capture, occurrences, regions, model_path, package_dir):
+    """OPTIMIZED and OPTIMIZED_WEIGHTS under `directory`: the optimized model as a file to import. `regions`: per
+    put-back problem, its operator's database, run and node and signature. Returns the file's path."""
+    put_back = {p.hash: r["signature"] for p, r in regions}
+    graph, attributes, modules, guards = optimized_graph(capture, occurrences, put_back)
+    forward, imports, _, _ = graph_code(graph, "the optimized model")
+    functions, table = [], {}
+    for p, r in regions:
+        (source, more), _ = region_function(p, r["signature"], f"{p.name}_original")
+        functions.append(source)
+        imports += more
+        table[p.name] = {"hash": p.hash, "database": r["database"], "run": r["run"], "node": r["node"],
+                         "original": f"{p.name}_original",
+                         "places": [g for g, (name, _) in guards.items() if name == p.name]}
+    names = [f"{name} ({r['hash']})" for name, r in table.items()]
+    state = {}
+    for name, (kind, target) in attributes.items():
+        state[name] = attribute(capture, target).detach().cpu()
+    lines = []
+    for name, (kind, _) in attributes.items():
+        if kind == "parameter":
+            lines.append(f"self.{name} = nn.Parameter(state[{name!r}], requires_grad=False)")
+        else:
+            lines.append(f"self.register_buffer({name!r}, state[{name!r}])")
+    for name, (_, target) in modules.items():
+        module = capture.gm.get_submodule(target)
+        lines.append(f"self.{name} = {module_constructor(name, module)}")
+        lines.append(f"self.{name}.load_state_dict({{k[len({name + '.'!r}):]: v for k, v in state.items() "
+                     f"if k.startswith({name + '.'!r})}})")
+        for key, t in module.state_dict().items():
+            state[f"{name}.{key}"] = t.detach().cpu()
+    torch.save(state, os.path.join(directory, OPTIMIZED_WEIGHTS))
+    head = [
+        f"# {os.path.basename(model_path)} optimized by `kernelevolve optimize` (issue 30): its captured graph with each "
+        "put-back region's",
+        "# operator in place (a kernel a run of optimize.db found, loaded by kernelevolve.torch), behind a guard that runs "
+        "the",
+        "# region's own code on a call the kernel was not verified on. load() gives the model (weights from "
+        f"{OPTIMIZED_WEIGHTS}),",
+        "# graph_module(model) its torch.fx GraphModule, operators(model) each operator with its call counts.",
+        f"# Regions put back: {', '.join(names) or 'none'}.",
+        "import os",
+        "import sys",
+        "",
+        "import torch",
+        "import torch.nn as nn",
+        "import torch.fx",
+        "from torch import device",
+    ] + sorted(set(imports)) + [
+        "",
+        "_HERE = os.path.dirname(os.path.abspath(__file__))",
+        "# Where the kernelevolve package was when this file was written (a build tree's); an installed one is found as",
+        "# any package is.",
+        f"_PACKAGE = {package_dir or ''!r}",
+        "if _PACKAGE and os.path.isdir(_PACKAGE) and _PACKAGE not in sys.path:",
+        "    sys.path.insert(0, _PACKAGE)",
+        "import kernelevolve.torch  # noqa: E402",
+        "",
+        "inf = float(\"inf\")",
+        "nan = float(\"nan\")",
+        "# Per region put back: its hash, its operator's run and node in the database (relative to this file), its own",
+        "# code (the guard's fallback) and the places in the graph that call it.",
+        "REGIONS = " + pprint.pformat(table, width=100, sort_dicts=False).replace("\n", "\n" + " " * 10),
+    ]
+    body = head
+    for source in functions:
+        body += ["", ""] + source.splitlines()
+    body += ["", "", "class Model(nn.Module):", "    def __init__(self):", "        super().__init__()",
+             f"        state = torch.load(os.path.join(_HERE, {OPTIMIZED_WEIGHTS!r}), map_location=\"cpu\")"]
+    body += ["        " + line for line in lines]
+    body += ["        for region in REGIONS.values():",
+             "            op = kernelevolve.torch.load(os.path.join(_HERE, region[\"database\"]), run=region[\"run\"],",
+             "                                         node=region[\"node\"])",
+             "            for place in region[\"places\"]:",
+             "                self.add_module(place, kernelevolve.torch.Guarded(op, globals()[region[\"original\"]]))",
+             ""]
+    body += ["    " + line if line else "" for line in forward.splitlines()]
+    body += ["", "", "def load(device=\"cpu\"):",
+             "    \"\"\"The optimized model on `device`, in eval mode, for inference (its weights need no gradient).\"\"\"",
+             "    return Model().to(device).eval()",
+             "", "", "def operators(model):",
+             "    \"\"\"Each put-back region's guards in `model`, by name: their operator's launches (`op.calls`) and the calls",
+             "    their region's own code answered instead (`fallbacks`).\"\"\"",
+             "    return {name: m for name, m in model.named_modules() if isinstance(m, kernelevolve.torch.Guarded)}",
+             "", "", "class _Tracer(torch.fx.Tracer):",
+             "    def is_leaf_module(self, m, qualname):",
+             "        return isinstance(m, kernelevolve.torch.Guarded) or super().is_leaf_module(m, qualname)",
+             "", "", "def graph_module(model=None):",
+             "    \"\"\"The optimized model as a torch.fx GraphModule: its graph calls each guard as one module.\"\"\"",
+             "    model = model if model is not None else load()",
+             "    return torch.fx.GraphModule(model, _Tracer().trace(model))", ""]
+    path = os.path.join(directory, OPTIMIZED)
+    with open(path, "w") as f:
+        f.write("\n".join(body))
+    return path

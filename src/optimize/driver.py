@@ -1,23 +1,40 @@
 # The model optimizer's driver (after capture.py, cut.py and profile.py, in one script: kOptimizeScript), run by
 # src/optimize/optimize.cpp with the interpreter that imports torch:
 #   python3 -c SCRIPT --model MODEL.py --device cpu|cuda[:N] --out DIR [--min-share F] [--budget SEC]
-# Steps 1-3 of issue 30 (profile, cut, rank); it writes each region as a problem file, its weights beside it, and
-# manifest.json under DIR, and prints that manifest as one JSON object on stdout: the report. Or
+#                     [--cli KERNELEVOLVE] [--package-dir DIR] [--no-evolve] [--max-evals N] [--total-evals N]
+#                     [--run-option ARG]... [--timeout SEC]
+# The six steps of issue 30: profile, cut, rank (each region written as a problem file, its weights beside it, and
+# manifest.json under DIR); evolve each kept region (`kernelevolve run` on its file, every run in DIR/optimize.db,
+# a region's run found again there by its hash); put back the winners (DIR/optimized.py); prove the model's speedup
+# (parity, engagement, interleaved A/B). It prints the manifest as one JSON object on stdout: the report. Or
 # {"error": ..., "kind": ...} naming why the model cannot be optimized. What the model prints goes to stderr.
 import argparse
 import json
+import math
 import os
+import sqlite3
+import subprocess
 import sys
+import time
 
 import torch
 
 MANIFEST = "manifest.json"
 TOOL = "kernelevolve optimize"
-NEXT = ("Steps 4-6 of issue 30 come next and are not built yet: evolve each kept region (each is a problem: "
-        "kernelevolve run DIR/region_HASH.py), put back only the winners over eager and torch.compile, and prove "
-        "the model's speedup end to end (parity, engagement, an interleaved A/B). The manifest holds what they "
-        "need: each region's file, hash, count, share, and every occurrence's inputs, outputs and weights by "
-        "their names in the model's graph.")
+DATABASE = "optimize.db"  # every region's run: what a later optimize resumes from
+CHART = "time_by_region.svg"
+# What optimize writes beside the regions: never the user's files, and kept from one optimize to the next (the
+# database above all), where the regions' own files are replaced.
+OWN_FILES = {DATABASE, DATABASE + "-wal", DATABASE + "-shm", DATABASE + "-journal", OPTIMIZED, OPTIMIZED_WEIGHTS,
+             "optimized.pt2", CHART, "__pycache__"}
+NO_EVOLVE_NEXT = ("Steps 4-6 were not run (--no-evolve): evolve each kept region (each is a problem: "
+                  "kernelevolve run DIR/region_HASH.py), put back only the winners over eager and torch.compile, and "
+                  "prove the model's speedup end to end (parity, engagement, an interleaved A/B); optimize without "
+                  "--no-evolve does all three.")
+
+
+def evolve_file(directory, problem):
+    return os.path.join(directory, f"evolve_{problem.hash}.json")
 
 
 def prepare_out(directory, new_files):
@@ -40,7 +57,9 @@ def prepare_out(directory, new_files):
         ours = {MANIFEST}
         for r in earlier.get("regions", []):
             ours |= {r.get("file"), r.get("weights_file")}
-    foreign = sorted(set(os.listdir(directory)) - ours)
+    listed = set(os.listdir(directory))
+    own = OWN_FILES | {n for n in listed if n.startswith("evolve_") and n.endswith(".json")} if ours else set()
+    foreign = sorted(listed - ours - own)
     if foreign:
         raise Refusal("out_dir", f"{directory} holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, "
                                  "which an earlier optimize did not write: not overwriting it (choose another --out)")
@@ -75,6 +94,299 @@ def tensor_json(name, meta):
     return {"name": name, "shape": meta["shape"], "dtype": meta["dtype"]}
 
 
+def region_evals(args, problems):
+    """Each kept region's evaluations: --max-evals each, or --total-evals split by expected gain (the region's share
+    of the model's time), at least two each."""
+    kept = [p for p in problems if p.kept]
+    if args.total_evals > 0:
+        total_share = sum(p.share for p in kept) or 1.0
+        return {p.hash: max(2, int(round(args.total_evals * p.share / total_share))) for p in kept}
+    return {p.hash: args.max_evals for p in kept}
+
+
+def run_in_database(database, run, name):
+    """Whether the database holds run `run` of the problem `name`, finished."""
+    if not os.path.exists(database):
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+            row = db.execute("SELECT finished_at FROM runs WHERE id = ? AND spec_name = ?", (run, name)).fetchone()
+    except sqlite3.Error:
+        return False
+    return row is not None and row[0] is not None
+
+
+def last_lines(text, n=3):
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return " / ".join(lines[-n:])[-600:]
+
+
+def evolve(args, problems, deadline):
+    """Step 4: `kernelevolve run` on each kept region's file, largest share first, every run in DIR/optimize.db. A
+    region whose run an earlier optimize recorded (evolve_HASH.json, the run found in the database) is not evolved
+    again. A run that fails or is refused is recorded with why; the next region goes on."""
+    database = os.path.join(args.out, DATABASE)
+    evals = region_evals(args, problems)
+    for p in problems:
+        p.evolve = None
+        if not p.kept:
+            continue
+        record = evolve_file(args.out, p)
+        name = os.path.splitext(p.file)[0]
+        if os.path.exists(record):
+            with open(record) as f:
+                earlier = json.load(f)
+            if earlier.get("status") == "evolved" and run_in_database(database, earlier["run"], name):
+                p.evolve = dict(earlier, status="resumed", seconds=0.0,
+                                note=f"evolved by an earlier optimize (run {earlier['run']} of {DATABASE}): not again")
+                continue
+        command = [args.cli, "run", os.path.join(args.out, p.file), "--device", args.device, "--db", database,
+                   "--max-evals", str(evals[p.hash]), "--json"] + list(args.run_option)
+        start = time.perf_counter()
+        left = deadline - time.monotonic()
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=max(30.0, left))
+            out, err, rc = done.stdout, done.stderr, done.returncode
+        except subprocess.TimeoutExpired as e:
+            out, err, rc = e.stdout or "", f"the run took longer than the optimizer's time left ({left:.0f} s)", -1
+            out = out.decode() if isinstance(out, bytes) else out
+        except OSError as e:
+            out, err, rc = "", f"cannot start {args.cli}: {e}", -1
+        seconds = round(time.perf_counter() - start, 3)
+        try:
+            report = json.loads(out) if out.strip() else None
+        except ValueError:
+            report = None
+        result = {"command": " ".join(command[1:2] + [os.path.basename(command[2])] + command[3:]), "rc": rc,
+                  "evaluations": evals[p.hash], "seconds": seconds}
+        if rc == 0 and report and report.get("best"):
+            best = report["best"]
+            baselines = report.get("baselines") or {}
+            eager, compiled = baselines.get("eager") or {}, baselines.get("compile") or {}
+            result.update({
+                "status": "evolved", "run": report["run"], "node": best["node"],
+                "evaluated": report.get("evaluations"), "stop_reason": report.get("stop_reason"),
+                "best_us": first(best.get("time_us")), "eager_us": first(eager.get("time_us")),
+                "compile_us": first(compiled.get("time_us")),
+                "speedup_vs_eager": best.get("speedup_vs_eager"), "speedup_vs_compile": best.get("speedup_vs_compile"),
+                "eager_reason": eager.get("reason"),
+                "compile_reason": compiled.get("reason") or ("" if compiled else "the run measured no torch.compile"),
+            })
+        else:
+            why = (report or {}).get("stop_reason") or last_lines(err) or f"exit {rc}"
+            result.update({"status": "failed", "reason": f"not evolved: `kernelevolve run` exited {rc}: {why}"})
+        with open(record, "w") as f:
+            json.dump(result, f, indent=1)
+        p.evolve = result
+
+
+def first(values):
+    return values[0] if isinstance(values, list) and values else None
+
+
+def judge(p):
+    """Step 5's rule: a region is put back only where its best beat eager and torch.compile on that region (eager
+    alone where torch.compile was not measured, said so)."""
+    e = p.evolve
+    if e is None:
+        return False, "not evolved: " + p.reason
+    if e["status"] not in ("evolved", "resumed"):
+        return False, e["reason"]
+    vs_eager, vs_compile = e.get("speedup_vs_eager"), e.get("speedup_vs_compile")
+    if vs_eager is None:
+        return False, f"eager was not measured on the region ({e.get('eager_reason') or 'no reason given'})"
+    if vs_eager <= 1:
+        return False, f"its best is {vs_eager:.3f}x eager's speed on the region: not faster"
+    if vs_compile is None:
+        return True, (f"{vs_eager:.3f}x over eager on the region; torch.compile not measured "
+                      f"({e.get('compile_reason') or 'no reason given'}): judged against eager alone")
+    if vs_compile <= 1:
+        return False, f"{vs_eager:.3f}x over eager but {vs_compile:.3f}x torch.compile's speed: not faster than compile"
+    return True, f"{vs_eager:.3f}x over eager and {vs_compile:.3f}x over torch.compile on the region"
+
+
+def tolerance(dtype):
+    """The model's dtype's tolerance, KernelBench's: 1e-4 for fp32 (and wider), 1e-2 for fp16 and bf16."""
+    return (1e-2, 1e-2) if dtype in (torch.float16, torch.bfloat16) else (1e-4, 1e-4)
+
+
+def put_back_and_prove(args, module, model, inputs, capture, occurrences, problems, device, steps):
+    """Steps 5 and 6: the winners' operators put back in the captured graph (DIR/optimized.py), then the optimized
+    model imported as a user would and checked: parity with eager on fresh inputs, every operator engaged, an
+    interleaved A/B against eager (and torch.compile against compile of the optimized where it exists); each
+    put-back region's own time in this process before and after."""
+    def unavailable(why):
+        steps.setdefault("put_back", 0.0)
+        steps.setdefault("prove", 0.0)
+        for p in problems:
+            if p.put_back:
+                p.put_back, p.put_back_reason = False, f"a winner, not put back: {why}"
+        return {"status": "unavailable", "reason": why, "regions": []}
+
+    if args.no_put_back:
+        return unavailable(args.no_put_back)
+    with timed(steps, "put_back"):
+        try:
+            if args.package_dir and args.package_dir not in sys.path:
+                sys.path.insert(0, args.package_dir)
+            import kernelevolve.torch as ket
+            ket.Guarded  # an older package has no guard
+        except Exception as e:
+            return unavailable(f"kernelevolve.torch does not load in this Python ({type(e).__name__}: "
+                               f"{first_line(e)})")
+        winners = []
+        database = os.path.join(args.out, DATABASE)
+        for p in problems:
+            if not p.put_back:
+                continue
+            try:
+                op = ket.load(database, run=p.evolve["run"], node=p.evolve["node"], device=str(device))
+            except Exception as e:
+                p.put_back, p.put_back_reason = False, f"a winner whose operator does not load: {first_line(e)}"
+                continue
+            function, why = region_function(p, op.signature, f"{p.name}_original")
+            if function is None:
+                p.put_back, p.put_back_reason = False, f"a winner, not put back: {why}"
+                continue
+            p.operator = op
+            winners.append((p, {"signature": op.signature, "database": DATABASE, "run": p.evolve["run"],
+                                "node": p.evolve["node"]}))
+        path = write_optimized(args.out, capture, occurrences, winners, args.model, args.package_dir)
+        spec = importlib.util.spec_from_file_location("kernelevolve_optimized", path)
+        optimized_module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(optimized_module)
+        optimized = optimized_module.load(str(device))
+        guards = optimized_module.operators(optimized)
+    result = {"status": "done", "module": os.path.abspath(path), "weights": os.path.abspath(
+              os.path.join(args.out, OPTIMIZED_WEIGHTS)), "regions": [p.name for p, _ in winners],
+              "guards": sorted(guards), "export": export(optimized, inputs, args.out)}
+    with timed(steps, "prove"):
+        result.update(prove(args, module, model, optimized, guards, inputs, device, winners, capture))
+    return result
+
+
+def export(optimized, inputs, directory):
+    """The optimized model through torch.export where this PyTorch has it (saved as optimized.pt2), else why not."""
+    if not (hasattr(torch, "export") and hasattr(torch.export, "export")):
+        return {"status": "unavailable", "reason": f"torch {torch.__version__} has no torch.export (PyTorch 2.1 added "
+                                                   "it): the optimized model is an nn.Module over a torch.fx graph"}
+    try:
+        program = torch.export.export(optimized, tuple(inputs))
+        path = os.path.join(directory, "optimized.pt2")
+        torch.export.save(program, path)
+        return {"status": "done", "file": os.path.abspath(path)}
+    except Exception as e:
+        return {"status": "failed", "reason": f"{type(e).__name__}: {first_line(e)}"}
+
+
+def prove(args, module, model, optimized, guards, inputs, device, winners, capture):
+    out = {}
+    # Parity on fresh inputs (another seed than the one the regions were cut and verified at).
+    torch.manual_seed(INPUTS_SEED + 1)
+    fresh = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+    calls_before = {name: g.op.calls for name, g in guards.items()}
+    with torch.no_grad():
+        expected = list(tensors_in(model(*fresh)))
+        got = list(tensors_in(optimized(*fresh)))
+    worst, ok = 0.0, len(expected) == len(got)
+    for a, b in zip(expected, got):
+        atol, rtol = tolerance(a.dtype)
+        ok = ok and a.shape == b.shape and bool(torch.allclose(b.float(), a.float(), atol=atol, rtol=rtol))
+        if a.shape == b.shape and a.numel():
+            worst = max(worst, float((b.float() - a.float()).abs().max()))
+    atol, rtol = tolerance(expected[0].dtype if expected else torch.float32)
+    out["parity"] = {"ok": ok, "max_abs_error": worst, "atol": atol, "rtol": rtol, "outputs": len(expected),
+                     "inputs": f"get_inputs() under seed {INPUTS_SEED + 1} (the regions were cut at seed {INPUTS_SEED})"}
+    # Engagement: each guard's operator launched on that one call.
+    out["engagement"] = {name: {"operator": g.op.qualname, "launches": g.op.calls - calls_before[name],
+                                "fallbacks": g.fallbacks} for name, g in guards.items()}
+    out["engaged"] = all(v["launches"] > 0 for v in out["engagement"].values())
+    # The A/B: eager against the optimized model, interleaved in this process.
+    ab = interleaved([lambda: model(*inputs), lambda: optimized(*inputs)], device, args.budget)
+    out["ab_eager"] = {"rounds": ab["rounds"], "calls_per_sample": ab["calls_per_sample"],
+                       "eager_us": ab["time_us"][0], "optimized_us": ab["time_us"][1],
+                       "speedup": ab["speedups"][0]["median"], "spread": ab["speedups"][0]["spread"],
+                       "verdict": verdict(ab["speedups"][0])}
+    out["ab_compile"] = ab_compile(model, optimized, inputs, device, args.budget)
+    # Each put-back region in this process: its own code against its guard, on the region file's inputs.
+    for p, _ in winners:
+        weights = region_weights(p, p.first, capture)
+        torch.manual_seed(INPUTS_SEED)
+        region_inputs = [x.to(device) for x in load_region(os.path.join(args.out, p.file),
+                                                           f"kernelevolve_region_{p.hash}").get_inputs()]
+        values = dict(zip(p.input_names, region_inputs))
+        values.update({k: v.to(device) for k, v in weights.items()})
+        call_args = [values[n] for n in p.operator.signature]
+        guard = next(g for name, g in guards.items() if name.startswith(p.name + "_"))
+        r = interleaved([lambda: guard.original(*call_args), lambda: guard(*call_args)], device, args.budget / 4)
+        p.after = {"original_us": r["time_us"][0], "operator_us": r["time_us"][1],
+                   "speedup": r["speedups"][0]["median"], "spread": r["speedups"][0]["spread"]}
+    return out
+
+
+def ab_compile(model, optimized, inputs, device, budget):
+    """torch.compile of the model against torch.compile of the optimized model, where torch.compile exists."""
+    if not hasattr(torch, "compile"):
+        return {"status": "unavailable", "reason": f"torch {torch.__version__} has no torch.compile (PyTorch 2.0 "
+                                                   "added it)"}
+    try:
+        compiled, compiled_optimized = torch.compile(model), torch.compile(optimized)
+        with torch.no_grad():
+            compiled(*inputs)
+            compiled_optimized(*inputs)
+        ab = interleaved([lambda: compiled(*inputs), lambda: compiled_optimized(*inputs)], device, budget)
+    except Exception as e:
+        return {"status": "failed", "reason": f"{type(e).__name__}: {first_line(e)}"}
+    return {"status": "done", "rounds": ab["rounds"], "compile_us": ab["time_us"][0],
+            "compile_optimized_us": ab["time_us"][1], "speedup": ab["speedups"][0]["median"],
+            "spread": ab["speedups"][0]["spread"], "verdict": verdict(ab["speedups"][0])}
+
+
+COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
+           "#bab0ac"]
+
+
+def write_chart(path, report):
+    """The model's time by region, before and after, as two stacked bars in an SVG drawn by hand (no plotting
+    library needed): each region's time a forward (its time a call, measured in the rank's interleaved rounds, times
+    its count), after scaled by its guard's speedup in this process where it was put back. Returns the path."""
+    regions = report["regions"]
+    before = [r["time_us"] * r["count"] for r in regions]
+    after = [t * (r["after"]["operator_us"] / r["after"]["original_us"] if r.get("after") else 1.0)
+             for t, r in zip(before, regions)]
+    total = max(sum(before), sum(after), 1e-9)
+    width, left, bar, top = 720, 90, 36, 40
+    scale = (width - left - 20) / total
+    height = top + 2 * (bar + 24) + 24 * (len(regions) + 1)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+             'font-size="12">',
+             f'<text x="10" y="20" font-size="14">{xml(os.path.basename(report["model"]))}: time by region, '
+             'a forward (us)</text>']
+    for row, (label, values) in enumerate((("before", before), ("after", after))):
+        y, x = top + row * (bar + 24), left
+        parts.append(f'<text x="10" y="{y + bar / 2 + 4}">{label}</text>')
+        for i, (r, v) in enumerate(zip(regions, values)):
+            w = v * scale
+            parts.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{bar}" fill="{COLOURS[i % len(COLOURS)]}">'
+                         f'<title>{r["name"]}: {v:.1f} us</title></rect>')
+            x += w
+        parts.append(f'<text x="{x + 4:.1f}" y="{y + bar / 2 + 4}">{sum(values):.1f}</text>')
+    y = top + 2 * (bar + 24) + 8
+    for i, r in enumerate(regions):
+        mark = "put back" if r.get("put_back") else "as before"
+        parts.append(f'<rect x="10" y="{y + 24 * i}" width="14" height="14" fill="{COLOURS[i % len(COLOURS)]}"/>')
+        parts.append(f'<text x="30" y="{y + 24 * i + 12}">{r["name"]} x{r["count"]} ({xml(" ".join(r["ops"]))[:60]}): '
+                     f'{100 * r["share"]:.1f}%, {mark}</text>')
+    parts.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(parts) + "\n")
+    return os.path.abspath(path)
+
+
+def xml(text):
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def optimize(args, steps):
     device = torch.device(args.device)
     if device.type == "cuda" and not torch.cuda.is_available():
@@ -101,6 +413,31 @@ def optimize(args, steps):
     with timed(steps, "rank"):
         ranking = rank(problems, args.out, device, args.min_share, args.budget, model, inputs)
 
+    report = manifest(args, device, profile, capture, occurrences, problems, ranking, steps, size_note)
+    write_manifest(report)
+    if args.no_evolve:
+        report["next"] = NO_EVOLVE_NEXT.replace("DIR", os.path.abspath(args.out))
+        return report
+
+    deadline = time.monotonic() + args.timeout
+    with timed(steps, "evolve"):
+        evolve(args, problems, deadline)
+    for p in problems:
+        p.put_back, p.put_back_reason = judge(p)
+    result = put_back_and_prove(args, module, model, inputs, capture, occurrences, problems, device, steps)
+    report = manifest(args, device, profile, capture, occurrences, problems, ranking, steps, size_note)
+    report["put_back"] = result
+    report["chart"] = write_chart(os.path.join(args.out, CHART), report)
+    report["next"] = None
+    return report
+
+
+def write_manifest(report):
+    with open(report["manifest"], "w") as f:
+        f.write(json.dumps(report, indent=1) + "\n")
+
+
+def manifest(args, device, profile, capture, occurrences, problems, ranking, steps, size_note):
     index = {id(occ): (p, k) for p in problems for k, occ in enumerate(p.occurrences)}
     placeholders = [n for n in capture.gm.graph.nodes if n.op == "placeholder"]
     regions = []
@@ -114,6 +451,8 @@ def optimize(args, steps):
             "outputs": [tensor_json(o.name, capture.meta[o.name]) for o in first.outputs],
             "weights": weights_json(p, first, capture),
             "occurrences": [occurrence_json(p, occ, capture) for occ in p.occurrences],
+            "evolve": getattr(p, "evolve", None), "put_back": getattr(p, "put_back", False),
+            "put_back_reason": getattr(p, "put_back_reason", None), "after": getattr(p, "after", None),
         })
     notes = [n for n in [size_note] if n] + capture.notes
     return {
@@ -132,7 +471,8 @@ def optimize(args, steps):
         "order": [{"region": index[id(occ)][0].name, "occurrence": index[id(occ)][1]} for occ in occurrences],
         "steps_s": steps,
         "notes": notes,
-        "next": NEXT.replace("DIR", os.path.abspath(args.out)),
+        "database": os.path.abspath(os.path.join(args.out, DATABASE)),
+        "next": None,
     }
 
 
@@ -143,6 +483,14 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--min-share", type=float, default=0.01)
     parser.add_argument("--budget", type=float, default=2.0, help="seconds of timing for the model, and for the regions")
+    parser.add_argument("--cli", default="kernelevolve", help="the kernelevolve command that evolves each region")
+    parser.add_argument("--package-dir", default="", help="where the Python package kernelevolve is, if not installed")
+    parser.add_argument("--no-evolve", action="store_true", help="steps 1-3 only")
+    parser.add_argument("--max-evals", type=int, default=20, help="evaluations per region")
+    parser.add_argument("--total-evals", type=int, default=0, help="evaluations in all, split by expected gain")
+    parser.add_argument("--run-option", action="append", default=[], help="passed to each kernelevolve run")
+    parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument("--no-put-back", default="", help="why steps 5-6 cannot run here (a sanitized library)")
     args = parser.parse_args()
     # The report is the only thing on stdout: what the model or PyTorch prints goes to stderr.
     report_out = os.fdopen(os.dup(1), "w")
@@ -153,8 +501,7 @@ def main():
         with torch.no_grad():
             report = optimize(args, steps)
         text = json.dumps(report, indent=1)
-        with open(report["manifest"], "w") as f:
-            f.write(text + "\n")
+        write_manifest(report)
     except Refusal as e:
         text = json.dumps({"error": str(e), "kind": e.kind, "steps_s": steps})
     except Exception as e:  # a bug of the optimizer's, not the model's: said as one, with where it happened

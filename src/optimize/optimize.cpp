@@ -1,6 +1,7 @@
-// The model optimizer (optimize.hpp): steps 1-3 of issue 30 run in a Python process of their own (kOptimizeScript:
-// src/optimize/capture.py, cut.py, profile.py and driver.py, built into the library as the PyTorch bridge is); its
-// report, the manifest it writes, becomes an OptimizeReport.
+// The model optimizer (optimize.hpp): issue 30 runs in a Python process of its own (kOptimizeScript:
+// src/optimize/capture.py, cut.py, profile.py and driver.py, built into the library as the PyTorch bridge is), which
+// runs the kernelevolve command on each region it evolves; its report, the manifest it writes, becomes an
+// OptimizeReport.
 #include "kernelevolve/optimize.hpp"
 
 #include <simdjson.h>
@@ -12,6 +13,7 @@
 #include <sstream>
 
 #include "core/script_process.hpp"
+#include "core/shipped_file.hpp"
 #include "kernelevolve/error.hpp"
 #include "pytorch/python.hpp"
 
@@ -25,6 +27,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
 std::string text_of(simdjson::dom::element e) {
   if (std::string_view s; e.get(s) == simdjson::SUCCESS) return std::string(s);
   return simdjson::minify(e);
@@ -34,6 +48,78 @@ double number(simdjson::dom::element e) {
   if (double d; e.get(d) == simdjson::SUCCESS) return d;
   if (std::int64_t i; e.get(i) == simdjson::SUCCESS) return static_cast<double>(i);
   return 0;
+}
+
+// A field that may be absent or null: its text, or empty.
+std::string text_if(simdjson::dom::element e, const char* key) {
+  simdjson::dom::element v;
+  if (e[key].get(v) != simdjson::SUCCESS || v.is_null()) return "";
+  return text_of(v);
+}
+
+double number_if(simdjson::dom::element e, const char* key) {
+  simdjson::dom::element v;
+  return e[key].get(v) == simdjson::SUCCESS ? number(v) : 0;
+}
+
+bool true_if(simdjson::dom::element e, const char* key) {
+  bool b = false;
+  return e[key].get(b) == simdjson::SUCCESS && b;
+}
+
+void parse_evolve(simdjson::dom::element g, OptimizedRegion& region) {
+  simdjson::dom::element e;
+  if (g["evolve"].get(e) == simdjson::SUCCESS && !e.is_null()) {
+    region.evolve_status = text_if(e, "status");
+    region.run = static_cast<long>(number_if(e, "run"));
+    region.node = static_cast<long>(number_if(e, "node"));
+    region.evolve_s = number_if(e, "seconds");
+    region.best_us = number_if(e, "best_us");
+    region.eager_us = number_if(e, "eager_us");
+    region.compile_us = number_if(e, "compile_us");
+    region.speedup_vs_eager = number_if(e, "speedup_vs_eager");
+    region.speedup_vs_compile = number_if(e, "speedup_vs_compile");
+  }
+  region.put_back = true_if(g, "put_back");
+  region.put_back_reason = text_if(g, "put_back_reason");
+  simdjson::dom::element after;
+  if (g["after"].get(after) == simdjson::SUCCESS && !after.is_null())
+    region.after_speedup = number_if(after, "speedup");
+}
+
+// Steps 5 and 6: where the optimized model is, and what the proof found.
+void parse_put_back(simdjson::dom::element doc, OptimizeReport& r) {
+  r.database = text_if(doc, "database");
+  r.chart = text_if(doc, "chart");
+  simdjson::dom::element p;
+  if (doc["put_back"].get(p) != simdjson::SUCCESS || p.is_null()) return;
+  if (text_if(p, "status") != "done") {
+    r.put_back_note = text_if(p, "reason");
+    return;
+  }
+  r.optimized_module = text_if(p, "module");
+  simdjson::dom::element x;
+  if (p["export"].get(x) == simdjson::SUCCESS)
+    r.export_note =
+        text_if(x, "status") == "done" ? "torch.export's program: " + text_if(x, "file") : text_if(x, "reason");
+  if (p["parity"].get(x) == simdjson::SUCCESS) {
+    r.parity = true_if(x, "ok");
+    r.parity_max_error = number_if(x, "max_abs_error");
+  }
+  r.engaged = true_if(p, "engaged");
+  if (p["ab_eager"].get(x) == simdjson::SUCCESS) {
+    r.speedup_vs_eager = number_if(x, "speedup");
+    r.ab_rounds = static_cast<long>(number_if(x, "rounds"));
+    r.verdict_vs_eager = text_if(x, "verdict");
+    simdjson::dom::array spread;
+    if (x["spread"].get(spread) == simdjson::SUCCESS && spread.size() == 2) {
+      r.speedup_spread[0] = number(spread.at(0));
+      r.speedup_spread[1] = number(spread.at(1));
+    }
+  }
+  if (p["ab_compile"].get(x) == simdjson::SUCCESS)
+    r.verdict_vs_compile =
+        text_if(x, "status") == "done" ? text_if(x, "verdict") : "not measured: " + text_if(x, "reason");
 }
 
 OptimizeReport parse_report(const std::string& text, const std::string& where) {
@@ -57,7 +143,6 @@ OptimizeReport parse_report(const std::string& text, const std::string& where) {
   r.capture = text_of(doc["capture"]);
   r.out_dir = text_of(doc["out_dir"]);
   r.manifest = text_of(doc["manifest"]);
-  r.next = text_of(doc["next"]);
   r.graph_operators = static_cast<long>(number(doc["graph"]["operators"]));
   const simdjson::dom::element profile = doc["profile"];
   r.model_time_us = number(profile["time_us"]);
@@ -79,13 +164,19 @@ OptimizeReport parse_report(const std::string& text, const std::string& where) {
     region.share = number(g["share"]);
     region.kept = g["kept"].get_bool().value();
     region.reason = text_of(g["reason"]);
+    parse_evolve(g, region);
     r.regions.push_back(std::move(region));
   }
   const simdjson::dom::element steps = doc["steps_s"];
   r.profile_s = number(steps["profile"]);
   r.cut_s = number(steps["cut"]);
   r.rank_s = number(steps["rank"]);
+  r.evolve_s = number_if(steps, "evolve");
+  r.put_back_s = number_if(steps, "put_back");
+  r.prove_s = number_if(steps, "prove");
   for (simdjson::dom::element n : doc["notes"].get_array()) r.notes.push_back(text_of(n));
+  r.next = text_if(doc, "next");
+  parse_put_back(doc, r);
   return r;
 }
 
@@ -130,11 +221,42 @@ OptimizeReport optimize_model(const std::string& model_path, const OptimizeOptio
   if (!(options.min_share >= 0 && options.min_share < 1))
     throw Error(ErrorCode::BadUsage,
                 where + ": --min-share is a fraction in [0, 1), not " + fixed(options.min_share, 4));
+  if (options.max_evals < 1 || options.total_evals < 0)
+    throw Error(ErrorCode::BadUsage, where + ": --max-evals is at least 1 and --total-evals at least 0");
   const std::string out = options.out_dir.empty() ? default_optimize_dir(model_path) : options.out_dir;
-  const std::string text = run_script(pytorch::find_python(), optimize::kOptimizeScript,
-                                      {"--model", model_path, "--device", options.device, "--out", out, "--min-share",
-                                       fixed(options.min_share, 6), "--budget", fixed(options.budget_s, 3)},
-                                      options.timeout_s, "the model optimizer");
+  std::vector<std::string> args = {"--model",       model_path,
+                                   "--device",      options.device,
+                                   "--out",         out,
+                                   "--min-share",   fixed(options.min_share, 6),
+                                   "--budget",      fixed(options.budget_s, 3),
+                                   "--max-evals",   std::to_string(options.max_evals),
+                                   "--total-evals", std::to_string(options.total_evals),
+                                   "--timeout",     fixed(options.timeout_s, 0)};
+  if (!options.evolve) args.emplace_back("--no-evolve");
+  if (options.evolve) {
+    std::string cli = options.cli;
+    if (cli.empty()) {
+      const ShippedFile found = find_shipped_file("kernelevolve", {".", "../bin"}, X_OK);
+      if (found.path.empty())
+        throw Error(ErrorCode::BadUsage, where + ": no kernelevolve command to evolve the regions with (looked at " +
+                                             (found.looked.empty() ? std::string("nothing") : found.looked.front()) +
+                                             "); set OptimizeOptions::cli");
+      cli = found.path;
+    }
+    args.insert(args.end(), {"--cli", fs::absolute(cli).string()});
+    // The Python package beside a build tree's library (build/python); an installed one is on Python's path.
+    const ShippedFile package = find_shipped_file("kernelevolve/torch.py", {"python", "../python"}, R_OK);
+    if (!package.path.empty())
+      args.insert(args.end(), {"--package-dir", fs::path(package.path).parent_path().parent_path().string()});
+    for (const std::string& option : options.run_options) args.push_back("--run-option=" + option);
+    if (kSanitized)
+      args.insert(args.end(), {"--no-put-back",
+                               "this kernelevolve is built with AddressSanitizer, whose library no uninstrumented "
+                               "Python can load: the operators cannot be put back here"});
+  }
+  // The runs of the regions take most of the time: the process gets the whole timeout and a minute to report.
+  const std::string text = run_script(pytorch::find_python(), optimize::kOptimizeScript, args, options.timeout_s + 60,
+                                      "the model optimizer");
   return parse_report(text, where);
 }
 
@@ -154,24 +276,73 @@ std::string format_report(const OptimizeReport& r) {
     << "; " << r.regions.size() << " distinct regions written to " << r.out_dir << "\n";
   o << "3. rank     " << fixed(r.rank_s, 2) << " s   each region's file timed here, interleaved with the model over "
     << r.rank_rounds << " rounds: the regions take " << fixed(r.regions_time_us, 1) << " us a forward, the model "
-    << fixed(r.ranked_model_time_us, 1) << " us in the same rounds\n\n";
+    << fixed(r.ranked_model_time_us, 1) << " us in the same rounds\n";
+  const bool evolved = r.next.empty();
+  if (evolved) {
+    long runs = 0, resumed = 0, put = 0;
+    for (const OptimizedRegion& g : r.regions) {
+      runs += g.evolve_status == "evolved" || g.evolve_status == "failed";
+      resumed += g.evolve_status == "resumed";
+      put += g.put_back;
+    }
+    o << "4. evolve   " << fixed(r.evolve_s, 2) << " s   " << runs << " region(s) run, " << resumed << " found in "
+      << r.database << " from an earlier optimize (not evolved again)\n";
+    o << "5. put back " << fixed(r.put_back_s, 2) << " s   " << put << " region(s), only those whose best beat eager "
+      << "and torch.compile on the region: " << (r.optimized_module.empty() ? r.put_back_note : r.optimized_module)
+      << "\n";
+    if (!r.optimized_module.empty()) {
+      o << "6. prove    " << fixed(r.prove_s, 2)
+        << " s   parity with eager on fresh inputs: " << (r.parity ? "yes" : "NO") << " (max error "
+        << r.parity_max_error << "); every operator engaged: " << (r.engaged ? "yes" : "NO") << "\n";
+      o << "   vs eager, " << r.ab_rounds << " interleaved rounds: " << r.verdict_vs_eager << "\n";
+      o << "   vs torch.compile: " << r.verdict_vs_compile << "\n";
+      o << "   torch.export: " << r.export_note << "\n";
+    }
+  }
+  o << "\n";
   std::size_t ops_width = 3;
   std::vector<std::string> ops;
   for (const OptimizedRegion& g : r.regions) {
     ops.push_back(ops_text(g.ops));
     ops_width = std::max(ops_width, ops.back().size());
   }
-  std::snprintf(line, sizeof line, "%-6s %-16s %-*s %5s %9s %7s  %s\n", "region", "hash", static_cast<int>(ops_width),
-                "ops", "count", "time_us", "share", "status");
+  auto ratio = [](double x) { return x > 0 ? fixed(x, 2) + "x" : std::string("-"); };
+  std::snprintf(line, sizeof line, "%-6s %-16s %-*s %5s %9s %7s", "region", "hash", static_cast<int>(ops_width), "ops",
+                "count", "time_us", "share");
   o << line;
+  if (evolved) {
+    std::snprintf(line, sizeof line, " %9s %9s %8s %8s %8s", "best_us", "eager_us", "vs_eager", "vs_comp", "in_model");
+    o << line;
+  }
+  o << "  status\n";
   for (std::size_t i = 0; i < r.regions.size(); ++i) {
     const OptimizedRegion& g = r.regions[i];
-    std::snprintf(line, sizeof line, "%-6s %-16s %-*s %5ld %9.1f %6.1f%%  ", g.name.c_str(), g.hash.c_str(),
+    std::snprintf(line, sizeof line, "%-6s %-16s %-*s %5ld %9.1f %6.1f%%", g.name.c_str(), g.hash.c_str(),
                   static_cast<int>(ops_width), ops[i].c_str(), g.count, g.time_us, 100 * g.share);
-    o << line << (g.kept ? "kept: " : "skipped: ") << g.reason << "\n";
+    o << line;
+    if (!evolved) {
+      o << "  " << (g.kept ? "kept: " : "skipped: ") << g.reason << "\n";
+      continue;
+    }
+    std::snprintf(line, sizeof line, " %9s %9s %8s %8s %8s", g.best_us > 0 ? fixed(g.best_us, 1).c_str() : "-",
+                  g.eager_us > 0 ? fixed(g.eager_us, 1).c_str() : "-", ratio(g.speedup_vs_eager).c_str(),
+                  ratio(g.speedup_vs_compile).c_str(), ratio(g.after_speedup).c_str());
+    o << line << "  "
+      << (g.put_back ? "put back: "
+          : g.kept   ? "not put back: "
+                     : "skipped: ")
+      << (g.kept ? g.put_back_reason : g.reason);
+    if (g.evolve_status == "evolved" || g.evolve_status == "resumed")
+      o << " [run " << g.run << ", node " << g.node
+        << (g.evolve_status == "resumed" ? ", from an earlier optimize" : "") << ", " << fixed(g.evolve_s, 1) << " s]";
+    o << "\n";
   }
   for (const std::string& n : r.notes) o << "note: " << n << "\n";
-  o << "\nmanifest: " << r.manifest << "\nnext: " << r.next << "\n";
+  o << "\nmanifest: " << r.manifest << "\n";
+  if (!r.chart.empty()) o << "time by region, before and after: " << r.chart << "\n";
+  if (!r.optimized_module.empty())
+    o << "the optimized model: import " << r.optimized_module << " and call load(); operators(model) counts launches\n";
+  if (!r.next.empty()) o << "next: " << r.next << "\n";
   return o.str();
 }
 

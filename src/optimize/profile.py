@@ -123,3 +123,43 @@ def rank(problems, directory, device, min_share, budget_s, model, model_inputs):
 
 def amdahl(share):
     return 1.0 / (1.0 - share) if share < 1 else float("inf")
+
+
+def interleaved(runners, device, budget_s, min_rounds=15, max_rounds=400):
+    """Each runner's time, the runners interleaved in one process round by round (each round starting at another
+    one, so that none always follows the same), every sample as many calls as make about a millisecond; and each
+    runner's ratio to the first, round by round. Returns the rounds, per runner the median µs a call and, for
+    each runner after the first, the median ratio first/runner (its speedup over the first) with its 10th and 90th
+    percentiles over the rounds."""
+    with torch.no_grad():
+        for run in runners:
+            run()
+        one = max(time_once(run, device) for run in runners)
+        calls = max(1, min(1000, int(1e-3 / max(one, 1e-7))))
+        per_round = len(runners) * calls * one
+        rounds = max(min_rounds, min(max_rounds, int(budget_s / max(per_round, 1e-7))))
+
+        def sample(run):
+            def many():
+                for _ in range(calls):
+                    run()
+            return time_once(many, device) * 1e6 / calls
+
+        times = [[] for _ in runners]
+        for r in range(rounds):
+            for k in range(len(runners)):
+                i = (k + r) % len(runners)
+                times[i].append(sample(runners[i]))
+    ratios = [[a / b for a, b in zip(times[0], t)] for t in times[1:]]
+    return {"rounds": rounds, "calls_per_sample": calls, "time_us": [statistics.median(t) for t in times],
+            "speedups": [{"median": statistics.median(r), "spread": spread(r)} for r in ratios]}
+
+
+def verdict(speedup):
+    """A speedup with its spread in words: reported only where the whole spread is on one side of 1."""
+    low, high = speedup["spread"]
+    if low > 1:
+        return f"{speedup['median']:.3f}x faster (rounds {low:.3f}x to {high:.3f}x)"
+    if high < 1:
+        return f"{speedup['median']:.3f}x, slower (rounds {low:.3f}x to {high:.3f}x)"
+    return f"no speedup beyond the spread ({speedup['median']:.3f}x, rounds {low:.3f}x to {high:.3f}x)"

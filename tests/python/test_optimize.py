@@ -1,6 +1,9 @@
-"""`kernelevolve optimize` (issue 30, steps 1-3) on small models of ours, through the command-line tool, on the CPU.
+"""`kernelevolve optimize` (issue 30) on small models of ours, through the command-line tool, on the CPU.
 
-The cut (regions, their counts, at most one matrix product or convolution each), the parity of every region with
+Steps 4-6 (EndToEndTest): a model of two regions whose kernels a command mutator of ours writes in C; the winner
+evolved, put back and engaged, with parity on fresh inputs; a region whose kernel is wrong, then slower than eager,
+not put back, with why; a second optimize resuming from the database; a shape the kernel was not verified on running
+the region's own code; the text report and the chart. Steps 1-3 (with --no-evolve): the cut (regions, their counts, at most one matrix product or convolution each), the parity of every region with
 the model (each region file's Model, given the model's own values, reproduces the model's intermediate values, and
 the regions composed in the manifest's order reproduce its outputs), the loader's acceptance of every region file
 (`kernelevolve import`, the CLI's derivation of a spec from a .py), the hashes' stability, the ranking, the report,
@@ -12,6 +15,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import unittest
@@ -26,16 +30,22 @@ CONVNET = os.path.join(FIXTURES, "convnet.py")
 ANCHORS = {"linear", "addmm", "mm", "bmm", "matmul", "baddbmm", "einsum", "conv1d", "conv2d", "conv3d", "convolution",
            "embedding", "scaled_dot_product_attention", "LSTM"}
 BUDGET = ["--budget", "0.5"]  # seconds of timing: enough for a ranking of these small models
+STEPS_1_3 = ["--no-evolve"]  # the cut's and the ranking's tests
+LINEAR_RELU = os.path.join(FIXTURES, "linear_relu.py")
+WRITER = os.path.join(FIXTURES, "kernel_writer.py")
+# A build with AddressSanitizer: no uninstrumented Python loads its library, so nothing is put back (and says why).
+SANITIZED = os.environ.get("KE_SANITIZE", "").upper() in ("ON", "1", "TRUE", "YES")
 
 
-def optimize(model, out, *extra):
-    return subprocess.run([CLI, "optimize", model, "--out", out, *BUDGET, *extra], capture_output=True, text=True,
-                          timeout=600)
+def optimize(model, out, *extra, evolve=False):
+    steps = [] if evolve else STEPS_1_3
+    return subprocess.run([CLI, "optimize", model, "--out", out, *BUDGET, *steps, *extra], capture_output=True,
+                          text=True, timeout=600)
 
 
-def optimized(model, out, *extra):
+def optimized(model, out, *extra, evolve=False):
     """The JSON report of a run that must succeed."""
-    done = optimize(model, out, "--json", *extra)
+    done = optimize(model, out, "--json", *extra, evolve=evolve)
     if done.returncode != 0:
         raise AssertionError(f"optimize {model} failed ({done.returncode}): {done.stderr}")
     return json.loads(done.stdout)
@@ -269,6 +279,131 @@ class ConvnetTest(Optimized, unittest.TestCase):
             outs = [p for p in spec["params"] if p["role"] == "out"]
             self.assertEqual([[int(d) for d in p["shape"]] for p in outs],
                              [o["shape"] or [1] for o in region["outputs"]])
+
+
+def writer(modes):
+    """The command mutator writing this region's C kernels (tests/fixtures/optimize/kernel_writer.py): `modes` says
+    which region's kernel is fast, slow or wrong."""
+    return ["--max-evals", "1", "--mutator", "command", "--command", f"{sys.executable} {WRITER} {modes}"]
+
+
+def by_ops(report):
+    return {" ".join(r["ops"]): r for r in report["regions"]}
+
+
+def runs_of(database, name):
+    with sqlite3.connect(database) as db:
+        return [row[0] for row in db.execute("SELECT id FROM runs WHERE spec_name = ?", (name,))]
+
+
+class EndToEndTest(unittest.TestCase):
+    """Linear + ReLU, then Linear: two regions. The first optimize's writer gets the Linear + ReLU right and fast and
+    the Linear alone wrong; the second's (in the same folder) writes the Linear alone correct but slow."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.out = os.path.join(WORK, "linear_relu")
+        shutil.rmtree(cls.out, ignore_errors=True)
+        cls.first = optimized(LINEAR_RELU, cls.out, *writer("relu=fast linear=wrong"), evolve=True)
+        # The second as text; its JSON report is the manifest it writes.
+        cls.second_run = optimize(LINEAR_RELU, cls.out, *writer("relu=fast linear=slow"), evolve=True)
+        if cls.second_run.returncode != 0:
+            raise AssertionError(f"the second optimize failed ({cls.second_run.returncode}): {cls.second_run.stderr}")
+        with open(os.path.join(cls.out, "manifest.json")) as f:
+            cls.second = json.load(f)
+
+    def test_the_winner_is_evolved_and_put_back(self):
+        relu = by_ops(self.first)["linear relu"]
+        self.assertEqual(relu["evolve"]["status"], "evolved", relu["evolve"])
+        self.assertGreater(relu["evolve"]["speedup_vs_eager"], 1)
+        self.assertIsNone(relu["evolve"]["speedup_vs_compile"])  # torch 1.13 has no torch.compile: said so
+        self.assertIn("torch.compile not measured", relu["put_back_reason"])
+        self.assertIn("judged against eager alone", relu["put_back_reason"])
+        self.assertEqual(relu["put_back"], not SANITIZED, relu["put_back_reason"])
+        steps = self.first["steps_s"]
+        for step in ("profile", "cut", "rank", "evolve", "put_back", "prove"):
+            self.assertGreaterEqual(steps[step], 0, step)
+
+    def test_a_wrong_kernel_is_not_put_back_and_says_why(self):
+        linear = by_ops(self.first)["linear"]
+        self.assertEqual(linear["evolve"]["status"], "failed")
+        self.assertFalse(linear["put_back"])
+        self.assertIn("not evolved", linear["put_back_reason"])
+        self.assertIn("incorrect", linear["put_back_reason"])
+
+    def test_a_slower_kernel_is_not_put_back_and_says_why(self):
+        linear = by_ops(self.second)["linear"]
+        self.assertEqual(linear["evolve"]["status"], "evolved")  # evolved now: a failed region is tried again
+        self.assertLess(linear["evolve"]["speedup_vs_eager"], 1)
+        self.assertFalse(linear["put_back"])
+        self.assertIn("not faster", linear["put_back_reason"])
+
+    def test_a_second_optimize_resumes_from_the_database(self):
+        first, second = by_ops(self.first)["linear relu"], by_ops(self.second)["linear relu"]
+        self.assertEqual(second["evolve"]["status"], "resumed")
+        self.assertEqual(second["evolve"]["run"], first["evolve"]["run"])
+        self.assertEqual(second["put_back"], not SANITIZED)
+        database = os.path.join(self.out, "optimize.db")
+        self.assertEqual(runs_of(database, "region_" + first["hash"]), [first["evolve"]["run"]])
+        self.assertEqual(len(runs_of(database, "region_" + by_ops(self.second)["linear"]["hash"])), 2)
+
+    def test_parity_and_engagement_in_the_optimizer(self):
+        proof = self.first["put_back"]
+        if SANITIZED:
+            self.assertEqual(proof["regions"], [])
+            return
+        self.assertTrue(proof["parity"]["ok"], proof["parity"])
+        self.assertTrue(proof["engaged"])
+        self.assertEqual(list(proof["engagement"]), ["r1_0"] if by_ops(self.first)["linear relu"]["name"] == "r1"
+                         else ["r2_0"])
+        for place in proof["engagement"].values():
+            self.assertGreater(place["launches"], 0)
+        ab = proof["ab_eager"]
+        self.assertGreaterEqual(ab["rounds"], 15)
+        self.assertLessEqual(ab["spread"][0], ab["speedup"])
+        self.assertLessEqual(ab["speedup"], ab["spread"][1])
+        self.assertEqual(proof["ab_compile"]["status"], "unavailable")
+        self.assertEqual(proof["export"]["status"], "unavailable")
+
+    @unittest.skipIf(SANITIZED, "no uninstrumented Python loads a library built with AddressSanitizer")
+    def test_the_optimized_module_as_a_user_imports_it(self):
+        module = load(os.path.join(self.out, "optimized.py"), "optimized_linear_relu")
+        model = module.load()
+        eager, _ = model_of(LINEAR_RELU, self.second)
+        guards = module.operators(model)
+        self.assertEqual(len(guards), 1)
+        guard = next(iter(guards.values()))
+        torch.manual_seed(11)
+        x = torch.randn(8, 32) * 2  # fresh inputs at the verified shape
+        launches = guard.op.calls
+        with torch.no_grad():
+            assert_close(self, model(x), eager(x), "the optimized model")
+        self.assertEqual(guard.op.calls, launches + 1)
+        self.assertEqual(guard.fallbacks, 0)
+        # Another batch: a shape the kernel was not verified on runs the region's own code.
+        x = torch.randn(3, 32)
+        with torch.no_grad():
+            assert_close(self, model(x), eager(x), "at another batch size")
+        self.assertEqual(guard.op.calls, launches + 1)
+        self.assertEqual(guard.fallbacks, 1)
+        # Its graph, as torch.fx gives it: each guard one call.
+        gm = module.graph_module(model)
+        self.assertEqual([n.target for n in gm.graph.nodes if n.op == "call_module"], list(guards))
+
+    def test_text_report_and_chart(self):
+        done = self.second_run
+        for text in ("4. evolve", "5. put back", "6. prove", "from an earlier optimize", "not put back: its best is",
+                     "vs_eager", "time_by_region.svg"):
+            self.assertIn(text, done.stdout)
+        if not SANITIZED:
+            for text in ("put back: ", "parity with eager on fresh inputs: yes", "every operator engaged: yes",
+                         "interleaved rounds", "optimized.py", "torch.export: torch"):
+                self.assertIn(text, done.stdout)
+        with open(os.path.join(self.out, "time_by_region.svg")) as f:
+            chart = f.read()
+        self.assertTrue(chart.startswith("<svg"))
+        self.assertIn("before", chart)
+        self.assertIn("after", chart)
 
 
 class RefusalTest(unittest.TestCase):
