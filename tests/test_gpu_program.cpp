@@ -1,7 +1,7 @@
 // Programs on a CUDA GPU (program.hpp): CUDA and Triton plans of several kernels with temporaries, a
 // temporary left unwritten (poisoned, so caught), a hostile second kernel in the worker (crashed, the host
 // alive), cuBLASLt, cuBLAS and cuDNN steps against a CPU reference (products, one batched or with A transposed;
-// 2-d, 3-d and transposed convolutions), and a problem that forbids library steps.
+// 2-d, 3-d and transposed convolutions, a 3-d average pooling), and a problem that forbids library steps.
 // Skipped (and says why) without a CUDA device, or without Triton or the libraries for their parts.
 #include <doctest/doctest.h>
 
@@ -379,6 +379,33 @@ bool library_missing(const ke::Evaluation& e) {
   return true;
 }
 
+// y = avg_pool3d(x, kernel 3, stride 2, padding 1), count_include_pad: x[N, C, D, H, W].
+const char* kPoolReference = R"(
+#include <stdint.h>
+void pool3(const float* x, float* y, int64_t N, int64_t C, int64_t D, int64_t H, int64_t W) {
+  const int64_t OD = (D - 1) / 2 + 1, OH = (H - 1) / 2 + 1, OW = (W - 1) / 2 + 1;
+  for (int64_t plane = 0; plane < N * C; ++plane)
+    for (int64_t i = 0; i < OD; ++i)
+      for (int64_t j = 0; j < OH; ++j)
+        for (int64_t l = 0; l < OW; ++l) {
+          double s = 0;
+          for (int64_t a = 0; a < 3; ++a)
+            for (int64_t b = 0; b < 3; ++b)
+              for (int64_t t = 0; t < 3; ++t) {
+                const int64_t d = 2 * i - 1 + a, h = 2 * j - 1 + b, w = 2 * l - 1 + t;
+                if (d >= 0 && d < D && h >= 0 && h < H && w >= 0 && w < W) s += x[((plane * D + d) * H + h) * W + w];
+              }
+          y[((plane * OD + i) * OH + j) * OW + l] = (float)(s / 27);
+        }
+}
+)";
+
+const char* kPoolStep = R"P(/* kernelevolve-plan
+{"steps": [{"library": "cudnn.avg_pool3d", "args": ["x", "y", "N", "C", "D", "H", "W"],
+            "options": {"kernel_size": "3", "stride": "2", "padding": "1"}}]}
+*/
+)P";
+
 ke::Evaluation evaluate(const ke::Spec& spec, const std::string& source, const ke::Bindings& tunables) {
   ke::LocalEvaluator evaluator(spec, kGpu.device, quick());
   evaluator.prepare();
@@ -521,7 +548,8 @@ TEST_CASE("gpu programs: cuBLAS's batched product and a transposed left operand 
   CHECK(left.status == ke::Status::ok);
 }
 
-TEST_CASE("gpu programs: cuDNN's transposed and 3-d convolutions as steps" * doctest::skip(kNoGpu)) {
+TEST_CASE("gpu programs: cuDNN's transposed and 3-d convolutions, and its 3-d average pooling, as steps" *
+          doctest::skip(kNoGpu)) {
   using P = ke::Param;
   const ke::DType f32 = ke::DType::f32, i64 = ke::DType::i64;
   const ke::Spec transposed = library_spec(
@@ -552,4 +580,15 @@ TEST_CASE("gpu programs: cuDNN's transposed and 3-d convolutions as steps" * doc
   const ke::Evaluation three = evaluate(cube, kConv3dStep, {});
   INFO(three.message, "\n", three.compile_log);
   CHECK(three.status == ke::Status::ok);
+
+  const ke::Spec pool = library_spec(
+      "pool3",
+      {P{"x", f32, ke::Role::in, {"N", "C", "D", "H", "W"}, 0},
+       P{"y", f32, ke::Role::out, {"N", "C", "(D - 1) / 2 + 1", "(H - 1) / 2 + 1", "(W - 1) / 2 + 1"}, 0},
+       P{"N", i64, ke::Role::size, {}, 0}, P{"C", i64, ke::Role::size, {}, 0}, P{"D", i64, ke::Role::size, {}, 0},
+       P{"H", i64, ke::Role::size, {}, 0}, P{"W", i64, ke::Role::size, {}, 0}},
+      {{{"N", 2}, {"C", 3}, {"D", 9}, {"H", 10}, {"W", 11}}}, kPoolReference, kPoolStep);
+  const ke::Evaluation pooled = evaluate(pool, kPoolStep, {});
+  INFO(pooled.message, "\n", pooled.compile_log);
+  CHECK(pooled.status == ke::Status::ok);
 }

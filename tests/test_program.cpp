@@ -182,7 +182,9 @@ TEST_CASE("a library step's arguments and options are checked with the plan, bef
        R"({"library": "cudnn.conv_transpose2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
                "options": {"stride": "2", "output_padding": "1,0", "groups": "1"}})",
        R"({"library": "cudnn.conv_transpose3d", "args": ["a", "b", "y", "1", "k", "m", "m", "m", "k", "3", "3", "3"],
-               "options": {"stride": "2", "padding": "1", "output_padding": "1,0,1"}})"}) {
+               "options": {"stride": "2", "padding": "1", "output_padding": "1,0,1"}})",
+       R"({"library": "cudnn.avg_pool3d", "args": ["a", "y", "1", "k", "m", "m", "m"],
+               "options": {"kernel_size": "3", "stride": "2,2,1", "padding": "1", "count_include_pad": "false"}})"}) {
     CAPTURE(valid);
     CHECK(step_error(valid).empty());
   }
@@ -233,6 +235,9 @@ TEST_CASE("a library step's arguments and options are checked with the plan, bef
           .find("needs a bias") != std::string::npos);
   CHECK(step_error(R"({"library": "cublaslt.matmul", "args": ["a", "b", "y", "m", "n", "k", "b"]})")
             .find("needs an epilogue") != std::string::npos);
+  // A pooling has no default window.
+  CHECK(step_error(R"({"library": "cudnn.avg_pool3d", "args": ["a", "y", "1", "k", "m", "m", "m"]})")
+            .find("needs its kernel_size") != std::string::npos);
 }
 
 TEST_CASE("a library step's sizes are checked at each workload, with the argument named") {
@@ -264,6 +269,18 @@ TEST_CASE("a library step's sizes are checked at each workload, with the argumen
                      "options": {"groups": "2"}})",
                  at);
   CHECK_MESSAGE(e.find("groups 2 must divide both C = 3 and K = 4") != std::string::npos, e);
+  // A pooling's padding at most half its kernel (PyTorch's rule and cuDNN's), and a window that fits.
+  const std::string pool = R"({"library": "cudnn.avg_pool3d", "args": ["a", "y", "1", "k", "m", "m", "2"],
+                               "options": {"kernel_size": "3,3,4", "padding": "1"}})";
+  CHECK(bind_error(pool, at).empty());
+  std::string wide = pool;
+  wide.replace(wide.find("\"padding\": \"1\""), 14, "\"padding\": \"2\"");
+  e = bind_error(wide, at);
+  CHECK_MESSAGE(e.find("padding 2 is more than half its kernel 3") != std::string::npos, e);
+  std::string tall = pool;
+  tall.replace(tall.find("\"kernel_size\": \"3,3,4\""), 22, "\"kernel_size\": \"3,3,5\"");
+  e = bind_error(tall, at);
+  CHECK_MESSAGE(e.find("no output in spatial dimension 3") != std::string::npos, e);
 }
 
 TEST_CASE("the plan is code: it is part of a node's identity, and a tunable it reads is live") {

@@ -1,8 +1,9 @@
 // cuBLASLt and cuDNN as library steps (src/devices/cuda/vendor_libraries.hpp). Everywhere: the epilogue
 // names, output sizes, the refusals that come before any library, and a library that is not where
 // $KE_CUBLASLT / $KE_CUDNN say. On a GPU with the libraries: products for every epilogue, both layouts of B
-// and all three dtypes, cuBLAS's GEMM with A transposed and batched, and grouped, strided, padded, dilated 2-d and
-// 3-d convolutions, forward and transposed (with output_padding), with and without bias, against the host in double.
+// and all three dtypes, cuBLAS's GEMM with A transposed and batched, grouped, strided, padded, dilated 2-d and
+// 3-d convolutions, forward and transposed (with output_padding), with and without bias, and 3-d average pooling,
+// against the host in double.
 // The GPU part skips (and says why) without a driver, a GPU or the libraries; it looks for the libraries on the
 // loader's path, in $KE_VENDOR_LIB_DIRS (directories separated by ':') and in PyTorch's nvidia/*/lib folders under
 // /opt/torch/.venv.
@@ -88,6 +89,9 @@ KE_SAME(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
 KE_SAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_0);
 KE_SAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
 KE_SAME(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+KE_SAME(CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING);
+KE_SAME(CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING);
+KE_SAME(CUDNN_NOT_PROPAGATE_NAN);
 #undef KE_SAME
 // Enums are passed as int.
 static_assert(sizeof(::cublasStatus_t) == sizeof(int) && sizeof(::cublasComputeType_t) == sizeof(int) &&
@@ -95,7 +99,8 @@ static_assert(sizeof(::cublasStatus_t) == sizeof(int) && sizeof(::cublasComputeT
               sizeof(::cublasLtMatmulPreferenceAttributes_t) == sizeof(int));
 static_assert(sizeof(::cudnnStatus_t) == sizeof(int) && sizeof(::cudnnDataType_t) == sizeof(int) &&
               sizeof(::cudnnMathType_t) == sizeof(int) && sizeof(::cudnnConvolutionFwdAlgo_t) == sizeof(int) &&
-              sizeof(::cudnnConvolutionBwdDataAlgo_t) == sizeof(int));
+              sizeof(::cudnnConvolutionBwdDataAlgo_t) == sizeof(int) && sizeof(::cudnnPoolingMode_t) == sizeof(int) &&
+              sizeof(::cudnnNanPropagation_t) == sizeof(int));
 // Structures the libraries write into: same size, same offsets.
 #define KE_SAME_FIELD(ours, theirs, field) static_assert(offsetof(ours, field) == offsetof(theirs, field), #field)
 static_assert(sizeof(c::cublasLtMatmulAlgo_t) == sizeof(::cublasLtMatmulAlgo_t));
@@ -169,6 +174,11 @@ KE_SAME_FN(DnnApi, cudnnGetConvolutionBackwardDataAlgorithm_v7);
 KE_SAME_FN(DnnApi, cudnnGetConvolutionBackwardDataWorkspaceSize);
 KE_SAME_FN(DnnApi, cudnnConvolutionBackwardData);
 KE_SAME_FN(DnnApi, cudnnAddTensor);
+KE_SAME_FN(DnnApi, cudnnCreatePoolingDescriptor);
+KE_SAME_FN(DnnApi, cudnnSetPoolingNdDescriptor);
+KE_SAME_FN(DnnApi, cudnnGetPoolingNdForwardOutputDim);
+KE_SAME_FN(DnnApi, cudnnPoolingForward);
+KE_SAME_FN(DnnApi, cudnnDestroyPoolingDescriptor);
 #undef KE_SAME_FN
 // Where ints of the same size could be swapped unnoticed above: the order of the Nd descriptors' arguments, as the
 // declarations in cudnn.cpp have it (the data type first for tensors; type before format for filters).
@@ -819,6 +829,29 @@ TEST_CASE("vendor libraries: the output size of 3-d and transposed convolutions"
   CHECK_FALSE(c::conv_output_size(cube, o, p, q));
 }
 
+TEST_CASE("vendor libraries: avg_pool3d's output size, and its refusals before any library") {
+  c::PoolCall call;
+  call.n = 2, call.c = 3, call.d = 9, call.h = 10, call.w = 11;
+  for (int i = 0; i < 3; ++i) call.kernel[i] = 3, call.stride[i] = 2, call.padding[i] = 1;
+  std::int64_t o = -7, p = -7, q = -7;
+  REQUIRE(c::pool_output_size(call, o, p, q));
+  CHECK(std::vector<std::int64_t>{o, p, q} == std::vector<std::int64_t>{5, 5, 6});  // (9+2-3)/2+1, ...
+  call.padding[2] = 2;  // more than half its kernel: PyTorch and cuDNN refuse it
+  CHECK_FALSE(c::pool_output_size(call, o, p, q));
+  call.padding[2] = 0, call.w = 2;  // no window fits
+  CHECK_FALSE(c::pool_output_size(call, o, p, q));
+  call.w = 11, call.stride[0] = 0;
+  CHECK_FALSE(c::pool_output_size(call, o, p, q));
+  call.stride[0] = 2;
+  call.x = 256, call.y = 512;
+  call.dtype = "f64";
+  CHECK(c::avg_pool3d(nullptr, call).find("f64") != std::string::npos);
+  call.dtype = "f32", call.kernel[1] = 0;
+  const std::string error = c::avg_pool3d(nullptr, call);
+  CHECK_MESSAGE(error.find("avg_pool3d") != std::string::npos, error);
+  CHECK(error.find('\n') == std::string::npos);
+}
+
 TEST_CASE("vendor libraries: whether the GPU tests run") {
   if (kNoGpu) {
     MESSAGE("skipped: no CUDA device: the GPU tests in this file are skipped: " << gpu().reason);
@@ -1037,4 +1070,60 @@ TEST_CASE("vendor libraries: cuBLAS's batched GEMM and a transposed A, against t
     check_matmul(64, 48, 96, false, none, "f16", 1e-3, 1e-3, ws, true, 4);
     check_matmul(64, 48, 96, true, none, "bf16", 1e-2, 8e-3, ws, true, 4);
   }
+}
+
+TEST_CASE("vendor libraries: avg_pool3d against a naive host pooling" * doctest::skip(kNoGpu)) {
+  KE_NEED_CUDNN();
+  c::PoolCall call;
+  call.n = 2, call.c = 3, call.d = 9, call.h = 10, call.w = 11;
+  call.kernel[0] = 3, call.kernel[1] = 3, call.kernel[2] = 2;
+  call.stride[0] = 2, call.stride[1] = 1, call.stride[2] = 2;
+  call.padding[0] = 1, call.padding[1] = 1, call.padding[2] = 0;
+  for (const std::string dtype : {"f32", "f16"})
+    for (bool include : {true, false}) {
+      CAPTURE(dtype);
+      CAPTURE(include);
+      call.dtype = dtype, call.count_include_pad = include;
+      std::int64_t o = 0, p = 0, q = 0;
+      REQUIRE(c::pool_output_size(call, o, p, q));
+      const auto xs = static_cast<std::size_t>(call.n * call.c * call.d * call.h * call.w);
+      const auto ys = static_cast<std::size_t>(call.n * call.c * o * p * q);
+      const std::vector<float> x = representable(random_values(xs, 21), dtype);
+      const std::size_t e = element_bytes(dtype);
+      DeviceBuffer dx(xs * e), dy(ys * e);
+      dx.upload(encode(x, dtype));
+      dy.poison();
+      call.x = dx.address(), call.y = dy.address();
+      const std::string error = c::avg_pool3d(gpu().stream, call);
+      REQUIRE_MESSAGE(error.empty(), error);
+      const std::vector<float> got = decode(dy.download(), dtype);
+      // torch's avg_pool3d: the window's sum over the elements inside the input, divided by the whole window's
+      // size, or by the count of those elements without count_include_pad.
+      const std::int64_t in[3] = {call.d, call.h, call.w}, out[3] = {o, p, q};
+      std::vector<double> ref(ys);
+      std::size_t at = 0;
+      for (std::int64_t plane = 0; plane < call.n * call.c; ++plane)
+        for (std::int64_t i = 0; i < out[0]; ++i)
+          for (std::int64_t j = 0; j < out[1]; ++j)
+            for (std::int64_t l = 0; l < out[2]; ++l) {
+              double sum = 0;
+              std::int64_t inside = 0;
+              for (std::int64_t a = 0; a < call.kernel[0]; ++a)
+                for (std::int64_t b = 0; b < call.kernel[1]; ++b)
+                  for (std::int64_t t = 0; t < call.kernel[2]; ++t) {
+                    const std::int64_t u = i * call.stride[0] - call.padding[0] + a;
+                    const std::int64_t v = j * call.stride[1] - call.padding[1] + b;
+                    const std::int64_t r = l * call.stride[2] - call.padding[2] + t;
+                    if (u < 0 || u >= in[0] || v < 0 || v >= in[1] || r < 0 || r >= in[2]) continue;
+                    sum += x[static_cast<std::size_t>(((plane * in[0] + u) * in[1] + v) * in[2] + r)];
+                    ++inside;
+                  }
+              const std::int64_t window = call.kernel[0] * call.kernel[1] * call.kernel[2];
+              ref[at++] = sum / static_cast<double>(include ? window : inside);
+            }
+      const Worst worst = compare(got, ref, dtype == "f32" ? 1e-6 : 1e-3, dtype == "f32" ? 1e-5 : 1e-3);
+      INFO("worst element " << worst.index << ": got " << worst.got << ", expected " << worst.ref << " (" << worst.ratio
+                            << "x the tolerance)");
+      CHECK(worst.ratio <= 1.0);
+    }
 }

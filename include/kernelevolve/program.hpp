@@ -41,9 +41,9 @@ struct StepArg {
 
 // The vendor calls a library step may make (docs/spec-format.md says what each computes and takes).
 inline const std::vector<std::string>& library_calls() {
-  static const std::vector<std::string> calls = {"cublaslt.matmul",       "cublas.gemm",  "cublas.gemm_batched",
-                                                 "cudnn.conv2d",          "cudnn.conv3d", "cudnn.conv_transpose2d",
-                                                 "cudnn.conv_transpose3d"};
+  static const std::vector<std::string> calls = {"cublaslt.matmul",        "cublas.gemm",     "cublas.gemm_batched",
+                                                 "cudnn.conv2d",           "cudnn.conv3d",    "cudnn.conv_transpose2d",
+                                                 "cudnn.conv_transpose3d", "cudnn.avg_pool3d"};
   return calls;
 }
 

@@ -39,8 +39,9 @@ struct LibraryOption {
 struct LibraryForm {
   std::size_t buffers = 3, integers = 0, optional = 0;
   const char* layout = "";
-  int spatial = 0;  // a convolution's spatial dimensions: how many values its extents options hold
+  int spatial = 0;  // a convolution's or a pooling's spatial dimensions: how many values its extents options hold
   std::vector<LibraryOption> options;
+  bool pool = false;  // a pooling: its output by kernel_size, stride and padding
 };
 
 const LibraryForm& library_form(const std::string& name) {
@@ -62,6 +63,16 @@ const LibraryForm& library_form(const std::string& name) {
     out["cudnn.conv3d"] = {3, 9, 1, conv3, 3, conv};
     out["cudnn.conv_transpose2d"] = {3, 7, 1, conv2, 2, transposed};
     out["cudnn.conv_transpose3d"] = {3, 9, 1, conv3, 3, transposed};
+    out["cudnn.avg_pool3d"] = {2,
+                               5,
+                               0,
+                               "x, y, N, C, D, H, W",
+                               3,
+                               {{"kernel_size", OptionKind::extents, 1},
+                                {"stride", OptionKind::extents, 1},
+                                {"padding", OptionKind::extents, 0},
+                                {"count_include_pad", OptionKind::boolean}},
+                               true};
     return out;
   }();
   return forms.at(name);
@@ -157,6 +168,9 @@ void check_library_step(const PlanStep& step, const Spec& spec, const std::strin
     }
     if (!ok) throw PlanError(call + ": " + key + " '" + text + "' is not " + wanted);
   }
+  if (form.pool && !step.options.count("kernel_size")) {
+    throw PlanError(call + " needs its kernel_size (one integer or three, \"d,h,w\")");
+  }
   if (step.library == "cublaslt.matmul") {
     const auto e = step.options.find("epilogue");
     const bool bias = e != step.options.end() && e->second.rfind("bias", 0) == 0;
@@ -184,8 +198,25 @@ void check_library_sizes(const PlanStep& step, const std::vector<std::int64_t>& 
     }
   }
   if (form.spatial == 0) return;
-  // N, C, the input's extents, K, the filter's extents.
   const auto n = static_cast<std::size_t>(form.spatial);
+  if (form.pool) {
+    // N, C, the input's extents. Whatever the stride, a window that fits the padded input makes one output.
+    const auto kernel = extents_option(step, "kernel_size", form.spatial, 1);
+    const auto padding = extents_option(step, "padding", form.spatial, 0);
+    for (std::size_t d = 0; d < n; ++d) {
+      if (2 * padding[d] > kernel[d]) {
+        throw PlanError(call + ": padding " + std::to_string(padding[d]) + " is more than half its kernel " +
+                        std::to_string(kernel[d]));
+      }
+      if (integers[2 + d] + 2 * padding[d] < kernel[d]) {
+        throw PlanError(call + ": no output in spatial dimension " + std::to_string(d + 1) + " (input " +
+                        std::to_string(integers[2 + d]) + ", kernel " + std::to_string(kernel[d]) + ", padding " +
+                        std::to_string(padding[d]) + ")");
+      }
+    }
+    return;
+  }
+  // N, C, the input's extents, K, the filter's extents.
   const std::int64_t c = integers[1], k = integers[2 + n];
   const bool transposed = step.library.find("transpose") != std::string::npos;
   const std::int64_t groups = extents_option(step, "groups", 1, 1)[0];

@@ -856,6 +856,8 @@ class _Plan:
             storage = _Storage(name, list(value.args[1].elts), list(value.args[2].elts), base.dtype, alias_of=base)
             self.buffers[name] = storage
             return
+        if func == "torch.ops.aten.avg_pool3d.default":
+            return self.avg_pool3d(name, value)
         if func and (func.startswith("torch.ops.") or func.startswith("aten.")):
             raise Untranslatable(func.replace("torch.ops.", "").replace(".default", ""),
                                  "an ATen operator Inductor calls as it is: no library step computes it")
@@ -1029,6 +1031,39 @@ class _Plan:
             args.append(self.tensor(bias[0], what))
         self.steps.append({"library": library, "args": args, "options": options, "conv_input": x})
 
+    def avg_pool3d(self, name, call):
+        """aten.avg_pool3d, which Inductor does not lower and calls as it is: cudnn.avg_pool3d."""
+        what = "aten.avg_pool3d"
+        given = dict(zip(("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"),
+                         (_value(a) for a in call.args[1:])))
+        given.update({k.arg: _value(k.value) for k in call.keywords})
+        if given.get("ceil_mode"):
+            raise Untranslatable(f"{what} with ceil_mode", "cuDNN's pooling rounds its output down")
+        if given.get("divisor_override") is not None:
+            raise Untranslatable(f"{what} with divisor_override", "cuDNN's pooling divides by its window")
+        kernel = list(given.get("kernel_size") or [])
+        settings = {"kernel_size": kernel, "stride": list(given.get("stride") or kernel),  # [] is the kernel's
+                    "padding": list(given.get("padding") or [0])}
+        options = {}
+        for key, values in settings.items():
+            values = values * 3 if len(values) == 1 else values
+            if len(values) != 3 or not all(isinstance(v, int) for v in values):
+                raise Untranslatable(what, f"a {key} of neither one nor three integers")
+            options[key] = ",".join(str(v) for v in values)
+        options["count_include_pad"] = "true" if given.get("count_include_pad", True) else "false"
+        try:
+            x, x_shape, _ = self.operand(call.args[0], what)
+        except Untranslatable as error:
+            raise Untranslatable(f"{what} on a channels-last buffer", "cudnn.avg_pool3d reads NCDHW: " + error.why)
+        if len(x_shape) != 5:
+            raise Untranslatable(f"{what} of a {len(x_shape)}-d input", "cudnn.avg_pool3d takes [N, C, D, H, W]")
+        # The result has its input's dtype; its shape comes with the assert that follows.
+        storage = _Storage(name, None, None, x.dtype if isinstance(x, _Storage) else self.binding.params[x]["dtype"])
+        self.buffers[name] = storage
+        self.storages.append(storage)
+        self.steps.append({"library": "cudnn.avg_pool3d", "args": [x, storage] + [self.dim(d) for d in x_shape],
+                           "options": options, "conv_input": x, "conv_output": storage})
+
     # Outputs --------------------------------------------------------------------------------------------------
 
     def outputs(self, node):
@@ -1045,6 +1080,8 @@ class _Plan:
             if not (isinstance(result, ast.Name) and result.id in self.buffers):
                 raise Untranslatable("call()'s results", f"{ast.unparse(view or result)} is not a buffer it wrote")
             storage = self.buffers[result.id]
+            if storage.root().shape_nodes is None:
+                raise Untranslatable(f"the output {result.id}", "call() asserts no shape for it")
             if view is not None:
                 if self.value(view.args[3]) != 0:
                     raise Untranslatable("call()'s results: a view at an offset into a buffer",
@@ -1172,9 +1209,9 @@ def translate(output_code, spec, chosen=None):
 
     for step in plan.steps:
         if step.get("library", "").startswith("cudnn."):
-            if not _is_nchw(plan, step["conv_input"]) or not _is_nchw(plan, step["args"][2]):
-                raise Untranslatable("extern_kernels.convolution on a channels-last buffer",
-                                     "cuDNN's steps read and write NCHW")
+            if not _is_nchw(plan, step["conv_input"]) or not _is_nchw(plan, step.get("conv_output", step["args"][2])):
+                call = "aten.avg_pool3d" if "conv_output" in step else "extern_kernels.convolution"
+                raise Untranslatable(f"{call} on a channels-last buffer", "cuDNN's steps read and write NCHW")
 
     names = _tunable_names(plan.launched)
     helpers = set()
@@ -1237,6 +1274,9 @@ def translate(output_code, spec, chosen=None):
             notes.append(f"extern_kernels -> {step['library']}")
 
     used = {id(a.root()) for s in plan.steps for a in s["args"] if isinstance(a, _Storage)}
+    for storage in plan.storages:
+        if id(storage) in used and storage.shape_nodes is None:
+            raise Untranslatable(f"the buffer {storage.name}", "call() asserts no shape for it")
     temporaries = [{"name": s.name, "dtype": s.dtype, "shape": _temporary_shape(plan, s)}
                    for s in plan.storages if s.output is None and id(s) in used]
     block = {"temporaries": temporaries, "steps": steps} if temporaries else {"steps": steps}

@@ -446,6 +446,31 @@ class Patterns(unittest.TestCase):
             "args": ["x", "conv1d_weight", "out", "batch_size", "8", "1", "length", "8", "1", "5"],
             "options": {"stride": "1,3", "padding": "0,1", "dilation": "1,2", "output_padding": "0,2", "groups": "1"}})
 
+    def test_avg_pool3d_called_as_it_is(self):
+        # ATen's avg_pool3d, which Inductor does not lower: cudnn.avg_pool3d, unless cuDNN cannot compute it.
+        result, plan = self.translated("avg_pool3d_padded")
+        self.assertEqual(plan, {"steps": [{
+            "library": "cudnn.avg_pool3d", "args": ["x", "out", "batch_size", "channels", "depth", "height", "width"],
+            "options": {"kernel_size": "3,3,3", "stride": "2,2,2", "padding": "1,1,1", "count_include_pad": "true"}}]})
+        self.assertEqual(result["constraints"], [])
+        code, _ = pattern("avg_pool3d_padded")
+        call = "[3, 3, 3], [2, 2, 2], [1, 1, 1], False, True, None)"
+        # An empty stride is the kernel's; count_include_pad off is cuDNN's other mode.
+        _, plan = self.translated("avg_pool3d_padded", code.replace(call, "[3, 3, 3], [], [1, 1, 1], False, False)"))
+        self.assertEqual(plan["steps"][0]["options"], {"kernel_size": "3,3,3", "stride": "3,3,3", "padding": "1,1,1",
+                                                       "count_include_pad": "false"})
+        for other, part in (("[3, 3, 3], [2, 2, 2], [1, 1, 1], True, True, None)", "aten.avg_pool3d with ceil_mode"),
+                            ("[3, 3, 3], [2, 2, 2], [1, 1, 1], False, True, 7)",
+                             "aten.avg_pool3d with divisor_override")):
+            with self.assertRaises(Untranslatable) as caught:
+                self.translated("avg_pool3d_padded", code.replace(call, other))
+            self.assertEqual(caught.exception.part, part)
+        # Without the assert that gives its result's shape, the result is named, not guessed.
+        no_assert = re.sub(r"\n +assert_size_stride\(buf0, .*\n", "\n", code)
+        with self.assertRaises(Untranslatable) as caught:
+            self.translated("avg_pool3d_padded", no_assert)
+        self.assertEqual(caught.exception.part, "the output buf0")
+
     def test_a_float_of_the_module_is_named(self):
         code, spec = pattern("leaky_relu_slope")
         with self.assertRaises(Untranslatable) as caught:

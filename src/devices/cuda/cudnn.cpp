@@ -1,5 +1,5 @@
-// cuDNN's 2-d and 3-d convolutions, forward and transposed, through its legacy API, loaded at run time; see
-// vendor_libraries.hpp.
+// cuDNN's 2-d and 3-d convolutions, forward and transposed, and its 3-d average pooling, through its legacy API,
+// loaded at run time; see vendor_libraries.hpp.
 //
 // The types, enum values, structure layouts and signatures below are declared by hand from cuDNN 9.19.0's
 // headers (cudnn_graph.h, cudnn_ops.h, cudnn_cnn.h; the version on the GPU machine), and were checked against
@@ -50,10 +50,17 @@ enum : int {
   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT = 6
 };
 
+// cudnnPoolingMode_t: average pooling divides by the whole window, or by its elements inside the input.
+enum : int { CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING = 1, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING = 2 };
+
+// cudnnNanPropagation_t (read by max pooling alone)
+enum : int { CUDNN_NOT_PROPAGATE_NAN = 0 };
+
 using cudnnHandle_t = struct cudnnContext*;
 using cudnnTensorDescriptor_t = struct cudnnTensorStruct*;
 using cudnnFilterDescriptor_t = struct cudnnFilterStruct*;
 using cudnnConvolutionDescriptor_t = struct cudnnConvolutionStruct*;
+using cudnnPoolingDescriptor_t = struct cudnnPoolingStruct*;
 
 struct cudnnConvolutionFwdAlgoPerf_t {
   int algo;  // cudnnConvolutionFwdAlgo_t
@@ -121,6 +128,16 @@ struct DnnApi {
                                                 cudnnTensorDescriptor_t dx_desc, void* dx) = nullptr;
   cudnnStatus_t (*cudnnAddTensor)(cudnnHandle_t, const void* alpha, cudnnTensorDescriptor_t a_desc, const void* a,
                                   const void* beta, cudnnTensorDescriptor_t c_desc, void* c) = nullptr;
+  cudnnStatus_t (*cudnnCreatePoolingDescriptor)(cudnnPoolingDescriptor_t*) = nullptr;
+  cudnnStatus_t (*cudnnSetPoolingNdDescriptor)(cudnnPoolingDescriptor_t, int mode, int nan_propagation, int nb_dims,
+                                               const int windows[], const int paddings[],
+                                               const int strides[]) = nullptr;
+  cudnnStatus_t (*cudnnGetPoolingNdForwardOutputDim)(cudnnPoolingDescriptor_t, cudnnTensorDescriptor_t, int nb_dims,
+                                                     int dims[]) = nullptr;
+  cudnnStatus_t (*cudnnPoolingForward)(cudnnHandle_t, cudnnPoolingDescriptor_t, const void* alpha,
+                                       cudnnTensorDescriptor_t x_desc, const void* x, const void* beta,
+                                       cudnnTensorDescriptor_t y_desc, void* y) = nullptr;
+  cudnnStatus_t (*cudnnDestroyPoolingDescriptor)(cudnnPoolingDescriptor_t) = nullptr;
 };
 
 }  // namespace
@@ -192,6 +209,11 @@ LibraryLoad load_locked(Dnn& state, const std::vector<std::string>& extra_dirs) 
                 missing);
   ok &= resolve(lib, api.cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData", missing);
   ok &= resolve(lib, api.cudnnAddTensor, "cudnnAddTensor", missing);
+  ok &= resolve(lib, api.cudnnCreatePoolingDescriptor, "cudnnCreatePoolingDescriptor", missing);
+  ok &= resolve(lib, api.cudnnSetPoolingNdDescriptor, "cudnnSetPoolingNdDescriptor", missing);
+  ok &= resolve(lib, api.cudnnGetPoolingNdForwardOutputDim, "cudnnGetPoolingNdForwardOutputDim", missing);
+  ok &= resolve(lib, api.cudnnPoolingForward, "cudnnPoolingForward", missing);
+  ok &= resolve(lib, api.cudnnDestroyPoolingDescriptor, "cudnnDestroyPoolingDescriptor", missing);
   LibraryLoad result = opened.load;
   if (!ok) {
     dlclose(lib);
@@ -323,10 +345,15 @@ std::string describe(const ConvCall& call) {
   return text + " groups " + std::to_string(call.groups);
 }
 
-std::string failure(const DnnApi& api, const char* function, cudnnStatus_t status, const ConvCall& call) {
+// "function: STATUS (n); what".
+std::string failure(const DnnApi& api, const char* function, cudnnStatus_t status, const std::string& what) {
   const char* name = api.cudnnGetErrorString ? api.cudnnGetErrorString(status) : nullptr;
   return std::string(function) + ": " + (name ? name : "CUDNN_STATUS_UNKNOWN") + " (" + std::to_string(status) + "); " +
-         describe(call);
+         what;
+}
+
+std::string failure(const DnnApi& api, const char* function, cudnnStatus_t status, const ConvCall& call) {
+  return failure(api, function, status, describe(call));
 }
 
 bool data_type_of(const std::string& dtype, int& data_type) {
@@ -335,6 +362,23 @@ bool data_type_of(const std::string& dtype, int& data_type) {
   else if (dtype == "bf16") data_type = CUDNN_DATA_BFLOAT16;
   else return false;
   return true;
+}
+
+// Loads the library and creates the handle if need be; "" or why not, naming the call `name` described by `what`.
+// Holds state's mutex.
+std::string open_handle(Dnn& state, const std::string& name, const std::string& what) {
+  if (!state.loaded) {
+    LibraryLoad load = load_locked(state, {});
+    if (!load.ok) return name + ": cuDNN is not loaded: " + load.why;
+  }
+  if (!state.handle) {
+    const cudnnStatus_t s = state.api.cudnnCreate(&state.handle);
+    if (s != CUDNN_STATUS_SUCCESS) {
+      state.handle = nullptr;
+      return failure(state.api, "cudnnCreate", s, what);
+    }
+  }
+  return "";
 }
 
 // Checks the call, loads the library and creates the handle if need be; "" or why not. Holds state's mutex.
@@ -347,18 +391,7 @@ std::string prepare(Dnn& state, const ConvCall& call, int& data_type, Geometry& 
   for (int i = 0; i < g.dims; ++i)
     for (std::int64_t v : {g.in[i], g.filter[i], g.stride[i], g.pad[i], g.dilation[i], g.out[i]})
       if (v > INT_MAX) return name + ": a size beyond cuDNN's int range; " + describe(call);
-  if (!state.loaded) {
-    LibraryLoad load = load_locked(state, {});
-    if (!load.ok) return name + ": cuDNN is not loaded: " + load.why;
-  }
-  if (!state.handle) {
-    const cudnnStatus_t s = state.api.cudnnCreate(&state.handle);
-    if (s != CUDNN_STATUS_SUCCESS) {
-      state.handle = nullptr;
-      return failure(state.api, "cudnnCreate", s, call);
-    }
-  }
-  return "";
+  return open_handle(state, name, describe(call));
 }
 
 // A packed tensor [n, c, extents...] (NCHW or NCDHW) as cuDNN's Nd descriptor takes it.
@@ -523,6 +556,74 @@ std::string choose(Dnn& state, const ConvCall& call, Plan& plan, std::size_t wor
   return why;
 }
 
+// ---- average pooling -------------------------------------------------------------------------------------
+
+std::string describe(const PoolCall& call) {
+  auto list = [](const std::int64_t* v) {
+    return std::to_string(v[0]) + "," + std::to_string(v[1]) + "," + std::to_string(v[2]);
+  };
+  return "avg_pool3d " + call.dtype + " x[" + std::to_string(call.n) + "," + std::to_string(call.c) + "," +
+         std::to_string(call.d) + "," + std::to_string(call.h) + "," + std::to_string(call.w) + "] kernel " +
+         list(call.kernel) + " stride " + list(call.stride) + " padding " + list(call.padding) +
+         (call.count_include_pad ? " count_include_pad" : " count_exclude_pad");
+}
+
+// The descriptors of one pooling.
+struct PoolPlan {
+  const DnnApi* api = nullptr;
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnPoolingDescriptor_t pool = nullptr;
+  PoolPlan() = default;
+  PoolPlan(const PoolPlan&) = delete;
+  PoolPlan& operator=(const PoolPlan&) = delete;
+  ~PoolPlan() {
+    if (!api) return;
+    if (pool) api->cudnnDestroyPoolingDescriptor(pool);
+    if (y) api->cudnnDestroyTensorDescriptor(y);
+    if (x) api->cudnnDestroyTensorDescriptor(x);
+  }
+};
+
+std::map<PlanKey, std::unique_ptr<PoolPlan>>& pool_plans() {
+  static auto* cache = new std::map<PlanKey, std::unique_ptr<PoolPlan>>;
+  return *cache;
+}
+
+// Builds the descriptors of `call`, whose output is [N, C, out...]: "" or the failure.
+std::string make_pool_plan(const DnnApi& api, const PoolCall& call, int data_type, const std::int64_t* out,
+                           PoolPlan& plan) {
+  plan.api = &api;
+  const std::string what = describe(call);
+  cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+  if ((s = api.cudnnCreateTensorDescriptor(&plan.x)) != CUDNN_STATUS_SUCCESS ||
+      (s = api.cudnnCreateTensorDescriptor(&plan.y)) != CUDNN_STATUS_SUCCESS)
+    return failure(api, "cudnnCreateTensorDescriptor", s, what);
+  if ((s = api.cudnnCreatePoolingDescriptor(&plan.pool)) != CUDNN_STATUS_SUCCESS)
+    return failure(api, "cudnnCreatePoolingDescriptor", s, what);
+  const std::int64_t in[3] = {call.d, call.h, call.w};
+  if ((s = set_packed(api, plan.x, data_type, call.n, call.c, in, 3)) != CUDNN_STATUS_SUCCESS ||
+      (s = set_packed(api, plan.y, data_type, call.n, call.c, out, 3)) != CUDNN_STATUS_SUCCESS)
+    return failure(api, "cudnnSetTensorNdDescriptor", s, what);
+  int windows[3], paddings[3], strides[3];
+  for (int i = 0; i < 3; ++i) {
+    windows[i] = static_cast<int>(call.kernel[i]), paddings[i] = static_cast<int>(call.padding[i]);
+    strides[i] = static_cast<int>(call.stride[i]);
+  }
+  const int mode = call.count_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                          : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+  if ((s = api.cudnnSetPoolingNdDescriptor(plan.pool, mode, CUDNN_NOT_PROPAGATE_NAN, 3, windows, paddings, strides)) !=
+      CUDNN_STATUS_SUCCESS)
+    return failure(api, "cudnnSetPoolingNdDescriptor", s, what);
+  int got[5] = {};
+  if ((s = api.cudnnGetPoolingNdForwardOutputDim(plan.pool, plan.x, 5, got)) != CUDNN_STATUS_SUCCESS)
+    return failure(api, "cudnnGetPoolingNdForwardOutputDim", s, what);
+  if (got[0] != call.n || got[1] != call.c || got[2] != out[0] || got[3] != out[1] || got[4] != out[2])
+    return "cudnnGetPoolingNdForwardOutputDim: cuDNN's output [" + std::to_string(got[2]) + "," +
+           std::to_string(got[3]) + "," + std::to_string(got[4]) + "] is not the expected [" + std::to_string(out[0]) +
+           "," + std::to_string(out[1]) + "," + std::to_string(out[2]) + "]; " + what;
+  return "";
+}
+
 }  // namespace
 
 LibraryLoad load_cudnn(const std::vector<std::string>& extra_dirs) {
@@ -613,6 +714,62 @@ std::string convolution(void* stream, const ConvCall& call) {
     return name + ": " + e.what();
   } catch (...) {
     return name + ": unknown exception";
+  }
+}
+
+bool pool_output_size(const PoolCall& call, std::int64_t& o, std::int64_t& p, std::int64_t& q) {
+  if (call.n < 1 || call.c < 1) return false;
+  const std::int64_t in[3] = {call.d, call.h, call.w};
+  std::int64_t out[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    const std::int64_t k = call.kernel[i], s = call.stride[i], pad = call.padding[i];
+    if (in[i] < 1 || k < 1 || s < 1 || pad < 0 || 2 * pad > k) return false;
+    if (in[i] + 2 * pad < k) return false;
+    out[i] = (in[i] + 2 * pad - k) / s + 1;
+  }
+  o = out[0], p = out[1], q = out[2];
+  return true;
+}
+
+std::string avg_pool3d(void* stream, const PoolCall& call) {
+  try {
+    int data_type = 0;
+    if (!data_type_of(call.dtype, data_type)) return "avg_pool3d: dtype '" + call.dtype + "' is not f32, f16 or bf16";
+    std::int64_t out[3] = {};
+    if (!pool_output_size(call, out[0], out[1], out[2]))
+      return "avg_pool3d: malformed sizes or an empty output; " + describe(call);
+    for (std::int64_t v : {call.n, call.c, call.d, call.h, call.w, call.kernel[0], call.kernel[1], call.kernel[2],
+                           call.stride[0], call.stride[1], call.stride[2]})
+      if (v > INT_MAX) return "avg_pool3d: a size beyond cuDNN's int range; " + describe(call);
+    if (!call.x || !call.y) return "avg_pool3d: a null operand address; " + describe(call);
+    Dnn& state = dnn();
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (std::string why = open_handle(state, "avg_pool3d", describe(call)); !why.empty()) return why;
+    const DnnApi& api = state.api;
+    const PlanKey key = {data_type,       call.n,          call.c,          call.d,
+                         call.h,          call.w,          call.kernel[0],  call.kernel[1],
+                         call.kernel[2],  call.stride[0],  call.stride[1],  call.stride[2],
+                         call.padding[0], call.padding[1], call.padding[2], call.count_include_pad ? 1 : 0};
+    auto& cache = pool_plans();
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      auto plan = std::make_unique<PoolPlan>();
+      if (std::string error = make_pool_plan(api, call, data_type, out, *plan); !error.empty()) return error;
+      if (cache.size() >= kMaxPlans) cache.clear();
+      it = cache.emplace(key, std::move(plan)).first;
+    }
+    const PoolPlan& plan = *it->second;
+    cudnnStatus_t s = api.cudnnSetStream(state.handle, stream);
+    if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnSetStream", s, describe(call));
+    auto ptr = [](std::uint64_t address) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); };
+    const float one = 1.0f, zero = 0.0f;  // beta 0: y is written without being read
+    s = api.cudnnPoolingForward(state.handle, plan.pool, &one, plan.x, ptr(call.x), &zero, plan.y, ptr(call.y));
+    if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnPoolingForward", s, describe(call));
+    return "";
+  } catch (const std::exception& e) {
+    return std::string("avg_pool3d: ") + e.what();
+  } catch (...) {
+    return "avg_pool3d: unknown exception";
   }
 }
 

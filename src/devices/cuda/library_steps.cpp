@@ -1,8 +1,10 @@
 // cuBLASLt, cuBLAS and cuDNN as a program's steps on a CUDA GPU (library_steps.hpp).
 #include "devices/cuda/library_steps.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 
@@ -196,6 +198,37 @@ class ConvStep final : public LibraryStep {
   ConvCall options_;
 };
 
+// cudnn.avg_pool3d: args x, y, N, C, D, H, W.
+class PoolStep final : public LibraryStep {
+ public:
+  PoolStep(gpu::GpuDevice& device, std::vector<Param> signature, const PoolCall& options)
+      : LibraryStep(device, std::move(signature), 0), options_(options) {}
+  PoolCall call(void** args) const {
+    PoolCall c = options_;
+    c.dtype = to_string(signature_[0].dtype);
+    c.n = value(args, 2), c.c = value(args, 3), c.d = value(args, 4), c.h = value(args, 5), c.w = value(args, 6);
+    c.x = ptr(args, 0), c.y = ptr(args, 1);
+    return c;
+  }
+  std::string check_arguments(void** args, const std::vector<std::size_t>& bytes) const override {
+    const PoolCall c = call(args);
+    std::int64_t o = 0, p = 0, q = 0;
+    if (!pool_output_size(c, o, p, q)) {
+      return "cudnn.avg_pool3d: no output for these sizes (N, C, D, H, W, kernel_size, stride, padding at most half "
+             "its kernel)";
+    }
+    for (const std::string& why :
+         {fits(bytes, 0, c.n * c.c * c.d * c.h * c.w, "x"), fits(bytes, 1, c.n * c.c * o * p * q, "y")}) {
+      if (!why.empty()) return "cudnn.avg_pool3d: " + why;
+    }
+    return "";
+  }
+  std::string enqueue(void* stream, void** args) override { return avg_pool3d(stream, call(args)); }
+
+ private:
+  PoolCall options_;
+};
+
 // Checks that the signature is `buffers` buffers of one float dtype, then `integers` integers, then
 // `optional` more buffers of that dtype at most.
 std::string check_signature(const std::string& name, const std::vector<Param>& sig, std::size_t buffers,
@@ -299,6 +332,13 @@ std::string prepare_vendor_libraries(gpu::GpuDevice& device, void* stream) {
         c.d = c.t = 3;
         c.pad_d = 1;
         if (std::string why = convolution(stream, c); !why.empty()) report += "cuDNN's 3-d call: " + why + "\n";
+        PoolCall pool;
+        pool.n = pool.c = 1;
+        pool.d = pool.h = pool.w = 4;
+        pool.kernel[0] = pool.kernel[1] = pool.kernel[2] = 2;
+        pool.stride[0] = pool.stride[1] = pool.stride[2] = 2;
+        pool.x = pool.y = p;
+        if (std::string why = avg_pool3d(stream, pool); !why.empty()) report += "cuDNN's pooling call: " + why + "\n";
       }
     } catch (const std::exception& e) {
       report += std::string("the libraries' first calls: ") + e.what() + "\n";
@@ -382,6 +422,40 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
       const LibraryLoad load = load_cudnn(vendor_library_dirs());
       if (!load.ok) return error("cuDNN cannot be loaded: " + load.why);
       return std::make_shared<ConvStep>(device, signature, name, c);
+    }
+    if (name == "cudnn.avg_pool3d") {
+      PoolCall c;
+      bool stride_given = false, kernel_given = false;
+      for (const auto& [key, text] : options) {
+        bool ok = true;
+        if (key == "kernel_size") {
+          ok = parse_tuple(text, 3, c.kernel);
+          kernel_given = true;
+        } else if (key == "stride") {
+          ok = parse_tuple(text, 3, c.stride);
+          stride_given = true;
+        } else if (key == "padding") {
+          ok = parse_tuple(text, 3, c.padding);
+        } else if (key == "count_include_pad") {
+          ok = text == "true" || text == "false";
+          c.count_include_pad = text == "true";
+        } else {
+          return error("cudnn.avg_pool3d has no option '" + key +
+                       "' (kernel_size, stride, padding, count_include_pad)");
+        }
+        if (!ok) {
+          return error("cudnn.avg_pool3d: " + key + " '" + text + "' is not " +
+                       (key == "count_include_pad" ? "\"true\" or \"false\"" : "an integer (or \"d,h,w\")"));
+        }
+      }
+      if (!kernel_given) return error("cudnn.avg_pool3d needs its kernel_size");
+      // As PyTorch's: the stride is the kernel's unless given.
+      if (!stride_given) std::copy(std::begin(c.kernel), std::end(c.kernel), std::begin(c.stride));
+      if (std::string why = check_signature(name, signature, 2, 5, 0, "x, y, N, C, D, H, W"); !why.empty())
+        return error(why);
+      const LibraryLoad load = load_cudnn(vendor_library_dirs());
+      if (!load.ok) return error("cuDNN cannot be loaded: " + load.why);
+      return std::make_shared<PoolStep>(device, signature, c);
     }
   } catch (const std::exception& e) {
     return error(name + ": " + e.what());

@@ -1,6 +1,6 @@
 // A program's library steps on a CUDA GPU (program.hpp): cuBLASLt's matrix product, cuBLAS's GEMM and cuDNN's
-// convolution (vendor_libraries.hpp) as kernels the GPU core launches on its stream, their arguments checked against
-// the buffers they are given before any call.
+// convolutions and pooling (vendor_libraries.hpp) as kernels the GPU core launches on its stream, their arguments
+// checked against the buffers they are given before any call.
 #pragma once
 #include <map>
 #include <memory>

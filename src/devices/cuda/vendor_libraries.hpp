@@ -1,6 +1,6 @@
 // NVIDIA's libraries as steps of a program: cuBLASLt's matrix product (with its bias and activation
 // epilogues), cuBLAS's GEMM (one product or a strided batch) and cuDNN's 2-d and 3-d convolutions, forward and
-// transposed, loaded at run time with dlopen as the driver and NVRTC are
+// transposed, and its 3-d average pooling, loaded at run time with dlopen as the driver and NVRTC are
 // (cuda_api.hpp), so that a build needs neither library nor any CUDA header.
 //
 // These functions know nothing of the GPU core: they take device addresses and a CUstream, and expect
@@ -143,6 +143,26 @@ std::size_t conv_workspace_bytes(const ConvCall& call);
 // cudnnGetConvolutionBackwardDataAlgorithm_v7 when transposed) fastest that fits workspace_bytes; descriptors and
 // the heuristic's answers are cached per shape, mode and dtype.
 std::string convolution(void* stream, const ConvCall& call);
+
+// An average pooling over 3 spatial dimensions, as torch.nn.functional.avg_pool3d with ceil_mode off and no
+// divisor_override: x[N,C,D,H,W] to y[N,C,OD,P,Q] with OD = (D + 2·padding[0] − kernel[0]) / stride[0] + 1, P and Q
+// likewise; each output the mean of its window, over the whole window (count_include_pad) or over the elements
+// inside the input. dtype "f32", "f16" or "bf16" for x and y.
+struct PoolCall {
+  std::int64_t n = 0, c = 0, d = 0, h = 0, w = 0;
+  std::int64_t kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, padding[3] = {0, 0, 0};  // depth, height, width
+  bool count_include_pad = true;
+  std::string dtype = "f32";
+  std::uint64_t x = 0, y = 0;
+};
+
+// The output's extents by the formula above. False (o, p, q untouched) when the call is malformed: a size, kernel
+// or stride < 1, a padding < 0 or above half its kernel (PyTorch's rule and cuDNN's), or an empty output.
+bool pool_output_size(const PoolCall& call, std::int64_t& o, std::int64_t& p, std::int64_t& q);
+
+// Enqueues the pooling (cudnnPoolingForward) on `stream`: "" on success, else one line naming the failed call and
+// its status. The descriptors are cached per shape, setting and dtype.
+std::string avg_pool3d(void* stream, const PoolCall& call);
 
 namespace vendor_detail {
 
