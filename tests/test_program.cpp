@@ -188,6 +188,11 @@ TEST_CASE("a library step's arguments and options are checked with the plan, bef
     CAPTURE(valid);
     CHECK(step_error(valid).empty());
   }
+  // Every call has its form: with no arguments, each says what it takes.
+  for (const std::string& call : ke::library_calls()) {
+    CAPTURE(call);
+    CHECK(step_error(R"({"library": ")" + call + R"(", "args": []})").find(" takes ") != std::string::npos);
+  }
   // The count of arguments, with the call's layout.
   std::string e =
       step_error(R"({"library": "cudnn.conv3d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"]})");
