@@ -1505,6 +1505,8 @@ int cmd_optimize(const std::vector<std::string>& args) {
                                                                     "as kernelevolve run")(
       "max-time", po::value<std::string>(), "seconds of each region's run (as kernelevolve run)")(
       "jobs", po::value<std::string>(), "each region's run's parallel evaluations (as kernelevolve run)")(
+      "evolve-device", po::value(&options.evolve_device),
+      "the regions' runs' device, where not --device: cuda:all or cuda:0,cuda:1 spreads each run over those GPUs")(
       "run-option", po::value<std::vector<std::string>>(),
       "any other option of kernelevolve run, for each region's run (repeat it: --run-option=--language "
       "--run-option=c)")("json", po::bool_switch(&json),

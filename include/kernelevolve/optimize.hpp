@@ -23,6 +23,9 @@ struct OptimizeOptions {
   // ...
   std::vector<std::string> run_options;
   std::string cli;  // the kernelevolve command that runs them; empty: the one beside the library or this program
+  // The regions' runs' --device where it is not `device`: "cuda:all" or "cuda:0,cuda:1" spreads each run's
+  // evaluations over those GPUs (the multi-device evaluator); the model itself is profiled and proved on `device`.
+  std::string evolve_device;
 };
 
 // One operator of the model's profile: self time per forward, grouped by operator and input shapes.

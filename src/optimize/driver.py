@@ -140,7 +140,8 @@ def evolve(args, problems, deadline):
                 p.evolve = dict(earlier, status="resumed", seconds=0.0,
                                 note=f"evolved by an earlier optimize (run {earlier['run']} of {DATABASE}): not again")
                 continue
-        command = [args.cli, "run", os.path.join(args.out, p.file), "--device", args.device, "--db", database,
+        command = [args.cli, "run", os.path.join(args.out, p.file), "--device", args.evolve_device or args.device,
+                   "--db", database,
                    "--max-evals", str(evals[p.hash]), "--json"] + list(args.run_option)
         start = time.perf_counter()
         left = deadline - time.monotonic()
@@ -166,6 +167,7 @@ def evolve(args, problems, deadline):
             result.update({
                 "status": "evolved", "run": report["run"], "node": best["node"],
                 "evaluated": report.get("evaluations"), "stop_reason": report.get("stop_reason"),
+                "tokens": report.get("tokens", 0), "cost_usd": report.get("cost_usd", 0.0),
                 "best_us": first(best.get("time_us")), "eager_us": first(eager.get("time_us")),
                 "compile_us": first(compiled.get("time_us")),
                 "speedup_vs_eager": best.get("speedup_vs_eager"), "speedup_vs_compile": best.get("speedup_vs_compile"),
@@ -356,7 +358,7 @@ def write_chart(path, report):
              for t, r in zip(before, regions)]
     total = max(sum(before), sum(after), 1e-9)
     width, left, bar, top = 720, 90, 36, 40
-    scale = (width - left - 20) / total
+    scale = (width - left - 70) / total  # room for the total after the longer bar
     height = top + 2 * (bar + 24) + 24 * (len(regions) + 1)
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
              'font-size="12">',
@@ -486,6 +488,7 @@ def main():
     parser.add_argument("--cli", default="kernelevolve", help="the kernelevolve command that evolves each region")
     parser.add_argument("--package-dir", default="", help="where the Python package kernelevolve is, if not installed")
     parser.add_argument("--no-evolve", action="store_true", help="steps 1-3 only")
+    parser.add_argument("--evolve-device", default="", help="the regions' runs' --device (default: --device)")
     parser.add_argument("--max-evals", type=int, default=20, help="evaluations per region")
     parser.add_argument("--total-evals", type=int, default=0, help="evaluations in all, split by expected gain")
     parser.add_argument("--run-option", action="append", default=[], help="passed to each kernelevolve run")

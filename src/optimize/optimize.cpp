@@ -293,7 +293,10 @@ std::string format_report(const OptimizeReport& r) {
     if (!r.optimized_module.empty()) {
       o << "6. prove    " << fixed(r.prove_s, 2)
         << " s   parity with eager on fresh inputs: " << (r.parity ? "yes" : "NO") << " (max error "
-        << r.parity_max_error << "); every operator engaged: " << (r.engaged ? "yes" : "NO") << "\n";
+        << r.parity_max_error << "); "
+        << (put == 0 ? std::string("no operator put back to engage")
+                     : std::string("every operator engaged: ") + (r.engaged ? "yes" : "NO"))
+        << "\n";
       o << "   vs eager, " << r.ab_rounds << " interleaved rounds: " << r.verdict_vs_eager << "\n";
       o << "   vs torch.compile: " << r.verdict_vs_compile << "\n";
       o << "   torch.export: " << r.export_note << "\n";
