@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "pytorch"))
-from inductor_capture import autotuned, autotuners, capture_settings  # noqa: E402
+from inductor_capture import capture_settings, compile_and_capture  # noqa: E402
 
 
 def name_of(path):
@@ -50,25 +50,15 @@ def capture(out, path, modes):
     model = m.Model(*m.get_init_inputs()).cuda().eval()
     inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in m.get_inputs()]
     for mode in modes:
-        torch._dynamo.reset()
         start = time.time()
         try:
-            before = {id(obj) for obj in autotuners()}
-        except Exception:
-            before = set()
-        try:
-            with torch.no_grad():
-                compiled = torch.compile(model, dynamic=(mode == "dynamic"))
-                _, codes = run_and_get_code(compiled, *inputs)
+            codes, chosen, identities = compile_and_capture(torch, run_and_get_code, model, inputs, mode == "dynamic")
             text = "\n\n# ---- next module ----\n\n".join(codes)
             header = (f"# Inductor's output code for {path} ({mode} shapes), torch {torch.__version__}, "
                       f"{torch.cuda.get_device_name()}; captured by scripts/capture-inductor.py\n")
-            try:
-                chosen = json.dumps(autotuned(before), sort_keys=True)
-            except Exception as e:  # an Inductor without these internals: the code alone is still worth keeping
-                chosen = json.dumps({"error": f"{type(e).__name__}: {e}"})
             with open(os.path.join(out, f"{name}.{mode}.py"), "w") as f:
-                f.write(header + text + "\n# kernelevolve-chosen: " + chosen + "\n")
+                f.write(header + text + "\n# kernelevolve-chosen: " + json.dumps(chosen, sort_keys=True) + "\n" +
+                        "# kernelevolve-args: " + json.dumps(identities) + "\n")
             print(f"{name}\t{mode}\tok\t{len(codes)} module(s), {len(text)} characters\t{time.time() - start:.1f}",
                   flush=True)
         except Exception as e:  # a problem Inductor cannot compile is named, and the rest go on

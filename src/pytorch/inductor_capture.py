@@ -119,21 +119,54 @@ def _capture_main():
 
 
 def _compile_and_translate(torch, run_and_get_code, model, inputs, spec, dynamic):
+    codes, chosen, identities = compile_and_capture(torch, run_and_get_code, model, inputs, dynamic)
+    if len(codes) != 1:
+        raise Untranslatable("graph break", f"torch.compile wrote {len(codes)} graphs for the module: one program "
+                             "is one graph")
+    return translate(codes[0], spec, chosen, state_names(identities) if identities else None)
+
+
+def compile_and_capture(torch, run_and_get_code, model, inputs, dynamic):
+    """torch.compile of the model, run once on the inputs -> (Inductor's output codes, the configuration its
+    autotuner kept for each kernel (autotuned()), and what each input of the compiled graph is: "input I", "state
+    KEY" or None). The last is seen by a backend that hands the graph to Inductor as torch.compile's own does;
+    where that fails it is None, and the translation pairs same-shaped arguments by order alone."""
     torch._dynamo.reset()
     try:
         before = {id(obj) for obj in autotuners()}
     except Exception:
         before = set()
+    sources = {}
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and x.numel():
+            sources.setdefault(x.data_ptr(), f"input {i}")
+    for key, t in model.state_dict(keep_vars=True).items():
+        if t.numel():
+            sources.setdefault(t.data_ptr(), f"state {key}")
+    seen = []
+
+    def backend(gm, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+
+        try:
+            seen.append([sources.get(x.data_ptr()) if isinstance(x, torch.Tensor) else None for x in example_inputs])
+        except Exception:  # a tensor without storage: nothing known
+            seen.append(None)
+        return compile_fx(gm, example_inputs)
+
+    identities = None
     with torch.no_grad():
-        _, codes = run_and_get_code(torch.compile(model, dynamic=dynamic), *inputs)
-    if len(codes) != 1:
-        raise Untranslatable("graph break", f"torch.compile wrote {len(codes)} graphs for the module: one program "
-                             "is one graph")
+        try:
+            _, codes = run_and_get_code(torch.compile(model, backend=backend, dynamic=dynamic), *inputs)
+            identities = seen[0] if len(seen) == 1 else None
+        except Exception:
+            torch._dynamo.reset()
+            _, codes = run_and_get_code(torch.compile(model, dynamic=dynamic), *inputs)
     try:
         chosen = autotuned(before)
     except Exception:  # an Inductor without these internals: the heuristics' first configuration instead
         chosen = {}
-    return translate(codes[0], spec, chosen)
+    return codes, chosen, identities
 
 
 def _holds_at(constraints, workload):

@@ -292,7 +292,7 @@ class _Binding:
             self.add_constraint(f"{text} == {value}")
 
 
-def _match_tensors(call, examples, binding):
+def _match_tensors(call, examples, binding, arg_names=None):
     """Inductor passes the module's parameters in the order the forward first uses them, the inputs and the size
     symbols among them; the spec lists inputs then state-dict entries. Pair them by rank, dtype and shape: first
     where the example's extents are the workload's, the first pairing in the spec's order, so tensors of one shape
@@ -337,6 +337,17 @@ def _match_tensors(call, examples, binding):
     for param in candidates:
         groups.setdefault((param["role"], param["dtype"], json.dumps(param.get("shape"))), []).append(param)
     groups = list(groups.values())
+    # Where the capture saw which state entry each of call()'s arguments is (`arg_names`), a group's entries are
+    # taken in call()'s order, not the spec's: a batch norm's weight, bias, running mean and variance have one
+    # shape, and the forward uses the statistics first.
+    args = _call_args(call)
+    if arg_names and len(arg_names) == len(args):
+        position = {name: i for i, name in enumerate(arg_names) if name}
+        for group in groups:
+            slots = [k for k, p in enumerate(group) if p["name"] in position]
+            named = sorted((group[k] for k in slots), key=lambda p: position[p["name"]])
+            for k, param in zip(slots, named):
+                group[k] = param
 
     returned = _returned_shapes(call)
     outs = [p for p in binding.spec["params"] if p["role"] == "out"]
@@ -1162,7 +1173,8 @@ def _temporary_shape(plan, storage):
         if shape[i] != 1 and strides[i] != step:
             raise Untranslatable(f"the buffer {storage.name}", "a layout with gaps")
         step *= shape[i]
-    return [_unwrap(plan.expr(s)) for s in storage.shape_nodes]
+    # A 0-d buffer (a full reduction's result, as Frobenius norm's sum) holds one element.
+    return [_unwrap(plan.expr(s)) for s in storage.shape_nodes] or ["1"]
 
 
 def _is_nchw(plan, ref):
@@ -1182,25 +1194,47 @@ def _chosen_in(output_code):
     return chosen if isinstance(chosen, dict) and "error" not in chosen else {}
 
 
+def _arg_names_in(output_code):
+    # scripts/capture-inductor.py records what each of call()'s arguments is: "state KEY" or null.
+    found = re.search(r"^# kernelevolve-args: (\[.*\])$", output_code, re.M)
+    try:
+        identities = json.loads(found.group(1)) if found else None
+    except ValueError:
+        return None
+    return state_names(identities) if isinstance(identities, list) else None
+
+
+def state_names(identities):
+    """What the capture saw each argument to be ("state fc.weight", "input 0", None) -> the spec param of each
+    state entry (fc_weight, as the spec derived from the module names it), None for the others."""
+    def name(key):
+        out = "".join(c if c.isalnum() or c == "_" else "_" for c in key.replace(".", "_"))
+        return out if out and not out[0].isdigit() else "p_" + out
+    return [name(i[len("state "):]) if isinstance(i, str) and i.startswith("state ") else None for i in identities]
+
+
 def _first(values, value):
     return [value] + [v for v in values if v != value]
 
 
-def translate(output_code, spec, chosen=None):
+def translate(output_code, spec, chosen=None, arg_names=None):
     """Inductor's output code for a problem -> {"source", "tunables", "notes", "constraints"} (see the module's
     docstring). `constraints` lists the sizes Inductor fixed in the code (`hidden == 768`): the program computes
     the problem only where they hold. `chosen`: the configuration Inductor's autotuner kept for each kernel, by
     name ({"triton_red_fused_sum_0": {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16, "num_stages": 1}}), known
     only after a run: each tunable's first value (node 0's) is the chosen one. Without it, the choices recorded in
-    the code are used, else the heuristics' first configuration."""
+    the code are used, else the heuristics' first configuration. `arg_names`: the spec param each of call()'s
+    arguments is, where the capture saw it (state_names()), else None; without it, those recorded in the code."""
     if chosen is None:
         chosen = _chosen_in(output_code)
+    if arg_names is None:
+        arg_names = _arg_names_in(output_code)
     tree = ast.parse(output_code)
     kernels = _kernels_of(tree)
     examples = _example_args(tree)
     call = _function(tree, "call", in_class="Runner")
     binding = _Binding(spec)
-    _match_tensors(call, examples, binding)
+    _match_tensors(call, examples, binding, arg_names)
     _tie_sizes(call, examples, binding)
     plan = _Plan(binding, kernels)
     plan.run(call)

@@ -471,6 +471,31 @@ class Patterns(unittest.TestCase):
             self.translated("avg_pool3d_padded", no_assert)
         self.assertEqual(caught.exception.part, "the output buf0")
 
+    def test_same_shaped_state_is_paired_by_what_the_capture_saw(self):
+        # call() takes the running statistics before the weight and bias; the spec lists them in the state dict's
+        # order. The capture's record of which argument is which decides; without it, the spec's order would pair
+        # the running mean with the weight (33_BatchNorm's wrong node 0 on an H200).
+        code, spec = pattern("batch_norm_eval")
+        statistics_first = ["x", "bn_running_mean", "bn_running_var", "bn_weight", "bn_bias", "out"]
+        self.assertEqual(plan_of(translate(code, spec)["source"])["steps"][0]["args"][:6], statistics_first)
+        unrecorded = re.sub(r"^# kernelevolve-args: .*$", "", code, flags=re.M)
+        self.assertEqual(plan_of(translate(unrecorded, spec)["source"])["steps"][0]["args"][:6],
+                         ["x", "bn_weight", "bn_bias", "bn_running_mean", "bn_running_var", "out"])
+        names = inductor_program.state_names(["input 0", "state bn.running_mean", "state bn.running_var",
+                                              "state bn.weight", "state bn.bias"])
+        self.assertEqual(names, [None, "bn_running_mean", "bn_running_var", "bn_weight", "bn_bias"])
+        self.assertEqual(plan_of(translate(unrecorded, spec, arg_names=names)["source"])["steps"][0]["args"][:6],
+                         statistics_first)
+        # A record that does not fit call()'s arguments is not used.
+        self.assertEqual(plan_of(translate(unrecorded, spec, arg_names=names[:3])["source"])["steps"][0]["args"][1],
+                         "bn_weight")
+        self.assertEqual(inductor_program.state_names(["state 0.weight", None]), ["p_0_weight", None])
+
+    def test_a_zero_dimensional_buffer_is_a_temporary_of_one_element(self):
+        # A full reduction's result (37_FrobeniusNorm_'s sum): a plan's temporary has a non-empty shape.
+        zero_d = inductor_program._Storage("buf0", [], [], "f32")
+        self.assertEqual(inductor_program._temporary_shape(None, zero_d), ["1"])
+
     def test_a_float_of_the_module_is_named(self):
         code, spec = pattern("leaky_relu_slope")
         with self.assertRaises(Untranslatable) as caught:
