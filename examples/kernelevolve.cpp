@@ -258,9 +258,12 @@ ke::Spec load_cli_problem(Common& c) {
     if (!c.seed_kernel.empty())
       throw ke::Error(ke::ErrorCode::BadUsage, "--first compile and --seed-kernel both give a seed");
     std::cerr << "kernelevolve: capturing what torch.compile generates for " << c.spec_path << " ...\n";
+    const auto start = std::chrono::steady_clock::now();
     ke::seed_from_torch_compile(spec, c.device);
-    std::cerr << "kernelevolve: node 0 is torch.compile's program, translated: "
-              << spec.notes.substr(0, spec.notes.find('\n')) << "\n";
+    // The capture's time is said: it is most of a short run's (a compile, at static sizes then maybe dynamic).
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "kernelevolve: node 0 is torch.compile's program, translated (captured in %.1f s): %s\n", took,
+                 spec.notes.substr(0, spec.notes.find('\n')).c_str());
   }
   if (!c.seed_kernel.empty()) {
     std::ifstream in(c.seed_kernel, std::ios::binary);
