@@ -3,7 +3,8 @@
 # matrix product, convolution, attention or embedding lookup (an anchor). A module the trace could not enter (an
 # LSTM) is a region of its own. Identical regions (operators, shapes, dtypes, constants) are one problem with a
 # count, named by a hash of that description, never of the weights' values; each problem is written as a PyTorch
-# problem file in KernelBench's format, its weights (the first occurrence's) saved beside it.
+# problem file in KernelBench's format, its weights (the first occurrence's) saved beside it. Step 5 undoes the cut:
+# the graph rebuilt with the winners' operators in place (optimized_graph, write_optimized).
 import hashlib
 import importlib
 import json

@@ -9,9 +9,11 @@
 # (parity, engagement, interleaved A/B). It prints the manifest as one JSON object on stdout: the report. Or
 # {"error": ..., "kind": ...} naming why the model cannot be optimized. What the model prints goes to stderr.
 import argparse
+import contextlib
+import importlib.util
 import json
-import math
 import os
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -158,7 +160,7 @@ def evolve(args, problems, deadline):
             report = json.loads(out) if out.strip() else None
         except ValueError:
             report = None
-        result = {"command": " ".join(command[1:2] + [os.path.basename(command[2])] + command[3:]), "rc": rc,
+        result = {"command": shlex.join(["kernelevolve"] + command[1:]), "rc": rc,
                   "evaluations": evals[p.hash], "seconds": seconds}
         if rc == 0 and report and report.get("best"):
             best = report["best"]
@@ -458,7 +460,7 @@ def manifest(args, device, profile, capture, occurrences, problems, ranking, ste
         })
     notes = [n for n in [size_note] if n] + capture.notes
     return {
-        "tool": TOOL, "version": 1, "model": os.path.abspath(args.model), "device": str(device),
+        "tool": TOOL, "version": 2, "model": os.path.abspath(args.model), "device": str(device),
         "torch": torch.__version__, "out_dir": os.path.abspath(args.out),
         "manifest": os.path.abspath(os.path.join(args.out, MANIFEST)),
         "seeds": {"model": MODEL_SEED, "inputs": INPUTS_SEED}, "min_share": args.min_share,

@@ -2,7 +2,8 @@
 # input shape (step 1), and the regions ranked by their share of the model's time (step 3). A region's time is
 # its own problem file's Model timed in this process on its own get_inputs(), all regions interleaved round by
 # round (so that a slow moment of the machine falls on every region alike), the median taken; its share is its
-# time times its count over the sum of all regions'. Regions whose share cannot pay are skipped, with why.
+# time times its count over the sum of all regions'. Regions whose share cannot pay are skipped, with why. Step 6's
+# A/B (interleaved) times runners the same way, and states a speedup only beyond its spread (verdict).
 import importlib.util
 import os
 import statistics
