@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <kernelevolve/kernelevolve.hpp>
+#include <kernelevolve/program.hpp>
 #include <set>
 
 #include "mutators/answer.hpp"
@@ -1031,6 +1032,9 @@ TEST_CASE("programs: the prompt says how a source declares its own plan, in its 
   CHECK(cuda.prompt.find("\"cublaslt.matmul\"") != std::string::npos);
   CHECK(cuda.prompt.find("\"cublas.gemm\"") != std::string::npos);
   CHECK(cuda.prompt.find("\"cudnn.conv2d\"") != std::string::npos);
+  // Every call a plan may make is offered, the ones Inductor's programs use among them.
+  for (const std::string& call : ke::library_calls())
+    CHECK_MESSAGE(cuda.prompt.find("\"" + call + "\"") != std::string::npos, call);
   CHECK(cuda.prompt.find("bias_gelu") != std::string::npos);
   CHECK(cuda.prompt.find("keep the entry point's name and signature unless the source declares a plan, whose kernels "
                          "then take the arguments the plan gives them") != std::string::npos);
@@ -1058,7 +1062,8 @@ TEST_CASE("programs: the prompt says how a source declares its own plan, in its 
   // prompt alone must not.)
   const std::string t_system = t.prompt.substr(0, t.prompt.find("\n[user]\n"));
   CHECK(t_system.find("/* kernelevolve-plan") == std::string::npos);
-  CHECK(t_system.find("cublaslt") == std::string::npos);
+  // Library steps run on the CUDA GPU a Triton program runs on (torch.compile's first programs call cuBLAS).
+  CHECK(t_system.find("\"cublas.gemm_batched\"") != std::string::npos);
   CHECK(t.prompt.find("32 x num_warps") != std::string::npos);
   // C: temporaries so that the program need not allocate, functions called in order.
   Fixture f;
@@ -1077,7 +1082,7 @@ TEST_CASE("programs: the prompt says how a source declares its own plan, in its 
   const ke::Mutation p = mutator.mutate({torch, graph, {}, rng});
   CHECK_MESSAGE(p.prompt.find("For a matrix product or a convolution followed by an epilogue") != std::string::npos,
                 p.prompt);
-  CHECK(p.prompt.find("a plan of a library step (cublas.gemm, cublaslt.matmul or cudnn.conv2d") != std::string::npos);
+  CHECK(p.prompt.find("a plan of a library step (a cuBLAS product or a cuDNN convolution") != std::string::npos);
   CHECK(p.prompt.find("one fused kernel for the rest is often fastest") != std::string::npos);
   // A spec that forbids library steps is offered none.
   torch.library_steps = false;

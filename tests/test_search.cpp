@@ -675,6 +675,7 @@ TEST_CASE("the command mutator's request carries the parent's plan (null without
   CHECK(std::string_view(with["plan"]["steps"].at(1)["args"].at(2)) == "cdiv(n, A)");
   CHECK(std::string_view(with["plan_format"]).find("kernelevolve-plan") != std::string_view::npos);
   CHECK(std::string_view(with["plan_format"]).find("cublaslt.matmul") != std::string_view::npos);
+  CHECK(std::string_view(with["plan_format"]).find("cudnn.conv_transpose3d") != std::string_view::npos);
   CHECK(std::string_view(with["parent"]["source"]).find("kernelevolve-plan") != std::string_view::npos);
   // A parent without a plan (the spec's one kernel), one whose plan cannot be read, and a first kernel: null.
   const simdjson::dom::element without = parse(p2, ke::mutation_request_json({spec, graph, {0}, rng}));

@@ -47,6 +47,10 @@ inline const std::vector<std::string>& library_calls() {
   return calls;
 }
 
+// Every library call in a sentence each (what it computes, its args and options), for a writer of plans that
+// has not read docs/spec-format.md: the model's prompt and the command mutator's request.
+std::string library_calls_text();
+
 struct PlanStep {
   std::string kernel;   // the entry in the source this step launches; empty for a library step
   std::string library;  // one of library_calls() ("cublas.gemm", "cudnn.conv2d", ...); empty for a kernel step

@@ -90,14 +90,15 @@ constexpr const char* kPlanFormat =
     "allocated by the device and filled with NaN before every call; its \"steps\" run in order on one stream, each "
     "{\"kernel\": an entry of the source, \"grid\", \"block\", \"shared_bytes\" (GPU only; a missing one is the "
     "spec's launch's), \"args\": [a param's name, a temporary's name, or an integer expression over sizes, "
-    "scalars and tunables, passed as a 64-bit integer]} or, on CUDA unless the spec's library_steps is false, a "
-    "library call {\"library\": "
-    "\"cublaslt.matmul\" (args A, B, D, M, N, K, then bias; options epilogue none|relu|gelu|bias|bias_relu|bias_gelu, "
-    "b_transposed), \"cublas.gemm\" (args A, B, D, M, N, K; option b_transposed: cuBLAS's GEMM, the call torch.mm "
-    "makes, no epilogue) or \"cudnn.conv2d\" (args x, w, y, N, C, H, W, K, R, S, then bias; options stride, padding, "
-    "dilation, groups), \"args\", \"options\"}. A kernel's declaration matches its args (a temporary is a writable "
-    "pointer of its dtype; Triton kernels take the tunables they name as tl.constexpr). The time is the whole plan's; "
-    "\"plan\" is the parent's, parsed, or null where its source declares none.";
+    "scalars and tunables, passed as a 64-bit integer]} or, on a CUDA GPU (CUDA or Triton kernels) unless the spec's "
+    "library_steps is false, a library call, one of: ";
+// After the library calls (library_calls_text()).
+constexpr const char* kPlanFormatEnd =
+    ". A kernel's declaration matches its args (a temporary is a writable pointer of its dtype; Triton kernels take "
+    "the tunables they name as tl.constexpr). The time is the whole plan's; \"plan\" is the parent's, parsed, or null "
+    "where its source declares none.";
+
+std::string plan_format() { return std::string(kPlanFormat) + library_calls_text() + kPlanFormatEnd; }
 
 // The plan the parent's source declares, as canonical JSON; null where it declares none or it cannot be read
 // (then "plan_error" says why, as the node's evaluation did).
@@ -119,7 +120,7 @@ std::string mutation_request_json(const MutationContext& ctx) {
     // signature to define, and what earlier attempts wrote that failed.
     out << "{\"task\": \"first_kernel\", \"spec\": " << to_json(ctx.spec)
         << ", \"signature\": " << signature_json(ctx.spec) << ", \"reference\": " << reference_json(ctx.spec)
-        << ", \"parent\": null, \"plan\": null, \"plan_format\": " << json_quote(kPlanFormat)
+        << ", \"parent\": null, \"plan\": null, \"plan_format\": " << json_quote(plan_format())
         << ", \"failed_attempts\": [";
     for (std::size_t i = 0; i < ctx.failed_attempts.size(); ++i)
       out << (i ? ", " : "") << node_json(ctx.failed_attempts[i], true);
@@ -130,7 +131,7 @@ std::string mutation_request_json(const MutationContext& ctx) {
   const Node& parent = ctx.graph.node(ctx.parents.at(0));
   out << "{\"task\": \"improve\", \"spec\": " << to_json(ctx.spec) << ", \"signature\": " << signature_json(ctx.spec)
       << ", \"parent\": " << node_json(parent, true) << plan_json(ctx.spec, parent)
-      << ", \"plan_format\": " << json_quote(kPlanFormat) << ", \"recent_failures\": [";
+      << ", \"plan_format\": " << json_quote(plan_format()) << ", \"recent_failures\": [";
   // The parent's latest children that failed: what not to do again.
   const auto children = ctx.graph.children(parent.id);
   int listed = 0;

@@ -239,7 +239,7 @@ std::string failure_detail(const Node& n) {
 
 // How a candidate brings its own launch plan (docs/spec-format.md, "Programs"), in its language's terms:
 // a CUDA or HIP source's comment with two kernels and a temporary, a Triton module's string, a C program's
-// temporaries and calls; the library steps on CUDA alone, where the device runs them, unless the spec
+// temporaries and calls; the library steps for CUDA and Triton, where a CUDA device runs them, unless the spec
 // forbids them.
 std::string plan_text(const Spec& spec) {
   const Language language = spec.language;
@@ -254,6 +254,10 @@ std::string plan_text(const Spec& spec) {
              "(workspaces allocated for it, NaN-filled before every call) between them. ") +
       "The time is the whole plan's. An arg is a param's name (its buffer or value), a temporary's name (a writable "
       "pointer of its dtype) or an integer expression over sizes and tunables (a 64-bit integer). ";
+  // Library steps run on a CUDA GPU whatever language its kernels are in (Inductor's Triton programs call cuBLAS).
+  const std::string library = (language == Language::cuda || triton) && spec.library_steps
+                                  ? "A step may call a library instead: " + library_calls_text() + ".\n"
+                                  : "";
   if (triton) {
     return out +
            "Each step's grid is its own, each program 32 x num_warps threads; a kernel's parameters are its step's args "
@@ -264,7 +268,8 @@ std::string plan_text(const Spec& spec) {
            "           {\"kernel\": \"finish\", \"grid\": [1], \"args\": [\"partial\", \"y\", \"cdiv(N, BLOCK)\"]}]}\n"
            "\"\"\"\n"
            "with `@triton.jit def partial_sums(x, partial, N, BLOCK: tl.constexpr)` and `@triton.jit def finish(partial, "
-           "y, chunks, BLOCK: tl.constexpr)`.\n";
+           "y, chunks, BLOCK: tl.constexpr)`.\n" +
+           library;
   }
   if (cpu) {
     return out +
@@ -283,19 +288,7 @@ std::string plan_text(const Spec& spec) {
       "           {\"kernel\": \"finish\", \"grid\": [1], \"block\": [1024], \"args\": [\"partial\", \"y\", \"cdiv(N, 256)\"]}]}\n*/\n"
       "with `partial_sums(const float* x, float* partial, int64_t n)` and `finish(float* partial, float* y, int64_t "
       "blocks)`.\n";
-  if (language == Language::cuda && spec.library_steps) {
-    out +=
-        "A step may call a library instead (buffers of one dtype, f32, f16 or bf16; f32 accumulation, no TF32; any "
-        "buffer may be a temporary): {\"library\": \"cublaslt.matmul\", \"args\": [A, B, D, M, N, K] (then bias), "
-        "\"options\": {\"epilogue\": none|relu|gelu|bias|bias_relu|bias_gelu, \"b_transposed\": \"true\" for B stored "
-        "[N, K], a Linear weight}}: row-major D[M, N] = epilogue(A[M, K] B + bias[N]); {\"library\": \"cublas.gemm\", "
-        "\"args\": [A, B, D, M, N, K], \"options\": {\"b_transposed\"}}: the same product without an epilogue through "
-        "cuBLAS's GEMM, the call torch.mm makes (the kernel PyTorch gets; add the bias in the next kernel); "
-        "{\"library\": \"cudnn.conv2d\", "
-        "\"args\": [x, w, y, N, C, H, W, K, R, S] (then bias), \"options\": {\"stride\", \"padding\", \"dilation\" "
-        "(\"a\" or \"a,b\"), \"groups\"}}: NCHW torch.nn.functional.conv2d.\n";
-  }
-  return out;
+  return out + library;
 }
 
 // Each step's share of a program's time in one line, each step named by its kernel or library: from the
@@ -574,9 +567,9 @@ struct LlmMutator::Impl {
     out << "\n## Task\nWrite the first " << to_string(spec.language) << " kernel for this problem: a complete source "
         << "that defines `" << kernel_signature(spec) << "` (or declares a plan and defines its kernels) and computes "
         << "what the reference computes.\n";
-    if (ref.pytorch && spec.language == Language::cuda && spec.library_steps) {
+    if (ref.pytorch && (spec.language == Language::cuda || spec.language == Language::triton) && spec.library_steps) {
       out << "For a matrix product or a convolution followed by an epilogue (bias, activation, scaling, a reduction), "
-             "a plan of a library step (cublas.gemm, cublaslt.matmul or cudnn.conv2d, into a temporary unless its own "
+             "a plan of a library step (a cuBLAS product or a cuDNN convolution, into a temporary unless its own "
              "epilogue is all there is) and one fused kernel for the rest is often fastest.\n";
     }
     return out.str();

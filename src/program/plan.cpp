@@ -532,6 +532,27 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
   return plan;
 }
 
+std::string library_calls_text() {
+  return "{\"library\": \"cublaslt.matmul\", \"args\": [A, B, D, M, N, K] (then bias), \"options\": {\"epilogue\": "
+         "none|relu|gelu|bias|bias_relu|bias_gelu, \"b_transposed\": \"true\" for B stored [N, K], a Linear weight}}: "
+         "row-major D[M, N] = epilogue(A[M, K] B + bias[N]); "
+         "{\"library\": \"cublas.gemm\", \"args\": [A, B, D, M, N, K], \"options\": {\"a_transposed\" (A stored [K, M]), "
+         "\"b_transposed\"}}: the same product without an epilogue through cuBLAS's GEMM, the call torch.mm makes (add "
+         "a bias in the next kernel); "
+         "{\"library\": \"cublas.gemm_batched\", \"args\": [A, B, D, BATCH, M, N, K], options as cublas.gemm}: BATCH "
+         "such products, each operand's matrices one after another, the call torch.bmm makes; "
+         "{\"library\": \"cudnn.conv2d\", \"args\": [x, w, y, N, C, H, W, K, R, S] (then bias), \"options\": {\"stride\", "
+         "\"padding\", \"dilation\" (\"a\" or \"a,b\"), \"groups\"}}: NCHW torch.nn.functional.conv2d; "
+         "{\"library\": \"cudnn.conv3d\", \"args\": [x, w, y, N, C, D, H, W, K, T, R, S] (then bias), options as conv2d "
+         "(\"a\" or \"a,b,c\")}: NCDHW conv3d; "
+         "{\"library\": \"cudnn.conv_transpose2d\" or \"cudnn.conv_transpose3d\", args as conv2d or conv3d with w "
+         "[C, K / groups, ...] (ConvTranspose's weight), options as theirs and \"output_padding\" (below the stride)}: "
+         "conv_transpose2d/3d; "
+         "{\"library\": \"cudnn.avg_pool3d\", \"args\": [x, y, N, C, D, H, W], \"options\": {\"kernel_size\" (needed), "
+         "\"stride\", \"padding\", \"count_include_pad\"}}: NCDHW avg_pool3d without ceil_mode. Buffers of one dtype "
+         "(f32, f16 or bf16; f32 accumulation, no TF32); any buffer may be a temporary";
+}
+
 std::string to_json(const Plan& plan) {
   std::ostringstream out;
   auto list = [&](const auto& items, auto&& each) {
