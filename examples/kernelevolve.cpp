@@ -176,6 +176,7 @@ struct Common {
   std::string language;     // a PyTorch problem's candidate language
   std::string seed_kernel;  // a seed for a problem that has none, or another one
   std::string first;        // "compile": a PyTorch problem's seed is what torch.compile generates (issue 31)
+  std::string writer;       // a mutator that writes a first kernel where torch.compile's program cannot be had
   std::string dtype;        // a PyTorch problem's floats cast to bf16 or fp16 (issue 32)
   bool backward = false;    // a PyTorch problem's backward, with_forward: and its forward, one problem
   bool with_forward = false;
@@ -259,7 +260,16 @@ ke::Spec load_cli_problem(Common& c) {
       throw ke::Error(ke::ErrorCode::BadUsage, "--first compile and --seed-kernel both give a seed");
     std::cerr << "kernelevolve: capturing what torch.compile generates for " << c.spec_path << " ...\n";
     const auto start = std::chrono::steady_clock::now();
-    ke::seed_from_torch_compile(spec, c.device);
+    try {
+      ke::seed_from_torch_compile(spec, c.device);
+    } catch (const ke::Error& e) {
+      // What cannot be captured or translated is named; a model or a command then writes the first kernel.
+      if (c.writer.empty() || (e.code() != ke::ErrorCode::BadSpec && e.code() != ke::ErrorCode::DeviceUnavailable))
+        throw;
+      std::cerr << "kernelevolve: node 0 is not torch.compile's program (" << e.what() << "); the " << c.writer
+                << " mutator writes the first kernel\n";
+      return spec;
+    }
     // The capture's time is said: it is most of a short run's (a compile, at static sizes then maybe dynamic).
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::fprintf(stderr, "kernelevolve: node 0 is torch.compile's program, translated (captured in %.1f s): %s\n", took,
@@ -732,6 +742,7 @@ int cmd_run(const std::vector<std::string>& args) {
   }
   // A PyTorch problem has no seed: without one or a model, on a CUDA GPU, the first program is torch.compile's
   // (issue 31), the problem derived in Triton, the language Inductor writes, unless the user chose another.
+  if (mutator != "param") c.writer = mutator;
   if (mutator == "param" && c.first.empty() && c.seed_kernel.empty() && ke::is_pytorch_problem(c.spec_path) &&
       c.device.rfind("cuda", 0) == 0 && (c.language.empty() || c.language == "triton")) {
     c.first = "compile";

@@ -79,6 +79,14 @@ TEST_CASE("--first compile: torch.compile's program as node 0, refused where it 
   CHECK(o.code != 0);
   CHECK_MESSAGE(o.err.find("capturing what torch.compile generates") != std::string::npos, o.err);
   CHECK_MESSAGE(o.err.find("the first program from torch.compile") != std::string::npos, o.err);
+  // With a writer of kernels, what cannot be captured is said, and the writer writes the first kernel instead (the
+  // run then stops here for want of a GPU, past the capture).
+  o = kernelevolve("run " + model + " --no-db --device cuda --first compile --mutator command --command true");
+  CHECK(o.code != 0);
+  if (o.err.find("node 0 is torch.compile's program, translated") == std::string::npos) {
+    CHECK_MESSAGE(o.err.find("node 0 is not torch.compile's program (") != std::string::npos, o.err);
+    CHECK(o.err.find("the command mutator writes the first kernel") != std::string::npos);
+  }
 }
 
 TEST_CASE("run without a seed: the parameter mutator refuses, saying why and what to do instead") {
