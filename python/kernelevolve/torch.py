@@ -484,12 +484,14 @@ class Guarded(torch.nn.Module):
     """One place of a model where `op` stands in for code it replaced (`original`, a function of the same arguments):
     a call the program was verified on (Operator.why_not) runs the program, any other (another shape, dtype, device)
     runs `original`, counted in `fallbacks`. What `kernelevolve optimize` puts in a model's graph for each region it
-    puts back; `op.calls` counts the program's launches, over every place that shares the operator."""
+    puts back. `calls` counts this place's calls that went to the operator; `op.calls` the program's launches, over
+    every place that shares the operator."""
 
     def __init__(self, op, original):
         super().__init__()
         self.op = op
         self.original = original
+        self.calls = 0
         self.fallbacks = 0
         self._takes = {}  # per call signature (shapes, dtypes, devices, layouts): whether the program takes it
 
@@ -512,6 +514,7 @@ class Guarded(torch.nn.Module):
         if not takes:
             self.fallbacks += 1
             return self.original(*args)
+        self.calls += 1
         # Plain tensors, no gradient, no mode: the key is the operator's own (its arguments are all tensors), and its
         # program runs without Operator.__call__ looking at them again.
         if plain and not _grad_enabled() and not _modes_active():

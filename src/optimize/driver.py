@@ -288,7 +288,7 @@ def prove(args, module, model, optimized, guards, inputs, device, winners, captu
     # Parity on fresh inputs (another seed than the one the regions were cut and verified at).
     torch.manual_seed(INPUTS_SEED + 1)
     fresh = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-    calls_before = {name: g.op.calls for name, g in guards.items()}
+    calls_before = {name: (g.calls, g.op.calls) for name, g in guards.items()}
     with torch.no_grad():
         expected = list(tensors_in(model(*fresh)))
         got = list(tensors_in(optimized(*fresh)))
@@ -301,9 +301,10 @@ def prove(args, module, model, optimized, guards, inputs, device, winners, captu
     atol, rtol = tolerance(expected[0].dtype if expected else torch.float32)
     out["parity"] = {"ok": ok, "max_abs_error": worst, "atol": atol, "rtol": rtol, "outputs": len(expected),
                      "inputs": f"get_inputs() under seed {INPUTS_SEED + 1} (the regions were cut at seed {INPUTS_SEED})"}
-    # Engagement: each guard's operator launched on that one call.
-    out["engagement"] = {name: {"operator": g.op.qualname, "launches": g.op.calls - calls_before[name],
-                                "fallbacks": g.fallbacks} for name, g in guards.items()}
+    # Engagement: each place's call went to its operator, and the operator launched (once per place that shares it).
+    out["engagement"] = {name: {"operator": g.op.qualname, "launches": g.calls - calls_before[name][0],
+                                "operator_launches": g.op.calls - calls_before[name][1], "fallbacks": g.fallbacks}
+                         for name, g in guards.items()}
     out["engaged"] = all(v["launches"] > 0 for v in out["engagement"].values())
     # The A/B: eager against the optimized model, interleaved in this process.
     ab = interleaved([lambda: model(*inputs), lambda: optimized(*inputs)], device, args.budget)

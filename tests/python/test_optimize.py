@@ -406,6 +406,49 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("after", chart)
 
 
+class RepeatedRegionTest(unittest.TestCase):
+    """mlp.py's three blocks are one region counted three times: put back at each place with that place's weights,
+    one operator for the three."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.out = os.path.join(WORK, "mlp_put_back")
+        shutil.rmtree(cls.out, ignore_errors=True)
+        # The head's share (about 9%) is under --min-share: the blocks alone are evolved.
+        cls.report = optimized(MLP, cls.out, "--min-share", "0.5", *writer("block=fast"), evolve=True)
+
+    def test_each_place_has_its_guard(self):
+        blocks = by_ops(self.report)["linear layer_norm gelu"]
+        self.assertEqual(blocks["evolve"]["status"], "evolved")
+        self.assertEqual(by_ops(self.report)["linear softmax"]["evolve"], None)
+        if SANITIZED:
+            self.assertFalse(blocks["put_back"])
+            return
+        self.assertTrue(blocks["put_back"], blocks["put_back_reason"])
+        proof = self.report["put_back"]
+        places = [f"{blocks['name']}_{k}" for k in range(3)]
+        self.assertEqual(proof["guards"], places)
+        self.assertTrue(proof["parity"]["ok"], proof["parity"])
+        for place in places:
+            self.assertEqual(proof["engagement"][place]["launches"], 1)
+            self.assertEqual(proof["engagement"][place]["operator_launches"], 3)
+
+    @unittest.skipIf(SANITIZED, "no uninstrumented Python loads a library built with AddressSanitizer")
+    def test_each_place_computes_with_its_own_weights(self):
+        module = load(os.path.join(self.out, "optimized.py"), "optimized_mlp")
+        model = module.load()
+        eager, inputs = model_of(MLP, self.report)
+        guards = list(module.operators(model).values())
+        self.assertEqual(len({id(g.op) for g in guards}), 1)
+        launches = guards[0].op.calls
+        torch.manual_seed(12)
+        x = torch.randn(*inputs[0].shape)
+        with torch.no_grad():
+            assert_close(self, model(x), eager(x), "the optimized model")
+        self.assertEqual(guards[0].op.calls, launches + 3)
+        self.assertEqual([g.calls for g in guards], [1, 1, 1])
+
+
 class RefusalTest(unittest.TestCase):
     def refused(self, model, out, *words):
         done = optimize(model, out)
