@@ -22,9 +22,10 @@ namespace ke = kernelevolve;
 namespace {
 
 std::string fixture(const std::string& name) { return std::string(KE_FIXTURES) + "/pytorch/" + name; }
-std::string rms_norm_problem(const std::string& file) {
-  return std::string(KE_SOURCE_DIR) + "/problems/pytorch/rms_norm_backward/" + file;
+std::string shipped_problem(const std::string& name, const std::string& file) {
+  return std::string(KE_SOURCE_DIR) + "/problems/pytorch/" + name + "/" + file;
 }
+std::string rms_norm_problem(const std::string& file) { return shipped_problem("rms_norm_backward", file); }
 
 std::string read(const std::string& path) {
   std::ifstream in(path);
@@ -365,4 +366,98 @@ TEST_CASE("training: the command line's --dtype, --backward and --with-forward" 
     CHECK(r.code == 2);
     CHECK_MESSAGE(r.err.find(why) != std::string::npos, r.err);
   }
+}
+
+namespace {
+
+// A backward problem of our own (problems/pytorch/*_backward) and a wrong gradient made from its seed.
+struct ShippedBackward {
+  std::string problem;
+  std::string from, to;  // the seed's text and its wrong replacement
+  std::string caught;    // the output the mismatch is reported on
+};
+
+}  // namespace
+
+TEST_CASE(
+    "training: each backward problem of our own: its seed verifies at both ends of its tunables against "
+    "float64 autograd, and a gradient with a term dropped does not" *
+    doctest::skip(!have_torch())) {
+  const std::vector<ShippedBackward> cases{
+      // grad_x without mean(g): the gradient through the mean's own dependence on x dropped.
+      {"layer_norm_backward", "go[j] * norm_weight[j] - mean_g - xhat * mean_g_xhat",
+       "go[j] * norm_weight[j] - xhat * mean_g_xhat", "grad_x["},
+      // Only the softmax's term: the target's one-hot term dropped.
+      {"softmax_cross_entropy_backward", "    g[targets[b]] -= scale;\n", "", "grad_logits["},
+      // Only the one-hot term (entries near 2e-6, caught because the spec's atol is 1e-7, not 1e-4).
+      {"softmax_cross_entropy_backward", "g[c] = factor * (STORE ? g[c] : expf(z[c] - max));", "g[c] = 0.0f;",
+       "grad_logits["},
+      // A row named twice keeps one bag's gradient, not the sum of both (a store where an add belongs).
+      {"embedding_bag_backward", "row[c] += g[c];", "row[c] = g[c];", "grad_bag_weight["},
+      // Each pair's contribution to its first row only: the transposed half of (G + G^T) dropped.
+      {"dlrm_interaction_backward", "          dx[j * D + k] += g[p] * x[i * D + k];\n", "", "grad_features["}};
+  std::string checked_problem;
+  for (const ShippedBackward& c : cases) {
+    CAPTURE(c.problem);
+    const ke::Spec spec = ke::load_spec(shipped_problem(c.problem, "cpu.json"));
+    REQUIRE(spec.reference.backward);
+    ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), few_trials());
+    if (c.problem != checked_problem) {
+      checked_problem = c.problem;
+      // The shipped params are the derived backward's (dlrm_interaction_backward adds num_pairs, a size with its
+      // constraint, as dlrm_interaction's spec does).
+      ke::PytorchProblemOptions options;
+      options.backward = true;
+      std::vector<std::string> derived = names_of(ke::load_pytorch_problem(spec.reference.file, options));
+      if (c.problem == "dlrm_interaction_backward") derived.push_back("num_pairs");
+      CHECK(names_of(spec) == derived);
+
+      ke::Bindings last;
+      for (const auto& [name, values] : spec.tunables) last[name] = values.back();
+      for (const ke::Bindings& point : {spec.seed_tunables(), last}) {
+        const ke::Evaluation e = evaluator.evaluate({spec.seed.source, ke::Language::c, point}, 1);
+        CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
+      }
+    }
+    const std::string wrong = edited(spec.seed.source, c.from, c.to);
+    const ke::Evaluation e = evaluator.evaluate({wrong, ke::Language::c, spec.seed_tunables()}, 2);
+    CHECK(e.status == ke::Status::incorrect);
+    CHECK_MESSAGE(e.message.find(c.caught) != std::string::npos, e.message);
+  }
+}
+
+TEST_CASE("training: a suite problem runs with --dtype bf16 and a C seed that reads bf16 (matmul_ab)" *
+          doctest::skip(!have_torch())) {
+  // The suite's fp32 module, cast: no bf16 files ship, --dtype makes the problem (README, "Precision").
+  ke_test::TempDir dir("ke_training_bf16_suite");
+  const std::string seed = R"(#include <stdint.h>
+void matmul_ab_bf16(const __bf16* a, const __bf16* b, __bf16* out, int64_t M, int64_t K, int64_t N) {
+  float row[N];
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) row[j] = 0.0f;
+    for (int64_t k = 0; k < K; ++k) {
+      const float av = ke_bf16_to_float(a[i * K + k]);
+      for (int64_t j = 0; j < N; ++j) row[j] += av * ke_bf16_to_float(b[k * N + j]);
+    }
+    for (int64_t j = 0; j < N; ++j) out[i * N + j] = ke_float_to_bf16(row[j]);
+  }
+}
+)";
+  const std::string seed_file = dir / "matmul_bf16.c";
+  std::ofstream(seed_file) << seed;
+  const std::string module = shipped_problem("matmul_ab", "model.py");
+  const Cli r = cli("run " + module + " --dtype bf16 --seed-kernel " + seed_file + " --no-db --max-evals 1 --json");
+  REQUIRE_MESSAGE(r.code == 0, r.err);
+  CHECK(r.out.find("\"spec\": \"matmul_ab_bf16\"") != std::string::npos);
+  CHECK_MESSAGE(r.out.find("\"seed\": {\"node\": 0, \"status\": \"ok\"") != std::string::npos, r.out);
+
+  // The last term of each product dropped: a few percent off, beyond bf16's 1e-2.
+  ke::PytorchProblemOptions options;
+  options.dtype = ke::DType::bf16;
+  const ke::Spec spec = ke::load_pytorch_problem(module, options);
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), few_trials());
+  const std::string short_sum = edited(seed, "k < K; ++k", "k < K - 1; ++k");
+  const ke::Evaluation wrong = evaluator.evaluate({short_sum, ke::Language::c, {}}, 1);
+  CHECK(wrong.status == ke::Status::incorrect);
+  CHECK_MESSAGE(wrong.message.find("wrong output: out[") != std::string::npos, wrong.message);
 }

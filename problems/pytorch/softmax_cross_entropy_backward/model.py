@@ -15,7 +15,7 @@ class Model(nn.Module):
         return F.cross_entropy(logits, targets)
 
 
-batch_size = 512
+batch_size = 256
 num_classes = 1000
 
 
