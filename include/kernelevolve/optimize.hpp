@@ -53,6 +53,8 @@ struct OptimizedRegion {
   std::string evolve_status;
   long run = 0, node = 0;                               // the run in the database, and its best node
   double evolve_s = 0;                                  // the run's wall time
+  long tokens = 0;                                      // what its model calls took (a model mutator's)
+  double cost_usd = 0;                                  // and cost
   double best_us = 0, eager_us = 0, compile_us = 0;     // the run's first workload; 0 where not measured
   double speedup_vs_eager = 0, speedup_vs_compile = 0;  // 0 where not measured
   bool put_back = false;  // step 5: in the optimized model; `put_back_reason` says why or why not

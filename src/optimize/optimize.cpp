@@ -74,6 +74,8 @@ void parse_evolve(simdjson::dom::element g, OptimizedRegion& region) {
     region.run = static_cast<long>(number_if(e, "run"));
     region.node = static_cast<long>(number_if(e, "node"));
     region.evolve_s = number_if(e, "seconds");
+    region.tokens = static_cast<long>(number_if(e, "tokens"));
+    region.cost_usd = number_if(e, "cost_usd");
     region.best_us = number_if(e, "best_us");
     region.eager_us = number_if(e, "eager_us");
     region.compile_us = number_if(e, "compile_us");
@@ -233,6 +235,7 @@ OptimizeReport optimize_model(const std::string& model_path, const OptimizeOptio
                                    "--total-evals", std::to_string(options.total_evals),
                                    "--timeout",     fixed(options.timeout_s, 0)};
   if (!options.evolve) args.emplace_back("--no-evolve");
+  if (!options.evolve_device.empty()) args.insert(args.end(), {"--evolve-device", options.evolve_device});
   if (options.evolve) {
     std::string cli = options.cli;
     if (cli.empty()) {
@@ -279,14 +282,20 @@ std::string format_report(const OptimizeReport& r) {
     << fixed(r.ranked_model_time_us, 1) << " us in the same rounds\n";
   const bool evolved = r.next.empty();
   if (evolved) {
-    long runs = 0, resumed = 0, put = 0;
+    long runs = 0, resumed = 0, put = 0, tokens = 0;
+    double cost = 0;
     for (const OptimizedRegion& g : r.regions) {
       runs += g.evolve_status == "evolved" || g.evolve_status == "failed";
       resumed += g.evolve_status == "resumed";
       put += g.put_back;
+      if (g.evolve_status == "evolved") {
+        tokens += g.tokens;
+        cost += g.cost_usd;
+      }
     }
     o << "4. evolve   " << fixed(r.evolve_s, 2) << " s   " << runs << " region(s) run, " << resumed << " found in "
-      << r.database << " from an earlier optimize (not evolved again)\n";
+      << r.database << " from an earlier optimize (not evolved again); model calls: " << tokens << " tokens, $"
+      << fixed(cost, 4) << "\n";
     o << "5. put back " << fixed(r.put_back_s, 2) << " s   " << put << " region(s), only those whose best beat eager "
       << "and torch.compile on the region: " << (r.optimized_module.empty() ? r.put_back_note : r.optimized_module)
       << "\n";
