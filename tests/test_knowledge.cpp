@@ -124,6 +124,32 @@ TEST_CASE("the shipped x86 notes: vectorize_width(16) only for a CPU with AVX-51
   CHECK(skylake.find("Clang vectorizes simple counted loops") != std::string::npos);
 }
 
+TEST_CASE("the shipped tensor-core notes: wgmma only for sm_90, tl.dot's bf16 advice only for Triton") {
+  ke::mutators::KnowledgeBase shipped({ke::mutators::shipped_knowledge_dir()});
+  const std::string query = "bf16 matrix product tensor cores wgmma mma.sync tl.dot fp32 accumulation TF32 peak";
+  auto text = [&](const std::string& language, const Features& features) {
+    std::string all;
+    for (const auto& p : shipped.retrieve(query, 100000, {"cuda", language, features}))
+      all += p.heading + "\n" + p.text;
+    return all;
+  };
+  const Features hopper = std::vector<std::string>{"sm_90"}, ampere = std::vector<std::string>{"sm_80"};
+  const std::string on_hopper = text("cuda", hopper), on_ampere = text("cuda", ampere);
+  CHECK(on_hopper.find("wgmma.mma_async.sync.aligned.m64nNk16") != std::string::npos);
+  CHECK(on_ampere.find("wgmma.mma_async") == std::string::npos);
+  // mma.sync and the fraction of peak to expect reach both; Triton's advice reaches neither.
+  for (const std::string& cuda : {on_hopper, on_ampere}) {
+    CHECK(cuda.find("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") != std::string::npos);
+    CHECK(cuda.find("740 TFLOP/s") != std::string::npos);
+    CHECK(cuda.find("acc.to(tl.bfloat16)") == std::string::npos);
+  }
+  const std::string triton = text("triton", hopper);
+  CHECK(triton.find("acc.to(tl.bfloat16)") != std::string::npos);
+  CHECK(triton.find("mma.sync.aligned.m16n8k16") == std::string::npos);
+  for (const auto& p : shipped.retrieve(query, 100000, {"cpu", "c", kZen3}))
+    CHECK_MESSAGE(p.file.find("tensor_cores") == std::string::npos, p.file);
+}
+
 TEST_CASE("note_features: a CPU's extensions, a GPU's architecture, from the device or its description") {
   ke::DeviceInfo cpu;
   cpu.id = cpu.kind = "cpu";
