@@ -1502,11 +1502,11 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "device", po::value(&options.device)->default_value("cpu"), "where the model runs: cpu or cuda[:N]")(
       "out", po::value(&options.out_dir),
       "the folder for the region files and manifest.json (default: MODEL.optimize beside the model, or in the "
-      "current folder where that is not writable); an earlier optimize's output there is replaced, nothing else")(
-      "min-share", po::value(&options.min_share)->default_value(0.01, "0.01"),
-      "skip regions below this share of the model's time (Amdahl)")(
+      "current folder where that is not writable); an earlier optimize's output there is replaced (its database "
+      "kept, to resume from), nothing else")("min-share", po::value(&options.min_share)->default_value(0.01, "0.01"),
+                                             "skip regions below this share of the model's time (Amdahl)")(
       "budget", po::value(&options.budget_s)->default_value(2, "2"),
-      "seconds spent timing the model, and again the regions")(
+      "seconds spent timing the model, again the regions, and again the A/B of step 6")(
       "timeout", po::value(&options.timeout_s)->default_value(1800, "1800"), "for the whole optimizer, seconds")(
       "no-evolve", po::bool_switch(), "steps 1-3 only: profile, cut and rank")(
       "max-evals", po::value(&options.max_evals)->default_value(20), "evaluations of each kept region's run")(

@@ -14,7 +14,7 @@ struct OptimizeOptions {
   std::string device = "cpu";  // where the model is profiled and the regions timed: "cpu", "cuda" or "cuda:N"
   std::string out_dir;         // where the region files and manifest.json go; empty: default_optimize_dir()
   double min_share = 0.01;     // a region below this share of the model's time is skipped (Amdahl)
-  double budget_s = 2;         // seconds spent timing the model, and again the regions
+  double budget_s = 2;         // seconds spent timing the model, again the regions, again the A/B
   double timeout_s = 1800;     // for the whole Python process
   bool evolve = true;          // steps 4-6 (evolve, put back, prove); false: profile, cut and rank only
   long max_evals = 20;         // evaluations of each kept region's run
