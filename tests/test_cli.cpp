@@ -79,6 +79,15 @@ TEST_CASE("--first compile: torch.compile's program as node 0, refused where it 
   CHECK(o.code != 0);
   CHECK_MESSAGE(o.err.find("capturing what torch.compile generates") != std::string::npos, o.err);
   CHECK_MESSAGE(o.err.find("the first program from torch.compile") != std::string::npos, o.err);
+  // A bf16 problem is captured too, its module cast as its reference is; a backward is not (Inductor's program is
+  // the forward's), and says what to give it instead.
+  o = kernelevolve("run " + model + " --no-db --device cuda --dtype bf16");
+  CHECK(o.code != 0);
+  CHECK_MESSAGE(o.err.find("capturing what torch.compile generates") != std::string::npos, o.err);
+  CHECK(o.err.find("translates the module's forward") == std::string::npos);
+  o = kernelevolve("run " + model + " --no-db --device cuda --backward");
+  CHECK(o.code == 2);
+  CHECK_MESSAGE(o.err.find("translates the module's forward; this problem is") != std::string::npos, o.err);
   // With a writer of kernels, what cannot be captured is said, and the writer writes the first kernel instead (the
   // run then stops here for want of a GPU, past the capture).
   o = kernelevolve("run " + model + " --no-db --device cuda --first compile --mutator command --command true");

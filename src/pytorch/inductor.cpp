@@ -52,16 +52,19 @@ void seed_from_torch_compile(Spec& spec, const std::string& device, double timeo
     throw Error(ErrorCode::BadUsage, where + ": the problem is not a PyTorch module (it has nothing to compile)");
   if (spec.language != Language::triton)
     throw Error(ErrorCode::BadUsage, where + ": Inductor writes Triton: the problem's language must be triton");
-  if (spec.reference.backward || spec.reference.dtype)
-    throw Error(ErrorCode::BadUsage, where + " translates the module's forward in its own dtypes; this problem is " +
+  if (spec.reference.backward)
+    throw Error(ErrorCode::BadUsage, where + " translates the module's forward; this problem is " +
                                          pytorch_variant_text(spec.reference) +
                                          ": give it a seed (--seed-kernel) or a model (--mutator llm|mix)");
   if (device.rfind("cuda", 0) != 0)
     throw Error(ErrorCode::BadUsage, where + " is captured on a CUDA GPU, not on " + device);
   const SpecFile file(spec);
-  const std::string text = run_script(pytorch::find_python(), pytorch::kInductorScript,
-                                      {"--module", spec.reference.file, "--device", device, "--spec", file.path()},
-                                      timeout_s, "torch.compile's capture");
+  std::vector<std::string> args = {"--module", spec.reference.file, "--device", device, "--spec", file.path()};
+  // A bf16 or fp16 problem: the module and its float inputs cast as its reference casts them, so that Inductor
+  // writes the program of that dtype (cuBLAS's bf16 GEMM, kernels loading bf16).
+  if (spec.reference.dtype) args.insert(args.end(), {"--dtype", to_string(*spec.reference.dtype)});
+  const std::string text =
+      run_script(pytorch::find_python(), pytorch::kInductorScript, args, timeout_s, "torch.compile's capture");
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(text).get(doc) != simdjson::SUCCESS)

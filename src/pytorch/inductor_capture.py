@@ -56,6 +56,7 @@ def _capture_main():
     parser.add_argument("--module", required=True)
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--spec", required=True)
+    parser.add_argument("--dtype", choices=["bf16", "f16"])
     args = parser.parse_args()
 
     def reply(**fields):
@@ -87,6 +88,10 @@ def _capture_main():
         with device:
             model = module.Model(*module.get_init_inputs()).to(device).eval()
             inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+        if args.dtype:  # as the reference of a --dtype problem casts (bridge.py's Variant): floats only
+            dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
+            model = model.to(dtype)
+            inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
     except Exception as e:
         return reply(error=f"the module does not load: {type(e).__name__}: {e}", part="module",
                      trace=traceback.format_exc()[-2000:])
