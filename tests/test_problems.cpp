@@ -230,6 +230,21 @@ TEST_CASE("every CUDA problem's spec loads") {
   CHECK(loaded >= 5);
 }
 
+TEST_CASE("every Triton problem's spec loads, its seed point within its constraints") {
+  int loaded = 0;
+  for (const fs::path& path : specs_named({"triton.json", "triton_bf16.json"})) {
+    CHECK_NOTHROW_MESSAGE(
+        {
+          const ke::Spec spec = ke::load_spec(path.string());
+          CHECK_MESSAGE(spec.language == ke::Language::triton, shown(path));
+          CHECK_MESSAGE(spec.cost_flops.has_value(), shown(path));
+          ++loaded;
+        },
+        shown(path));
+  }
+  CHECK(loaded >= 3);
+}
+
 TEST_CASE("every CPU problem: the seed and the last tunable point pass; zeros and every constant fail") {
   auto device = ke::open_device("cpu");
   int problems = 0;
