@@ -317,8 +317,9 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(relu["evolve"]["status"], "evolved", relu["evolve"])
         self.assertGreater(relu["evolve"]["speedup_vs_eager"], 1)
         self.assertIsNone(relu["evolve"]["speedup_vs_compile"])  # torch 1.13 has no torch.compile: said so
-        self.assertIn("torch.compile not measured", relu["put_back_reason"])
-        self.assertIn("judged against eager alone", relu["put_back_reason"])
+        if not SANITIZED:  # else the reason is that nothing can be put back
+            self.assertIn("torch.compile not measured", relu["put_back_reason"])
+            self.assertIn("judged against eager alone", relu["put_back_reason"])
         self.assertEqual(relu["put_back"], not SANITIZED, relu["put_back_reason"])
         steps = self.first["steps_s"]
         for step in ("profile", "cut", "rank", "evolve", "put_back", "prove"):
@@ -392,11 +393,11 @@ class EndToEndTest(unittest.TestCase):
 
     def test_text_report_and_chart(self):
         done = self.second_run
-        for text in ("4. evolve", "5. put back", "6. prove", "from an earlier optimize", "not put back: its best is",
+        for text in ("4. evolve", "5. put back", "from an earlier optimize", "not put back: its best is",
                      "vs_eager", "time_by_region.svg"):
             self.assertIn(text, done.stdout)
-        if not SANITIZED:
-            for text in ("put back: ", "parity with eager on fresh inputs: yes", "every operator engaged: yes",
+        if not SANITIZED:  # nothing put back, nothing to prove
+            for text in ("6. prove", "put back: ", "parity with eager on fresh inputs: yes", "every operator engaged: yes",
                          "interleaved rounds", "optimized.py", "torch.export: torch"):
                 self.assertIn(text, done.stdout)
         with open(os.path.join(self.out, "time_by_region.svg")) as f:
