@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <mutex>
 #include <sstream>
@@ -84,13 +85,19 @@ class LibraryStep : public gpu::LibraryKernel {
     return workspace_ ? static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(workspace_->data())) : 0;
   }
   std::size_t workspace_bytes() const { return workspace_ ? workspace_->bytes() : 0; }
-  // Whether buffer argument i holds `elements` of its dtype.
-  std::string fits(const std::vector<std::size_t>& bytes, std::size_t i, std::int64_t elements,
+  // Whether buffer argument i holds the product of `extents` elements of its dtype. The product is checked: up
+  // to five sizes, each below 2^31, may overflow 64 bits.
+  std::string fits(const std::vector<std::size_t>& bytes, std::size_t i, std::initializer_list<std::int64_t> extents,
                    const char* what) const {
-    const std::size_t need = static_cast<std::size_t>(elements) * dtype_size(signature_[i].dtype);
-    if (elements >= 0 && need <= bytes[i]) return "";
+    std::uint64_t need = dtype_size(signature_[i].dtype);
+    bool overflow = false, negative = false;
+    for (const std::int64_t e : extents) {
+      negative |= e < 0;
+      overflow |= __builtin_mul_overflow(need, static_cast<std::uint64_t>(e), &need);
+    }
+    if (!negative && !overflow && need <= bytes[i]) return "";
     return std::string(what) + " '" + signature_[i].name + "' holds " + std::to_string(bytes[i]) +
-           " bytes; the call would touch " + std::to_string(need);
+           " bytes; the call would touch " + (overflow ? "more than 2^64" : std::to_string(need));
   }
   std::vector<Param> signature_;
 
@@ -106,6 +113,8 @@ class MatmulStep final : public LibraryStep {
              bool a_transposed, bool b_transposed)
       : LibraryStep(device, std::move(signature), matmul_workspace_bytes()),
         name_(std::move(name)),
+        lt_(name_ == "cublaslt.matmul"),
+        batched_(name_ == "cublas.gemm_batched"),
         epilogue_(epilogue),
         a_transposed_(a_transposed),
         b_transposed_(b_transposed) {}
@@ -113,40 +122,41 @@ class MatmulStep final : public LibraryStep {
     const MatmulCall c = call(args);
     if (c.m < 1 || c.n < 1 || c.k < 1 || c.batch < 1) {
       return name_ +
-             (batched() ? ": BATCH, M, N and K must be at least 1 (" + std::to_string(c.batch) + ", "
-                        : ": M, N and K must be at least 1 (") +
+             (batched_ ? ": BATCH, M, N and K must be at least 1 (" + std::to_string(c.batch) + ", "
+                       : ": M, N and K must be at least 1 (") +
              std::to_string(c.m) + ", " + std::to_string(c.n) + ", " + std::to_string(c.k) + ")";
     }
     const std::size_t bias_at = 6;
     for (const std::string& why :
-         {fits(bytes, 0, c.batch * c.m * c.k, "A"), fits(bytes, 1, c.batch * c.k * c.n, "B"),
-          fits(bytes, 2, c.batch * c.m * c.n, "D"),
-          !batched() && signature_.size() > bias_at ? fits(bytes, bias_at, c.n, "bias") : std::string()}) {
+         {fits(bytes, 0, {c.batch, c.m, c.k}, "A"), fits(bytes, 1, {c.batch, c.k, c.n}, "B"),
+          fits(bytes, 2, {c.batch, c.m, c.n}, "D"),
+          !batched_ && signature_.size() > bias_at ? fits(bytes, bias_at, {c.n}, "bias") : std::string()}) {
       if (!why.empty()) return name_ + ": " + why;
     }
     return "";
   }
   std::string enqueue(void* stream, void** args) override {
     const MatmulCall c = call(args);
-    return name_ == "cublaslt.matmul" ? matmul(stream, c) : gemm(stream, c);
+    return lt_ ? matmul(stream, c) : gemm(stream, c);
   }
 
  private:
-  bool batched() const { return name_ == "cublas.gemm_batched"; }
   MatmulCall call(void** args) const {
     MatmulCall c;
-    const std::size_t first = batched() ? 4 : 3;  // where M is
-    if (batched()) c.batch = value(args, 3);
+    const std::size_t first = batched_ ? 4 : 3;  // where M is
+    if (batched_) c.batch = value(args, 3);
     c.m = value(args, first), c.n = value(args, first + 1), c.k = value(args, first + 2);
     c.dtype = to_string(signature_[0].dtype);
     c.a_transposed = a_transposed_, c.b_transposed = b_transposed_;
     c.epilogue = epilogue_;
     c.a = ptr(args, 0), c.b = ptr(args, 1), c.d = ptr(args, 2);
-    if (!batched() && signature_.size() > 6) c.bias = ptr(args, 6);
+    if (!batched_ && signature_.size() > 6) c.bias = ptr(args, 6);
     c.workspace = workspace(), c.workspace_bytes = workspace_bytes();
     return c;
   }
   std::string name_;
+  bool lt_;       // cuBLASLt's matmul, else cuBLAS's GEMM
+  bool batched_;  // cublas.gemm_batched: BATCH before M, N, K
   MatmulEpilogue epilogue_;
   bool a_transposed_;
   bool b_transposed_;
@@ -184,9 +194,9 @@ class ConvStep final : public LibraryStep {
     const std::int64_t filter_rows = c.transposed ? c.c : c.k, per_group = (c.transposed ? c.k : c.c) / c.groups;
     const std::size_t bias_at = c.spatial_dims == 3 ? 12 : 10;
     for (const std::string& why :
-         {fits(bytes, 0, c.n * c.c * c.d * c.h * c.w, "x"),
-          fits(bytes, 1, filter_rows * per_group * c.t * c.r * c.s, "w"), fits(bytes, 2, c.n * c.k * o * p * q, "y"),
-          signature_.size() > bias_at ? fits(bytes, bias_at, c.k, "bias") : std::string()}) {
+         {fits(bytes, 0, {c.n, c.c, c.d, c.h, c.w}, "x"), fits(bytes, 1, {filter_rows, per_group, c.t, c.r, c.s}, "w"),
+          fits(bytes, 2, {c.n, c.k, o, p, q}, "y"),
+          signature_.size() > bias_at ? fits(bytes, bias_at, {c.k}, "bias") : std::string()}) {
       if (!why.empty()) return name_ + ": " + why;
     }
     return "";
@@ -218,7 +228,7 @@ class PoolStep final : public LibraryStep {
              "its kernel)";
     }
     for (const std::string& why :
-         {fits(bytes, 0, c.n * c.c * c.d * c.h * c.w, "x"), fits(bytes, 1, c.n * c.c * o * p * q, "y")}) {
+         {fits(bytes, 0, {c.n, c.c, c.d, c.h, c.w}, "x"), fits(bytes, 1, {c.n, c.c, o, p, q}, "y")}) {
       if (!why.empty()) return "cudnn.avg_pool3d: " + why;
     }
     return "";
@@ -394,17 +404,20 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
       c.transposed = name.find("transpose") != std::string::npos;
       const int n = c.spatial_dims;
       const std::string dims = n == 3 ? "\"d,h,w\"" : "\"h,w\"";
-      // Each setting for (depth,) height and width: a 2-d step reads the last two of the three.
-      std::int64_t* const stride = n == 3 ? &c.stride_d : &c.stride_h;
-      std::int64_t* const padding = n == 3 ? &c.pad_d : &c.pad_h;
-      std::int64_t* const dilation = n == 3 ? &c.dil_d : &c.dil_h;
-      std::int64_t* const output_padding = n == 3 ? &c.out_pad_d : &c.out_pad_h;
+      // Each setting for (depth,) height and width, ConvCall's separate fields: a 2-d step leaves the depth's.
+      auto setting = [n](const std::string& text, std::int64_t& d, std::int64_t& h, std::int64_t& w) {
+        std::int64_t v[3] = {};
+        if (!parse_tuple(text, n, v)) return false;
+        if (n == 3) d = v[0], h = v[1], w = v[2];
+        else h = v[0], w = v[1];
+        return true;
+      };
       for (const auto& [key, text] : options) {
         bool ok = true;
-        if (key == "stride") ok = parse_tuple(text, n, stride);
-        else if (key == "padding") ok = parse_tuple(text, n, padding);
-        else if (key == "dilation") ok = parse_tuple(text, n, dilation);
-        else if (key == "output_padding" && c.transposed) ok = parse_tuple(text, n, output_padding);
+        if (key == "stride") ok = setting(text, c.stride_d, c.stride_h, c.stride_w);
+        else if (key == "padding") ok = setting(text, c.pad_d, c.pad_h, c.pad_w);
+        else if (key == "dilation") ok = setting(text, c.dil_d, c.dil_h, c.dil_w);
+        else if (key == "output_padding" && c.transposed) ok = setting(text, c.out_pad_d, c.out_pad_h, c.out_pad_w);
         else if (key == "groups") ok = parse_tuple(text, 1, &c.groups);
         else {
           return error(name + " has no option '" + key + "' (stride, padding, dilation, " +
