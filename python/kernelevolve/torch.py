@@ -232,12 +232,7 @@ class Operator:
     def why_not(self, *args):
         """None where the program would take this call as it is (dtypes, device, layout and a shape it was verified
         on, or any shape with any_shape=True), else why not: what a guard asks before calling it."""
-        if any(isinstance(a, torch.Tensor) and a.is_meta for a in args):
-            return "meta tensors"
-        sizes, why = self._bind(args)
-        if why is None and not self.any_shape:
-            why = self._verified(args, sizes)
-        return why
+        return self._plan(args).why
 
     def _verified(self, args, sizes):
         if tuple(sizes.get(s) for s in self.program.sizes) not in self._verified_sizes:

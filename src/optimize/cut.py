@@ -444,8 +444,7 @@ def region_function(problem, signature, name):
     occ = problem.first
     if problem.modules:
         return None, "the region holds a module the trace did not enter (its weights are the module's): not put back"
-    values = dict(zip(problem.input_names, occ.inputs))
-    values.update(zip(problem.weight_names, occ.weights))
+    values = occurrence_values(problem, occ)
     if sorted(signature) != sorted(values):
         return None, (f"the operator takes ({', '.join(signature)}), the region's inputs and weights are "
                       f"({', '.join(values)})")
@@ -457,6 +456,13 @@ def region_function(problem, signature, name):
     graph.output(outs[0] if len(outs) == 1 else tuple(outs))
     source, imports, _, _ = graph_code(graph, f"region {problem.name}")
     return (source.replace("def forward(self, ", f"def {name}(", 1), imports), None
+
+
+def occurrence_values(problem, occ):
+    """An occurrence's nodes by the names its problem gives them: its inputs, then its weights."""
+    values = dict(zip(problem.input_names, occ.inputs))
+    values.update(zip(problem.weight_names, occ.weights))
+    return values
 
 
 def optimized_graph(capture, occurrences, put_back):
@@ -493,8 +499,7 @@ def optimized_graph(capture, occurrences, put_back):
                     copy.target = flat(node.target, modules)
                 env[node] = copy
             continue
-        values = dict(zip(problem.input_names, occ.inputs))
-        values.update(zip(problem.weight_names, occ.weights))
+        values = occurrence_values(problem, occ)
         place = python_name(f"{problem.name}_{occ.index}", taken)
         guards[place] = (problem.name, problem.hash)
         call = graph.call_module(place, tuple(value(values[n]) for n in signature))
@@ -511,24 +516,23 @@ def optimized_graph(capture, occurrences, put_back):
 
 def write_optimized(directory, capture, occurrences, regions, model_path, package_dir):
     """OPTIMIZED and OPTIMIZED_WEIGHTS under `directory`: the optimized model as a file to import. `regions`: per
-    put-back problem, its operator's database, run and node and signature. Returns the file's path."""
+    put-back problem, its operator's database, run, node and signature, and its region_function (source, imports).
+    Returns the file's path."""
     put_back = {p.hash: r["signature"] for p, r in regions}
     graph, attributes, modules, guards = optimized_graph(capture, occurrences, put_back)
     forward, imports, _, _ = graph_code(graph, "the optimized model")
     functions, table = [], {}
     for p, r in regions:
-        (source, more), _ = region_function(p, r["signature"], f"{p.name}_original")
+        source, more = r["function"]
         functions.append(source)
         imports += more
         table[p.name] = {"hash": p.hash, "database": r["database"], "run": r["run"], "node": r["node"],
                          "original": f"{p.name}_original",
                          "places": [g for g, (name, _) in guards.items() if name == p.name]}
     names = [f"{name} ({r['hash']})" for name, r in table.items()]
-    state = {}
+    state, lines = {}, []
     for name, (kind, target) in attributes.items():
         state[name] = attribute(capture, target).detach().cpu()
-    lines = []
-    for name, (kind, _) in attributes.items():
         if kind == "parameter":
             lines.append(f"self.{name} = nn.Parameter(state[{name!r}], requires_grad=False)")
         else:

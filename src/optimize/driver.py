@@ -254,7 +254,7 @@ def put_back_and_prove(args, module, model, inputs, capture, occurrences, proble
                 continue
             p.operator = op
             winners.append((p, {"signature": op.signature, "database": DATABASE, "run": p.evolve["run"],
-                                "node": p.evolve["node"]}))
+                                "node": p.evolve["node"], "function": function}))
         path = write_optimized(args.out, capture, occurrences, winners, args.model, args.package_dir)
         spec = importlib.util.spec_from_file_location("kernelevolve_optimized", path)
         optimized_module = importlib.util.module_from_spec(spec)
@@ -438,8 +438,11 @@ def optimize(args, steps):
 
 
 def write_manifest(report):
+    """The report as manifest.json; returns its text."""
+    text = json.dumps(report, indent=1)
     with open(report["manifest"], "w") as f:
-        f.write(json.dumps(report, indent=1) + "\n")
+        f.write(text + "\n")
+    return text
 
 
 def manifest(args, device, profile, capture, occurrences, problems, ranking, steps, size_note):
@@ -506,8 +509,7 @@ def main():
     try:
         with torch.no_grad():
             report = optimize(args, steps)
-        text = json.dumps(report, indent=1)
-        write_manifest(report)
+        text = write_manifest(report)
     except Refusal as e:
         text = json.dumps({"error": str(e), "kind": e.kind, "steps_s": steps})
     except Exception as e:  # a bug of the optimizer's, not the model's: said as one, with where it happened
