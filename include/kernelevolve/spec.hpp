@@ -136,6 +136,9 @@ struct Spec {
   Bindings seed_tunables() const;
   // Whether `tunables` satisfies every constraint (bound with the sizes of every workload).
   bool satisfies_constraints(const Bindings& tunables) const;
+  // The first constraint that is false at one workload and tunable point, or cannot be evaluated there; null where
+  // every one holds.
+  const Expr* failed_constraint(const Bindings& workload, const Bindings& tunables) const;
   // Number of elements of a buffer param under a workload.
   std::int64_t element_count(const Param& buffer, const Bindings& workload) const;
   // Sizes, scalars (as integers) and tunables together, for evaluating launch and cost expressions.

@@ -288,17 +288,9 @@ program::ProgramLaunch* CallableProgram::Impl::launch_for(const Bindings& sizes)
   if (it != im.launches.end()) return it->second.get();
   // A program holds only where its constraints do (a size Inductor specialised the code to, two sizes it
   // merged): at a shape outside them, even one the caller allows unverified, it would compute the wrong thing.
-  const Bindings names = spec.bindings(sizes, im.candidate.tunables);
-  for (const Expr& constraint : spec.constraints) {
-    std::int64_t holds = 0;
-    try {
-      holds = constraint.eval(names);
-    } catch (const Error&) {  // a size the constraint reads is missing or overflows: not known to hold
-    }
-    if (holds == 0)
-      throw Error(ErrorCode::BadUsage, where(im.provenance) + ": at " + bindings_text(sizes) + " its constraint \"" +
-                                           constraint.text() + "\" is false: the program holds only where it is true");
-  }
+  if (const Expr* failed = spec.failed_constraint(sizes, im.candidate.tunables))
+    throw Error(ErrorCode::BadUsage, where(im.provenance) + ": at " + bindings_text(sizes) + " its constraint \"" +
+                                         failed->text() + "\" is false: the program holds only where it is true");
   BoundPlan bound;
   try {
     bound = bind_plan(im.compiled.plan, spec, sizes, im.candidate.tunables);

@@ -468,21 +468,22 @@ Bindings Spec::seed_tunables() const {
 }
 
 bool Spec::satisfies_constraints(const Bindings& point) const {
-  try {
-    if (workloads.empty()) {
-      for (const Expr& constraint : constraints)
-        if (constraint.eval(bindings({}, point)) == 0) return false;
-      return true;
-    }
-    for (const Bindings& workload : workloads) {
-      const Bindings names = bindings(workload, point);
-      for (const Expr& constraint : constraints)
-        if (constraint.eval(names) == 0) return false;
-    }
-  } catch (const Error&) {
-    return false;  // a point the constraints cannot even be evaluated at is not a valid point
-  }
+  if (workloads.empty()) return failed_constraint({}, point) == nullptr;
+  for (const Bindings& workload : workloads)
+    if (failed_constraint(workload, point)) return false;
   return true;
+}
+
+const Expr* Spec::failed_constraint(const Bindings& workload, const Bindings& tunables) const {
+  const Bindings names = bindings(workload, tunables);
+  for (const Expr& constraint : constraints) {
+    try {
+      if (constraint.eval(names) == 0) return &constraint;
+    } catch (const Error&) {
+      return &constraint;  // a point a constraint cannot even be evaluated at is not a valid point
+    }
+  }
+  return nullptr;
 }
 
 std::int64_t Spec::element_count(const Param& buffer, const Bindings& workload) const {
