@@ -223,6 +223,13 @@ TEST_CASE("a library step's arguments and options are checked with the plan, bef
   CHECK(step_error(R"({"library": "cudnn.conv_transpose2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
                        "options": {"padding": "-1"}})")
             .find("each at least 0") != std::string::npos);
+  // Beyond the libraries' int: refused here, before the output extents' arithmetic could overflow.
+  e = step_error(R"({"library": "cudnn.conv_transpose2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
+                     "options": {"stride": "4611686018427387904"}})");
+  CHECK_MESSAGE(e.find("each at least 1 and at most 2^31 - 1") != std::string::npos, e);
+  e = step_error(R"({"library": "cudnn.avg_pool3d", "args": ["a", "y", "1", "k", "m", "m", "m"],
+                     "options": {"kernel_size": "2", "padding": "1,1,2147483648"}})");
+  CHECK_MESSAGE(e.find("padding '1,1,2147483648' is not") != std::string::npos, e);
   for (const char* bad : {"0", "2,2", "x", ""}) {
     CAPTURE(bad);
     CHECK(step_error(

@@ -89,7 +89,8 @@ PlanBlock find_plan_block(const std::string& source);
 
 // The plan `source` declares, checked against `spec` (every name resolves, every expression reads only
 // sizes, scalars and tunables, kernels are identifiers, a GPU step has a grid, a library step has the count and
-// kinds of arguments and the options its call takes); or, when it declares none,
+// kinds of arguments and the options its call takes,
+// each numeric setting at most 2^31 - 1); or, when it declares none,
 // the spec's one-kernel plan. Throws PlanError naming what is wrong.
 Plan plan_of(const Spec& spec, const std::string& source, Language language);
 

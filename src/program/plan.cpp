@@ -151,18 +151,21 @@ void check_library_step(const PlanStep& step, const Spec& spec, const std::strin
              text == "bias_gelu";
         wanted = "none, relu, gelu, bias, bias_relu or bias_gelu";
         break;
+      // At most the libraries' int, as the sizes are (check_library_sizes): the output extents' arithmetic, here
+      // and on the device, then stays within 64 bits.
       case OptionKind::extents: {
         const std::vector<std::int64_t> values = parse_extents(text, form.spatial);
-        ok = !values.empty() &&
-             std::all_of(values.begin(), values.end(), [&](std::int64_t v) { return v >= option->least; });
+        ok = !values.empty() && std::all_of(values.begin(), values.end(), [&](std::int64_t v) {
+          return v >= option->least && v <= std::numeric_limits<std::int32_t>::max();
+        });
         wanted = std::string("one integer or ") + (form.spatial == 3 ? "three (\"d,h,w\")" : "two (\"h,w\")") +
-                 ", each at least " + std::to_string(option->least);
+                 ", each at least " + std::to_string(option->least) + " and at most 2^31 - 1";
         break;
       }
       case OptionKind::positive: {
         const std::vector<std::int64_t> values = parse_extents(text, 1);
-        ok = values.size() == 1 && values[0] >= 1;
-        wanted = "an integer, at least 1";
+        ok = values.size() == 1 && values[0] >= 1 && values[0] <= std::numeric_limits<std::int32_t>::max();
+        wanted = "an integer, at least 1 and at most 2^31 - 1";
         break;
       }
     }
