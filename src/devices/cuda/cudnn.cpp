@@ -246,7 +246,8 @@ struct Geometry {
 // The geometry of `call`, its output extents unset.
 Geometry geometry_of(const ConvCall& call) {
   Geometry g;
-  g.dims = call.spatial_dims;
+  // A malformed dimension count reads as 2-d here, so that describing the call stays in bounds.
+  g.dims = call.spatial_dims == 3 ? 3 : 2;
   const std::int64_t in[3] = {call.d, call.h, call.w}, filter[3] = {call.t, call.r, call.s};
   const std::int64_t stride[3] = {call.stride_d, call.stride_h, call.stride_w};
   const std::int64_t pad[3] = {call.pad_d, call.pad_h, call.pad_w}, dil[3] = {call.dil_d, call.dil_h, call.dil_w};
@@ -385,6 +386,8 @@ std::string open_handle(Dnn& state, const std::string& name, const std::string& 
 std::string prepare(Dnn& state, const ConvCall& call, int& data_type, Geometry& g) {
   const std::string name = name_of(call);
   if (!data_type_of(call.dtype, data_type)) return name + ": dtype '" + call.dtype + "' is not f32, f16 or bf16";
+  if (call.spatial_dims != 2 && call.spatial_dims != 3)
+    return name + ": " + std::to_string(call.spatial_dims) + " spatial dimensions; 2 or 3 are supported";
   if (!output_extents(call, g)) return name + ": malformed sizes or an empty output; " + describe(call);
   for (std::int64_t v : {call.n, call.c, call.k, call.groups})
     if (v > INT_MAX) return name + ": a size beyond cuDNN's int range; " + describe(call);
