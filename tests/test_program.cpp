@@ -193,6 +193,14 @@ TEST_CASE("a library step's arguments and options are checked with the plan, bef
     CAPTURE(call);
     CHECK(step_error(R"({"library": ")" + call + R"(", "args": []})").find(" takes ") != std::string::npos);
   }
+  // What a model is told is written from those forms: each call with its arguments and options as they are checked.
+  const std::string told = ke::library_calls_text();
+  for (const std::string& call : ke::library_calls())
+    CHECK_MESSAGE(told.find("{\"library\": \"" + call + "\", \"args\": [") != std::string::npos, call);
+  CHECK(told.find(R"("cudnn.conv3d", "args": [x, w, y, N, C, D, H, W, K, T, R, S] (then bias))") != std::string::npos);
+  CHECK(told.find(R"("epilogue": none|relu|gelu|bias|bias_relu|bias_gelu)") != std::string::npos);
+  CHECK(told.find(R"("output_padding": "a" or "a,b,c")") != std::string::npos);
+  CHECK(told.find(R"("groups": an integer)") != std::string::npos);
   // The count of arguments, with the call's layout.
   std::string e =
       step_error(R"({"library": "cudnn.conv3d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"]})");

@@ -41,8 +41,14 @@ struct LibraryForm {
   const char* layout = "";
   int spatial = 0;  // a convolution's or a pooling's spatial dimensions: how many values its extents options hold
   std::vector<LibraryOption> options;
-  bool pool = false;  // a pooling: its output by kernel_size, stride and padding
+  bool pool = false;      // a pooling: its output by kernel_size, stride and padding
+  const char* what = "";  // what it computes, for the model's prompt (library_calls_text)
 };
+
+const std::vector<std::string>& epilogues() {
+  static const std::vector<std::string> names = {"none", "relu", "gelu", "bias", "bias_relu", "bias_gelu"};
+  return names;
+}
 
 const LibraryForm& library_form(const std::string& name) {
   static const std::map<std::string, LibraryForm> forms = [] {
@@ -56,13 +62,53 @@ const LibraryForm& library_form(const std::string& name) {
     const char* conv2 = "x, w, y, N, C, H, W, K, R, S[, bias]";
     const char* conv3 = "x, w, y, N, C, D, H, W, K, T, R, S[, bias]";
     std::map<std::string, LibraryForm> out;
-    out["cublaslt.matmul"] = {3, 3, 1, "A, B, D, M, N, K[, bias]", 0, {{"epilogue", OptionKind::epilogue}, b_t}};
-    out["cublas.gemm"] = {3, 3, 0, "A, B, D, M, N, K", 0, {a_t, b_t}};
-    out["cublas.gemm_batched"] = {3, 4, 0, "A, B, D, BATCH, M, N, K", 0, {a_t, b_t}};
-    out["cudnn.conv2d"] = {3, 7, 1, conv2, 2, conv};
-    out["cudnn.conv3d"] = {3, 9, 1, conv3, 3, conv};
-    out["cudnn.conv_transpose2d"] = {3, 7, 1, conv2, 2, transposed};
-    out["cudnn.conv_transpose3d"] = {3, 9, 1, conv3, 3, transposed};
+    out["cublaslt.matmul"] = {3,
+                              3,
+                              1,
+                              "A, B, D, M, N, K[, bias]",
+                              0,
+                              {{"epilogue", OptionKind::epilogue}, b_t},
+                              false,
+                              "row-major D[M, N] = epilogue(A[M, K] B + bias[N]), B stored [K, N] or, b_transposed, "
+                              "[N, K] (a Linear weight)"};
+    out["cublas.gemm"] = {3,
+                          3,
+                          0,
+                          "A, B, D, M, N, K",
+                          0,
+                          {a_t, b_t},
+                          false,
+                          "the same product through cuBLAS's GEMM, the call torch.mm makes, without an epilogue (add "
+                          "a bias in the next kernel); A stored [M, K] or, a_transposed, [K, M]"};
+    out["cublas.gemm_batched"] = {3,
+                                  4,
+                                  0,
+                                  "A, B, D, BATCH, M, N, K",
+                                  0,
+                                  {a_t, b_t},
+                                  false,
+                                  "BATCH such products, each operand's matrices one after another, the call "
+                                  "torch.bmm makes"};
+    out["cudnn.conv2d"] = {3, 7, 1, conv2, 2, conv, false, "NCHW torch.nn.functional.conv2d, w [K, C / groups, R, S]"};
+    out["cudnn.conv3d"] = {3, 9, 1, conv3, 3, conv, false, "NCDHW conv3d, w [K, C / groups, T, R, S]"};
+    out["cudnn.conv_transpose2d"] = {3,
+                                     7,
+                                     1,
+                                     conv2,
+                                     2,
+                                     transposed,
+                                     false,
+                                     "NCHW conv_transpose2d, w [C, K / groups, R, S] (ConvTranspose's weight); "
+                                     "output_padding below the stride"};
+    out["cudnn.conv_transpose3d"] = {3,
+                                     9,
+                                     1,
+                                     conv3,
+                                     3,
+                                     transposed,
+                                     false,
+                                     "NCDHW conv_transpose3d, w [C, K / groups, T, R, S]; output_padding below the "
+                                     "stride"};
     out["cudnn.avg_pool3d"] = {2,
                                5,
                                0,
@@ -72,7 +118,8 @@ const LibraryForm& library_form(const std::string& name) {
                                 {"stride", OptionKind::extents, 1},
                                 {"padding", OptionKind::extents, 0},
                                 {"count_include_pad", OptionKind::boolean}},
-                               true};
+                               true,
+                               "NCDHW avg_pool3d without ceil_mode; kernel_size is needed"};
     return out;
   }();
   return forms.at(name);
@@ -147,8 +194,7 @@ void check_library_step(const PlanStep& step, const Spec& spec, const std::strin
         wanted = "\"true\" or \"false\"";
         break;
       case OptionKind::epilogue:
-        ok = text == "none" || text == "relu" || text == "gelu" || text == "bias" || text == "bias_relu" ||
-             text == "bias_gelu";
+        ok = std::find(epilogues().begin(), epilogues().end(), text) != epilogues().end();
         wanted = "none, relu, gelu, bias, bias_relu or bias_gelu";
         break;
       // At most the libraries' int, as the sizes are (check_library_sizes): the output extents' arithmetic, here
@@ -535,25 +581,34 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
   return plan;
 }
 
+// Written from the forms the plan is checked against, so that what the model is told cannot drift from what is
+// accepted.
 std::string library_calls_text() {
-  return "{\"library\": \"cublaslt.matmul\", \"args\": [A, B, D, M, N, K] (then bias), \"options\": {\"epilogue\": "
-         "none|relu|gelu|bias|bias_relu|bias_gelu, \"b_transposed\": \"true\" for B stored [N, K], a Linear weight}}: "
-         "row-major D[M, N] = epilogue(A[M, K] B + bias[N]); "
-         "{\"library\": \"cublas.gemm\", \"args\": [A, B, D, M, N, K], \"options\": {\"a_transposed\" (A stored [K, M]), "
-         "\"b_transposed\"}}: the same product without an epilogue through cuBLAS's GEMM, the call torch.mm makes (add "
-         "a bias in the next kernel); "
-         "{\"library\": \"cublas.gemm_batched\", \"args\": [A, B, D, BATCH, M, N, K], options as cublas.gemm}: BATCH "
-         "such products, each operand's matrices one after another, the call torch.bmm makes; "
-         "{\"library\": \"cudnn.conv2d\", \"args\": [x, w, y, N, C, H, W, K, R, S] (then bias), \"options\": {\"stride\", "
-         "\"padding\", \"dilation\" (\"a\" or \"a,b\"), \"groups\"}}: NCHW torch.nn.functional.conv2d; "
-         "{\"library\": \"cudnn.conv3d\", \"args\": [x, w, y, N, C, D, H, W, K, T, R, S] (then bias), options as conv2d "
-         "(\"a\" or \"a,b,c\")}: NCDHW conv3d; "
-         "{\"library\": \"cudnn.conv_transpose2d\" or \"cudnn.conv_transpose3d\", args as conv2d or conv3d with w "
-         "[C, K / groups, ...] (ConvTranspose's weight), options as theirs and \"output_padding\" (below the stride)}: "
-         "conv_transpose2d/3d; "
-         "{\"library\": \"cudnn.avg_pool3d\", \"args\": [x, y, N, C, D, H, W], \"options\": {\"kernel_size\" (needed), "
-         "\"stride\", \"padding\", \"count_include_pad\"}}: NCDHW avg_pool3d without ceil_mode. Buffers of one dtype "
-         "(f32, f16 or bf16; f32 accumulation, no TF32); any buffer may be a temporary";
+  std::string text;
+  for (const std::string& name : library_calls()) {
+    const LibraryForm& form = library_form(name);
+    std::string args = form.layout;
+    const std::size_t bias = args.find("[, bias]");
+    if (bias != std::string::npos) args = args.substr(0, bias) + "] (then bias";
+    text += std::string(text.empty() ? "" : "; ") + "{\"library\": \"" + name + "\", \"args\": [" + args +
+            (bias != std::string::npos ? ")" : "]");
+    std::string options;
+    for (const LibraryOption& o : form.options) {
+      std::string values;
+      switch (o.kind) {
+        case OptionKind::boolean: values = "\"true\""; break;
+        case OptionKind::epilogue:
+          for (const std::string& e : epilogues()) values += (values.empty() ? "" : "|") + e;
+          break;
+        case OptionKind::extents: values = form.spatial == 3 ? "\"a\" or \"a,b,c\"" : "\"a\" or \"a,b\""; break;
+        case OptionKind::positive: values = "an integer"; break;
+      }
+      options += std::string(options.empty() ? "" : ", ") + "\"" + o.name + "\": " + values;
+    }
+    if (!options.empty()) text += ", \"options\": {" + options + "}";
+    text += std::string("}: ") + form.what;
+  }
+  return text + ". Buffers of one dtype (f32, f16 or bf16; f32 accumulation, no TF32); any buffer may be a temporary";
 }
 
 std::string to_json(const Plan& plan) {
