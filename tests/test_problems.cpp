@@ -21,6 +21,7 @@
 #include <kernelevolve/device.hpp>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
+#include <kernelevolve/program.hpp>
 #include <kernelevolve/spec.hpp>
 
 #include "eval/buffers.hpp"
@@ -310,4 +311,22 @@ TEST_CASE("every CPU problem: the seed and the last tunable point pass; zeros an
     MESSAGE(where << ": seed ok; zeros: " << zero_eval.message << "; constant: " << const_eval.message);
   }
   CHECK(problems >= 35);
+}
+
+TEST_CASE("every CUDA seed that declares a program: its plan parses against its spec and binds at each workload") {
+  int programs = 0;
+  for (const fs::path& path : specs_named({"cuda.json"})) {
+    CAPTURE(shown(path));
+    const ke::Spec spec = ke::load_spec(path.string());
+    if (!ke::find_plan_block(spec.seed.source).found()) continue;
+    ++programs;
+    const ke::Plan plan = ke::plan_of(spec, spec.seed.source, spec.language);
+    CHECK(plan.declared);
+    for (const ke::PlanStep& step : plan.steps)
+      if (!step.is_library())
+        CHECK_MESSAGE(spec.seed.source.find(" " + step.kernel + "(") != std::string::npos, step.kernel);
+    for (const ke::Bindings& workload : spec.workloads)
+      CHECK_NOTHROW(ke::bind_plan(plan, spec, workload, spec.seed_tunables()));
+  }
+  CHECK(programs >= 1);
 }

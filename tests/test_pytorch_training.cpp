@@ -6,6 +6,7 @@
 // The spec contract's fields need no torch; the rest skip, saying so, where no Python imports it.
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <kernelevolve/error.hpp>
@@ -13,9 +14,12 @@
 #include <kernelevolve/pytorch.hpp>
 #include <kernelevolve/store.hpp>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "core/script_process.hpp"
+#include "pytorch/python.hpp"
 #include "support/cli_runner.hpp"
 #include "support/have_torch.hpp"
 
@@ -464,4 +468,201 @@ void matmul_ab_bf16(const __bf16* a, const __bf16* b, __bf16* out, int64_t M, in
   const ke::Evaluation wrong = evaluator.evaluate({short_sum, ke::Language::c, {}}, 1);
   CHECK(wrong.status == ke::Status::incorrect);
   CHECK_MESSAGE(wrong.message.find("wrong output: out[") != std::string::npos, wrong.message);
+}
+
+TEST_CASE("training: an integer output is compared exactly, not within the float tolerance") {
+  // An index of 10^6 one off is within 1e-4 relative: the sparse gradient's rows must not pass so.
+  const std::string reference =
+      "#include <stdint.h>\n"
+      "void big(const int64_t* x, int64_t* out, int64_t n) { for (int64_t i = 0; i < n; ++i) out[i] = 1000000 + x[i]; }";
+  const std::string source_json = "\"#include <stdint.h>\\n" + reference.substr(reference.find('\n') + 1) + "\"";
+  const std::string spec_text = R"({"name": "big", "language": "c", "entry": "big",
+    "params": [{"name": "x", "dtype": "i64", "shape": ["n"], "role": "in"},
+               {"name": "out", "dtype": "i64", "shape": ["n"], "role": "out"},
+               {"name": "n", "dtype": "i64", "role": "size"}],
+    "workloads": [{"n": 64}], "reference": {"source": )" +
+                                source_json + R"(}, "seed": {"source": )" + source_json + "}}";
+  const ke::Spec spec = ke::parse_spec(spec_text, fixture("spec.json"));
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), few_trials());
+  const ke::Evaluation right = evaluator.evaluate({reference, ke::Language::c, {}}, 1);
+  CHECK_MESSAGE(right.status == ke::Status::ok, right.message << "\n" << right.compile_log);
+  const ke::Evaluation one_off =
+      evaluator.evaluate({edited(reference, "1000000 +", "1000001 +"), ke::Language::c, {}}, 2);
+  CHECK(one_off.status == ke::Status::incorrect);
+  CHECK_MESSAGE(one_off.message.find("wrong output: out[") != std::string::npos, one_off.message);
+}
+
+TEST_CASE(
+    "training: the embedding bag's sparse gradient: derived as rows, values and their count; the seed verifies "
+    "against autograd's coalesced gradient; wrong rows, sums, counts or padding do not" *
+    doctest::skip(!have_torch())) {
+  const std::string name = "embedding_bag_sparse_backward";
+  const ke::Spec spec = ke::load_spec(shipped_problem(name, "cpu.json"));
+  REQUIRE(spec.reference.backward);
+
+  // The derived signature: nn.EmbeddingBag(sparse=True)'s table gradient as three outputs, the capacity the
+  // number of index positions (a size of its own, num_indices), and the shipped spec's params are those.
+  ke::PytorchProblemOptions options;
+  options.backward = true;
+  const ke::Spec derived = ke::load_pytorch_problem(spec.reference.file, options);
+  CHECK(names_of(spec) == names_of(derived));
+  CHECK(names_of(derived) == std::vector<std::string>{"indices", "offsets", "bag_weight", "grad_out",
+                                                      "grad_bag_weight_indices", "grad_bag_weight_values",
+                                                      "grad_bag_weight_nnz", "num_indices", "batch_size",
+                                                      "num_embeddings", "embedding_dim"});
+  CHECK(param(derived, "grad_bag_weight_indices").dtype == ke::DType::i64);
+  CHECK(param(derived, "grad_bag_weight_indices").shape == std::vector<std::string>{"num_indices"});
+  CHECK(param(derived, "grad_bag_weight_values").dtype == ke::DType::f32);
+  CHECK(param(derived, "grad_bag_weight_values").shape == std::vector<std::string>{"num_indices", "embedding_dim"});
+  CHECK(param(derived, "grad_bag_weight_nnz").dtype == ke::DType::i64);
+  CHECK(param(derived, "grad_bag_weight_nnz").shape == std::vector<std::string>{"1"});
+  // The integer inputs keep the problem's values (in range) on every trial.
+  CHECK(ke::describe_input(spec, param(spec, "indices")).find("every trial") != std::string::npos);
+
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), few_trials());
+  ke::Bindings last;
+  for (const auto& [tunable, values] : spec.tunables) last[tunable] = values.back();
+  for (const ke::Bindings& point : {spec.seed_tunables(), last}) {
+    const ke::Evaluation e = evaluator.evaluate({spec.seed.source, ke::Language::c, point}, 1);
+    CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
+  }
+  struct Wrong {
+    std::string from, to, caught;
+  };
+  const std::vector<Wrong> wrongs{
+      // A row named twice keeps one bag's gradient, not the sum of both.
+      {"row[c] += g[c];", "row[c] = g[c];", "grad_bag_weight_values["},
+      // The rows in descending order: the right rows and sums, in the wrong places.
+      {"      slot[r] = nnz;\n      grad_bag_weight_indices[nnz++] = r;",
+       "      slot[r] = nnz;\n      grad_bag_weight_indices[nnz++] = num_embeddings - 1 - r;",
+       "grad_bag_weight_indices["},
+      // The count one short.
+      {"grad_bag_weight_nnz[0] = nnz;", "grad_bag_weight_nnz[0] = nnz - 1;", "grad_bag_weight_nnz["},
+      // The padding left as row 0 rather than -1.
+      {"grad_bag_weight_indices[u] = -1;", "grad_bag_weight_indices[u] = 0;", "grad_bag_weight_indices["}};
+  for (const Wrong& w : wrongs) {
+    CAPTURE(w.to);
+    const ke::Evaluation e =
+        evaluator.evaluate({edited(spec.seed.source, w.from, w.to), ke::Language::c, spec.seed_tunables()}, 2);
+    CHECK(e.status == ke::Status::incorrect);
+    CHECK_MESSAGE(e.message.find(w.caught) != std::string::npos, e.message);
+  }
+}
+
+TEST_CASE(
+    "training: attention, ours: the C seed verifies at both ends of ACC; without the mask or the scale it does not" *
+    doctest::skip(!have_torch())) {
+  const ke::Spec spec = ke::load_spec(shipped_problem("attention", "cpu.json"));
+  CHECK(names_of(spec) == names_of(ke::load_pytorch_problem(spec.reference.file)));
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), few_trials());
+  for (const ke::Bindings& point : {spec.seed_tunables(), ke::Bindings{{"ACC", spec.tunables.at("ACC").back()}}}) {
+    const ke::Evaluation e = evaluator.evaluate({spec.seed.source, ke::Language::c, point}, 1);
+    CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
+  }
+  // Every key attended to, the later ones too; and the scores not divided by sqrt(head_dim).
+  std::string unmasked = spec.seed.source;
+  for (std::size_t at; (at = unmasked.find("j <= i")) != std::string::npos;) unmasked.replace(at, 6, "j < S");
+  for (const std::string& wrong : {unmasked, edited(spec.seed.source, "D) * scale;", "D);")}) {
+    const ke::Evaluation e = evaluator.evaluate({wrong, ke::Language::c, spec.seed_tunables()}, 2);
+    CHECK(e.status == ke::Status::incorrect);
+    CHECK_MESSAGE(e.message.find("wrong output: out[") != std::string::npos, e.message);
+  }
+}
+
+TEST_CASE("training: attention in bf16 on the CPU: a C kernel reading __bf16 verifies, and one unmasked does not" *
+          doctest::skip(!have_torch())) {
+  // The bf16 problem that problems/pytorch/attention/triton_bf16.json is on the GPU, at the CPU's sizes.
+  const std::string kernel = R"(#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+void attention_bf16(const __bf16* q, const __bf16* k, const __bf16* v, __bf16* out, int64_t batch_size,
+                    int64_t heads, int64_t seq_len, int64_t head_dim) {
+  const int64_t S = seq_len, D = head_dim;
+  const float scale = 1.0f / sqrtf((float)D);
+  float* p = malloc(sizeof(float) * (size_t)S);
+  float* o = malloc(sizeof(float) * (size_t)D);
+  for (int64_t bh = 0; bh < batch_size * heads; ++bh) {
+    const int64_t head = bh * S * D;
+    for (int64_t i = 0; i < S; ++i) {
+      const int64_t last = i;
+      float max = -INFINITY;
+      for (int64_t j = 0; j <= last; ++j) {
+        float s = 0.0f;
+        for (int64_t d = 0; d < D; ++d)
+          s += ke_bf16_to_float(q[head + i * D + d]) * ke_bf16_to_float(k[head + j * D + d]);
+        p[j] = s * scale;
+        if (p[j] > max) max = p[j];
+      }
+      float sum = 0.0f;
+      for (int64_t j = 0; j <= last; ++j) sum += (p[j] = expf(p[j] - max));
+      for (int64_t d = 0; d < D; ++d) o[d] = 0.0f;
+      for (int64_t j = 0; j <= last; ++j)
+        for (int64_t d = 0; d < D; ++d) o[d] += p[j] / sum * ke_bf16_to_float(v[head + j * D + d]);
+      for (int64_t d = 0; d < D; ++d) out[head + i * D + d] = ke_float_to_bf16(o[d]);
+    }
+  }
+  free(p);
+  free(o);
+}
+)";
+  ke::PytorchProblemOptions options;
+  options.dtype = ke::DType::bf16;
+  const ke::Spec spec = ke::load_pytorch_problem(shipped_problem("attention", "model.py"), options);
+  CHECK(spec.entry == "attention_bf16");
+  CHECK(spec.tolerance.atol == 1e-2);
+  ke::LocalEvaluator evaluator(spec, ke::open_device("cpu"), few_trials());
+  const ke::Evaluation right = evaluator.evaluate({kernel, ke::Language::c, {}}, 1);
+  CHECK_MESSAGE(right.status == ke::Status::ok, right.message << "\n" << right.compile_log);
+  const ke::Evaluation unmasked = evaluator.evaluate(
+      {edited(kernel, "const int64_t last = i;", "const int64_t last = S - 1;"), ke::Language::c, {}}, 2);
+  CHECK(unmasked.status == ke::Status::incorrect);
+}
+
+TEST_CASE(
+    "training: every bf16 Triton spec of problems/pytorch: its params are its module's in bf16, and its seed "
+    "parses, its kernel taking the params, then tunables" *
+    doctest::skip(!have_torch())) {
+  namespace fs = std::filesystem;
+  // The Python that imports torch parses the seeds too: Triton itself is only on the GPU machine.
+  const std::string list_args = R"(import ast, sys
+tree = ast.parse(sys.argv[1])
+for node in tree.body:
+    if isinstance(node, ast.FunctionDef) and node.name == sys.argv[2]:
+        assert any(ast.unparse(d) == "triton.jit" for d in node.decorator_list), "not @triton.jit"
+        print(" ".join(a.arg for a in node.args.args))
+)";
+  int found = 0;
+  for (const auto& dir : fs::directory_iterator(std::string(KE_SOURCE_DIR) + "/problems/pytorch")) {
+    const fs::path path = dir.path() / "triton_bf16.json";
+    if (!fs::exists(path)) continue;
+    CAPTURE(path.string());
+    ++found;
+    const ke::Spec spec = ke::load_spec(path.string());
+    CHECK(spec.language == ke::Language::triton);
+    REQUIRE(spec.reference.pytorch);
+    CHECK(spec.reference.dtype == ke::DType::bf16);
+    CHECK(spec.tolerance.atol == 1e-2);
+    ke::PytorchProblemOptions options;
+    options.dtype = ke::DType::bf16;
+    const ke::Spec derived = ke::load_pytorch_problem(spec.reference.file, options);
+    REQUIRE(spec.params.size() == derived.params.size());
+    for (std::size_t i = 0; i < spec.params.size(); ++i) {
+      CAPTURE(spec.params[i].name);
+      CHECK(spec.params[i].name == derived.params[i].name);
+      CHECK(spec.params[i].dtype == derived.params[i].dtype);
+      CHECK(spec.params[i].role == derived.params[i].role);
+      CHECK(spec.params[i].shape == derived.params[i].shape);
+    }
+    for (const ke::Bindings& workload : spec.workloads)
+      CHECK_MESSAGE(spec.failed_constraint(workload, spec.seed_tunables()) == nullptr, "the seed point at a workload");
+    const std::string args =
+        ke::run_script(ke::pytorch::find_python(), list_args, {spec.seed.source, spec.entry}, 60, "the seed's parse");
+    std::vector<std::string> names;
+    std::stringstream words(args);
+    for (std::string w; words >> w;) names.push_back(w);
+    REQUIRE(names.size() >= spec.params.size());
+    for (std::size_t i = 0; i < spec.params.size(); ++i) CHECK(names[i] == spec.params[i].name);
+    for (std::size_t i = spec.params.size(); i < names.size(); ++i) CHECK(spec.tunables.count(names[i]) == 1);
+  }
+  CHECK(found >= 2);
 }

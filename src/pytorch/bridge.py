@@ -226,6 +226,45 @@ def gradient_weights(model, state):
     return [k for k, p in model.named_parameters() if k in state and p.requires_grad and p.is_floating_point()]
 
 
+# The parts a sparse gradient is written as (README, "Training: backward problems"): autograd's sparse
+# gradient coalesced (each row once, in ascending order, its contributions summed), padded to a capacity fixed
+# by the shapes, the number of index positions that reach the table, so that every element has one right value:
+# grad_<w>_indices the rows (then -1), grad_<w>_values their gradients (then zeros), grad_<w>_nnz how many.
+SPARSE_PARTS = ("indices", "values", "nnz")
+
+
+def sparse_weights(model):
+    """The state-dict keys whose gradient autograd gives sparse, with their modules: the tables of nn.Embedding
+    and nn.EmbeddingBag with sparse=True."""
+    return {(f"{prefix}." if prefix else "") + "weight": m for prefix, m in model.named_modules()
+            if isinstance(m, (torch.nn.Embedding, torch.nn.EmbeddingBag)) and m.sparse}
+
+
+def sparse_parts(grad, name, views):
+    """A sparse weight's gradient (dense zeros where autograd gave none) as the parts of SPARSE_PARTS that
+    `views` names, each at its view's shape."""
+    grad = (grad if grad.is_sparse else grad.to_sparse(1)).coalesce()
+    rows, values = grad.indices()[0], grad.values()
+    nnz = rows.numel()
+    parts = {}
+    for part in SPARSE_PARTS:
+        view = views.get(f"grad_{name}_{part}")
+        if view is None:
+            continue
+        shape = tuple(view[2])
+        if part == "nnz":
+            parts[part] = torch.full(shape, nnz, dtype=torch.int64, device=rows.device)
+            continue
+        if not shape or shape[0] < nnz:
+            raise Unmappable(f"output 'grad_{name}_{part}' has room for {shape[0] if shape else 0} rows, the gradient "
+                             f"names {nnz}")
+        padded = torch.full(shape, -1, dtype=rows.dtype, device=rows.device) if part == "indices" else \
+            torch.zeros(shape, dtype=values.dtype, device=values.device)
+        padded[:nnz] = rows if part == "indices" else values.reshape((nnz,) + shape[1:])
+        parts[part] = padded
+    return parts
+
+
 def output_names(count):
     return ["out"] if count == 1 else [f"out{i}" for i in range(count)]
 
@@ -468,9 +507,24 @@ class Sample:
         tensors = [(f"input '{n}'", x) for n, x in zip(self.names, inputs) if isinstance(x, torch.Tensor)] + \
                   [(f"weight '{k}'", t) for k, t in self.state.items()]
         versions = [t._version for _, t in tensors]
+        # A sparse gradient's capacity: the index positions its table is called with, summed over its calls.
+        self.sparse_capacity = {}
+        hooks = []
+        if variant.backward:
+            for key, m in sparse_weights(model).items():
+                def count(_, args, key=key):
+                    if not args or not isinstance(args[0], torch.Tensor):
+                        raise Unmappable(f"the sparse table '{key}' is called without its indices as the first "
+                                         "positional argument")
+                    self.sparse_capacity[key] = self.sparse_capacity.get(key, 0) + args[0].numel()
+                hooks.append(m.register_forward_pre_hook(count))
         mode.shapes = []
-        with mode, (torch.enable_grad() if variant.backward else torch.no_grad()):
-            result = model(*inputs)
+        try:
+            with mode, (torch.enable_grad() if variant.backward else torch.no_grad()):
+                result = model(*inputs)
+        finally:
+            for h in hooks:
+                h.remove()
         self.intermediates, mode.shapes = mode.shapes, None
         self.outputs = as_outputs(result)
         # A kernel reads its inputs and weights and writes its outputs: a module that changes an input or a
@@ -550,9 +604,18 @@ class Sample:
                              "module has no backward to compute")
         of = {p["name"]: p for p in params if "shape" in p}
         weights = {p["state"]: p for p in params if "state" in p}
-        grads = [dict(of[n], name=f"grad_{n}", role="out") for n in self.grad_inputs] + \
-                [{k: v for k, v in dict(weights[k], name=f"grad_{weights[k]['name']}", role="out").items()
-                  if k != "state"} for k in self.grad_weights]
+        grads = [dict(of[n], name=f"grad_{n}", role="out") for n in self.grad_inputs]
+        for k in self.grad_weights:
+            w = weights[k]
+            if k not in self.sparse_capacity:
+                grads.append({key: v for key, v in dict(w, name=f"grad_{w['name']}", role="out").items()
+                              if key != "state"})
+                continue
+            rows = self.sparse_capacity[k]
+            grads += [{"name": f"grad_{w['name']}_indices", "dtype": "i64", "role": "out", "shape": [rows]},
+                      {"name": f"grad_{w['name']}_values", "dtype": w["dtype"], "role": "out",
+                       "shape": [rows] + w["shape"][1:]},
+                      {"name": f"grad_{w['name']}_nnz", "dtype": "i64", "role": "out", "shape": [1]}]
         if not grads:
             raise Unmappable("the module has no float input and no parameter to give a gradient of: no backward")
         params = params + upstream + (outputs if self.variant.with_forward else []) + grads
@@ -1245,6 +1308,7 @@ class Server:
         self.sizes = None
         self.model = None
         self.compiled = None
+        self.sparse_outputs = {}  # grad_<w>_<part> of a sparse table's gradient: the weight's name
 
     def workload(self, sizes):
         if sizes != self.sizes or self.model is None:
@@ -1260,6 +1324,9 @@ class Server:
             # The weights by parameter name, once per workload: every run and draw looks them up. The
             # state dict's tensors are the module's own, so a copy into them is a copy into the module.
             self.weights = [(key, weight_name(key), t) for key, t in self.model.state_dict().items()]
+            sparse = sparse_weights(self.model)
+            self.sparse_outputs = {f"grad_{name}_{part}": name for key, name, _ in self.weights if key in sparse
+                                   for part in SPARSE_PARTS}
             self.compiled = None
             self.sizes = sizes
             inputs = None  # a full draw, made only to name the inputs: let go before the next one
@@ -1333,7 +1400,7 @@ class Server:
             # output, and is left alone.
             known = set(self.names) | {name for _, name, _ in self.weights}
             for name, view in sorted(views.items()):
-                if name.startswith("grad_") and name[5:] not in known:
+                if name.startswith("grad_") and name[5:] not in known and name not in self.sparse_outputs:
                     put(name, torch.randn(view[2], device=self.device), f"gradient '{name}'", "drawn")
         self.sync()
         inputs = x = None  # get_inputs()' tensors, copied into the arena: not kept
@@ -1345,8 +1412,12 @@ class Server:
         if mode == "compile" and not hasattr(torch, "compile"):
             return {"ok": False, "error": f"torch {torch.__version__} has no torch.compile (PyTorch 2.0 added it)"}
         if mode == "compile" and self.device.type == "cpu":
-            return {"ok": False, "error": "torch.compile is measured on GPUs only: on the CPU, Inductor builds C++ with "
-                                          "the system's compiler, minutes per module"}
+            # On the CPU Inductor writes C++ and builds it with the system's compiler (seconds per module): it needs
+            # its Inductor (torch 2.x; 1.13 stops above) and a C++ compiler, which its first call finds or fails on.
+            try:
+                importlib.import_module("torch._inductor.config")
+            except ImportError as e:
+                return {"ok": False, "error": f"torch {torch.__version__} has no Inductor for the CPU: {e}"}
         if mode not in ("reference", "reference64", "eager", "compile"):
             return {"ok": False, "error": f"unknown mode {mode!r}"}
         return {"ok": True}
@@ -1430,8 +1501,11 @@ class Server:
         keys = {name: key for key, name, _ in self.weights}
         grad_inputs = [n[5:] for n in names if n.startswith("grad_") and n[5:] in index]
         grad_weights = [n[5:] for n in names if n.startswith("grad_") and n[5:] in keys]
+        sparse = list(dict.fromkeys(self.sparse_outputs[n] for n in names if n in self.sparse_outputs))
+        grad_weights += [n for n in sparse if n not in grad_weights]
         for n in names:
-            if not (n.startswith("grad_") and (n[5:] in index or n[5:] in keys)) and not re.fullmatch(r"out\d*", n):
+            if not (n.startswith("grad_") and (n[5:] in index or n[5:] in keys)) and not re.fullmatch(r"out\d*", n) \
+                    and n not in self.sparse_outputs:
                 raise Unmappable(f"output '{n}' of a backward problem is neither the gradient of an input or a weight "
                                  "(grad_<name>) nor an output of the forward (out, out0, ...)")
         wide_mode = mode in ("reference", "reference64")
@@ -1464,7 +1538,9 @@ class Server:
                 if f"grad_{name}" in views and o.requires_grad:
                     pairs.append((o, cast(self.arena.view(views[f"grad_{name}"])).reshape(o.shape)))
             got = torch.autograd.grad([o for o, _ in pairs], targets, [g for _, g in pairs], allow_unused=True)
-            return [torch.zeros_like(t) if g is None else g for g, t in zip(got, targets)]
+            # A sparse gradient coalesced here, timed: eager's work is the kernel's, rows deduplicated and summed.
+            return [torch.zeros_like(t) if g is None else g.coalesce() if g.is_sparse else g
+                    for g, t in zip(got, targets)]
 
         time_us = None
         timed = not wide_mode
@@ -1481,7 +1557,11 @@ class Server:
                 outs = forward()
                 grads = backward(outs)
         results = {name: o.detach() for name, o in zip(output_names(len(outs)), outs)}
-        results.update({f"grad_{n}": g for n, g in zip(grad_inputs + grad_weights, grads)})
+        for n, g in zip(grad_inputs + grad_weights, grads):
+            if n in sparse:
+                results.update({f"grad_{n}_{part}": t for part, t in sparse_parts(g, n, views).items()})
+            else:
+                results[f"grad_{n}"] = g
         missing = [n for n in names if n not in results]
         if missing:
             raise Unmappable(f"the spec names output '{missing[0]}', the module returned {len(outs)} outputs")
