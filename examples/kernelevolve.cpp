@@ -46,8 +46,9 @@ const char* kUsage =
     "                        PyTorch eager's and torch.compile's times per workload, measured as a run measures them\n"
     "  SPEC is a spec file (.json) or a PyTorch problem (.py, KernelBench format: run and check take\n"
     "  --language for its candidates, and --seed-kernel FILE for a seed, unless a --mutator command, llm or\n"
-    "  mix writes the first kernel from the module; on a CUDA GPU without either, --first compile, the default:\n"
-    "  node 0 is what torch.compile generates, translated). run, check, import, sweep and baseline take\n"
+    "  mix writes the first kernel from the module; without either, --first compile, the default on a CUDA GPU\n"
+    "  and, with PyTorch 2.x, on the CPU: node 0 is what torch.compile generates, translated (Triton, C++)).\n"
+    "  run, check, import, sweep and baseline take\n"
     "  --dtype bf16|fp16 (its floats cast, the reference in that dtype) and --backward [--with-forward] (its\n"
     "  gradients, checked against autograd in float64) to make another problem of the module\n"
     "  kernelevolve sweep SPEC --out FILE.tsv [--device cpu|cuda[:N]|hip[:N]] [--jobs N] [--max-points N]\n"
@@ -180,6 +181,8 @@ struct Common {
   std::string dtype;        // a PyTorch problem's floats cast to bf16 or fp16 (issue 32)
   bool backward = false;    // a PyTorch problem's backward, with_forward: and its forward, one problem
   bool with_forward = false;
+  // --first compile chosen by run for a problem without a seed or a model, not asked for
+  bool first_by_default = false;
 };
 
 // The problem a PyTorch module makes: its precision, its backward (README, "Precision: bf16 and fp16 problems" and
@@ -204,14 +207,15 @@ void add_common(po::options_description& d, Common& c) {
       "seed-kernel", po::value(&c.seed_kernel),
       "a seed kernel file, for a problem without one (or instead of its own)")(
       "first", po::value(&c.first),
-      "compile: a PyTorch problem's first program (node 0) is what torch.compile generates, translated (CUDA, "
-      "Triton); the default for a run on a CUDA GPU without a seed or a model");
+      "compile: a PyTorch problem's first program (node 0) is what torch.compile generates, translated (CUDA: "
+      "Triton; CPU: C++, PyTorch 2.x); the default for a run without a seed or a model");
   add_problem_variant(d, c);
 }
 
 // The language a PyTorch problem's candidates are written in: --language, else the device's own.
 ke::Language problem_language(const Common& c) {
-  if (c.first == "compile" && c.language.empty()) return ke::Language::triton;  // what Inductor writes
+  if (c.first == "compile" && c.language.empty())  // what Inductor writes there
+    return c.device.rfind("cpu", 0) == 0 ? ke::Language::cpp : ke::Language::triton;
   if (!c.language.empty()) {
     const auto l = ke::parse_language(c.language);
     if (!l)
@@ -264,8 +268,15 @@ ke::Spec load_cli_problem(Common& c) {
       ke::seed_from_torch_compile(spec, c.device);
     } catch (const ke::Error& e) {
       // What cannot be captured or translated is named; a model or a command then writes the first kernel.
-      if (c.writer.empty() || (e.code() != ke::ErrorCode::BadSpec && e.code() != ke::ErrorCode::DeviceUnavailable))
-        throw;
+      const bool untranslated = e.code() == ke::ErrorCode::BadSpec || e.code() == ke::ErrorCode::DeviceUnavailable;
+      if (c.writer.empty() && c.first_by_default && untranslated) {
+        // Nobody asked for it (a CPU without Inductor: Debian's torch 1.13): say what the user can give instead.
+        throw ke::Error(ke::ErrorCode::BadUsage,
+                        c.spec_path + " has no seed kernel, and torch.compile's program cannot be had (" + e.what() +
+                            "): give a seed with --seed-kernel FILE, or have one written from the reference with "
+                            "--mutator command, llm or mix");
+      }
+      if (c.writer.empty() || !untranslated) throw;
       std::cerr << "kernelevolve: node 0 is not torch.compile's program (" << e.what() << "); the " << c.writer
                 << " mutator writes the first kernel\n";
       return spec;
@@ -740,12 +751,15 @@ int cmd_run(const std::vector<std::string>& args) {
     throw ke::Error(ke::ErrorCode::BadUsage,
                     "--mutator " + mutator + " needs --command CMD" + (mutator == "mix" ? " or --llm-model NAME" : ""));
   }
-  // A PyTorch problem has no seed: without one or a model, on a CUDA GPU, the first program is torch.compile's
-  // (issue 31), the problem derived in Triton, the language Inductor writes, unless the user chose another.
+  // A PyTorch problem has no seed: without one or a model, the first program is torch.compile's (issue 31), the
+  // problem derived in the language Inductor writes, unless the user chose another: Triton on a CUDA GPU, C++ on
+  // the CPU (where PyTorch has no Inductor, 1.13, the capture says so).
   if (mutator != "param") c.writer = mutator;
   if (mutator == "param" && c.first.empty() && c.seed_kernel.empty() && ke::is_pytorch_problem(c.spec_path) &&
-      c.device.rfind("cuda", 0) == 0 && (c.language.empty() || c.language == "triton")) {
+      ((c.device.rfind("cuda", 0) == 0 && (c.language.empty() || c.language == "triton")) ||
+       (c.device.rfind("cpu", 0) == 0 && (c.language.empty() || c.language == "cpp")))) {
     c.first = "compile";
+    c.first_by_default = true;
   }
   ke::Spec spec = load_cli_problem(c);
   // Other runs' kernels of this operator, found before any worker starts: a bad database is bad input.
@@ -794,7 +808,8 @@ int cmd_run(const std::vector<std::string>& args) {
                         " has no seed kernel, and the parameter mutator only tunes an existing kernel, so "
                         "it cannot write the first one: give a seed with --seed-kernel FILE (or \"seed\" in the spec), "
                         "have one written from the reference with --mutator command, llm or mix, or (a PyTorch "
-                        "problem on a CUDA GPU) start from torch.compile's program with --first compile.");
+                        "problem on a CUDA GPU, or on the CPU with PyTorch 2.x) start from torch.compile's program "
+                        "with --first compile.");
   }
   ke::WorkerOptions wo;
   wo.jobs = jobs;

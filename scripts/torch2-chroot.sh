@@ -28,7 +28,7 @@ mounts() {
 }
 
 # The libraries of this checkout's build that Debian 13 lacks or has in other versions; never the C and C++
-# runtimes, which Debian 13 has newer.
+# runtimes, which Debian 13 has newer, nor the build's own (a copy would outlive the next build and shadow it).
 copy_libraries() {
   local libs=$root/opt/bookworm-libs
   mkdir -p "$libs"
@@ -36,6 +36,7 @@ copy_libraries() {
     [ -f "$bin" ] && ldd "$bin" 2>/dev/null
   done | awk '/=>/ {print $3}' | sort -u |
     grep -v -E '/(libc|libm|libpthread|libdl|librt|libstdc\+\+|libgcc_s|ld-linux)[.-]' |
+    grep -v -F "$repo/build/" |
     while read -r lib; do
       [ -f "$libs/$(basename "$lib")" ] || cp -L "$lib" "$libs/"
     done

@@ -50,16 +50,26 @@ void seed_from_torch_compile(Spec& spec, const std::string& device, double timeo
   const std::string where = (spec.path.empty() ? spec.name : spec.path) + ": the first program from torch.compile";
   if (!spec.reference.pytorch)
     throw Error(ErrorCode::BadUsage, where + ": the problem is not a PyTorch module (it has nothing to compile)");
-  if (spec.language != Language::triton)
+  // On a GPU Inductor writes Triton; on the CPU, C++ kernels, captured scalar and on one thread so that they stand
+  // alone (src/pytorch/inductor_cpu.py says why).
+  const bool on_cpu = device.rfind("cpu", 0) == 0;
+  if (on_cpu && spec.language != Language::cpp)
+    throw Error(ErrorCode::BadUsage, where + ": on the CPU Inductor writes C++: the problem's language must be cpp");
+  if (!on_cpu && spec.language != Language::triton)
     throw Error(ErrorCode::BadUsage, where + ": Inductor writes Triton: the problem's language must be triton");
   if (spec.reference.backward)
     throw Error(ErrorCode::BadUsage, where + " translates the module's forward; this problem is " +
                                          pytorch_variant_text(spec.reference) +
                                          ": give it a seed (--seed-kernel) or a model (--mutator llm|mix)");
-  if (device.rfind("cuda", 0) != 0)
-    throw Error(ErrorCode::BadUsage, where + " is captured on a CUDA GPU, not on " + device);
+  if (!on_cpu && device.rfind("cuda", 0) != 0)
+    throw Error(ErrorCode::BadUsage, where + " is captured on a CUDA GPU or the CPU, not on " + device);
+  if (on_cpu && spec.reference.dtype)
+    throw Error(ErrorCode::BadUsage, where + " on the CPU translates f32 and f64 kernels; this problem is " +
+                                         pytorch_variant_text(spec.reference) +
+                                         ": give it a seed (--seed-kernel) or a model (--mutator llm|mix)");
   const SpecFile file(spec);
-  std::vector<std::string> args = {"--module", spec.reference.file, "--device", device, "--spec", file.path()};
+  const std::string capture_device = on_cpu ? "cpu" : device;
+  std::vector<std::string> args = {"--module", spec.reference.file, "--device", capture_device, "--spec", file.path()};
   // A bf16 or fp16 problem: the module and its float inputs cast as its reference casts them, so that Inductor
   // writes the program of that dtype (cuBLAS's bf16 GEMM, kernels loading bf16).
   if (spec.reference.dtype) args.insert(args.end(), {"--dtype", to_string(*spec.reference.dtype)});

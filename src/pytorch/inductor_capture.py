@@ -3,6 +3,8 @@
 # dynamic, captures the output code of that one compile, translates it (translate(), above) for the spec's
 # params, and prints one JSON object: {"source", "tunables", "constraints", "notes"}, or {"error", "part"}.
 #   python3 -c SCRIPT --module model.py --device cuda --spec spec.json
+# On the CPU (--device cpu) it captures C++ kernels under cpu_capture_settings() and translates them with
+# inductor_cpu.py's translate_cpu(), whose text comes between the two in the script.
 
 
 def capture_settings(torch):
@@ -22,6 +24,18 @@ def capture_settings(torch):
             continue
         if hasattr(config, key):
             setattr(config, key, value)
+
+
+def cpu_capture_settings(torch):
+    """What a capture on the CPU sets besides capture_settings() (tests/fixtures/inductor_cpu/capture.py records
+    fixtures under the same), so that the C++ Inductor writes stands alone in a candidate our Clang compiles
+    (src/pytorch/inductor_cpu.py says why): no at::vec (simdlen 1 picks no vector ISA: plain scalar loops, which
+    Clang vectorizes itself where it may) and one thread (no `#pragma omp`: our CPU device calls a program on one
+    thread, and the bridge times eager and torch.compile on one, KE_TORCH_THREADS)."""
+    import torch._inductor.config as config
+
+    config.cpp.simdlen = 1
+    config.cpp.threads = 1
 
 
 def autotuned(before=()):
@@ -73,6 +87,13 @@ def _capture_main():
     except ImportError as e:
         return reply(error=f"torch {torch.__version__} has no Inductor to capture: {e}", part="torch")
     capture_settings(torch)
+    on_cpu = torch.device(args.device).type == "cpu"
+    if on_cpu:
+        try:
+            cpu_capture_settings(torch)
+        except (ImportError, AttributeError) as e:
+            return reply(error=f"torch {torch.__version__}'s Inductor has no C++ settings to capture with: {e}",
+                         part="torch")
     try:
         with open(args.spec) as f:
             spec = json.load(f)
@@ -104,7 +125,7 @@ def _capture_main():
     failure = None
     for mode in modes:
         try:
-            result = _compile_and_translate(torch, run_and_get_code, model, inputs, spec, mode == "dynamic")
+            result = _compile_and_translate(torch, run_and_get_code, model, inputs, spec, mode == "dynamic", on_cpu)
         except Untranslatable as e:
             failure = dict(error=str(e), part=getattr(e, "part", ""))
             continue
@@ -123,11 +144,13 @@ def _capture_main():
     return reply(**failure)
 
 
-def _compile_and_translate(torch, run_and_get_code, model, inputs, spec, dynamic):
+def _compile_and_translate(torch, run_and_get_code, model, inputs, spec, dynamic, on_cpu=False):
     codes, chosen, identities = compile_and_capture(torch, run_and_get_code, model, inputs, dynamic)
     if len(codes) != 1:
         raise Untranslatable("graph break", f"torch.compile wrote {len(codes)} graphs for the module: one program "
                              "is one graph")
+    if on_cpu:  # C++ kernels (inductor_cpu.py), no autotuner
+        return translate_cpu(codes[0], spec)
     return translate(codes[0], spec, chosen, state_names(identities) if identities else None)
 
 
