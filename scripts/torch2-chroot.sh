@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # A PyTorch 2.x on a Debian 12 machine, for testing what needs torch.compile, Inductor or torch.export on the
 # CPU (Debian 12's python3-torch is 1.13, and PyPI may be out of reach): a Debian 13 chroot with its
-# python3-torch (2.6, CPU), g++ and PyTorch's headers, in which this checkout's own build runs.
+# python3-torch (2.6, CPU), g++, PyTorch's headers and cmake (ctest), in which this checkout's own build runs.
 #
 #   scripts/torch2-chroot.sh setup               once, as root (about 2 GB, a few minutes)
 #   scripts/torch2-chroot.sh run CMD [ARGS...]   CMD in the chroot, in the current directory, with the build's
 #                                                libraries and KE_PYTHON=/usr/bin/python3 (torch 2.6)
 #
 #   e.g. scripts/torch2-chroot.sh run build/kernelevolve run problems/pytorch/gelu_tanh/cpu.json --max-evals 3
+#        scripts/torch2-chroot.sh run ctest --test-dir build -R test_inductor_first_cpu
 #
 # The build (build/, made on Debian 12) runs there as it is: the Debian 12 libraries it links are copied into the
 # chroot (/opt/bookworm-libs, LD_LIBRARY_PATH), and Clang's resource directory, /tmp and the checkout's top folder
@@ -51,7 +52,7 @@ case ${1:-} in
     fi
     mounts
     chroot "$root" sh -c 'apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-      --no-install-recommends python3-torch python3-setuptools python3-dev libtorch-dev g++ libgomp1'
+      --no-install-recommends python3-torch python3-setuptools python3-dev libtorch-dev g++ libgomp1 cmake'
     copy_libraries
     chroot "$root" python3 -c 'import torch; print("torch", torch.__version__, "in", "'"$root"'")'
     ;;
