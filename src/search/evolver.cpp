@@ -430,11 +430,14 @@ RunResult Evolver::run() {
     seed.mutator = "seed";
     // Where the first kernel came from is its lineage's root: a file, or torch.compile's translated program.
     const std::string& from = s.spec.seed.file;
+    // On the CPU Inductor's C++ has no autotuner: its one tunable (FP_REASSOCIATE) starts off.
+    const bool from_cpp = s.spec.seed.language.value_or(s.spec.language) == Language::cpp;
     seed.note =
-        from.rfind("torch.compile", 0) == 0
-            ? "torch.compile's program (Inductor's output code, translated) at the first value of each tunable: "
-              "its autotuner's choice where the capture could read it"
-            : "the spec's seed kernel at the first value of each tunable";
+        from.rfind("torch.compile", 0) != 0 ? "the spec's seed kernel at the first value of each tunable"
+        : from_cpp
+            ? "torch.compile's program (Inductor's C++ output code, translated) at the first value of each tunable"
+            : "torch.compile's program (Inductor's output code, translated) at the first value of each tunable: "
+              "its autotuner's choice where the capture could read it";
     seed.candidate.source = s.spec.seed.source;
     seed.candidate.language = s.spec.seed.language.value_or(s.spec.language);
     // Its live tunables only, as every mutator's child has: a step in a tunable the seed does not read would
