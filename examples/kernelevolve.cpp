@@ -61,7 +61,7 @@ const char* kUsage =
     "  kernelevolve export DB [--run ID] [--node N] --format torch -o op.py   the best node as a PyTorch operator\n"
     "  kernelevolve devices [--json] [--sandbox-info]    the devices found, with their properties; the sandbox\n"
     "  kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F] [--max-evals N]\n"
-    "                        [--mutator M --command CMD ...] [--no-evolve] [--json]\n"
+    "                        [--mutator M --command CMD ...] [--no-evolve] [--devices D1,D2] [--mpi] [--json]\n"
     "                        a whole model (KernelBench format) profiled, cut into regions, each written as a\n"
     "                        problem, ranked by share of the model's time, evolved, the winners put back\n"
     "                        (OUT/optimized.py), the speedup proved (issue 30)\n"
@@ -1536,6 +1536,12 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "jobs", po::value<std::string>(), "each region's run's parallel evaluations (as kernelevolve run)")(
       "evolve-device", po::value(&options.evolve_device),
       "the regions' runs' device, where not --device: cuda:all or cuda:0,cuda:1 spreads each run over those GPUs")(
+      "devices", po::value(&options.devices),
+      "evolve as many regions at once as this names devices (cuda:0,cuda:1), one region per device at a time, all "
+      "into OUT/optimize.db; with --mpi, each rank's device (its rank on its host, modulo the list)")(
+      "mpi", po::bool_switch(&options.mpi),
+      "under mpirun: rank 0 profiles, cuts and ranks, every rank evolves the regions it claims first, rank 0 puts "
+      "back and proves (the ranks share OUT)")(
       "run-option", po::value<std::vector<std::string>>(),
       "any other option of kernelevolve run, for each region's run (repeat it: --run-option=--language "
       "--run-option=c)")("json", po::bool_switch(&json),
@@ -1549,6 +1555,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
     (vm.count("help") ? std::cout : std::cerr)
         << "usage: kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F]\n"
            "                             [--max-evals N | --total-evals N] [--mutator M --command CMD ...] [--json]\n"
+           "                             [--devices D1,D2,...] [--mpi (under mpirun)]\n"
            "  Profiles the model under torch.profiler, captures its graph (torch.export, or torch.fx on torch 1.13),\n"
            "  cuts it into regions (element-wise, reduction and normalization chains around at most one matrix\n"
            "  product or convolution), writes each distinct region as a problem file (identical regions once, with\n"
@@ -1568,6 +1575,10 @@ int cmd_optimize(const std::vector<std::string>& args) {
     for (const std::string& o : vm["run-option"].as<std::vector<std::string>>()) options.run_options.push_back(o);
   }
   const ke::OptimizeReport report = ke::optimize_model(model, options);
+  if (report.mpi_rank != 0) {  // rank 0 reports; the others say their part on stderr
+    std::fprintf(stderr, "rank %d: evolved %ld region(s)\n", report.mpi_rank, report.mpi_regions);
+    return 0;
+  }
   std::cout << (json ? report.json : ke::format_report(report));
   return 0;
 }

@@ -26,6 +26,13 @@ struct OptimizeOptions {
   // The regions' runs' --device where it is not `device`: "cuda:all" or "cuda:0,cuda:1" spreads each run's
   // evaluations over those GPUs (the multi-device evaluator); the model itself is profiled and proved on `device`.
   std::string evolve_device;
+  // Step 4 over several devices: "cuda:0,cuda:1" evolves as many regions at once, one per device at a time (a
+  // device named twice takes two), every run into the one database. Under `mpi`: each rank's device, by its rank on
+  // its host modulo the list.
+  std::string devices;
+  // Under mpirun: rank 0 profiles, cuts and ranks; every rank evolves the regions it claims first (one region, one
+  // rank); rank 0 then puts back and proves. The ranks share out_dir (one host, or a shared folder).
+  bool mpi = false;
 };
 
 // One operator of the model's profile: self time per forward, grouped by operator and input shapes.
@@ -87,6 +94,10 @@ struct OptimizeReport {
   std::vector<std::string> notes;
   std::string next;  // with --no-evolve: what steps 4-6 would do; else empty
   std::string json;  // the manifest: the same report as JSON, with every occurrence's place in the graph
+  // Under OptimizeOptions::mpi, on a rank other than 0: its rank and the regions it evolved (json: that part's
+  // report); the rest of the report is rank 0's.
+  int mpi_rank = 0;
+  long mpi_regions = 0;
 };
 
 // MODEL.optimize beside the model where its folder is writable, else in the current one.

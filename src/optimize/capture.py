@@ -10,6 +10,7 @@ import os
 import re
 import sys
 import time
+import warnings
 
 import torch
 import torch.fx
@@ -324,13 +325,17 @@ class Capture:
 
 
 DATA_DEPENDENT = ("symbolically traced variables cannot be used as inputs to control flow",
-                  "data-dependent", "data dependent", "GuardOnDataDependentSymNode")
+                  "data-dependent", "data dependent", "GuardOnDataDependentSymNode",
+                  "Dynamic control flow is not supported")  # torch.export's (Dynamo's) words for it
 
 
 def untraceable(how, e):
     text = str(e)
     why = "its forward branches on a tensor's values (data-dependent control flow), which a graph cannot hold" \
         if any(s in text for s in DATA_DEPENDENT) else f"{type(e).__name__}: {first_line(e)}"
+    if "Mutating module attribute" in text:  # torch.export's refusal of `self.hidden = ...` in forward
+        why = (f"its forward assigns an attribute of the model, state one call leaves for the next, which a graph "
+               f"cannot hold ({first_line(e)})")
     return Refusal("untraceable", f"the model cannot be captured as one graph by {how}: {why}")
 
 
@@ -425,7 +430,9 @@ def capture_export(model, inputs):
     first = next(n for n in graph.nodes if n.op != "placeholder")
     for node in list(graph.nodes):
         if node.op == "placeholder" and node.name in by_placeholder:
-            with graph.inserting_before(first):
+            # The graph's module is still export's, without these attributes: torch.fx warns; the root made above has them.
+            with graph.inserting_before(first), warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
                 attr = graph.get_attr(by_placeholder[node.name])
             node.replace_all_uses_with(attr)
             graph.erase_node(node)
@@ -528,16 +535,59 @@ class Record(torch.fx.Interpreter):
         super().__init__(gm)
         self.meta = {}
         self.folded = {}
+        self.made = {}  # node -> the tensor it made from no input nor weight (made_nodes)
+        self.free = made_nodes(gm.graph)
 
     def run_node(self, n):
         value = super().run_node(n)
         if isinstance(value, torch.Tensor):
             self.meta[n.name] = tensor_meta(value)
+            if n in self.free:
+                self.made[n] = value
         elif isinstance(value, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in value):
             self.meta[n.name] = {"tuple": len(value)}
         elif n.op != "output":
             self.folded[n.name] = value
         return value
+
+
+def made_nodes(graph):
+    """Operators that read no input and no weight, and what is computed from them alone: `torch.linspace(0, 1, n)`,
+    an LSTM's zero initial state. torch.fx's trace runs these and holds their values as constants; torch.export keeps
+    them as operators, which would make regions of their own (a region of `zeros`) or join a region to whatever they
+    feed first. Either way their values are the model's constants."""
+    free = set()
+    for node in graph.nodes:
+        if node.op in ("call_function", "call_method") and all(a in free for a in node.all_input_nodes):
+            free.add(node)
+    return free
+
+
+def fold_made_tensors(capture, made):
+    """Each tensor made from constants alone (made_nodes) that an operator reading the model's values uses: a
+    constant of the graph's root (kind "constant", hashed by value as torch.fx's own constants are)."""
+    graph = capture.gm.graph
+    first = next(n for n in graph.nodes if n.op != "placeholder")
+    for node, value in made.items():
+        if all(u in made for u in node.users):
+            continue
+        attr = python_attr(capture.gm, f"_tensor_constant_{node.name}")
+        capture.gm.register_buffer(attr, value.detach().clone())
+        capture.kind[attr], capture.fqn[attr] = "constant", attr
+        with graph.inserting_before(first):
+            constant_node = graph.get_attr(attr)
+        node.replace_all_uses_with(constant_node)
+    graph.eliminate_dead_code()
+    graph.lint()
+    capture.gm.recompile()
+
+
+def python_attr(module, name):
+    name = re.sub(r"\W", "_", name)
+    base, k = name, 1
+    while hasattr(module, name):
+        name, k = f"{base}_{k}", k + 1
+    return name
 
 
 def tensor_meta(t):
@@ -621,6 +671,7 @@ def capture_model(model, inputs):
         raise Refusal("untraceable", f"the captured graph ({capture.method}) does not compute what the model does on "
                                      "the same inputs: the model's forward has behaviour a graph cannot hold")
     fold_constants(capture, record.folded)
+    fold_made_tensors(capture, record.made)
     capture.meta = record.meta
     out = next(n for n in graph.nodes if n.op == "output")
     structure = out.args[0]
@@ -635,6 +686,11 @@ def capture_model(model, inputs):
         raise Refusal("bad_model", "the model returns one tensor but its graph returns several")
     capture.output_names = names
     capture.output_is_tuple = not isinstance(expected, torch.Tensor)
+    if not capture.output_is_tuple and isinstance(structure, (tuple, list)):
+        # torch.export's graph returns a flat tuple: the model's own single tensor, so that what is built from this
+        # graph (optimized.py) returns what the model returns.
+        out.args = (structure[0],)
+        capture.gm.recompile()
     return capture
 
 

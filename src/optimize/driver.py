@@ -2,12 +2,19 @@
 # src/optimize/optimize.cpp with the interpreter that imports torch:
 #   python3 -c SCRIPT --model MODEL.py --device cpu|cuda[:N] --out DIR [--min-share F] [--budget SEC]
 #                     [--cli KERNELEVOLVE] [--package-dir DIR] [--no-evolve] [--max-evals N] [--total-evals N]
-#                     [--run-option ARG]... [--timeout SEC]
+#                     [--run-option ARG]... [--timeout SEC] [--devices D1,D2,...]
+#                     [--stage all|evolve|finish --session ID [--rank R]]
 # The six steps of issue 30: profile, cut, rank (each region written as a problem file, its weights beside it, and
 # manifest.json under DIR); evolve each kept region (`kernelevolve run` on its file, every run in DIR/optimize.db,
 # a region's run found again there by its hash); put back the winners (DIR/optimized.py); prove the model's speedup
 # (parity, engagement, interleaved A/B). It prints the manifest as one JSON object on stdout: the report. Or
 # {"error": ..., "kind": ...} naming why the model cannot be optimized. What the model prints goes to stderr.
+# Step 4 runs as many regions at once as --devices names devices (one region per device at a time; a device named
+# twice takes two). Under MPI (optimize.cpp) the steps are split over processes that share DIR: rank 0 runs steps
+# 1-3 (--no-evolve); then every rank runs --stage evolve, each region evolved by the rank that claims it first
+# (DIR/evolve_HASH.SESSION.claim.json, made exclusively); then rank 0 runs --stage finish: step 4's results are the
+# session's records, and steps 5-6 follow. Both later stages take steps 1 and 3 from the manifest (the cut is
+# redone: it is what the hashes name, and gives the same regions), so that every rank works on the same ranking.
 import argparse
 import contextlib
 import importlib.util
@@ -17,6 +24,7 @@ import shlex
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 
 import torch
@@ -123,65 +131,165 @@ def last_lines(text, n=3):
     return " / ".join(lines[-n:])[-600:]
 
 
+def devices_of(args):
+    """The devices step 4 evolves on, one region each at a time: --devices, else the one --evolve-device or
+    --device. A device named twice takes two regions at once."""
+    if args.devices:
+        devices = [d.strip() for d in args.devices.split(",")]
+        if not all(devices):
+            raise Refusal("device", f"--devices {args.devices}: an empty item")
+        return devices
+    return [args.evolve_device or args.device]
+
+
+def resumed(args, p):
+    """The record of an earlier optimize's run of this region, marked resumed, where the database holds that run
+    finished; else None."""
+    record = evolve_file(args.out, p)
+    if not os.path.exists(record):
+        return None
+    with open(record) as f:
+        earlier = json.load(f)
+    name = os.path.splitext(p.file)[0]
+    if earlier.get("status") != "evolved" or not run_in_database(os.path.join(args.out, DATABASE), earlier["run"],
+                                                                    name):
+        return None
+    return dict(earlier, status="resumed", seconds=0.0,
+                note=f"evolved by an earlier optimize (run {earlier['run']} of {DATABASE}): not again")
+
+
+def claim_file(directory, problem, session):
+    return os.path.join(directory, f"evolve_{problem.hash}.{session}.claim.json")
+
+
+def claim(args, p):
+    """Whether this process takes region `p` in its session: the first to create its claim file does (O_EXCL, so
+    that two ranks never evolve one region, and none is left out while a rank lives)."""
+    try:
+        fd = os.open(claim_file(args.out, p, args.session), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        json.dump({"rank": args.rank, "pid": os.getpid()}, f)
+    return True
+
+
 def evolve(args, problems, deadline):
-    """Step 4: `kernelevolve run` on each kept region's file, largest share first, every run in DIR/optimize.db. A
-    region whose run an earlier optimize recorded (evolve_HASH.json, the run found in the database) is not evolved
-    again. A run that fails or is refused is recorded with why; the next region goes on."""
-    database = os.path.join(args.out, DATABASE)
+    """Step 4: `kernelevolve run` on each kept region's file, largest share first, every run in DIR/optimize.db, as
+    many at once as there are devices (devices_of), each run on its own device. A region whose run an earlier
+    optimize recorded (evolve_HASH.json, the run found in the database) is not evolved again. A run that fails or
+    is refused is recorded with why; the next region goes on. Under --stage evolve a region is this process's only
+    where it claims it when it is ready for the next one (the others are left as None: other ranks')."""
     evals = region_evals(args, problems)
+    queue = []
+    for p in problems:
+        p.evolve = None
+        if p.kept:
+            queue.append(p)
+    lock = threading.Lock()
+
+    def next_region():
+        while True:
+            with lock:
+                if not queue:
+                    return None
+                p = queue.pop(0)
+            if args.stage == "evolve" and not claim(args, p):
+                continue
+            earlier = resumed(args, p)
+            if earlier is None:
+                return p
+            p.evolve = earlier
+
+    def serve(device):
+        while (p := next_region()) is not None:
+            evolve_region(args, p, evals[p.hash], device, deadline)
+
+    devices = devices_of(args)
+    if len(devices) == 1:
+        serve(devices[0])
+        return
+    # A thread per device, each taking the next region in order of share: a child process does the work.
+    threads = [threading.Thread(target=serve, args=(d,)) for d in devices]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def collect(args, problems):
+    """Step 4 under MPI, on rank 0 after every rank's --stage evolve: each kept region's result is what the rank that
+    claimed it in this session found: its record of this session, or an earlier optimize's run, resumed."""
     for p in problems:
         p.evolve = None
         if not p.kept:
             continue
+        claimed = claim_file(args.out, p, args.session)
+        if not os.path.exists(claimed):
+            p.evolve = {"status": "failed", "reason": "not evolved: no rank claimed it (did every rank run?)"}
+            continue
+        with open(claimed) as f:
+            rank = json.load(f).get("rank")
+        os.remove(claimed)
         record = evolve_file(args.out, p)
-        name = os.path.splitext(p.file)[0]
+        earlier = None
         if os.path.exists(record):
             with open(record) as f:
                 earlier = json.load(f)
-            if earlier.get("status") == "evolved" and run_in_database(database, earlier["run"], name):
-                p.evolve = dict(earlier, status="resumed", seconds=0.0,
-                                note=f"evolved by an earlier optimize (run {earlier['run']} of {DATABASE}): not again")
-                continue
-        command = [args.cli, "run", os.path.join(args.out, p.file), "--device", args.evolve_device or args.device,
-                   "--db", database,
-                   "--max-evals", str(evals[p.hash]), "--json"] + list(args.run_option)
-        start = time.perf_counter()
-        left = deadline - time.monotonic()
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=max(30.0, left))
-            out, err, rc = done.stdout, done.stderr, done.returncode
-        except subprocess.TimeoutExpired as e:
-            out, err, rc = e.stdout or "", f"the run took longer than the optimizer's time left ({left:.0f} s)", -1
-            out = out.decode() if isinstance(out, bytes) else out
-        except OSError as e:
-            out, err, rc = "", f"cannot start {args.cli}: {e}", -1
-        seconds = round(time.perf_counter() - start, 3)
-        try:
-            report = json.loads(out) if out.strip() else None
-        except ValueError:
-            report = None
-        result = {"command": shlex.join(["kernelevolve"] + command[1:]), "rc": rc,
-                  "evaluations": evals[p.hash], "seconds": seconds}
-        if rc == 0 and report and report.get("best"):
-            best = report["best"]
-            baselines = report.get("baselines") or {}
-            eager, compiled = baselines.get("eager") or {}, baselines.get("compile") or {}
-            result.update({
-                "status": "evolved", "run": report["run"], "node": best["node"],
-                "evaluated": report.get("evaluations"), "stop_reason": report.get("stop_reason"),
-                "tokens": report.get("tokens", 0), "cost_usd": report.get("cost_usd", 0.0),
-                "best_us": first(best.get("time_us")), "eager_us": first(eager.get("time_us")),
-                "compile_us": first(compiled.get("time_us")),
-                "speedup_vs_eager": best.get("speedup_vs_eager"), "speedup_vs_compile": best.get("speedup_vs_compile"),
-                "eager_reason": eager.get("reason"),
-                "compile_reason": compiled.get("reason") or ("" if compiled else "the run measured no torch.compile"),
-            })
+        if earlier is not None and earlier.get("session") == args.session:
+            p.evolve = earlier
         else:
-            why = (report or {}).get("stop_reason") or last_lines(err) or f"exit {rc}"
-            result.update({"status": "failed", "reason": f"not evolved: `kernelevolve run` exited {rc}: {why}"})
-        with open(record, "w") as f:
-            json.dump(result, f, indent=1)
-        p.evolve = result
+            p.evolve = resumed(args, p) or {"status": "failed", "rank": rank, "reason": (
+                f"not evolved: rank {rank} claimed it and wrote no result (did the rank die?)")}
+
+
+def evolve_region(args, p, evaluations, device, deadline):
+    """One region's `kernelevolve run` on `device`, its result recorded in evolve_HASH.json and on p.evolve."""
+    database = os.path.join(args.out, DATABASE)
+    record = evolve_file(args.out, p)
+    command = [args.cli, "run", os.path.join(args.out, p.file), "--device", device, "--db", database,
+               "--max-evals", str(evaluations), "--json"] + list(args.run_option)
+    start, started_at = time.perf_counter(), time.time()
+    left = deadline - time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=max(30.0, left))
+        out, err, rc = done.stdout, done.stderr, done.returncode
+    except subprocess.TimeoutExpired as e:
+        out, err, rc = e.stdout or "", f"the run took longer than the optimizer's time left ({left:.0f} s)", -1
+        out = out.decode() if isinstance(out, bytes) else out
+    except OSError as e:
+        out, err, rc = "", f"cannot start {args.cli}: {e}", -1
+    seconds = round(time.perf_counter() - start, 3)
+    try:
+        report = json.loads(out) if out.strip() else None
+    except ValueError:
+        report = None
+    # When, by the clock: runs on several devices or ranks overlap, which these show.
+    result = {"command": shlex.join(["kernelevolve"] + command[1:]), "rc": rc, "device": device,
+              "evaluations": evaluations, "seconds": seconds, "started_at": round(started_at, 3),
+              "finished_at": round(time.time(), 3)}
+    if args.session:
+        result.update(session=args.session, rank=args.rank)
+    if rc == 0 and report and report.get("best"):
+        best = report["best"]
+        baselines = report.get("baselines") or {}
+        eager, compiled = baselines.get("eager") or {}, baselines.get("compile") or {}
+        result.update({
+            "status": "evolved", "run": report["run"], "node": best["node"],
+            "evaluated": report.get("evaluations"), "stop_reason": report.get("stop_reason"),
+            "tokens": report.get("tokens", 0), "cost_usd": report.get("cost_usd", 0.0),
+            "best_us": first(best.get("time_us")), "eager_us": first(eager.get("time_us")),
+            "compile_us": first(compiled.get("time_us")),
+            "speedup_vs_eager": best.get("speedup_vs_eager"), "speedup_vs_compile": best.get("speedup_vs_compile"),
+            "eager_reason": eager.get("reason"),
+            "compile_reason": compiled.get("reason") or ("" if compiled else "the run measured no torch.compile"),
+        })
+    else:
+        why = (report or {}).get("stop_reason") or last_lines(err) or f"exit {rc}"
+        result.update({"status": "failed", "reason": f"not evolved: `kernelevolve run` exited {rc}: {why}"})
+    with open(record, "w") as f:
+        json.dump(result, f, indent=1)
+    p.evolve = result
 
 
 def first(values):
@@ -263,9 +371,10 @@ def put_back_and_prove(args, module, model, inputs, capture, occurrences, proble
         guards = optimized_module.operators(optimized)
     result = {"status": "done", "module": os.path.abspath(path), "weights": os.path.abspath(
               os.path.join(args.out, OPTIMIZED_WEIGHTS)), "regions": [p.name for p, _ in winners],
-              "guards": sorted(guards), "export": export(optimized, inputs, args.out)}
+              "guards": sorted(guards)}
     with timed(steps, "prove"):
         result.update(prove(args, module, model, optimized, guards, inputs, device, winners, capture))
+    result["export"] = export(optimized, inputs, args.out)
     return result
 
 
@@ -274,13 +383,23 @@ def export(optimized, inputs, directory):
     if not (hasattr(torch, "export") and hasattr(torch.export, "export")):
         return {"status": "unavailable", "reason": f"torch {torch.__version__} has no torch.export (PyTorch 2.1 added "
                                                    "it): the optimized model is an nn.Module over a torch.fx graph"}
-    try:
-        program = torch.export.export(optimized, tuple(inputs))
-        path = os.path.join(directory, "optimized.pt2")
-        torch.export.save(program, path)
-        return {"status": "done", "file": os.path.abspath(path)}
-    except Exception as e:
-        return {"status": "failed", "reason": f"{type(e).__name__}: {first_line(e)}"}
+    # Non-strict first (PyTorch 2.3 and later): a guard's own Python (which shapes its operator was verified on)
+    # runs as written, on fake tensors, and the operator is one node of the program. Strict export traces that
+    # Python with Dynamo, which cannot follow all of it: it is the fallback where non-strict fails or is absent.
+    import inspect
+    modes = [False, True] if "strict" in inspect.signature(torch.export.export).parameters else [None]
+    failures = []
+    for strict in modes:
+        try:
+            program = torch.export.export(optimized, tuple(inputs), **({} if strict is None else {"strict": strict}))
+            path = os.path.join(directory, "optimized.pt2")
+            torch.export.save(program, path)
+            operators = sorted({str(n.target) for n in program.graph.nodes
+                                if n.op == "call_function" and str(n.target).startswith("kernelevolve.")})
+            return {"status": "done", "file": os.path.abspath(path), "strict": strict, "operators": operators}
+        except Exception as e:
+            failures.append(f"{'strict' if strict else 'non-strict'}: {type(e).__name__}: {first_line(e)}")
+    return {"status": "failed", "reason": "; ".join(failures)}
 
 
 def prove(args, module, model, optimized, guards, inputs, device, winners, capture):
@@ -334,17 +453,32 @@ def ab_compile(model, optimized, inputs, device, budget):
     if not hasattr(torch, "compile"):
         return {"status": "unavailable", "reason": f"torch {torch.__version__} has no torch.compile (PyTorch 2.0 "
                                                    "added it)"}
+    breaks = graph_breaks()
     try:
         compiled, compiled_optimized = torch.compile(model), torch.compile(optimized)
         with torch.no_grad():
             compiled(*inputs)
+            model_breaks = graph_breaks() - breaks
             compiled_optimized(*inputs)
+            optimized_breaks = graph_breaks() - breaks - model_breaks
         ab = interleaved([lambda: compiled(*inputs), lambda: compiled_optimized(*inputs)], device, budget)
     except Exception as e:
         return {"status": "failed", "reason": f"{type(e).__name__}: {first_line(e)}"}
+    # Graph breaks said: an operator Dynamo could not take whole would split compile-of-optimized's graph, and its
+    # time with it.
     return {"status": "done", "rounds": ab["rounds"], "compile_us": ab["time_us"][0],
             "compile_optimized_us": ab["time_us"][1], "speedup": ab["speedups"][0]["median"],
-            "spread": ab["speedups"][0]["spread"], "verdict": verdict(ab["speedups"][0])}
+            "spread": ab["speedups"][0]["spread"], "verdict": verdict(ab["speedups"][0]),
+            "graph_breaks": {"model": model_breaks, "optimized": optimized_breaks}}
+
+
+def graph_breaks():
+    """Dynamo's graph breaks so far in this process (0 where this PyTorch does not count them)."""
+    try:
+        from torch._dynamo.utils import counters
+    except ImportError:
+        return 0
+    return sum(counters["graph_break"].values())
 
 
 COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f",
@@ -402,31 +536,44 @@ def optimize(args, steps):
     size_note = check_size(module, device)
     model, inputs = build(module, device)
 
-    with timed(steps, "profile"):
-        profile = profile_model(model, inputs, device, args.budget)
+    earlier = earlier_steps(args) if args.stage != "all" else None
+    if earlier is None:
+        with timed(steps, "profile"):
+            profile = profile_model(model, inputs, device, args.budget)
 
     with timed(steps, "cut"):
         capture = capture_model(model, inputs)
         occurrences, problems = cut(capture)
         for p in problems:  # the forward first: it names the weights the files and the manifest use
             p.source = forward_source(p, capture)
-        prepare_out(args.out, [n for p in problems for n in (p.file, p.weights_file)])
-        for p in problems:
-            if not write_problem(p, capture, args.model, args.out):
-                p.weights_file = None
+        if earlier is None:
+            prepare_out(args.out, [n for p in problems for n in (p.file, p.weights_file)])
+            for p in problems:
+                if not write_problem(p, capture, args.model, args.out):
+                    p.weights_file = None
 
-    with timed(steps, "rank"):
-        ranking = rank(problems, args.out, device, args.min_share, args.budget, model, inputs)
-
-    report = manifest(args, device, profile, capture, occurrences, problems, ranking, steps, size_note)
-    write_manifest(report)
-    if args.no_evolve:
-        report["next"] = NO_EVOLVE_NEXT.replace("DIR", os.path.abspath(args.out))
-        return report
+    if earlier is None:
+        with timed(steps, "rank"):
+            ranking = rank(problems, args.out, device, args.min_share, args.budget, model, inputs)
+        report = manifest(args, device, profile, capture, occurrences, problems, ranking, steps, size_note)
+        write_manifest(report)
+        if args.no_evolve:
+            report["next"] = NO_EVOLVE_NEXT.replace("DIR", os.path.abspath(args.out))
+            return report
+    else:
+        profile, ranking = ranked_as_before(earlier, problems, steps)
 
     deadline = time.monotonic() + args.timeout
     with timed(steps, "evolve"):
-        evolve(args, problems, deadline)
+        if args.stage == "finish":
+            collect(args, problems)
+        else:
+            evolve(args, problems, deadline)
+    if args.stage == "evolve":  # this rank's part: what it evolved; rank 0 puts back and proves
+        return {"stage": "evolve", "rank": args.rank, "session": args.session, "steps_s": steps,
+                "regions": [dict(p.evolve, hash=p.hash) for p in problems if p.evolve is not None]}
+    if args.stage == "finish":  # step 4's time is the ranks' (optimize.cpp measured it), not the collection's
+        steps["evolve"] = args.evolve_seconds
     for p in problems:
         p.put_back, p.put_back_reason = judge(p)
     result = put_back_and_prove(args, module, model, inputs, capture, occurrences, problems, device, steps)
@@ -435,6 +582,36 @@ def optimize(args, steps):
     report["chart"] = write_chart(os.path.join(args.out, CHART), report)
     report["next"] = None
     return report
+
+
+def earlier_steps(args):
+    """The manifest rank 0 wrote in steps 1-3 of this optimize (MPI's later stages read their ranking from it)."""
+    path = os.path.join(args.out, MANIFEST)
+    try:
+        with open(path) as f:
+            earlier = json.load(f)
+    except (OSError, ValueError) as e:
+        raise Refusal("out_dir", f"--stage {args.stage}: {path} does not read ({e}): steps 1-3 must run first")
+    if earlier.get("tool") != TOOL or os.path.abspath(earlier.get("model", "")) != os.path.abspath(args.model):
+        raise Refusal("out_dir", f"--stage {args.stage}: {path} is not this model's optimize")
+    return earlier
+
+
+def ranked_as_before(earlier, problems, steps):
+    """Steps 1 and 3 as the manifest has them: each region's time, share and whether it is kept, by hash (the cut
+    just redone must give the manifest's regions)."""
+    by_hash = {r["hash"]: r for r in earlier["regions"]}
+    if sorted(by_hash) != sorted(p.hash for p in problems):
+        raise Refusal("untraceable", "the model's cut differs from the one in the manifest of steps 1-3 (the model "
+                                     "file changed, or its capture is not deterministic)")
+    for p in problems:
+        r = by_hash[p.hash]
+        p.time_us, p.spread_us, p.share, p.kept, p.reason = (r["time_us"], r["spread_us"], r["share"], r["kept"],
+                                                             r["reason"])
+        p.weights_file = r["weights_file"]
+    for step in ("profile", "cut", "rank"):
+        steps[step] = earlier["steps_s"].get(step, 0.0)
+    return earlier["profile"], earlier["rank"]
 
 
 def write_manifest(report):
@@ -500,6 +677,12 @@ def main():
     parser.add_argument("--run-option", action="append", default=[], help="passed to each kernelevolve run")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--no-put-back", default="", help="why steps 5-6 cannot run here (a sanitized library)")
+    parser.add_argument("--devices", default="", help="step 4's devices, one region each at a time (D1,D2,...)")
+    parser.add_argument("--stage", choices=("all", "evolve", "finish"), default="all",
+                        help="under MPI: evolve (this rank's claimed regions) or finish (rank 0: steps 5-6)")
+    parser.add_argument("--session", default="", help="with --stage: the MPI job's session, the same on every rank")
+    parser.add_argument("--rank", type=int, default=0, help="with --stage evolve: this process's MPI rank")
+    parser.add_argument("--evolve-seconds", type=float, default=0.0, help="with --stage finish: step 4's wall time")
     args = parser.parse_args()
     # The report is the only thing on stdout: what the model or PyTorch prints goes to stderr.
     report_out = os.fdopen(os.dup(1), "w")

@@ -12,10 +12,18 @@
 #include <filesystem>
 #include <sstream>
 
+#include <chrono>
+#include <cstdlib>
+
 #include "core/script_process.hpp"
 #include "core/shipped_file.hpp"
+#include "kernelevolve/distributed.hpp"
 #include "kernelevolve/error.hpp"
 #include "pytorch/python.hpp"
+
+#if defined(KE_WITH_MPI)
+#include <mpi.h>
+#endif
 
 namespace kernelevolve {
 
@@ -216,16 +224,11 @@ std::string default_optimize_dir(const std::string& model_path) {
   return (fs::current_path() / name).string();
 }
 
-OptimizeReport optimize_model(const std::string& model_path, const OptimizeOptions& options) {
-  const std::string where = model_path + ": optimize";
-  if (options.device != "cpu" && options.device.rfind("cuda", 0) != 0)
-    throw Error(ErrorCode::BadUsage, where + ": --device is cpu or cuda[:N], not " + options.device);
-  if (!(options.min_share >= 0 && options.min_share < 1))
-    throw Error(ErrorCode::BadUsage,
-                where + ": --min-share is a fraction in [0, 1), not " + fixed(options.min_share, 4));
-  if (options.max_evals < 1 || options.total_evals < 0)
-    throw Error(ErrorCode::BadUsage, where + ": --max-evals is at least 1 and --total-evals at least 0");
-  const std::string out = options.out_dir.empty() ? default_optimize_dir(model_path) : options.out_dir;
+namespace {
+
+// The optimizer script's arguments for everything but the stage.
+std::vector<std::string> script_args(const std::string& model_path, const OptimizeOptions& options,
+                                     const std::string& where, const std::string& out) {
   std::vector<std::string> args = {"--model",       model_path,
                                    "--device",      options.device,
                                    "--out",         out,
@@ -257,10 +260,148 @@ OptimizeReport optimize_model(const std::string& model_path, const OptimizeOptio
                                "this kernelevolve is built with AddressSanitizer, whose library no uninstrumented "
                                "Python can load: the operators cannot be put back here"});
   }
+  return args;
+}
+
+std::vector<std::string> device_list(const std::string& devices, const std::string& where) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= devices.size()) {
+    const std::size_t comma = devices.find(',', start);
+    const std::size_t end = comma == std::string::npos ? devices.size() : comma;
+    const std::string item = devices.substr(start, end - start);
+    if (item != "cpu" && item.rfind("cuda", 0) != 0)
+      throw Error(ErrorCode::BadUsage,
+                  where + ": --devices is a comma-separated list of cpu or cuda[:N], not '" + devices + "'");
+    out.push_back(item);
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string run_optimizer(const std::vector<std::string>& args, const OptimizeOptions& options) {
   // The runs of the regions take most of the time: the process gets the whole timeout and a minute to report.
-  const std::string text = run_script(pytorch::find_python(), optimize::kOptimizeScript, args, options.timeout_s + 60,
-                                      "the model optimizer");
-  return parse_report(text, where);
+  return run_script(pytorch::find_python(), optimize::kOptimizeScript, args, options.timeout_s + 60,
+                    "the model optimizer");
+}
+
+#if defined(KE_WITH_MPI)
+// Rank 0's text on every rank.
+void broadcast(std::string& text) {
+  unsigned long size = text.size();
+  MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+  text.resize(size);
+  MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+// This rank's place among the ranks of its host (Open MPI says it; else the world rank).
+int local_rank(int rank) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"}) {
+    if (const char* v = std::getenv(name); v && *v) return std::atoi(v);
+  }
+  return rank;
+}
+
+// The three stages over the ranks (driver.py's header): steps 1-3 on rank 0; step 4 on every rank, each region
+// claimed by one; steps 5-6 on rank 0. A stage's failure on rank 0 is every rank's: said and thrown on each, after
+// the collective that follows it, so that no rank waits on one that left.
+OptimizeReport optimize_mpi(const std::string& model_path, const OptimizeOptions& options, const std::string& where,
+                            const std::string& out) {
+  const int rank = mpi_init(nullptr, nullptr);
+  // Every rank finalizes however it leaves, so that mpirun sees each end as it should.
+  struct Finalize {
+    Finalize() = default;
+    Finalize(const Finalize&) = delete;
+    Finalize& operator=(const Finalize&) = delete;
+    ~Finalize() { mpi_finalize(); }
+  } finalize;
+  std::vector<std::string> args = script_args(model_path, options, where, out);
+  if (!options.evolve) {  // steps 1-3 are rank 0's alone
+    OptimizeReport r = rank == 0 ? parse_report(run_optimizer(args, options), where) : OptimizeReport{};
+    r.mpi_rank = rank;
+    return r;
+  }
+  std::string failure;
+  std::string session = "s" + std::to_string(::getpid()) + "x" +
+                        std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  if (rank == 0) {
+    std::vector<std::string> first = args;
+    first.emplace_back("--no-evolve");
+    try {
+      parse_report(run_optimizer(first, options), where);
+    } catch (const Error& e) {
+      failure = e.what();
+    }
+  }
+  broadcast(failure);
+  broadcast(session);
+  if (!failure.empty()) throw Error(ErrorCode::BadSpec, rank == 0 ? failure : where + ": rank 0: " + failure);
+  std::vector<std::string> mine = args;
+  mine.insert(mine.end(), {"--stage", "evolve", "--session", session, "--rank", std::to_string(rank)});
+  if (!options.devices.empty()) {
+    const std::vector<std::string> devices = device_list(options.devices, where);
+    mine.insert(mine.end(), {"--evolve-device", devices[static_cast<std::size_t>(local_rank(rank)) % devices.size()]});
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::string part, part_failure;
+  try {
+    part = run_optimizer(mine, options);
+  } catch (const Error& e) {
+    part_failure = e.what();  // its regions are said failed by rank 0: claimed, with no result
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double evolve_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  long evolved = 0;
+  if (!part.empty()) {
+    simdjson::dom::parser parser;
+    simdjson::dom::element doc;
+    simdjson::dom::array regions;
+    if (parser.parse(part).get(doc) == simdjson::SUCCESS && doc["regions"].get(regions) == simdjson::SUCCESS)
+      evolved = static_cast<long>(regions.size());
+  }
+  if (rank != 0) {
+    if (!part_failure.empty())
+      throw Error(ErrorCode::Internal, where + ": rank " + std::to_string(rank) + ": " + part_failure);
+    OptimizeReport r;
+    r.mpi_rank = rank;
+    r.mpi_regions = evolved;
+    r.json = part;
+    r.out_dir = out;
+    return r;
+  }
+  if (!part_failure.empty())
+    std::fprintf(stderr, "%s: rank 0's step 4 failed: %s\n", where.c_str(), part_failure.c_str());
+  std::vector<std::string> last = args;
+  last.insert(last.end(), {"--stage", "finish", "--session", session, "--evolve-seconds", fixed(evolve_s, 3)});
+  OptimizeReport r = parse_report(run_optimizer(last, options), where);
+  r.mpi_regions = evolved;
+  return r;
+}
+#endif
+
+}  // namespace
+
+OptimizeReport optimize_model(const std::string& model_path, const OptimizeOptions& options) {
+  const std::string where = model_path + ": optimize";
+  if (options.device != "cpu" && options.device.rfind("cuda", 0) != 0)
+    throw Error(ErrorCode::BadUsage, where + ": --device is cpu or cuda[:N], not " + options.device);
+  if (!(options.min_share >= 0 && options.min_share < 1))
+    throw Error(ErrorCode::BadUsage,
+                where + ": --min-share is a fraction in [0, 1), not " + fixed(options.min_share, 4));
+  if (options.max_evals < 1 || options.total_evals < 0)
+    throw Error(ErrorCode::BadUsage, where + ": --max-evals is at least 1 and --total-evals at least 0");
+  if (!options.devices.empty()) device_list(options.devices, where);
+  const std::string out = options.out_dir.empty() ? default_optimize_dir(model_path) : options.out_dir;
+  if (options.mpi) {
+#if defined(KE_WITH_MPI)
+    return optimize_mpi(model_path, options, where, fs::absolute(out).string());
+#else
+    throw Error(ErrorCode::BadUsage, where + ": --mpi: this kernelevolve is built without MPI (KE_WITH_MPI)");
+#endif
+  }
+  std::vector<std::string> args = script_args(model_path, options, where, out);
+  if (!options.devices.empty()) args.insert(args.end(), {"--devices", options.devices});
+  return parse_report(run_optimizer(args, options), where);
 }
 
 std::string format_report(const OptimizeReport& r) {

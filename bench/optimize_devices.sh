@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Issue 30's scale, for the lent two-GPU machine (NOT YET RUN THERE: written and checked on a CPU machine, where the
+# runs share two cores and say nothing of the speedup): the regions of one model evolved on one GPU, then over
+# both GPUs three ways, each from an empty folder with the same model, the same evaluations per region and the same
+# search seed:
+#   one        optimize --device cuda:0                                         regions one after another
+#   devices    optimize --devices cuda:0,cuda:1                                 two regions at once, one per GPU
+#   spread     optimize --evolve-device cuda:0,cuda:1                           each region's run over both GPUs
+#              (kernelevolve run's multi-device evaluator), regions one after another
+#   mpi        mpirun -np 2 optimize --mpi --devices cuda:0,cuda:1              each rank evolves the regions it
+#              claims first, on its own GPU; rank 0 puts back and proves
+# and prints, per way: step 4's wall time, its ratio to `one`'s, the regions evolved, the model's speedup over eager
+# and over torch.compile (with their spread), and whether every region reached the same best time as `one` within
+# 10% (the same result, sooner) - the whole output is also OUT/summary.tsv.
+#
+#   bench/optimize_devices.sh [MODEL.py] [-- extra optimize args]
+#       MODEL: default a KernelBench level-3 model (kernelbench/KernelBench/KernelBench/level3/1_MLP.py) or
+#       tests/fixtures/optimize/mlp.py where no checkout is present
+#   KE_BUILD (default build-gpu), OUT (default /tmp/ke-optimize-devices), EVALS (per region, default 16),
+#   KE_PYTHON (a torch with CUDA; 2.x for torch.compile), MPIRUN (default mpirun, from the bundle where it carries one)
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${KE_BUILD:-$root/build-gpu}
+out=${OUT:-/tmp/ke-optimize-devices}
+evals=${EVALS:-16}
+mpirun=${MPIRUN:-mpirun}
+model=${1:-}
+[ $# -gt 0 ] && shift
+[ "${1:-}" = "--" ] && shift
+if [ -z "$model" ]; then
+  model=$root/kernelbench/KernelBench/KernelBench/level3/1_MLP.py
+  [ -f "$model" ] || model=$root/tests/fixtures/optimize/mlp.py
+fi
+mkdir -p "$out"
+nvidia-smi -L 2>/dev/null | head -4
+common=(--device cuda:0 --max-evals "$evals" --budget 2 --json "$@")
+
+run_way() {  # name, then the command's words up to `optimize`'s own arguments
+  local name=$1; shift
+  rm -rf "${out:?}/$name"
+  local start=$(date +%s.%N)
+  "$@" "$model" --out "$out/$name" "${common[@]}" >"$out/$name.json" 2>"$out/$name.err"
+  local rc=$?
+  echo "$name: exit $rc, $(echo "$(date +%s.%N) - $start" | bc) s in all" >&2
+  [ $rc -eq 0 ] || tail -5 "$out/$name.err" >&2
+}
+
+run_way one "$build/kernelevolve" optimize
+run_way devices "$build/kernelevolve" optimize --devices cuda:0,cuda:1
+run_way spread "$build/kernelevolve" optimize --evolve-device cuda:0,cuda:1
+run_way mpi "$mpirun" --allow-run-as-root -np 2 "$build/kernelevolve" optimize --mpi --devices cuda:0,cuda:1
+
+python3 - "$out" <<'EOF' | tee "$out/summary.tsv"
+import json, os, sys
+out = sys.argv[1]
+reports = {}
+for way in ("one", "devices", "spread", "mpi"):
+    try:
+        with open(os.path.join(out, way + ".json")) as f:
+            reports[way] = json.load(f)
+    except (OSError, ValueError):
+        reports[way] = None
+one = reports["one"]
+base = one["steps_s"]["evolve"] if one else None
+best_one = {r["hash"]: (r["evolve"] or {}).get("best_us") for r in one["regions"]} if one else {}
+print("way\tevolve_s\tvs_one\tregions\tmodel_vs_eager\tspread\tcompile_of_optimized\tsame_result")
+for way, r in reports.items():
+    if r is None:
+        print(f"{way}\tfailed (see {way}.err)")
+        continue
+    evolve_s = r["steps_s"].get("evolve", 0.0)
+    regions = sum(1 for g in r["regions"] if g["evolve"])
+    proof = r.get("put_back") or {}
+    ab, abc = proof.get("ab_eager") or {}, proof.get("ab_compile") or {}
+    same = all(g["evolve"] and best_one.get(g["hash"]) and g["evolve"].get("best_us")
+               and g["evolve"]["best_us"] <= 1.1 * best_one[g["hash"]] for g in r["regions"] if g["kept"])
+    ratio = f"{base / evolve_s:.2f}x" if base and evolve_s else "-"
+    print(f"{way}\t{evolve_s:.1f}\t{ratio}\t{regions}\t{ab.get('speedup', '-')}\t{ab.get('spread', '-')}\t"
+          f"{abc.get('speedup', abc.get('reason', '-'))}\t{'yes' if same else 'no'}")
+EOF
