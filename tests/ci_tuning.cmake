@@ -13,15 +13,16 @@ if(KE_SANITIZE)
   # (333 s, as in a plain build: 335 s); test_cli 117 s and suite_cpu_smoke 127 s sliced. The rest are
   # estimates, about 2.5 times a plain build's (test_pytorch_training and test_optimize: twice, their time is
   # mostly PyTorch's).
-  set(ke_test_costs test_pytorch 330 test_pytorch_training 240 test_models 150 test_optimize 300
+  set(ke_test_costs test_pytorch 330 test_pytorch_training 320 test_models 150 test_optimize 300
       suite_cpu_smoke 127 test_cli 117 test_warm_start 90
       test_problems 80 test_capi 63 test_capi_install 60 test_program_use 60 test_store 40 test_memory 29
       test_pipeline 30 test_baseline 30 example_c 25 test_isolation 25 test_sandbox 20 test_trust 20
       test_llm 16 test_inductor_cpu_program 150)
 else()
   # test_pytorch: CTestCostData.txt says 67 s (an average over older runs); it took 335 s whole today.
-  # test_pytorch_training: about 1.5 times its 80 s since the backward problems of our own (issue 32) are checked.
-  set(ke_test_costs suite_cpu_smoke 317 test_pytorch 300 test_cli 166 test_pytorch_training 120 test_optimize 150
+  # test_pytorch_training: about 1.5 times its 80 s since the backward problems of our own (issue 32) are checked,
+  # and a third more since the sparse gradient, attention and the bf16 Triton seeds are (247 s against 187 s, loaded).
+  set(ke_test_costs suite_cpu_smoke 317 test_pytorch 300 test_cli 166 test_pytorch_training 160 test_optimize 150
       test_program_use 75 test_models 63 test_capi 45
       test_warm_start 38 test_problems 33 test_capi_install 32 test_mpi 17 test_store 15
       test_pipeline 13 example_go 13 test_baseline 12 example_rust 12 example_c 11 test_isolation 9
