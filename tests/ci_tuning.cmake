@@ -17,7 +17,7 @@ if(KE_SANITIZE)
       suite_cpu_smoke 127 test_cli 117 test_warm_start 90
       test_problems 80 test_capi 63 test_capi_install 60 test_program_use 60 test_store 40 test_memory 29
       test_pipeline 30 test_baseline 30 example_c 25 test_isolation 25 test_sandbox 20 test_trust 20
-      test_llm 16 test_inductor_cpu_program 150)
+      test_llm 16 test_inductor_cpu_program 150 test_optimize_parallel 400)
 else()
   # test_pytorch: CTestCostData.txt says 67 s (an average over older runs); it took 335 s whole today.
   # test_pytorch_training: about 1.5 times its 80 s since the backward problems of our own (issue 32) are checked,
@@ -26,7 +26,7 @@ else()
       test_program_use 75 test_models 63 test_capi 45
       test_warm_start 38 test_problems 33 test_capi_install 32 test_mpi 17 test_store 15
       test_pipeline 13 example_go 13 test_baseline 12 example_rust 12 example_c 11 test_isolation 9
-      test_inductor_cpu_program 120)
+      test_inductor_cpu_program 120 test_optimize_parallel 200)
 endif()
 while(ke_test_costs)
   list(POP_FRONT ke_test_costs ke_test ke_cost)
