@@ -150,7 +150,7 @@ def _compile_and_translate(torch, run_and_get_code, model, inputs, spec, dynamic
         raise Untranslatable("graph break", f"torch.compile wrote {len(codes)} graphs for the module: one program "
                              "is one graph")
     if on_cpu:  # C++ kernels (inductor_cpu.py), no autotuner
-        return translate_cpu(codes[0], spec)
+        return translate_cpu(codes[0], spec, state_names(identities) if identities else None)
     return translate(codes[0], spec, chosen, state_names(identities) if identities else None)
 
 

@@ -207,16 +207,18 @@ def _plain_args(call):
 # The program's source
 
 
-def translate_cpu(output_code, spec):
+def translate_cpu(output_code, spec, arg_names=None):
     """Inductor's CPU output code for a problem -> {"source", "tunables", "notes", "constraints"}: a C++
     candidate (the spec's language must be cpp) with its plan. `constraints` lists the sizes Inductor fixed in the
-    code (`features == 4096`): the program computes the problem only where they hold."""
+    code (`features == 4096`): the program computes the problem only where they hold. `arg_names`: the spec param
+    each of call()'s arguments is, where the capture saw it (state_names()), so that same-shaped state entries (a
+    batch norm's weight, bias and statistics) pair right; else None, and they pair by order."""
     tree = ast.parse(output_code)
     kernels = _kernels_of(tree)
     examples = _examples(tree)
     call = _call_function(tree)
     binding = _Binding(spec)
-    _match_tensors(call, examples, binding)
+    _match_tensors(call, examples, binding, arg_names)
     _tie_sizes(call, examples, binding)
     plan = _CpuPlan(binding, kernels)
     plan.run(call)
