@@ -17,13 +17,17 @@
 #       MODEL: default a KernelBench level-3 model (kernelbench/KernelBench/KernelBench/level3/1_MLP.py) or
 #       tests/fixtures/optimize/mlp.py where no checkout is present
 #   KE_BUILD (default build-gpu), OUT (default /tmp/ke-optimize-devices), EVALS (per region, default 16),
-#   KE_PYTHON (a torch with CUDA; 2.x for torch.compile), MPIRUN (default mpirun, from the bundle where it carries one)
+#   KE_PYTHON (a torch with CUDA; 2.x for torch.compile), MPIRUN (default mpirun, from the bundle where it carries one),
+#   ONE (default cuda:0) and TWO (default cuda:0,cuda:1): the devices (ONE=cpu TWO=cpu,cpu checks the script on a
+#   CPU; there `spread` is refused, since run's multi-device evaluator takes a device once)
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KE_BUILD:-$root/build-gpu}
 out=${OUT:-/tmp/ke-optimize-devices}
 evals=${EVALS:-16}
 mpirun=${MPIRUN:-mpirun}
+one=${ONE:-cuda:0}
+two=${TWO:-cuda:0,cuda:1}
 model=${1:-}
 [ $# -gt 0 ] && shift
 [ "${1:-}" = "--" ] && shift
@@ -33,7 +37,7 @@ if [ -z "$model" ]; then
 fi
 mkdir -p "$out"
 nvidia-smi -L 2>/dev/null | head -4
-common=(--device cuda:0 --max-evals "$evals" --budget 2 --json "$@")
+common=(--device "$one" --max-evals "$evals" --budget 2 --json "$@")
 
 run_way() {  # name, then the command's words up to `optimize`'s own arguments
   local name=$1; shift
@@ -41,14 +45,14 @@ run_way() {  # name, then the command's words up to `optimize`'s own arguments
   local start=$(date +%s.%N)
   "$@" "$model" --out "$out/$name" "${common[@]}" >"$out/$name.json" 2>"$out/$name.err"
   local rc=$?
-  echo "$name: exit $rc, $(echo "$(date +%s.%N) - $start" | bc) s in all" >&2
+  echo "$name: exit $rc, $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s in all" >&2
   [ $rc -eq 0 ] || tail -5 "$out/$name.err" >&2
 }
 
 run_way one "$build/kernelevolve" optimize
-run_way devices "$build/kernelevolve" optimize --devices cuda:0,cuda:1
-run_way spread "$build/kernelevolve" optimize --evolve-device cuda:0,cuda:1
-run_way mpi "$mpirun" --allow-run-as-root -np 2 "$build/kernelevolve" optimize --mpi --devices cuda:0,cuda:1
+run_way devices "$build/kernelevolve" optimize --devices "$two"
+run_way spread "$build/kernelevolve" optimize --evolve-device "$two"
+run_way mpi "$mpirun" --allow-run-as-root -np 2 "$build/kernelevolve" optimize --mpi --devices "$two"
 
 python3 - "$out" <<'EOF' | tee "$out/summary.tsv"
 import json, os, sys

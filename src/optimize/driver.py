@@ -135,9 +135,14 @@ def devices_of(args):
     """The devices step 4 evolves on, one region each at a time: --devices, else the one --evolve-device or
     --device. A device named twice takes two regions at once."""
     if args.devices:
-        devices = [d.strip() for d in args.devices.split(",")]
-        if not all(devices):
-            raise Refusal("device", f"--devices {args.devices}: an empty item")
+        devices = []
+        for d in (d.strip() for d in args.devices.split(",")):
+            if not d:
+                raise Refusal("device", f"--devices {args.devices}: an empty item")
+            # cuda:all: each GPU this PyTorch sees, a region on each at a time
+            devices += [f"cuda:{i}" for i in range(torch.cuda.device_count())] if d == "cuda:all" else [d]
+        if not devices:
+            raise Refusal("device", f"--devices {args.devices}: this PyTorch ({torch.__version__}) sees no CUDA GPU")
         return devices
     return [args.evolve_device or args.device]
 
@@ -570,8 +575,9 @@ def optimize(args, steps):
         else:
             evolve(args, problems, deadline)
     if args.stage == "evolve":  # this rank's part: what it evolved; rank 0 puts back and proves
-        return {"stage": "evolve", "rank": args.rank, "session": args.session, "steps_s": steps,
-                "regions": [dict(p.evolve, hash=p.hash) for p in problems if p.evolve is not None]}
+        mine = [dict(p.evolve, hash=p.hash) for p in problems if p.evolve is not None]
+        return {"stage": "evolve", "rank": args.rank, "session": args.session, "steps_s": steps, "regions": mine,
+                "evolved": sum(1 for r in mine if r["status"] != "resumed")}
     if args.stage == "finish":  # step 4's time is the ranks' (optimize.cpp measured it), not the collection's
         steps["evolve"] = args.evolve_seconds
     for p in problems:

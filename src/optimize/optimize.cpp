@@ -321,7 +321,7 @@ OptimizeReport optimize_mpi(const std::string& model_path, const OptimizeOptions
     r.mpi_rank = rank;
     return r;
   }
-  std::string failure;
+  std::string failure, code = "0";
   std::string session = "s" + std::to_string(::getpid()) + "x" +
                         std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
   if (rank == 0) {
@@ -331,11 +331,14 @@ OptimizeReport optimize_mpi(const std::string& model_path, const OptimizeOptions
       parse_report(run_optimizer(first, options), where);
     } catch (const Error& e) {
       failure = e.what();
+      code = std::to_string(static_cast<int>(e.code()));
     }
   }
   broadcast(failure);
+  broadcast(code);
   broadcast(session);
-  if (!failure.empty()) throw Error(ErrorCode::BadSpec, rank == 0 ? failure : where + ": rank 0: " + failure);
+  if (!failure.empty())
+    throw Error(static_cast<ErrorCode>(std::stoi(code)), rank == 0 ? failure : where + ": rank 0: " + failure);
   std::vector<std::string> mine = args;
   mine.insert(mine.end(), {"--stage", "evolve", "--session", session, "--rank", std::to_string(rank)});
   if (!options.devices.empty()) {
@@ -355,9 +358,9 @@ OptimizeReport optimize_mpi(const std::string& model_path, const OptimizeOptions
   if (!part.empty()) {
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
-    simdjson::dom::array regions;
-    if (parser.parse(part).get(doc) == simdjson::SUCCESS && doc["regions"].get(regions) == simdjson::SUCCESS)
-      evolved = static_cast<long>(regions.size());
+    std::int64_t count = 0;
+    if (parser.parse(part).get(doc) == simdjson::SUCCESS && doc["evolved"].get(count) == simdjson::SUCCESS)
+      evolved = static_cast<long>(count);
   }
   if (rank != 0) {
     if (!part_failure.empty())
