@@ -16,7 +16,7 @@ it is stored, since a model rewrites it. The capture therefore asks for what nee
 -O3 vectorizes for the host where it may, instead of at::vec::Vectorized<float>) and one thread (`cpp.threads = 1`:
 no `#pragma omp`, since our CPU device calls a program on one thread, as the bridge times eager and
 torch.compile). What a scalar kernel still uses of the prefix is small: NaN-propagating max and min, Welford's
-combine, argmax's IndexValue, `mod`. The source carries those it uses (_HELPERS, a transcription of torch 2.6's
+combine, argmax's IndexValue, `mod`, c10's floor divisions. The source carries those it uses (_HELPERS, a transcription of torch 2.6's
 cpp_prefix.h over the standard library), and a kernel that names anything else of ATen or c10 is refused.
 
 The tunable. The only knob such C++ offers honestly is the order of its floating-point reductions: Clang does not
@@ -74,6 +74,8 @@ class _CppKernel:
         # c10::convert<T>(x) (c10/util/TypeCast.h) is static_cast<T>(x) for the standard arithmetic types: an index
         # read from a float, a mean's count as a float.
         self.body = re.sub(rf"\bc10::convert<({_ARITHMETIC})>\(", r"static_cast<\1>(", self.body)
+        # c10's floor divisions (c10/util/generic_math.h: a group norm's group of a channel): carried as helpers.
+        self.body = re.sub(r"\bc10::(div_floor_integer|div_floor_floating)\(", r"\1(", self.body)
         self.reduces = "tmp_acc" in self.body
         for pattern, what in ((r"#pragma\s+omp|\bomp_", "OpenMP (captured with cpp.threads = 1, it has none)"),
                               (r"\bVectorized\b|\bVectorizedN\b|\bVecMask\b", "at::vec (captured with cpp.simdlen = 1, "
@@ -281,7 +283,7 @@ def _source(block, bodies, reduces):
 
 
 # The standard headers Inductor's scalar kernels use (std::exp, std::numeric_limits, std::make_unique, int64_t).
-_PRELUDE = """// Inductor's kernels, with the few helpers of PyTorch's cpp_prefix.h (torch 2.6) they use, over the standard library.
+_PRELUDE = """// Inductor's C++ kernels, with the helpers of PyTorch's cpp_prefix.h (torch 2.6) they use, written out.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -326,6 +328,29 @@ template <typename T, typename U>
 inline std::common_type_t<T, U> mod(T a, U b) { return a % b; }
 template <> inline float mod(float a, float b) { return std::fmod(a, b); }
 template <> inline double mod(double a, double b) { return std::fmod(a, b); }
+""",
+    "div_floor_integer": """
+template <typename A, typename B>
+inline std::common_type_t<A, B> div_floor_integer(A a, B b) {
+  std::common_type_t<A, B> x = a, y = b;
+  if ((x < 0) != (y < 0)) {
+    const auto quot = x / y;
+    return x % y ? quot - 1 : quot;
+  }
+  return x / y;
+}
+""",
+    "div_floor_floating": """
+template <typename T>
+inline T div_floor_floating(T a, T b) {
+  if (b == 0) return a / b;
+  auto mod = std::fmod(a, b);
+  auto div = (a - mod) / b;
+  if ((mod != 0) && (b < 0) != (mod < 0)) div -= T(1);
+  if (div == 0) return std::copysign(T(0), a / b);
+  T floordiv = std::floor(div);
+  return div - floordiv > T(0.5) ? floordiv + T(1) : floordiv;
+}
 """,
     "Welford": """
 template <typename T>

@@ -135,6 +135,19 @@ class Programs(unittest.TestCase):
         self.assertIn("static_cast<float>(", result["source"])
 
 
+class Helpers(unittest.TestCase):
+    def test_c10_floor_division_is_carried(self):
+        # A group norm's group of a channel: c10::div_floor_integer, rounding toward minus infinity.
+        code, spec = fixture("gelu_tanh.dynamic")
+        code = code.replace("auto tmp1 = static_cast<float>(0.5);",
+                            "auto tmp1 = static_cast<float>(c10::div_floor_integer(static_cast<int64_t>(x0), "
+                            "static_cast<int64_t>(-3L))) * 0.0f + 0.5f;")
+        source = translate_cpu(code, spec)["source"]
+        self.assertNotIn("c10::", source)
+        self.assertIn("inline std::common_type_t<A, B> div_floor_integer(A a, B b)", source)
+        self.assertNotIn("div_floor_floating", source)
+
+
 class Refusals(unittest.TestCase):
     def gelu(self):
         return fixture("gelu_tanh.dynamic")
