@@ -56,7 +56,9 @@ class _CppKernel:
         includes = [line for line in lines if line.lstrip().startswith("#include")]
         if len(includes) > 1 or (includes and not includes[0].strip().endswith('.h"')):
             raise Untranslatable(f"kernel {name}", f"its source includes {', '.join(i.strip() for i in includes)}")
-        body = "\n".join(line for line in lines if not line.lstrip().startswith("#include"))
+        # `#pragma GCC ivdep` is GCC's: Clang ignores it, with a warning in every compile log a model reads.
+        body = "\n".join(line for line in lines if not line.lstrip().startswith("#include") and
+                         line.strip() != "#pragma GCC ivdep")
         found = self._SIGNATURE.search(body)
         if not found:
             raise Untranslatable(f"kernel {name}", 'its source has no extern "C" void kernel(...)')
