@@ -16,7 +16,8 @@
 #   bench/optimize_devices.sh [MODEL.py] [-- extra optimize args]
 #       MODEL: default a KernelBench level-3 model (kernelbench/KernelBench/KernelBench/level3/1_MLP.py) or
 #       tests/fixtures/optimize/mlp.py where no checkout is present
-#   KE_BUILD (default build-gpu), OUT (default /tmp/ke-optimize-devices), EVALS (per region, default 16),
+#   KE_BUILD (default build-gpu), OUT (default /tmp/ke-optimize-devices), EVALS (per region, default 16), BUDGET
+#   (optimize's --budget, default 2),
 #   KE_PYTHON (a torch with CUDA; 2.x for torch.compile), MPIRUN (default mpirun, from the bundle where it carries one),
 #   ONE (default cuda:0) and TWO (default cuda:0,cuda:1): the devices (ONE=cpu TWO=cpu,cpu checks the script on a
 #   CPU; there `spread` is refused, since run's multi-device evaluator takes a device once)
@@ -37,7 +38,7 @@ if [ -z "$model" ]; then
 fi
 mkdir -p "$out"
 nvidia-smi -L 2>/dev/null | head -4
-common=(--device "$one" --max-evals "$evals" --budget 2 --json "$@")
+common=(--device "$one" --max-evals "$evals" --budget "${BUDGET:-2}" --json "$@")
 
 run_way() {  # name, then the command's words up to `optimize`'s own arguments
   local name=$1; shift
@@ -67,13 +68,13 @@ for way in ("one", "devices", "spread", "mpi"):
 one = reports["one"]
 base = one["steps_s"]["evolve"] if one else None
 best_one = {r["hash"]: (r["evolve"] or {}).get("best_us") for r in one["regions"]} if one else {}
-print("way\tevolve_s\tvs_one\tregions\tmodel_vs_eager\tspread\tcompile_of_optimized\tsame_result")
+print("way\tevolve_s\tvs_one\tregions_evolved\tmodel_vs_eager\tspread\tcompile_of_optimized\tsame_result")
 for way, r in reports.items():
     if r is None:
         print(f"{way}\tfailed (see {way}.err)")
         continue
     evolve_s = r["steps_s"].get("evolve", 0.0)
-    regions = sum(1 for g in r["regions"] if g["evolve"])
+    regions = sum(1 for g in r["regions"] if g["evolve"] and g["evolve"]["status"] in ("evolved", "resumed"))
     proof = r.get("put_back") or {}
     ab, abc = proof.get("ab_eager") or {}, proof.get("ab_compile") or {}
     same = all(g["evolve"] and best_one.get(g["hash"]) and g["evolve"].get("best_us")
