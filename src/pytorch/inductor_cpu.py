@@ -16,8 +16,9 @@ it is stored, since a model rewrites it. The capture therefore asks for what nee
 -O3 vectorizes for the host where it may, instead of at::vec::Vectorized<float>) and one thread (`cpp.threads = 1`:
 no `#pragma omp`, since our CPU device calls a program on one thread, as the bridge times eager and
 torch.compile). What a scalar kernel still uses of the prefix is small: NaN-propagating max and min, Welford's
-combine, argmax's IndexValue, `mod`, c10's floor divisions. The source carries those it uses (_HELPERS, a transcription of torch 2.6's
-cpp_prefix.h over the standard library), and a kernel that names anything else of ATen or c10 is refused.
+combine, argmax's IndexValue, `mod`, c10's floor divisions, the bounds check of an index. The source carries those
+it uses (_HELPERS, a transcription of torch 2.6's cpp_prefix.h over the standard library), and a kernel that names
+anything else of ATen or c10 is refused.
 
 The tunable. The only knob such C++ offers honestly is the order of its floating-point reductions: Clang does not
 vectorize `acc = acc + x` over floats unless it may reassociate it. Where a kernel reduces (an accumulator
@@ -353,6 +354,14 @@ inline T div_floor_floating(T a, T b) {
   T floordiv = std::floor(div);
   return div - floordiv > T(0.5) ? floordiv + T(1) : floordiv;
 }
+""",
+    "AOTI_TORCH_CHECK": """
+// Inductor's bounds check of an index it loads (an embedding's, a loss's target): out of bounds, the call traps,
+// where PyTorch would raise.
+#define AOTI_TORCH_CHECK(cond, ...) \\
+  do {                              \\
+    if (!(cond)) __builtin_trap();  \\
+  } while (0)
 """,
     "Welford": """
 template <typename T>

@@ -147,6 +147,14 @@ class Helpers(unittest.TestCase):
         self.assertIn("inline std::common_type_t<A, B> div_floor_integer(A a, B b)", source)
         self.assertNotIn("div_floor_floating", source)
 
+    def test_an_index_bounds_check_traps(self):
+        code, spec = fixture("gelu_tanh.dynamic")
+        code = code.replace("auto tmp1 = static_cast<float>(0.5);", "auto tmp1 = static_cast<float>(0.5); "
+                            'AOTI_TORCH_CHECK((0 <= x0) & (x0 < ks0*ks1), "index out of bounds");')
+        source = translate_cpu(code, spec)["source"]
+        self.assertIn("#define AOTI_TORCH_CHECK(cond, ...)", source)
+        self.assertIn("__builtin_trap()", source)
+
 
 class Refusals(unittest.TestCase):
     def gelu(self):
