@@ -312,6 +312,31 @@ TEST_CASE("the database is in WAL mode and carries its schema version and applic
   CHECK(ke::Store::file_schema_version(dir / "absent.db") == 0);
 }
 
+TEST_CASE("several runs opening one new database at once all find its tables (optimize's devices, MPI ranks)") {
+  TempDir dir;
+  for (int round = 0; round < 8; ++round) {
+    const std::string path = dir / ("race" + std::to_string(round) + ".db");
+    std::atomic<int> waiting{0};
+    std::vector<std::string> errors(6);
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < errors.size(); ++t) {
+      threads.emplace_back([&, t] {
+        ++waiting;
+        while (waiting.load() < static_cast<int>(errors.size())) std::this_thread::yield();  // open together
+        try {
+          ke::Store store(path);
+        } catch (const ke::Error& e) {
+          errors[t] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (const std::string& e : errors) CHECK_MESSAGE(e.empty(), e);
+    CHECK(query_int(path, "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'runs'") == 1);
+    CHECK(query_int(path, "PRAGMA user_version") == ke::Store::kSchemaVersion);
+  }
+}
+
 TEST_CASE("a version-1 database is migrated: its runs gain the confirmation and best columns and still load") {
   TempDir dir;
   const std::string path = dir / "v1.db";

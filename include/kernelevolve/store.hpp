@@ -158,6 +158,7 @@ class Store {
   struct Statements;
   Checkpoint load(RunId run, std::vector<std::int64_t>* kept_uids) const;
   void exec(const char* sql) const;
+  void initialize(Mode mode);
   std::int64_t source_id(const std::string& source);
   std::int64_t node_uid(RunId run, NodeId id) const;
 

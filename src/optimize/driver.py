@@ -255,21 +255,15 @@ def evolve_region(args, p, evaluations, device, deadline):
     command = [args.cli, "run", os.path.join(args.out, p.file), "--device", device, "--db", database,
                "--max-evals", str(evaluations), "--json"] + list(args.run_option)
     start, started_at = time.perf_counter(), time.time()
-    for attempt in range(3):
-        left = deadline - time.monotonic()
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, timeout=max(30.0, left))
-            out, err, rc = done.stdout, done.stderr, done.returncode
-        except subprocess.TimeoutExpired as e:
-            out, err, rc = e.stdout or "", f"the run took longer than the optimizer's time left ({left:.0f} s)", -1
-            out = out.decode() if isinstance(out, bytes) else out
-        except OSError as e:
-            out, err, rc = "", f"cannot start {args.cli}: {e}", -1
-        # Runs that open a new database at the same moment (regions at once, ranks) can race on making its tables:
-        # the loser stops at once ("table runs already exists"), having recorded nothing, and starts again on the
-        # tables the other made (src/store's schema is made without IF NOT EXISTS).
-        if rc == 0 or "already exists" not in err or attempt == 2:
-            break
+    left = deadline - time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=max(30.0, left))
+        out, err, rc = done.stdout, done.stderr, done.returncode
+    except subprocess.TimeoutExpired as e:
+        out, err, rc = e.stdout or "", f"the run took longer than the optimizer's time left ({left:.0f} s)", -1
+        out = out.decode() if isinstance(out, bytes) else out
+    except OSError as e:
+        out, err, rc = "", f"cannot start {args.cli}: {e}", -1
     seconds = round(time.perf_counter() - start, 3)
     try:
         report = json.loads(out) if out.strip() else None

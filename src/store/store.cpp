@@ -4,12 +4,14 @@
 
 #include <sqlite3.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
 #include <simdjson.h>
 #include <sstream>
+#include <thread>
 
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
@@ -403,13 +405,33 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
   if (mode == Mode::read_only && !std::filesystem::exists(path)) {
     throw Error(ErrorCode::BadUsage, "no database at " + path);
   }
-  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
-    const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw Error(ErrorCode::Internal, "cannot open the database " + path + ": " + why);
+  // Opening is tried again while SQLite answers "busy" without waiting: a new file's switch to WAL, or its
+  // recovery, while another run opens it too (optimize's regions over devices or MPI ranks).
+  for (int attempt = 1;; ++attempt) {
+    if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_FULLMUTEX, nullptr) != SQLITE_OK) {
+      const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw Error(ErrorCode::Internal, "cannot open the database " + path + ": " + why);
+    }
+    try {
+      initialize(mode);
+      return;
+    } catch (...) {
+      const bool busy = (sqlite3_errcode(db_) & 0xff) == SQLITE_BUSY;
+      st_.reset();
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+      if (!busy || attempt >= 200) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10 + 5 * (attempt % 10)));
   }
-  try {
+}
+
+// The pragmas, the schema (made or migrated) and the statements of a just-opened connection.
+void Store::initialize(Mode mode) {
+  const std::string& path = path_;
+  {
     sqlite3_busy_timeout(db_, 30000);  // another run writing to the same file: wait for it
     exec("PRAGMA foreign_keys = ON");
     auto pragma = [&](const char* sql) {
@@ -455,8 +477,11 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
                         " is needed: open it for writing once (kernelevolve run --db) to migrate it");
       }
       Transaction tx(db_);
-      for (const Migration* m : steps) exec(m->sql);
-      exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+      // Another process may have migrated it between our read and this write lock: migrate only what is left.
+      if (pragma("PRAGMA user_version") == version) {
+        for (const Migration* m : steps) exec(m->sql);
+        exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+      }
       tx.commit();
     }
     if (mode == Mode::read_write) {
@@ -470,20 +495,22 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
       exec("PRAGMA synchronous = NORMAL");
       if (tables == 0) {
         Transaction tx(db_);
-        exec(kSchema);
-        exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
-        exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+        // Several runs may open one new file at once (optimize's regions over devices or MPI ranks): the first to
+        // hold the write lock makes the tables, the others find them made.
+        if (pragma("SELECT count(*) FROM sqlite_master") == 0) {
+          exec(kSchema);
+          exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
+          exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+        } else if (pragma("PRAGMA application_id") != kApplicationId) {
+          throw Error(ErrorCode::BadUsage,
+                      path + " is not a KernelEvolve database (it holds other tables); give --db another file");
+        }
         tx.commit();
       }
     } else if (tables == 0) {
       throw Error(ErrorCode::BadUsage, path + " is not a KernelEvolve database (it is empty)");
     }
     st_ = std::make_unique<Statements>(db_);
-  } catch (...) {
-    st_.reset();
-    sqlite3_close_v2(db_);
-    db_ = nullptr;
-    throw;
   }
 }
 
