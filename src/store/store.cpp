@@ -431,87 +431,84 @@ Store::Store(const std::string& path, Mode mode) : path_(path) {
 // The pragmas, the schema (made or migrated) and the statements of a just-opened connection.
 void Store::initialize(Mode mode) {
   const std::string& path = path_;
-  {
-    sqlite3_busy_timeout(db_, 30000);  // another run writing to the same file: wait for it
-    exec("PRAGMA foreign_keys = ON");
-    auto pragma = [&](const char* sql) {
-      Stmt s(db_, sql);
-      return s.step() ? s.i64(0) : 0;
-    };
-    std::int64_t tables = 0;
-    try {
-      tables = pragma("SELECT count(*) FROM sqlite_master");
-    } catch (const Error&) {
-      throw Error(ErrorCode::BadUsage, path + " is not a KernelEvolve database (not an SQLite file)");
+  sqlite3_busy_timeout(db_, 30000);  // another run writing to the same file: wait for it
+  exec("PRAGMA foreign_keys = ON");
+  auto pragma = [&](const char* sql) {
+    Stmt s(db_, sql);
+    return s.step() ? s.i64(0) : 0;
+  };
+  std::int64_t tables = 0;
+  try {
+    tables = pragma("SELECT count(*) FROM sqlite_master");
+  } catch (const Error&) {
+    throw Error(ErrorCode::BadUsage, path + " is not a KernelEvolve database (not an SQLite file)");
+  }
+  const std::int64_t app = pragma("PRAGMA application_id");
+  const std::int64_t version = pragma("PRAGMA user_version");
+  const auto other_tables = [&] {
+    return Error(ErrorCode::BadUsage,
+                 path + " is not a KernelEvolve database (it holds other tables); give --db another file");
+  };
+  if (tables > 0 && app != kApplicationId) throw other_tables();
+  if (version > kSchemaVersion) {
+    throw Error(ErrorCode::BadUsage, path + " has schema version " + std::to_string(version) +
+                                         ", written by a newer KernelEvolve; this one reads versions up to " +
+                                         std::to_string(kSchemaVersion) +
+                                         ". Upgrade KernelEvolve, or use another database");
+  }
+  if (tables > 0 && version < kSchemaVersion) {
+    int at = static_cast<int>(version);
+    std::vector<const Migration*> steps;
+    for (const Migration& m : kMigrations) {
+      if (m.from == at) {
+        steps.push_back(&m);
+        ++at;
+      }
     }
-    const std::int64_t app = pragma("PRAGMA application_id");
-    const std::int64_t version = pragma("PRAGMA user_version");
-    if (tables > 0 && app != kApplicationId) {
-      throw Error(ErrorCode::BadUsage,
-                  path + " is not a KernelEvolve database (it holds other tables); give --db another file");
-    }
-    if (version > kSchemaVersion) {
+    if (at != kSchemaVersion) {
       throw Error(ErrorCode::BadUsage, path + " has schema version " + std::to_string(version) +
-                                           ", written by a newer KernelEvolve; this one reads versions up to " +
-                                           std::to_string(kSchemaVersion) +
-                                           ". Upgrade KernelEvolve, or use another database");
+                                           ", older than any this KernelEvolve can migrate (it uses version " +
+                                           std::to_string(kSchemaVersion) + "); start a new database");
     }
-    if (tables > 0 && version < kSchemaVersion) {
-      int at = static_cast<int>(version);
-      std::vector<const Migration*> steps;
-      for (const Migration& m : kMigrations) {
-        if (m.from == at) {
-          steps.push_back(&m);
-          ++at;
-        }
-      }
-      if (at != kSchemaVersion) {
-        throw Error(ErrorCode::BadUsage, path + " has schema version " + std::to_string(version) +
-                                             ", older than any this KernelEvolve can migrate (it uses version " +
-                                             std::to_string(kSchemaVersion) + "); start a new database");
-      }
-      if (mode == Mode::read_only) {
-        throw Error(ErrorCode::BadUsage,
-                    path + " has schema version " + std::to_string(version) + "; version " +
-                        std::to_string(kSchemaVersion) +
-                        " is needed: open it for writing once (kernelevolve run --db) to migrate it");
-      }
+    if (mode == Mode::read_only) {
+      throw Error(ErrorCode::BadUsage,
+                  path + " has schema version " + std::to_string(version) + "; version " +
+                      std::to_string(kSchemaVersion) +
+                      " is needed: open it for writing once (kernelevolve run --db) to migrate it");
+    }
+    Transaction tx(db_);
+    // Another process may have migrated it between our read and this write lock: migrate only what is left.
+    if (pragma("PRAGMA user_version") == version) {
+      for (const Migration* m : steps) exec(m->sql);
+      exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+    }
+    tx.commit();
+  }
+  if (mode == Mode::read_write) {
+    // WAL: readers never block the writer, and each commit is one append; with synchronous NORMAL a
+    // commit survives the death of the process (kill -9) though not a power cut (set_durable).
+    {
+      Stmt wal(db_, "PRAGMA journal_mode = WAL");
+      if (!wal.step() || wal.text(0) != "wal") throw Error(ErrorCode::Internal, "cannot put " + path + " in WAL mode");
+    }
+    exec("PRAGMA synchronous = NORMAL");
+    if (tables == 0) {
       Transaction tx(db_);
-      // Another process may have migrated it between our read and this write lock: migrate only what is left.
-      if (pragma("PRAGMA user_version") == version) {
-        for (const Migration* m : steps) exec(m->sql);
+      // Several runs may open one new file at once (optimize's regions over devices or MPI ranks): the first to
+      // hold the write lock makes the tables, the others find them made.
+      if (pragma("SELECT count(*) FROM sqlite_master") == 0) {
+        exec(kSchema);
+        exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
         exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
+      } else if (pragma("PRAGMA application_id") != kApplicationId) {
+        throw other_tables();
       }
       tx.commit();
     }
-    if (mode == Mode::read_write) {
-      // WAL: readers never block the writer, and each commit is one append; with synchronous NORMAL a
-      // commit survives the death of the process (kill -9) though not a power cut (set_durable).
-      {
-        Stmt wal(db_, "PRAGMA journal_mode = WAL");
-        if (!wal.step() || wal.text(0) != "wal")
-          throw Error(ErrorCode::Internal, "cannot put " + path + " in WAL mode");
-      }
-      exec("PRAGMA synchronous = NORMAL");
-      if (tables == 0) {
-        Transaction tx(db_);
-        // Several runs may open one new file at once (optimize's regions over devices or MPI ranks): the first to
-        // hold the write lock makes the tables, the others find them made.
-        if (pragma("SELECT count(*) FROM sqlite_master") == 0) {
-          exec(kSchema);
-          exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
-          exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
-        } else if (pragma("PRAGMA application_id") != kApplicationId) {
-          throw Error(ErrorCode::BadUsage,
-                      path + " is not a KernelEvolve database (it holds other tables); give --db another file");
-        }
-        tx.commit();
-      }
-    } else if (tables == 0) {
-      throw Error(ErrorCode::BadUsage, path + " is not a KernelEvolve database (it is empty)");
-    }
-    st_ = std::make_unique<Statements>(db_);
+  } else if (tables == 0) {
+    throw Error(ErrorCode::BadUsage, path + " is not a KernelEvolve database (it is empty)");
   }
+  st_ = std::make_unique<Statements>(db_);
 }
 
 Store::~Store() {
