@@ -178,6 +178,19 @@ TEST_CASE("gpu: the ceiling kernels the CUDA and HIP devices share compile" * do
   }
 }
 
+TEST_CASE("cuda: the tensor-core ceiling kernels compile from sm_80 on, and not before" * doctest::skip(kNoNvrtc)) {
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    for (const char* entry : {"ke_mma_bf16", "ke_mma_f16"}) {
+      const auto out = ke::cuda_detail::nvrtc_compile(cuda_source(ke::gpu::kTensorKernels, entry), arch);
+      CHECK_MESSAGE(out.ok, arch << " " << entry << ": " << out.log);
+      CHECK(out.log.find("0 bytes spill stores") != std::string::npos);  // the accumulators stay in registers
+    }
+  }
+  // bf16 mma needs sm_80: the device offers the source only from there (CudaDevice's Setup::tensor_source).
+  const auto old = ke::cuda_detail::nvrtc_compile(cuda_source(ke::gpu::kTensorKernels, "ke_mma_bf16"), "sm_75");
+  CHECK_FALSE(old.ok);
+}
+
 TEST_CASE("gpu: sources and launches a GPU device refuses before its driver sees them") {
   ke::KernelSource ks = cuda_source(kScale, "scale");
   ks.defines = {{"FACTOR", 2}};
@@ -256,6 +269,36 @@ TEST_CASE("cuda: the device describes itself and measures its ceilings" * doctes
   bool listed = false;
   for (const auto& d : ke::list_devices()) listed |= d.id == "cuda:0" && d.name == info.name;
   CHECK(listed);
+}
+
+TEST_CASE("cuda: the tensor-core ceilings of bf16 and fp16, measured, several times the FMA peak" *
+          doctest::skip(kNoGpu)) {
+  auto& device = *gpu().device;
+  const ke::DeviceInfo& info = device.info();
+  const auto property = [&](const char* key) {
+    const auto it = info.properties.find(key);
+    return it == info.properties.end() ? std::string("(none)") : it->second;
+  };
+  MESSAGE(info.name << " " << property("arch") << ": bf16 " << info.bf16_tensor_flops_per_s / 1e12 << " TFLOP/s, fp16 "
+                    << info.fp16_tensor_flops_per_s / 1e12 << " TFLOP/s, FMA " << info.peak_flops_per_s / 1e12
+                    << " TFLOP/s (" << property("tensor_ceilings") << "; ceilings " << property("ceilings") << ")");
+  const std::string arch = property("arch");
+  const int cc = arch.rfind("sm_", 0) == 0 ? std::atoi(arch.c_str() + 3) : 0;
+  if (cc < 80) {
+    MESSAGE("skipped: " << arch << " has no bf16 mma (sm_80 on)");
+    return;
+  }
+  // Dense bf16 and fp16 with fp32 accumulation: an A100 has 16 times its fp32 FMA rate, an H100 or H200 about 15
+  // (cuBLASLt's product; mma.sync alone reaches about 10): 4 times leaves room for a clock or a busy GPU.
+  for (const double rate : {info.bf16_tensor_flops_per_s, info.fp16_tensor_flops_per_s}) {
+    CHECK(rate > 0);
+    CHECK(rate > 4 * info.peak_flops_per_s);
+    CHECK(rate < 5e15);  // no GPU of these years: a timing error, not a measurement
+  }
+  CHECK(info.properties.count("bf16_tensor_tflops") == 1);
+  CHECK(info.properties.count("fp16_tensor_tflops") == 1);
+  CHECK(property("tensor_ceilings").find("bf16: ") == 0);
+  if (cc >= 80 && !(cc >= 100 && cc < 120)) CHECK(property("tensor_ceilings").find("mma.sync") != std::string::npos);
 }
 
 TEST_CASE("cuda: compile, cache, launch, time, and report resources" * doctest::skip(kNoGpu)) {

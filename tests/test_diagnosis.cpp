@@ -10,6 +10,7 @@
 #include <kernelevolve/evolver.hpp>
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/mutator.hpp>
+#include <kernelevolve/report.hpp>
 #include <kernelevolve/selection.hpp>
 #include <kernelevolve/spec.hpp>
 #include <kernelevolve/stop_rule.hpp>
@@ -496,4 +497,115 @@ TEST_CASE("the roofline floor: flops count unless cost.flops_floor is false; the
   CHECK(ke::roofline_floor_us(counted, w, {}, device) == doctest::Approx(1.024));
   CHECK(ke::roofline_floor_us(rates_only, w, {}, device) == doctest::Approx(8192 / 1e12 * 1e6));
   CHECK(ke::achieved_flops_per_s(rates_only, w, {}, 1.0) == doctest::Approx(1024e6));
+}
+
+namespace {
+
+// spec_with_cost's matrix product with its inputs (and output) of `inputs`, `b_dtype` for b.
+ke::Spec product_in(ke::DType inputs, ke::DType b_dtype) {
+  ke::Spec s = spec_with_cost(true, "2 * n * n * n", "2 * 3 * n * n");
+  s.params[0].dtype = inputs;
+  s.params[1].dtype = b_dtype;
+  s.params[2].dtype = inputs;
+  s.validate();
+  return s;
+}
+
+ke::DeviceInfo hopper_like(double bf16_tensor, double fp16_tensor) {
+  ke::DeviceInfo d = device(3000e9, 50e12);
+  d.id = "cuda:0";
+  d.kind = "cuda";
+  d.name = "Test GPU";
+  d.compute_units = 132;
+  d.bf16_tensor_flops_per_s = bf16_tensor;
+  d.fp16_tensor_flops_per_s = fp16_tensor;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("bf16 and fp16 work meets the tensor-core peak, fp32 work the FMA peak; an unknown one falls back, said so") {
+  using ke::DType;
+  CHECK(ke::tensor_core_dtype(product_in(DType::bf16, DType::bf16)) == DType::bf16);
+  CHECK(ke::tensor_core_dtype(product_in(DType::f16, DType::f16)) == DType::f16);
+  CHECK(ke::tensor_core_dtype(product_in(DType::f16, DType::bf16)) == DType::bf16);  // mixed: bf16's
+  CHECK_FALSE(ke::tensor_core_dtype(product_in(DType::f32, DType::f32)).has_value());
+  CHECK_FALSE(ke::tensor_core_dtype(product_in(DType::bf16, DType::f32)).has_value());  // an fp32 input: FMA work
+  CHECK_FALSE(ke::tensor_core_dtype(product_in(DType::i32, DType::i32)).has_value());   // no float input
+  // Only the inputs say: a bf16 product written out in fp32 is still tensor-core work.
+  CHECK(ke::tensor_core_dtype(product_in(DType::bf16, DType::bf16)) == DType::bf16);
+  ke::Spec fp32_out = product_in(DType::bf16, DType::bf16);
+  fp32_out.params[2].dtype = DType::f32;
+  CHECK(ke::tensor_core_dtype(fp32_out) == DType::bf16);
+
+  const ke::DeviceInfo gpu = hopper_like(700e12, 650e12);
+  const ke::Spec bf16 = product_in(DType::bf16, DType::bf16), fp16 = product_in(DType::f16, DType::f16),
+                 fp32 = product_in(DType::f32, DType::f32);
+  const ke::ComputePeak bf16_peak = ke::compute_peak(bf16, gpu);
+  CHECK(bf16_peak.tensor);
+  CHECK(bf16_peak.flops_per_s == 700e12);
+  CHECK(bf16_peak.name == "bf16 tensor peak");
+  CHECK(bf16_peak.fallback.empty());
+  CHECK(ke::compute_peak(fp16, gpu).flops_per_s == 650e12);
+  CHECK(ke::compute_peak(fp16, gpu).name == "fp16 tensor peak");
+  const ke::ComputePeak fp32_peak = ke::compute_peak(fp32, gpu);
+  CHECK_FALSE(fp32_peak.tensor);
+  CHECK(fp32_peak.flops_per_s == 50e12);
+  CHECK(fp32_peak.name == "FMA peak");
+  CHECK(fp32_peak.fallback.empty());
+
+  // n = 512 in 1 us: 268 TFLOP/s, 38% of the bf16 tensor peak; the same product in fp32 over the FMA peak.
+  const auto d = ke::diagnose(bf16, {}, measured({1, 1000}, gpu), gpu);
+  REQUIRE(d.has_value());
+  CHECK(*d->workloads[0].compute_share == doctest::Approx(268435456.0 / 1e-6 / 700e12));
+  CHECK(d->workloads[0].compute_peak == "bf16 tensor peak");
+  CHECK(ke::workload_diagnosis_text(d->workloads[0]).find("268 TFLOP/s (38% of bf16 tensor peak)") !=
+        std::string::npos);
+  CHECK(ke::diagnosis_json(*d).find("\"compute_peak\": \"bf16 tensor peak\"") != std::string::npos);
+  const auto f = ke::diagnose(fp32, {}, measured({10, 1000}, gpu), gpu);
+  CHECK(*f->workloads[0].compute_share == doctest::Approx(268435456.0 / 1e-5 / 50e12));
+  CHECK(f->workloads[0].compute_peak == "FMA peak");
+  CHECK(ke::workload_diagnosis_text(f->workloads[0]).find("26.8 TFLOP/s (54% of FMA peak)") != std::string::npos);
+
+  // A device whose tensor peak is unknown: the FMA peak stands in, and the text and JSON say why.
+  const ke::DeviceInfo unknown = hopper_like(0, 0);
+  const ke::ComputePeak fallback = ke::compute_peak(bf16, unknown);
+  CHECK_FALSE(fallback.tensor);
+  CHECK(fallback.flops_per_s == 50e12);
+  CHECK(fallback.fallback == "bf16 tensor peak unknown");
+  const auto u = ke::diagnose(bf16, {}, measured({10, 1000}, unknown), unknown);
+  CHECK(*u->workloads[0].compute_share == doctest::Approx(268435456.0 / 1e-5 / 50e12));
+  CHECK(ke::workload_diagnosis_text(u->workloads[0]).find("(54% of FMA peak; bf16 tensor peak unknown)") !=
+        std::string::npos);
+  CHECK(ke::diagnosis_json(*u).find("\"compute_peak\": \"FMA peak; bf16 tensor peak unknown\"") != std::string::npos);
+  // Nothing known at all: said as unknown, with the reason.
+  const ke::DeviceInfo bare = device(0, 0);
+  const auto b = ke::diagnose(fp16, {}, measured({1000, 1000}, bare), bare);
+  CHECK_FALSE(b->workloads[0].compute_share.has_value());
+  CHECK(ke::workload_diagnosis_text(b->workloads[0]).find("(FMA peak unknown; fp16 tensor peak unknown)") !=
+        std::string::npos);
+
+  // The report's roofline share takes the same peak: n = 1000, 2e9 flops (and 6 MB, a smaller share of the copy).
+  const ke::Bindings w = bf16.workloads[1];
+  CHECK(ke::roofline_share(bf16, w, {}, 10.0, gpu) == doctest::Approx(2e9 / 1e-5 / 700e12));
+  CHECK(ke::roofline_share(fp32, w, {}, 100.0, gpu) == doctest::Approx(2e9 / 1e-4 / 50e12));
+}
+
+TEST_CASE("the roofline floor of bf16 work: twice its tensor peak, no flop floor without one; fp32's unchanged") {
+  using ke::DType;
+  const ke::Spec bf16 = product_in(DType::bf16, DType::bf16), fp32 = product_in(DType::f32, DType::f32);
+  const ke::Bindings w = bf16.workloads[0];  // n = 512: 268435456 flops, 1.5 MiB
+  const double flops = 268435456.0, bytes = 2.0 * 3 * 512 * 512;
+  ke::DeviceInfo gpu = hopper_like(700e12, 650e12);
+  gpu.peak_bytes_per_s = 1e15;  // the flops, not the bytes, set these floors
+  CHECK(ke::roofline_floor_us(bf16, w, {}, gpu) == doctest::Approx(flops / (ke::kTensorFloorFactor * 700e12) * 1e6));
+  CHECK(ke::roofline_floor_us(fp32, w, {}, gpu) == doctest::Approx(flops / 50e12 * 1e6));
+  // A cuBLAS bf16 product at 790 TFLOP/s is far under the FMA peak's floor, but not under its own.
+  CHECK(flops / 790e12 * 1e6 > ke::roofline_floor_us(bf16, w, {}, gpu));
+  CHECK(flops / 790e12 * 1e6 < ke::roofline_floor_us(fp32, w, {}, gpu));
+  // No tensor peak: the FMA peak bounds nothing for it, so only the bytes do.
+  ke::DeviceInfo unknown = hopper_like(0, 0);
+  unknown.peak_bytes_per_s = 1e15;
+  CHECK(ke::roofline_floor_us(bf16, w, {}, unknown) == doctest::Approx(bytes / 1e15 * 1e6));
+  CHECK(ke::roofline_floor_us(fp32, w, {}, unknown) == doctest::Approx(flops / 50e12 * 1e6));
 }

@@ -16,7 +16,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -222,7 +224,8 @@ std::shared_ptr<FakeGpu> make_fake_gpu() {
 
 class FakeDevice final : public gpu::GpuDevice {
  public:
-  explicit FakeDevice(std::shared_ptr<FakeGpu> g)
+  // `tensor_source`: the tensor-core kernels' source (Setup::tensor_source), none by default.
+  explicit FakeDevice(std::shared_ptr<FakeGpu> g, const char* tensor_source = nullptr)
       : GpuDevice(std::make_unique<FakeDriver>(g), "fake:0", ke::Language::cuda) {
     info_.id = "fake:0";
     info_.kind = "cuda";
@@ -235,6 +238,7 @@ class FakeDevice final : public gpu::GpuDevice {
     setup.shared_optin = "200 KiB";
     setup.ceilings_key = "fake-gpu-test";
     setup.driver_version = "1";
+    setup.tensor_source = tensor_source;
     start(setup);
     more_languages_.push_back(ke::Language::triton);  // as the CUDA backend, whose Triton is a second compiler
   }
@@ -631,6 +635,77 @@ TEST_CASE("gpu core: ceilings are measured once through the core's kernels and c
   {
     FakeDevice device(make_fake_gpu());
     CHECK(device.info().properties.at("ceilings").rfind("cached in ", 0) == 0);
+  }
+  ::unsetenv("KE_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE(
+    "gpu core: tensor-core ceilings where the backend gives their kernels, cached; an older file is measured again") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_tensor_" + std::to_string(::getpid()));
+  ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
+  auto g = make_fake_gpu();
+  g->kernels["ke_mma_bf16"] = g->kernels["ke_mma_f16"] = [](const unsigned*, const unsigned*, void**) { return 0; };
+  const char* fake_tensor_source = "ke_mma_bf16 ke_mma_f16 (the fake driver finds a kernel by its name)";
+  // Every timing is the fake's 0.5 ms: 16 blocks of 8 warps (4 SMs), 2^14 iterations of 8 mma of 4096 flops.
+  const double mma_rate = 4096.0 * 8 * (1 << 14) * 16 * 8 / 0.5e-3;
+  {
+    FakeDevice device(g, fake_tensor_source);
+    const ke::DeviceInfo& info = device.info();
+    CHECK(info.properties.at("ceilings") == "measured now");
+    CHECK(info.bf16_tensor_flops_per_s == doctest::Approx(mma_rate));
+    CHECK(info.fp16_tensor_flops_per_s == doctest::Approx(mma_rate));
+    CHECK(info.bf16_tensor_flops_per_s > info.peak_flops_per_s);
+    CHECK(info.properties.at("bf16_tensor_tflops") == "137");
+    CHECK(info.properties.at("fp16_tensor_tflops") == "137");
+    CHECK(info.properties.at("tensor_ceilings") == "bf16: mma.sync 137 TFLOP/s; fp16: mma.sync 137 TFLOP/s");
+  }
+  {
+    FakeDevice device(g, fake_tensor_source);
+    const ke::DeviceInfo& info = device.info();
+    CHECK(info.properties.at("ceilings").rfind("cached in ", 0) == 0);
+    CHECK(info.bf16_tensor_flops_per_s == doctest::Approx(mma_rate));
+    CHECK(info.properties.at("tensor_ceilings").find("bf16: mma.sync") == 0);
+  }
+  // A file written before the tensor ceilings were measured: the same device, driver and other ceilings, but not
+  // read as a GPU without tensor cores. It is measured again and rewritten.
+  std::filesystem::path file;
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.path().extension() == ".json") file = entry.path();
+  REQUIRE(!file.empty());
+  std::string text;
+  {
+    std::ifstream in(file);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const auto cut = text.find(", \"bf16_tensor_flops_per_s\"");
+  REQUIRE(cut != std::string::npos);
+  {
+    std::ofstream out(file);
+    out << text.substr(0, cut) << "}\n";
+  }
+  {
+    FakeDevice device(g, fake_tensor_source);
+    const ke::DeviceInfo& info = device.info();
+    CHECK(info.properties.at("ceilings") == "measured now");
+    CHECK(info.bf16_tensor_flops_per_s == doctest::Approx(mma_rate));
+  }
+  {
+    std::ifstream in(file);
+    const std::string rewritten((std::istreambuf_iterator<char>(in)), {});
+    CHECK(rewritten.find("\"bf16_tensor_flops_per_s\"") != std::string::npos);
+  }
+  // A GPU without the kernels (HIP, or CUDA before sm_80): no tensor ceiling, and no property that reads as one;
+  // its file keeps a 0, read back as unknown, not measured again each time.
+  std::filesystem::remove_all(dir);
+  for (int pass = 0; pass < 2; ++pass) {
+    FakeDevice device(g);
+    const ke::DeviceInfo& info = device.info();
+    CHECK(info.properties.at("ceilings").rfind(pass == 0 ? "measured now" : "cached in ", 0) == 0);
+    CHECK(info.bf16_tensor_flops_per_s == 0);
+    CHECK(info.fp16_tensor_flops_per_s == 0);
+    CHECK(info.properties.count("bf16_tensor_tflops") == 0);
+    CHECK(info.properties.count("tensor_ceilings") == 0);
   }
   ::unsetenv("KE_CACHE_DIR");
   std::filesystem::remove_all(dir);

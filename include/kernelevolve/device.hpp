@@ -28,6 +28,12 @@ struct DeviceInfo {
   double peak_bytes_per_s = 0;
   double peak_flops_per_s = 0;
   double floor_bytes_per_s = 0;
+  // Measured dense tensor-core rates (fp32 accumulation) for bf16 and fp16 inputs, the compute ceiling of work in
+  // those types (compute_peak in fitness.hpp); 0 where unknown (a CPU, a GPU without them or whose measurement
+  // failed). On a CUDA GPU the larger of an mma.sync kernel and cuBLASLt's 8192^3 product: on Hopper mma.sync
+  // reaches only part of wgmma's rate.
+  double bf16_tensor_flops_per_s = 0;
+  double fp16_tensor_flops_per_s = 0;
   std::map<std::string, std::string> properties;  // anything else worth printing
 };
 

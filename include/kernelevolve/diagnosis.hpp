@@ -35,7 +35,12 @@ struct WorkloadDiagnosis {
   std::optional<double> bytes_per_s;      // the spec's cost.bytes over the time; none without cost.bytes
   std::optional<double> flops_per_s;      // cost.flops over the time; none without cost.flops
   std::optional<double> bandwidth_share;  // bytes_per_s over the device's peak_bytes_per_s (a measured copy)
-  std::optional<double> compute_share;    // flops_per_s over kernel_peak_flops (one core's on a CPU)
+  std::optional<double> compute_share;    // flops_per_s over compute_peak (fitness.hpp)
+  // What compute_share is of: "FMA peak" (kernel_peak_flops: one core's on a CPU), or for bf16 and fp16 work
+  // "bf16 tensor peak" / "fp16 tensor peak"; and where such work meets the FMA peak since its tensor peak is
+  // unknown, that ("bf16 tensor peak unknown").
+  std::string compute_peak = "FMA peak";
+  std::string compute_peak_note;
   Bound bound = Bound::unknown;
 };
 
@@ -90,7 +95,8 @@ std::vector<StepDiagnosis> program_steps(const Spec& spec, const Evaluation& eva
 std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, const Evaluation& evaluation,
                                   const DeviceInfo& device, const Candidate* candidate = nullptr);
 
-// One workload, compact: "412 us, 410 GB/s (82% of copy peak), 1.2 TFLOP/s (3% of FMA peak), memory-bound".
+// One workload, compact: "412 us, 410 GB/s (82% of copy peak), 1.2 TFLOP/s (3% of FMA peak), memory-bound"; bf16
+// work "... 610 TFLOP/s (78% of bf16 tensor peak) ...", or "(1200% of FMA peak; bf16 tensor peak unknown)".
 std::string workload_diagnosis_text(const WorkloadDiagnosis& workload);
 // The GPU part, compact: "regs 40, spills 0 B, smem 4096 B, occupancy 75% (block 256, 6 blocks/SM)".
 std::string gpu_diagnosis_text(const GpuDiagnosis& gpu);
@@ -99,7 +105,8 @@ std::string step_diagnosis_text(const StepDiagnosis& step, std::size_t index);
 // Every workload ("w0 ...; w1 ...") then the GPU part, a program's steps and any counters (a program's
 // with its steps, not again after them), on one line.
 std::string diagnosis_text(const Diagnosis& diagnosis);
-// {"workloads": [{"time_us", "gbps", "gflops", "bandwidth_share", "compute_share", "bound"}], "gpu": {...} or
+// {"workloads": [{"time_us", "gbps", "gflops", "bandwidth_share", "compute_share", "compute_peak", "bound"}], where
+// compute_peak names what compute_share is of (its note after a "; "), "gpu": {...} or
 // null, "steps": [{"name", "library", "share", "counters": {...}}], "library_share", "counters": {...},
 // "note": "..."}: unknown values are null.
 std::string diagnosis_json(const Diagnosis& diagnosis);

@@ -220,6 +220,27 @@ class WorkerEvaluator final : public FitnessEvaluator {
   std::unique_ptr<Impl> impl_;
 };
 
+// The compute ceiling a spec's work meets on a device. Work whose float inputs are bf16 or fp16 (tensor_core_dtype)
+// meets the device's tensor-core peak for that type (DeviceInfo::bf16_tensor_flops_per_s), the FMA peak standing
+// in where that is unknown; anything else the FMA peak one kernel can reach (kernel_peak_flops).
+struct ComputePeak {
+  double flops_per_s = 0;  // 0: unknown
+  std::string name;        // what a share is of: "FMA peak", "bf16 tensor peak", "fp16 tensor peak"
+  bool tensor = false;     // the tensor-core peak
+  // Where bf16 or fp16 work meets the FMA peak since the device's tensor peak for it is unknown, that in words:
+  // "bf16 tensor peak unknown"; empty otherwise.
+  std::string fallback;
+};
+// The type whose tensor-core peak bounds a spec's work: bf16 or f16 where every floating-point input buffer (in or
+// inout) is one of them (bf16 where they mix), none where one is fp32 or fp64, or none is floating-point.
+std::optional<DType> tensor_core_dtype(const Spec& spec);
+ComputePeak compute_peak(const Spec& spec, const DeviceInfo& device);
+// The roofline floor of bf16 or fp16 work takes its flops at this many times the measured tensor peak: on Hopper
+// the mma.sync kernel reaches only part of wgmma's rate, and a library's product at one size is not every
+// kernel's best, so the measured peak is no bound on what a kernel may reach. Without a tensor peak such work has
+// no flop floor (the FMA peak is none for it).
+constexpr double kTensorFloorFactor = 2.0;
+
 // Geometric-mean speedup of `candidate` over `baseline` across workloads (both ok); 0 if either is not.
 double speedup(const Evaluation& baseline, const Evaluation& candidate);
 // The least time the spec's cost allows on `device` for one workload, in microseconds (0 if no cost).

@@ -9,7 +9,8 @@
 namespace kernelevolve {
 
 // Share of the device's measured roofline that a time reaches: the larger of achieved bandwidth over
-// peak bandwidth and achieved flops over peak flops (0 when the spec has no cost).
+// peak bandwidth and achieved flops over peak flops, the tensor-core peak for bf16 and fp16 work where the device
+// knows it (compute_peak), else the FMA peak (0 when the spec has no cost).
 double roofline_share(const Spec& spec, const Bindings& workload, const Bindings& tunables, double time_us,
                       const DeviceInfo& device);
 

@@ -157,7 +157,8 @@ std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, co
     d.note = "measured on " + evaluation.device + ", whose ceilings this run does not know: shares unknown";
   }
   const double peak_bytes = own_ceilings ? device.peak_bytes_per_s : 0;
-  const double peak_flops = own_ceilings ? kernel_peak_flops(device) : 0;  // one core's on a CPU
+  ComputePeak peak = compute_peak(spec, device);  // one core's FMA peak on a CPU; bf16 work's tensor peak
+  if (!own_ceilings) peak.flops_per_s = 0;
   for (std::size_t w = 0; w < evaluation.timings.size(); ++w) {
     WorkloadDiagnosis wd;
     wd.time_us = evaluation.timings[w].median_us;
@@ -166,7 +167,9 @@ std::optional<Diagnosis> diagnose(const Spec& spec, const Bindings& tunables, co
       wd.flops_per_s = rate(spec.cost_flops, spec, spec.workloads[w], tunables, wd.time_us);
     }
     wd.bandwidth_share = share(wd.bytes_per_s, peak_bytes);
-    wd.compute_share = share(wd.flops_per_s, peak_flops);
+    wd.compute_share = share(wd.flops_per_s, peak.flops_per_s);
+    wd.compute_peak = peak.name;
+    wd.compute_peak_note = peak.fallback;
     wd.bound = bound_of(wd.bandwidth_share, wd.compute_share);
     d.workloads.push_back(wd);
   }
@@ -197,7 +200,9 @@ std::string workload_diagnosis_text(const WorkloadDiagnosis& w) {
   out += ", ";
   if (w.flops_per_s) {
     out += flops_text(*w.flops_per_s);
-    out += w.compute_share ? " (" + percent(*w.compute_share) + " of FMA peak)" : " (FMA peak unknown)";
+    const std::string note = w.compute_peak_note.empty() ? "" : "; " + w.compute_peak_note;
+    out += w.compute_share ? " (" + percent(*w.compute_share) + " of " + w.compute_peak + note + ")"
+                           : " (" + w.compute_peak + " unknown" + note + ")";
   } else {
     out += "FLOP/s unknown (the spec has no cost.flops)";
   }
@@ -263,6 +268,8 @@ std::string diagnosis_json(const Diagnosis& d) {
     out += std::string(w ? ", " : "") + "{\"time_us\": " + number(x.time_us) +
            ", \"gbps\": " + number(x.bytes_per_s, 1e9) + ", \"gflops\": " + number(x.flops_per_s, 1e9) +
            ", \"bandwidth_share\": " + number(x.bandwidth_share) + ", \"compute_share\": " + number(x.compute_share) +
+           ", \"compute_peak\": " +
+           json_quote(x.compute_peak + (x.compute_peak_note.empty() ? "" : "; " + x.compute_peak_note)) +
            ", \"bound\": " + json_quote(to_string(x.bound)) + "}";
   }
   out += "], \"gpu\": ";

@@ -1,4 +1,5 @@
 // Speedup, the roofline floor and achieved rates: the arithmetic that turns times into the report.
+#include <algorithm>
 #include <cmath>
 
 #include "kernelevolve/fitness.hpp"
@@ -50,6 +51,37 @@ double cost(const std::optional<Expr>& e, const Spec& spec, const Bindings& work
 }
 }  // namespace
 
+std::optional<DType> tensor_core_dtype(const Spec& spec) {
+  bool bf16 = false, f16 = false;
+  for (const Param& p : spec.params) {
+    if (!(p.role == Role::in || p.role == Role::inout) || !is_float(p.dtype)) continue;
+    if (p.dtype == DType::bf16) bf16 = true;
+    else if (p.dtype == DType::f16) f16 = true;
+    else return std::nullopt;  // fp32 or wider: the FMA units' work
+  }
+  if (bf16) return DType::bf16;
+  if (f16) return DType::f16;
+  return std::nullopt;
+}
+
+ComputePeak compute_peak(const Spec& spec, const DeviceInfo& device) {
+  ComputePeak peak;
+  peak.flops_per_s = kernel_peak_flops(device);
+  peak.name = "FMA peak";
+  const std::optional<DType> dtype = tensor_core_dtype(spec);
+  if (!dtype) return peak;
+  const char* type = *dtype == DType::bf16 ? "bf16" : "fp16";
+  const double rate = *dtype == DType::bf16 ? device.bf16_tensor_flops_per_s : device.fp16_tensor_flops_per_s;
+  if (!(rate > 0)) {
+    peak.fallback = std::string(type) + " tensor peak unknown";
+    return peak;
+  }
+  peak.flops_per_s = rate;
+  peak.name = std::string(type) + " tensor peak";
+  peak.tensor = true;
+  return peak;
+}
+
 double roofline_floor_us(const Spec& spec, const Bindings& workload, const Bindings& tunables,
                          const DeviceInfo& device) {
   const double bytes = cost(spec.cost_bytes, spec, workload, tunables);
@@ -58,9 +90,14 @@ double roofline_floor_us(const Spec& spec, const Bindings& workload, const Bindi
   // The floor uses the fastest rate anything could reach (caches included), so no honest time is under it.
   const double byte_rate = device.floor_bytes_per_s > 0 ? device.floor_bytes_per_s : device.peak_bytes_per_s;
   if (bytes > 0 && byte_rate > 0) floor_s = std::max(floor_s, bytes / byte_rate);
-  if (flops > 0 && device.peak_flops_per_s > 0 && spec.cost_flops_floor) {
-    floor_s = std::max(floor_s, flops / device.peak_flops_per_s);
+  // bf16 and fp16 work may run on the tensor cores, far past the FMA peak: its own peak, with room (see
+  // kTensorFloorFactor), or no flop floor at all where that is unknown.
+  double flop_rate = device.peak_flops_per_s;
+  if (tensor_core_dtype(spec)) {
+    const ComputePeak peak = compute_peak(spec, device);
+    flop_rate = peak.tensor ? kTensorFloorFactor * peak.flops_per_s : 0;
   }
+  if (flops > 0 && flop_rate > 0 && spec.cost_flops_floor) floor_s = std::max(floor_s, flops / flop_rate);
   return floor_s * 1e6;
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <simdjson.h>
 #include <sstream>
+#include <utility>
 
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/report.hpp"
@@ -230,7 +231,9 @@ std::string to_json(const DeviceInfo& d) {
       << ", \"compute_units\": " << d.compute_units << ", \"vector_bits\": " << d.vector_bits
       << ", \"peak_bytes_per_s\": " << number(d.peak_bytes_per_s)
       << ", \"peak_flops_per_s\": " << number(d.peak_flops_per_s)
-      << ", \"floor_bytes_per_s\": " << number(d.floor_bytes_per_s) << ", \"properties\": {";
+      << ", \"floor_bytes_per_s\": " << number(d.floor_bytes_per_s)
+      << ", \"bf16_tensor_flops_per_s\": " << number(d.bf16_tensor_flops_per_s)
+      << ", \"fp16_tensor_flops_per_s\": " << number(d.fp16_tensor_flops_per_s) << ", \"properties\": {";
   bool first = true;
   for (const auto& [k, v] : d.properties) {
     out << (first ? "" : ", ") << json_quote(k) << ": " << json_quote(v);
@@ -252,6 +255,12 @@ DeviceInfo device_info_from_json(const std::string& json) {
   d.peak_bytes_per_s = as_double(doc["peak_bytes_per_s"]);
   d.peak_flops_per_s = as_double(doc["peak_flops_per_s"]);
   d.floor_bytes_per_s = as_double(doc["floor_bytes_per_s"]);
+  // Absent from a run stored before they were measured: unknown (0).
+  for (auto [key, field] : {std::pair{"bf16_tensor_flops_per_s", &d.bf16_tensor_flops_per_s},
+                            std::pair{"fp16_tensor_flops_per_s", &d.fp16_tensor_flops_per_s}}) {
+    simdjson::dom::element e;
+    if (doc[key].get(e) == simdjson::SUCCESS) *field = as_double(e);
+  }
   for (auto [k, v] : doc["properties"].get_object()) d.properties[std::string(k)] = str(v);
   return d;
 }

@@ -84,8 +84,14 @@ std::string gpu_facts(const DeviceInfo& d, Language language) {
   if (const std::string l2 = property(d, "l2_cache"); !l2.empty()) out << "L2 " << l2 << ". ";
   out << "Ceilings: copy "
       << (d.peak_bytes_per_s > 0 ? rate(d.peak_bytes_per_s / 1e9, "GB/s") + " (measured)" : "unknown") << ", fp32 FMA "
-      << (d.peak_flops_per_s > 0 ? rate(d.peak_flops_per_s / 1e12, "TFLOP/s") : "unknown") << ".\n"
-      << moved_line(d);
+      << (d.peak_flops_per_s > 0 ? rate(d.peak_flops_per_s / 1e12, "TFLOP/s") : "unknown");
+  // bf16 and fp16 work is diagnosed against these (compute_peak); on Hopper the mma.sync kernel measures only part
+  // of wgmma's rate, so the larger of it and cuBLASLt's product is the ceiling.
+  if (d.bf16_tensor_flops_per_s > 0) out << ", bf16 tensor cores " << rate(d.bf16_tensor_flops_per_s / 1e12, "TFLOP/s");
+  if (d.fp16_tensor_flops_per_s > 0) out << ", fp16 tensor cores " << rate(d.fp16_tensor_flops_per_s / 1e12, "TFLOP/s");
+  if (d.bf16_tensor_flops_per_s > 0 || d.fp16_tensor_flops_per_s > 0)
+    out << " (dense, fp32 accumulation, measured: the larger of an mma.sync kernel and cuBLASLt's product)";
+  out << ".\n" << moved_line(d);
   if (language == Language::triton) {
     out << "Compiler: Triton's, to PTX for " << property(d, "arch") << ", loaded by the CUDA driver "
         << property(d, "driver_api") << ".\n";

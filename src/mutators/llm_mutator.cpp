@@ -71,7 +71,8 @@ std::string diagnosis_lines(const Node& n, bool legend) {
   out << "Diagnosis";
   if (legend) {
     out << " (rates are the spec's cost over the median time; shares are of the device's measured copy bandwidth "
-           "and FMA peak, and over 100% of the copy peak means caches serve the data; memory- or compute-bound by the "
+           "and FMA peak (bf16 and fp16 work: its tensor-core peak, as each line names it), and over 100% of the copy "
+           "peak means caches serve the data; memory- or compute-bound by the "
            "larger share, latency/overhead-bound when both are under "
         << std::lround(kLatencyBoundShare * 100) << "%; with one share alone, its bound only from "
         << std::lround(kSoleCeilingShare * 100) << "% of it on)";

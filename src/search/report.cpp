@@ -15,9 +15,10 @@ double roofline_share(const Spec& spec, const Bindings& workload, const Bindings
   if (device.peak_bytes_per_s > 0) {
     share = std::max(share, achieved_bytes_per_s(spec, workload, tunables, time_us) / device.peak_bytes_per_s);
   }
-  if (device.peak_flops_per_s > 0) {
-    share = std::max(share, achieved_flops_per_s(spec, workload, tunables, time_us) / device.peak_flops_per_s);
-  }
+  // bf16 and fp16 work against its tensor-core peak where the device knows it; else the FMA peak, as before.
+  const ComputePeak peak = compute_peak(spec, device);
+  const double flops_peak = peak.tensor ? peak.flops_per_s : device.peak_flops_per_s;
+  if (flops_peak > 0) share = std::max(share, achieved_flops_per_s(spec, workload, tunables, time_us) / flops_peak);
   return share;
 }
 

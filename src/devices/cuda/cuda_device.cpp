@@ -397,6 +397,11 @@ class CudaDevice final : public gpu::GpuDevice {
     setup.ceilings_key = info_.properties.count("uuid") ? property("uuid") : info_.id;
     setup.driver_version = property("driver_api");
     setup.nominal_flops = std::atof(property("fp32_tflops_nominal").c_str()) * 1e12;
+    // The tensor-core ceilings: mma.sync's bf16 and fp16 m16n8k16 need sm_80. Up to Ada it is the tensor cores'
+    // whole rate; on Hopper only part of wgmma's, which cuBLASLt's product reaches; on sm_100 to sm_119 (tcgen05)
+    // a small part, too little to bound a time from below: there cuBLASLt's product alone.
+    if (cc_ >= 80 && !(cc_ >= 100 && cc_ < 120)) setup.tensor_source = gpu::kTensorKernels;
+    setup.tensor_library_step = "cublaslt.matmul";
     start(setup);
     more_languages_.push_back(Language::triton);
   }

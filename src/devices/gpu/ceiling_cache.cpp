@@ -14,6 +14,7 @@
 #include <fstream>
 #include <simdjson.h>
 #include <sstream>
+#include <utility>
 
 namespace kernelevolve::gpu {
 namespace {
@@ -40,10 +41,17 @@ bool read_cache(const fs::path& file, const std::string& key, const std::string&
       doc["driver"].get(d) != simdjson::SUCCESS || d != driver ||
       doc["copy_bytes_per_s"].get(got.copy_bytes_per_s) != simdjson::SUCCESS ||
       doc["fma_flops_per_s"].get(got.fma_flops_per_s) != simdjson::SUCCESS ||
-      doc["l2_bytes_per_s"].get(got.l2_bytes_per_s) != simdjson::SUCCESS) {
+      doc["l2_bytes_per_s"].get(got.l2_bytes_per_s) != simdjson::SUCCESS ||
+      // Absent from a file written before they were measured: such a file is measured again. A 0 is a
+      // measurement that found none.
+      doc["bf16_tensor_flops_per_s"].get(got.bf16_tensor_flops_per_s) != simdjson::SUCCESS ||
+      doc["fp16_tensor_flops_per_s"].get(got.fp16_tensor_flops_per_s) != simdjson::SUCCESS) {
     return false;
   }
   if (!(got.copy_bytes_per_s > 0) || !(got.fma_flops_per_s > 0)) return false;
+  if (!(got.bf16_tensor_flops_per_s >= 0) || !(got.fp16_tensor_flops_per_s >= 0)) return false;
+  std::string_view tensor_how;
+  if (doc["tensor_how"].get(tensor_how) == simdjson::SUCCESS) got.tensor_how = std::string(tensor_how);
   c = got;
   return true;
 }
@@ -54,7 +62,10 @@ void write_cache(const fs::path& file, const std::string& key, const std::string
   json.precision(17);
   json << "{\"key\": " << json_string(key) << ", \"name\": " << json_string(name)
        << ", \"driver\": " << json_string(driver) << ", \"copy_bytes_per_s\": " << c.copy_bytes_per_s
-       << ", \"fma_flops_per_s\": " << c.fma_flops_per_s << ", \"l2_bytes_per_s\": " << c.l2_bytes_per_s << "}\n";
+       << ", \"fma_flops_per_s\": " << c.fma_flops_per_s << ", \"l2_bytes_per_s\": " << c.l2_bytes_per_s
+       << ", \"bf16_tensor_flops_per_s\": " << c.bf16_tensor_flops_per_s
+       << ", \"fp16_tensor_flops_per_s\": " << c.fp16_tensor_flops_per_s
+       << ", \"tensor_how\": " << json_string(c.tensor_how) << "}\n";
   const fs::path tmp = file.string() + ".tmp" + std::to_string(::getpid());
   {
     std::ofstream out(tmp);
@@ -110,6 +121,15 @@ void apply(DeviceInfo& info, const Ceilings& c, const std::string& how) {
   info.properties["l2_copy_gbps"] = buf;
   std::snprintf(buf, sizeof buf, "%.1f", c.fma_flops_per_s / 1e12);
   info.properties["fma_tflops"] = buf;
+  info.bf16_tensor_flops_per_s = c.bf16_tensor_flops_per_s;
+  info.fp16_tensor_flops_per_s = c.fp16_tensor_flops_per_s;
+  for (const auto& [name, rate] : {std::pair{"bf16_tensor_tflops", c.bf16_tensor_flops_per_s},
+                                   {"fp16_tensor_tflops", c.fp16_tensor_flops_per_s}}) {
+    if (!(rate > 0)) continue;  // unknown: absent, never a 0 read as a measurement
+    std::snprintf(buf, sizeof buf, "%.0f", rate / 1e12);
+    info.properties[name] = buf;
+  }
+  if (!c.tensor_how.empty()) info.properties["tensor_ceilings"] = c.tensor_how;
   info.properties["ceilings"] = how;
 }
 

@@ -42,6 +42,35 @@ extern "C" __global__ void ke_flush(const float4* __restrict__ p, unsigned long 
 }
 )";
 
+const char* const kTensorKernels = R"(
+// Each warp runs kChains independent chains of mma.sync m16n8k16 (fp32 accumulation), a chain's next product
+// waiting only on its own accumulators: with 8 warps a block and several blocks an SM, enough work in flight to
+// keep the tensor cores busy. The fragments' bits come as arguments so the compiler cannot fold them; each mma is
+// 2 x 16 x 8 x 16 = 4096 flops. On Hopper mma.sync reaches only part of what wgmma reaches (the device takes
+// cuBLASLt's product too where it is faster); up to Ada it is the tensor cores' whole rate.
+#define KE_MMA_KERNEL(name, type)                                                                             \
+  extern "C" __global__ void name(float* out, int iters, unsigned a_bits, unsigned b_bits) {                  \
+    constexpr int kChains = 8;                                                                                \
+    float c[kChains][4];                                                                                      \
+    _Pragma("unroll") for (int j = 0; j < kChains; ++j) c[j][0] = c[j][1] = c[j][2] = c[j][3] = 0.f;         \
+    const unsigned a0 = a_bits, a1 = a_bits ^ (threadIdx.x & 1u), a2 = a_bits, a3 = a_bits ^ 2u;              \
+    const unsigned b0 = b_bits, b1 = b_bits ^ (threadIdx.x & 2u);                                             \
+    for (int i = 0; i < iters; ++i) {                                                                         \
+      _Pragma("unroll") for (int j = 0; j < kChains; ++j) {                                                   \
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." type "." type ".f32 {%0,%1,%2,%3}, "            \
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                                 \
+                     : "+f"(c[j][0]), "+f"(c[j][1]), "+f"(c[j][2]), "+f"(c[j][3])                             \
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));                                 \
+      }                                                                                                       \
+    }                                                                                                         \
+    float s = 0.f;                                                                                            \
+    _Pragma("unroll") for (int j = 0; j < kChains; ++j) s += (c[j][0] + c[j][1]) + (c[j][2] + c[j][3]);       \
+    out[(unsigned long long)blockIdx.x * blockDim.x + threadIdx.x] = s;                                       \
+  }
+KE_MMA_KERNEL(ke_mma_bf16, "bf16")
+KE_MMA_KERNEL(ke_mma_f16, "f16")
+)";
+
 std::string format_bytes(double bytes) {
   char buf[64];
   if (bytes >= (1ull << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", bytes / (1ull << 30));

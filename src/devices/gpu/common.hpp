@@ -12,6 +12,12 @@ namespace kernelevolve::gpu {
 // same text.
 extern const char* const kCeilingKernels;
 
+// ke_mma_bf16 and ke_mma_f16 (chains of mma.sync m16n8k16 with fp32 accumulation, in inline PTX), behind the
+// tensor-core ceilings of bf16 and fp16 work: CUDA only, sm_80 on. Launched as ke_mma_*(out, iters, a_bits,
+// b_bits) with 256-thread blocks; `out` takes a float per thread; each thread's iteration is 8 mma, so a warp's is
+// 8 x 4096 flops.
+extern const char* const kTensorKernels;
+
 // "1.0 GiB", "227 KiB", "512 B": for descriptions and messages.
 std::string format_bytes(double bytes);
 

@@ -675,6 +675,98 @@ double GpuDevice::measure_fma_flops() {
   }
 }
 
+double GpuDevice::measure_mma_flops(const char* entry) {
+  if (!setup_.tensor_source) return 0;
+  try {
+    KernelSource ks;
+    ks.source = setup_.tensor_source;
+    ks.language = language_;
+    ks.entry = entry;
+    const CompileResult built = compile(ks);
+    if (!built.ok()) return 0;
+    LaunchDims dims;
+    dims.grid[0] = static_cast<std::int64_t>(compute_units_) * 4;  // 32 warps an SM: 8 a scheduler
+    dims.block[0] = 256;
+    auto out = allocate(static_cast<std::size_t>(dims.grid[0] * dims.block[0]) * 4);
+    void* o = out->data();
+    int iters = 1 << 10;
+    // 2^-7 in each half (bf16 0x3c00, fp16 0x2000): the sums stay small and finite; zeros might draw less power.
+    unsigned a_bits = std::string(entry) == "ke_mma_bf16" ? 0x3c003c00u : 0x20002000u, b_bits = a_bits;
+    void* args[] = {&o, &iters, &a_bits, &b_bits};
+    if (!launch(*built.kernel, args, dims, false, false).ok) return 0;  // warm-up: clocks, first-launch costs
+    iters = 1 << 14;
+    const double ms = best_ms(*built.kernel, args, dims, 3);  // timed as the FMA kernel is
+    if (ms <= 0) return 0;
+    const double warps = static_cast<double>(dims.grid[0] * dims.block[0]) / 32;
+    return 4096.0 * 8 * iters * warps / (ms * 1e-3);  // 8 mma of 2 x 16 x 8 x 16 flops a warp's iteration
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
+double GpuDevice::measure_library_flops(DType dtype) {
+  if (setup_.tensor_library_step.empty()) return 0;
+  constexpr std::int64_t kSize = 8192;  // large enough for a library's best kernels, a few ms
+  const std::size_t bytes = static_cast<std::size_t>(kSize * kSize) * dtype_size(dtype);
+  if (setup_.memory_bytes && 4 * bytes > setup_.memory_bytes / 2) return 0;  // A, B, D and a workspace
+  try {
+    const std::vector<Param> signature = {
+        Param{"A", dtype, Role::in, {"M", "K"}},  Param{"B", dtype, Role::in, {"K", "N"}},
+        Param{"D", dtype, Role::out, {"M", "N"}}, Param{"M", DType::i64, Role::size, {}},
+        Param{"N", DType::i64, Role::size, {}},   Param{"K", DType::i64, Role::size, {}}};
+    std::string log;
+    const std::shared_ptr<Kernel> step = library_step(setup_.tensor_library_step, {}, signature, log);
+    if (!step) return 0;
+    auto a = allocate(bytes), b = allocate(bytes), d = allocate(bytes);
+    const std::uint16_t value = dtype == DType::bf16 ? 0x3c00 : 0x2000;  // 2^-7: each output sums to 0.5
+    a->fill(&value, 2);
+    b->fill(&value, 2);
+    void* pa = a->data();
+    void* pb = b->data();
+    void* pd = d->data();
+    std::int64_t m = kSize, n = kSize, k = kSize;
+    void* args[] = {&pa, &pb, &pd, &m, &n, &k};
+    const LaunchDims dims;                                      // a library step's own
+    if (!launch(*step, args, dims, false, false).ok) return 0;  // the first call chooses the algorithm
+    const double ms = best_ms(*step, args, dims, 3);
+    if (ms <= 0) return 0;
+    return 2.0 * static_cast<double>(kSize) * kSize * kSize / (ms * 1e-3);
+  } catch (const std::exception&) {
+    return 0;  // too little memory: the mma kernel's rate alone
+  }
+}
+
+void GpuDevice::measure_tensor_flops(Ceilings& c) {
+  auto tflops = [](double rate) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.0f TFLOP/s", rate / 1e12);
+    return std::string(buf);
+  };
+  struct Kind {
+    DType dtype;
+    const char* name;
+    const char* entry;
+    double* rate;
+  };
+  for (const Kind& kind : {Kind{DType::bf16, "bf16", "ke_mma_bf16", &c.bf16_tensor_flops_per_s},
+                           Kind{DType::f16, "fp16", "ke_mma_f16", &c.fp16_tensor_flops_per_s}}) {
+    const double mma = measure_mma_flops(kind.entry);
+    const double library = measure_library_flops(kind.dtype);
+    std::string parts;
+    if (mma > 0) parts += "mma.sync " + tflops(mma);
+    if (library > 0) parts += (parts.empty() ? "" : ", ") + setup_.tensor_library_step + " 8192^3 " + tflops(library);
+    if (parts.empty()) continue;
+    *kind.rate = std::max(mma, library);
+    // Tensor cores run several times the FMA units' rate: a rate not above it measured a busy or throttled GPU,
+    // and a ceiling set too low would call honest kernels impossibly fast. None is kept then.
+    if (c.fma_flops_per_s > 0 && !(*kind.rate > c.fma_flops_per_s)) {
+      *kind.rate = 0;
+      parts += ", not above the FMA rate: not kept";
+    }
+    c.tensor_how += std::string(c.tensor_how.empty() ? "" : "; ") + kind.name + ": " + parts;
+  }
+}
+
 Ceilings GpuDevice::measure() {
   Ceilings c;
   // Copy: two buffers of up to 1 GiB each (far beyond any L2), bytes read plus written.
@@ -709,6 +801,7 @@ Ceilings GpuDevice::measure() {
     // Too little free memory: leave the copy ceiling unmeasured (0); the roofline then has no byte floor.
   }
   c.fma_flops_per_s = measure_fma_flops();
+  measure_tensor_flops(c);
   return c;
 }
 

@@ -189,6 +189,11 @@ class GpuDevice : public Device {
     std::string ceilings_key;    // names the ceilings' cache file: the GPU's UUID where the driver gives one
     std::string driver_version;  // a cached measurement serves only the same driver
     double nominal_flops = 0;    // a datasheet FP32 rate: a measured rate under half of it is not kept
+    // The tensor-core ceilings (Ceilings::bf16_tensor_flops_per_s): the source of ke_mma_bf16 and ke_mma_f16
+    // (kTensorKernels) where the GPU runs them, null where it does not; and the library step (library_step) whose
+    // product at 8192^3 is timed too, the larger rate kept ("cublaslt.matmul"), empty for none.
+    const char* tensor_source = nullptr;
+    std::string tensor_library_step;
   };
 
   GpuDevice(std::unique_ptr<Driver> driver, std::string id, Language language);
@@ -230,6 +235,12 @@ class GpuDevice : public Device {
   double best_ms(Kernel& kernel, void** args, const LaunchDims& dims, int reps);
   double best_memcpy_ms(DevicePtr dst, DevicePtr src, std::size_t bytes, int reps);
   double measure_fma_flops();
+  // The rate of the tensor kernel `entry` (Setup::tensor_source), and of Setup::tensor_library_step's product in
+  // `dtype` (bf16 or f16), in flop/s; 0 when it cannot compile or run. Never throws.
+  double measure_mma_flops(const char* entry);
+  double measure_library_flops(DType dtype);
+  // Both tensor ceilings into `c`, checked against its FMA rate.
+  void measure_tensor_flops(Ceilings& c);
 
   std::shared_ptr<Context> ctx_;
   Language language_;
