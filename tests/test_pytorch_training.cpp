@@ -434,6 +434,81 @@ TEST_CASE(
   }
 }
 
+namespace {
+
+std::string shape_text(const ke::Param& p) {
+  std::string out = "[";
+  for (const std::string& d : p.shape) out += (out.size() > 1 ? ", " : "") + d;
+  return out + "]";
+}
+
+// `shipped`'s params are `derived`'s: names, roles, dtypes and shapes, in order. A shape written another way (DLRM's
+// num_pairs for the derivation's (num_fields * num_fields - num_fields) / 2) must give the same number of elements
+// at each of `shipped`'s workloads.
+void check_same_params(const ke::Spec& shipped, const ke::Spec& derived, const std::string& where) {
+  CHECK_MESSAGE(names_of(shipped) == names_of(derived), where);
+  if (shipped.params.size() != derived.params.size()) return;
+  for (std::size_t i = 0; i < derived.params.size(); ++i) {
+    const ke::Param &s = shipped.params[i], &d = derived.params[i];
+    CAPTURE(s.name);
+    CHECK_MESSAGE(s.role == d.role, where);
+    CHECK_MESSAGE(s.dtype == d.dtype, where);
+    CHECK_MESSAGE(s.shape.size() == d.shape.size(), where);
+    if (s.shape == d.shape || !s.is_buffer()) continue;
+    for (const ke::Bindings& w : shipped.workloads)
+      CHECK_MESSAGE(shipped.element_count(s, w) == derived.element_count(d, w),
+                    where << ": shapes " << shape_text(s) << " and " << shape_text(d));
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "training: each backward problem's GPU spec (cuda.json) has the derived backward's params, its CPU spec's "
+    "params and tolerance, and a seed with its entry; RMSNorm's forward GPU spec has the module's forward params" *
+    doctest::skip(!have_torch())) {
+  // The GPU specs cannot run here; what the CPU can check of them is that they state the problem the derivation
+  // gives, so that a GPU run measures the same problem as the CPU one.
+  int checked = 0;
+  for (const std::string problem :
+       {"rms_norm_backward", "layer_norm_backward", "softmax_cross_entropy_backward", "embedding_bag_backward",
+        "embedding_bag_sparse_backward", "dlrm_interaction_backward"}) {
+    CAPTURE(problem);
+    const ke::Spec gpu = ke::load_spec(shipped_problem(problem, "cuda.json"));
+    const ke::Spec cpu = ke::load_spec(shipped_problem(problem, "cpu.json"));
+    CHECK(gpu.language == ke::Language::cuda);
+    REQUIRE(gpu.reference.pytorch);
+    CHECK(gpu.reference.backward);
+    CHECK(!gpu.reference.with_forward);
+    CHECK(gpu.reference.file == cpu.reference.file);
+    ke::PytorchProblemOptions options;
+    options.backward = true;
+    ke::Spec derived = ke::load_pytorch_problem(gpu.reference.file, options);
+    // dlrm_interaction_backward adds num_pairs, a size with its constraint, as dlrm_interaction's spec does.
+    if (problem == "dlrm_interaction_backward") derived.params.push_back(param(cpu, "num_pairs"));
+    check_same_params(gpu, derived, problem + "/cuda.json against the derived backward");
+    check_same_params(gpu, cpu, problem + "/cuda.json against cpu.json");
+    CHECK(gpu.tolerance.atol == cpu.tolerance.atol);
+    CHECK(gpu.tolerance.rtol == cpu.tolerance.rtol);
+    CHECK(gpu.workloads.size() >= 2);
+    CHECK(gpu.satisfies_constraints(gpu.seed_tunables()));  // at every workload (DLRM's num_pairs)
+    CHECK_MESSAGE(gpu.seed.source.find(" " + gpu.entry + "(") != std::string::npos, "the seed has no " << gpu.entry);
+    ++checked;
+  }
+  CHECK(checked == 6);
+
+  // The forward of the training operator's pair (bench/training_gpu.py): model.py's forward, at the backward's
+  // workloads (the operator takes a shape both programs were verified on).
+  const ke::Spec forward = ke::load_spec(rms_norm_problem("forward_cuda.json"));
+  const ke::Spec backward = ke::load_spec(rms_norm_problem("cuda.json"));
+  REQUIRE(forward.reference.pytorch);
+  CHECK(!forward.reference.backward);
+  CHECK(forward.reference.source == backward.reference.source);
+  check_same_params(forward, ke::load_pytorch_problem(forward.reference.file), "rms_norm_backward/forward_cuda.json");
+  CHECK(forward.workloads == backward.workloads);
+  CHECK(forward.tolerance.atol == backward.tolerance.atol);
+}
+
 TEST_CASE("training: a suite problem runs with --dtype bf16 and a C seed that reads bf16 (matmul_ab)" *
           doctest::skip(!have_torch())) {
   // The suite's fp32 module, cast: no bf16 files ship, --dtype makes the problem (README, "Precision").
