@@ -62,24 +62,47 @@ def first_time(entry):
     return entry["time_us"][0], spread[0]
 
 
+def run_stamped(cmd, limit):
+    """Runs cmd; returns (exit code or None on timeout, stdout, stderr, stderr with each line's second since the
+    start), so that a run's log shows where its time went (capture, baselines, compiling, timing)."""
+    t0 = time.time()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out_parts, err_lines, stamped = [], [], []
+
+    def read_out():
+        out_parts.append(p.stdout.read())
+
+    def read_err():
+        for line in p.stderr:
+            err_lines.append(line)
+            stamped.append(f"[{time.time() - t0:7.1f}s] {line}")
+
+    readers = [threading.Thread(target=read_out), threading.Thread(target=read_err)]
+    for r in readers:
+        r.start()
+    try:
+        rc = p.wait(timeout=limit)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        rc = None
+    for r in readers:
+        r.join()
+    return rc, "".join(out_parts), "".join(err_lines), "".join(stamped)
+
+
 def run_one(cli, level, name, path, device, max_evals, limit, work):
     d = os.path.join(work, f"level{level}", name)
     os.makedirs(d, exist_ok=True)
     cmd = [cli, "run", path, "--device", device, "--no-db", "--max-evals", str(max_evals), "--seed", "7", "--json"]
     t0 = time.time()
     row = {"level": level, "problem": name, "device": device, "command": " ".join(cmd[1:])}
-    try:
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=limit)
-        rc, out, err = p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as e:
-        rc, out, err = None, e.stdout or "", e.stderr or ""
-        out = out.decode() if isinstance(out, bytes) else out
-        err = err.decode() if isinstance(err, bytes) else err
+    rc, out, err, stamped = run_stamped(cmd, limit)
     row["seconds"] = round(time.time() - t0, 1)
     with open(os.path.join(d, "run.json"), "w") as f:
         f.write(out)
     with open(os.path.join(d, "run.err"), "w") as f:
-        f.write(err)
+        f.write(stamped)
     report = None
     if out.strip():
         try:
