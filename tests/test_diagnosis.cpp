@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "eval/wire.hpp"
+
 namespace ke = kernelevolve;
 
 namespace {
@@ -608,4 +610,25 @@ TEST_CASE("the roofline floor of bf16 work: twice its tensor peak, no flop floor
   unknown.peak_bytes_per_s = 1e15;
   CHECK(ke::roofline_floor_us(bf16, w, {}, unknown) == doctest::Approx(bytes / 1e15 * 1e6));
   CHECK(ke::roofline_floor_us(fp32, w, {}, unknown) == doctest::Approx(flops / 50e12 * 1e6));
+}
+
+TEST_CASE(
+    "the tensor peaks travel with the device (worker to parent, the store); a device stored before them has none") {
+  ke::DeviceInfo gpu = hopper_like(700e12, 650e12);
+  const ke::DeviceInfo back = ke::wire::device_info_from_json(ke::wire::to_json(gpu));
+  CHECK(back.bf16_tensor_flops_per_s == 700e12);
+  CHECK(back.fp16_tensor_flops_per_s == 650e12);
+  CHECK(back.peak_flops_per_s == 50e12);
+  // As a run stored before the tensor peaks were measured wrote its device: read as unknown, not refused.
+  std::string old = ke::wire::to_json(gpu);
+  const auto from = old.find(", \"bf16_tensor_flops_per_s\"");
+  const auto to = old.find(", \"properties\"");
+  REQUIRE(from != std::string::npos);
+  REQUIRE(to != std::string::npos);
+  old.erase(from, to - from);
+  const ke::DeviceInfo before = ke::wire::device_info_from_json(old);
+  CHECK(before.bf16_tensor_flops_per_s == 0);
+  CHECK(before.fp16_tensor_flops_per_s == 0);
+  CHECK(before.peak_flops_per_s == 50e12);
+  CHECK(ke::compute_peak(product_in(ke::DType::bf16, ke::DType::bf16), before).fallback == "bf16 tensor peak unknown");
 }
