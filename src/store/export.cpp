@@ -93,7 +93,7 @@ std::string diagnosis_block(const Node& n) {
   const Diagnosis& d = *n.diagnosis;
   std::ostringstream out;
   out << "diagnosis (rates from the spec's cost; shares of the device's copy bandwidth, which caches may pass, and "
-         "FMA peak"
+         "FMA peak, or the tensor-core peak a line names"
       << (d.note.empty() ? "" : "; " + d.note) << "):\n";
   for (std::size_t w = 0; w < d.workloads.size(); ++w)
     out << "  t" << w << ": " << workload_diagnosis_text(d.workloads[w]) << "\n";
