@@ -17,7 +17,7 @@ it is stored, since a model rewrites it. The capture therefore asks for what nee
 no `#pragma omp`, since our CPU device calls a program on one thread, as the bridge times eager and
 torch.compile). What a scalar kernel still uses of the prefix is small: NaN-propagating max and min, Welford's
 combine, argmax's IndexValue, `mod`, c10's floor divisions, the bounds check of an index. The source carries those
-it uses (_HELPERS, a transcription of torch 2.6's cpp_prefix.h over the standard library), and a kernel that names
+it uses (_CPP_HELPERS, a transcription of torch 2.6's cpp_prefix.h over the standard library), and a kernel that names
 anything else of ATen or c10 is refused.
 
 The tunable. The only knob such C++ offers honestly is the order of its floating-point reductions: Clang does not
@@ -97,7 +97,7 @@ class _CppKernel:
                 raise Untranslatable(f"kernel {name}", f"cpp_prefix.h's {helper}, which the program does not carry")
 
 
-def _kernels_of(tree):
+def _cpp_kernels_of(tree):
     """Each `name = async_compile.cpp_pybinding([types], '''source''')` (torch 2.1 on) of the module."""
     kernels = {}
     for node in tree.body:
@@ -219,7 +219,7 @@ def translate_cpu(output_code, spec, arg_names=None):
     each of call()'s arguments is, where the capture saw it (state_names()), so that same-shaped state entries (a
     batch norm's weight, bias and statistics) pair right; else None, and they pair by order."""
     tree = ast.parse(output_code)
-    kernels = _kernels_of(tree)
+    kernels = _cpp_kernels_of(tree)
     examples = _examples(tree)
     call = _call_function(tree)
     binding = _Binding(spec)
@@ -242,10 +242,10 @@ def translate_cpu(output_code, spec, arg_names=None):
             buffer = isinstance(arg, _Storage) or binding.params.get(arg, {}).get("role") in ("in", "out", "inout")
             if pointer != buffer:
                 raise Untranslatable(f"kernel {step['kernel'].name}", f"its param of type {ctype} is passed "
-                                     f"{_ref(arg)}")
+                                     f"{_cpp_ref(arg)}")
     temporaries = [{"name": s.name, "dtype": s.dtype, "shape": _temporary_shape(plan, s)}
                    for s in plan.storages if s.output is None and id(s) in used]
-    steps = [{"kernel": step["kernel"].name, "args": [_ref(a) for a in step["args"]]} for step in plan.steps]
+    steps = [{"kernel": step["kernel"].name, "args": [_cpp_ref(a) for a in step["args"]]} for step in plan.steps]
     block = {"temporaries": temporaries, "steps": steps} if temporaries else {"steps": steps}
     bodies = [kernel.body for kernel in plan.launched]
     reduces = any(kernel.reduces for kernel in plan.launched)
@@ -256,22 +256,22 @@ def translate_cpu(output_code, spec, arg_names=None):
         notes.append("FP_REASSOCIATE 1 lets Clang reorder (and vectorize) the reductions' sums")
     if binding.constraints:
         notes.append("specialised by Inductor to " + ", ".join(binding.constraints))
-    return {"source": _source(block, bodies, reduces), "tunables": tunables, "constraints": binding.constraints,
+    return {"source": _cpp_source(block, bodies, reduces), "tunables": tunables, "constraints": binding.constraints,
             "notes": "Translated from torch.compile's (Inductor's) CPU output code: " + "; ".join(notes) + "."}
 
 
-def _ref(arg):
+def _cpp_ref(arg):
     if isinstance(arg, _Storage):
         arg = arg.root()
         return arg.output or arg.name
     return arg
 
 
-def _source(block, bodies, reduces):
+def _cpp_source(block, bodies, reduces):
     plan_text = json.dumps(block).replace('{"kernel"', '\n   {"kernel"')
     text = "/* kernelevolve-plan\n" + plan_text + "\n*/\n" + _PRELUDE
     code = "\n".join(bodies)
-    for name, helper in _HELPERS.items():
+    for name, helper in _CPP_HELPERS.items():
         if re.search(rf"\b{name}\b", code):
             text += helper
     if reduces:
@@ -311,7 +311,7 @@ _REASSOCIATE = """
 """
 
 # cpp_prefix.h's scalar helpers, each carried where a kernel names it (at::_isnan is ke_isnan here).
-_HELPERS = {
+_CPP_HELPERS = {
     "max_propagate_nan": """
 template <typename T>
 inline T max_propagate_nan(T a, T b) {

@@ -100,6 +100,46 @@ class EveryFixture(unittest.TestCase):
             self.assertIn(name + ".dynamic", TRANSLATED)
 
 
+class EmbeddedScript(unittest.TestCase):
+    """The library runs inductor_program.py, inductor_cpu.py and inductor_capture.py as one script
+    (kInductorScript, src/CMakeLists.txt joins them in this order), so a name defined in two of them is silently
+    the later one's: inductor_cpu.py's own `_kernels_of` once replaced the Triton translator's, and every GPU
+    capture was refused as "a CPU capture's kernels are C++" while these tests, importing each file alone, passed."""
+
+    PARTS = ("inductor_program.py", "inductor_cpu.py", "inductor_capture.py")
+
+    def texts(self):
+        here = os.path.dirname(os.path.abspath(inductor_program.__file__))
+        out = []
+        for name in self.PARTS:
+            with open(os.path.join(here, name)) as f:
+                out.append((name, f.read()))
+        return out
+
+    def test_no_top_level_name_is_defined_in_two_parts(self):
+        owner = {}
+        for name, text in self.texts():
+            for node in ast.parse(text).body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    defined = [node.name]
+                elif isinstance(node, ast.Assign):
+                    defined = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                else:
+                    continue
+                for d in defined:
+                    if d != "__all__":
+                        self.assertNotIn(d, owner, f"{d} is defined in {owner.get(d)} and in {name}")
+                        owner[d] = name
+
+    def test_the_fixtures_translate_through_the_joined_script_as_alone(self):
+        scope = {"__name__": "kernelevolve_inductor_script"}  # not __main__: the capture's main stays unrun
+        exec(compile("\n\n".join(text for _, text in self.texts()), "kInductorScript", "exec"), scope)
+        for name in sorted(TRANSLATED):
+            with self.subTest(fixture=name):
+                code, spec = fixture(name)
+                self.assertEqual(scope["translate"](code, spec), translate(code, spec))
+
+
 class ExpectedPlans(unittest.TestCase):
     def translated(self, name):
         code, spec = fixture(name)
