@@ -38,6 +38,28 @@ TEST_CASE("device lists expand, and refuse what they cannot serve") {
   if (has_kind("cuda")) CHECK_FALSE(ke::expand_device_list("cuda:all").empty());
 }
 
+TEST_CASE("KIND:all expands to the devices present, and a device named twice stays twice before the check") {
+  auto device = [](const std::string& kind, const std::string& id) {
+    ke::DeviceInfo d;
+    d.kind = kind;
+    d.id = id;
+    return d;
+  };
+  const std::vector<ke::DeviceInfo> two_gpus{device("cpu", "cpu"), device("cuda", "cuda:0"), device("cuda", "cuda:1")};
+  CHECK(ke::expand_device_items("cuda:all", two_gpus) == std::vector<std::string>{"cuda:0", "cuda:1"});
+  CHECK(ke::expand_device_items("cpu,cuda:all", two_gpus) == std::vector<std::string>{"cpu", "cuda:0", "cuda:1"});
+  CHECK(ke::expand_device_items("cpu,cpu", {}) == std::vector<std::string>{"cpu", "cpu"});
+  CHECK(ke::expand_device_items("cuda:1,cuda:all", two_gpus) == std::vector<std::string>{"cuda:1", "cuda:0", "cuda:1"});
+  CHECK_THROWS_AS(ke::expand_device_items("cpu,", two_gpus), ke::Error);
+  try {
+    ke::expand_device_items("hip:all", two_gpus);
+    FAIL("hip:all with no HIP device present must be refused");
+  } catch (const ke::Error& e) {
+    CHECK(e.code() == ke::ErrorCode::DeviceUnavailable);
+    CHECK(std::string(e.what()).find("no hip device is present") != std::string::npos);
+  }
+}
+
 TEST_CASE("timing locks are per device") {
   CHECK(ke::default_timing_lock("cuda:0") != ke::default_timing_lock("cuda:1"));
   CHECK(ke::default_timing_lock("cuda:0").find("cuda_0") != std::string::npos);

@@ -11,6 +11,11 @@ namespace kernelevolve {
 // Expands a device list: "cuda:all" (every CUDA device found), "cuda:0,cuda:1", "cpu", or a mix.
 // Throws Error(DeviceUnavailable) when a kind has no device, Error(BadUsage) for a malformed list.
 std::vector<std::string> expand_device_list(const std::string& list);
+// The expansion alone, against the devices `present`: each "KIND:all" becomes the ids of that kind in
+// `present`, in their order; other items stay as written, and a device named twice stays twice (optimize's
+// --devices cpu,cpu runs two regions at once on the CPU). Throws Error(BadUsage) for an empty item,
+// Error(DeviceUnavailable) when a KIND:all finds no device of its kind.
+std::vector<std::string> expand_device_items(const std::string& list, const std::vector<DeviceInfo>& present);
 // Whether `device` names several devices (a list, or "KIND:all") rather than one.
 bool is_device_list(const std::string& device);
 

@@ -8,7 +8,7 @@
 
 namespace kernelevolve {
 
-std::vector<std::string> expand_device_list(const std::string& list) {
+std::vector<std::string> expand_device_items(const std::string& list, const std::vector<DeviceInfo>& present) {
   std::vector<std::string> ids;
   std::size_t start = 0;
   while (start <= list.size()) {
@@ -20,7 +20,7 @@ std::vector<std::string> expand_device_list(const std::string& list) {
     if (colon != std::string::npos && item.substr(colon + 1) == "all") {
       const std::string kind = item.substr(0, colon);
       bool any = false;
-      for (const DeviceInfo& d : list_devices()) {
+      for (const DeviceInfo& d : present) {
         if (d.kind == kind) {
           ids.push_back(d.id);
           any = true;
@@ -32,6 +32,13 @@ std::vector<std::string> expand_device_list(const std::string& list) {
       ids.push_back(item);
     }
   }
+  return ids;
+}
+
+std::vector<std::string> expand_device_list(const std::string& list) {
+  // Only a KIND:all needs the devices found (which loads each backend's driver).
+  const std::vector<std::string> ids =
+      expand_device_items(list, list.find(":all") != std::string::npos ? list_devices() : std::vector<DeviceInfo>{});
   std::vector<std::string> unique;
   for (const auto& id : ids) {
     if (std::find(unique.begin(), unique.end(), id) != unique.end()) {

@@ -598,6 +598,11 @@ def tensor_meta(t):
             meta["mean"], meta["std"] = float(mean), float(std)
         elif not t.is_complex():
             meta["min"], meta["max"] = int(t.min()), int(t.max())
+            # Cut points (an EmbeddingBag's offsets): each row starts at 0 and never decreases. A draw that keeps
+            # the range alone would start a bag anywhere, which embedding_bag refuses.
+            if t.dim() >= 1 and t.shape[-1] > 1 and bool((t[..., 0] == 0).all()) and \
+                    bool((t[..., 1:] >= t[..., :-1]).all()):
+                meta["sorted"] = True
     return meta
 
 

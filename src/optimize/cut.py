@@ -41,6 +41,18 @@ def node_kind(node):
     return "fusible"
 
 
+def picks_a_part(node):
+    """Whether the node takes one part of a tensor by a constant integer (`indices[t]`, aten's select): a model
+    that stacks its tables' inputs picks each table's so."""
+    name = op_name(node) if node.op in ("call_function", "call_method") else None
+    if name == "getitem":
+        return isinstance(node.args[1], int)
+    return name == "select" and all(isinstance(a, int) for a in node.args[1:])
+
+
+CONCATENATIONS = {"cat", "stack", "concat", "concatenate", "hstack", "vstack"}
+
+
 class Region:
     def __init__(self, index):
         self.index = index
@@ -64,7 +76,8 @@ def partition(capture):
     region of its latest producer that can take it (not an opaque region; not a second anchor) when joining
     makes no cycle between regions (no other producer's region already reads this one); else it starts a new
     region. A node reading a tuple (split's, an LSTM's) is always in its producer's region: only tensors cross
-    between regions."""
+    between regions. An anchor does not join a region that only picks a part of an input by a constant index, and a
+    concatenation of three or more regions' values starts a region of its own (picks_a_part, CONCATENATIONS)."""
     graph = capture.gm.graph
     position = {n: i for i, n in enumerate(graph.nodes)}
     regions, of = [], {}
@@ -82,9 +95,17 @@ def partition(capture):
             chosen = regions[tuples.pop()]
         elif kind != "opaque":
             sources = {of[a].index for a in producers}
-            for a in producers:
+            # A concatenation of three or more regions' values gathers them for what follows (DLRM's features for
+            # the interaction's product) rather than ending one of them: a region of its own, which its consumer
+            # joins, rather than the epilogue of whichever producer came last.
+            gathers = op_name(node) in CONCATENATIONS and len(sources) > 2
+            for a in [] if gathers else producers:
                 r = of[a]
                 if r.opaque or (kind == "anchor" and r.anchor is not None):
+                    continue
+                # An anchor does not take in the picking of a part of an input (`indices[t]`): the part is its
+                # input, so that the same lookup on each table of a stack is one problem, not one per constant t.
+                if kind == "anchor" and all(picks_a_part(n) for n in r.nodes):
                     continue
                 if any(r.index in regions[s].ancestors(regions) for s in sources if s != r.index):
                     continue
@@ -323,7 +344,10 @@ def input_expression(meta):
     if meta["dtype"] == "bool":
         return f"torch.randint(0, 2, {shape}).bool()"
     if "min" in meta and "mean" not in meta:
-        return f"torch.randint({meta['min']}, {meta['max'] + 1}, {shape}, dtype={dtype})"
+        draw = f"torch.randint({meta['min']}, {meta['max'] + 1}, {shape}, dtype={dtype})"
+        if meta.get("sorted"):  # cut points: sorted along the last dimension, each row's first at 0
+            return f"torch.sort({draw}, dim=-1).values.index_fill(-1, torch.tensor([0]), 0)"
+        return draw
     mean, std = meta.get("mean", 0.0), meta.get("std", 1.0)
     cast = "" if meta["dtype"] == "f32" else f".to({dtype})"
     if std == 0:

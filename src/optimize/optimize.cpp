@@ -263,19 +263,35 @@ std::vector<std::string> script_args(const std::string& model_path, const Optimi
   return args;
 }
 
+// --devices's items, each cuda:all replaced by every CUDA device this kernelevolve finds, so that MPI's ranks take
+// one GPU each (by their place on the host) rather than each spreading its runs over all. A device named twice stays
+// twice: --devices cpu,cpu runs two regions at once on the CPU.
 std::vector<std::string> device_list(const std::string& devices, const std::string& where) {
-  std::vector<std::string> out;
   std::size_t start = 0;
   while (start <= devices.size()) {
     const std::size_t comma = devices.find(',', start);
     const std::size_t end = comma == std::string::npos ? devices.size() : comma;
     const std::string item = devices.substr(start, end - start);
-    if (item != "cpu" && item.rfind("cuda", 0) != 0)
+    const std::string index = item.rfind("cuda:", 0) == 0 ? item.substr(5) : std::string();
+    const bool cuda_index =
+        !index.empty() && std::all_of(index.begin(), index.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    if (item != "cpu" && item != "cuda" && item != "cuda:all" && !cuda_index)
       throw Error(ErrorCode::BadUsage,
-                  where + ": --devices is a comma-separated list of cpu or cuda[:N], not '" + devices + "'");
-    out.push_back(item);
+                  where + ": --devices is a comma-separated list of cpu, cuda, cuda:N or cuda:all, not '" + devices +
+                      "' (its item '" + item + "')");
     start = end + 1;
   }
+  try {
+    return expand_device_items(devices,
+                               devices.find(":all") != std::string::npos ? list_devices() : std::vector<DeviceInfo>{});
+  } catch (const Error& e) {
+    throw Error(e.code(), where + ": --devices: " + e.what());
+  }
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : ",") + item;
   return out;
 }
 
@@ -393,7 +409,8 @@ OptimizeReport optimize_model(const std::string& model_path, const OptimizeOptio
                 where + ": --min-share is a fraction in [0, 1), not " + fixed(options.min_share, 4));
   if (options.max_evals < 1 || options.total_evals < 0)
     throw Error(ErrorCode::BadUsage, where + ": --max-evals is at least 1 and --total-evals at least 0");
-  if (!options.devices.empty()) device_list(options.devices, where);
+  // Expanded here, once, so that the ranks and the optimizer's threads divide the same devices.
+  const std::string devices = options.devices.empty() ? std::string() : joined(device_list(options.devices, where));
   const std::string out = options.out_dir.empty() ? default_optimize_dir(model_path) : options.out_dir;
   if (options.mpi) {
 #if defined(KE_WITH_MPI)
@@ -403,7 +420,7 @@ OptimizeReport optimize_model(const std::string& model_path, const OptimizeOptio
 #endif
   }
   std::vector<std::string> args = script_args(model_path, options, where, out);
-  if (!options.devices.empty()) args.insert(args.end(), {"--devices", options.devices});
+  if (!devices.empty()) args.insert(args.end(), {"--devices", devices});
   return parse_report(run_optimizer(args, options), where);
 }
 

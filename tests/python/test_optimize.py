@@ -27,6 +27,9 @@ WORK = os.environ["KE_WORK"]
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "optimize")
 MLP = os.path.join(FIXTURES, "mlp.py")
 CONVNET = os.path.join(FIXTURES, "convnet.py")
+# The recommendation model of problems/models, at the size its file keeps for the CPU.
+DLRM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "problems", "models", "dlrm", "model.py")
+os.environ["KE_DLRM_SIZE"] = "cpu"
 ANCHORS = {"linear", "addmm", "mm", "bmm", "matmul", "baddbmm", "einsum", "conv1d", "conv2d", "conv3d", "convolution",
            "embedding", "scaled_dot_product_attention", "LSTM"}
 BUDGET = ["--budget", "0.5"]  # seconds of timing: enough for a ranking of these small models
@@ -77,7 +80,7 @@ def compose(report, model, inputs):
     """The regions run in the manifest's order, each occurrence with its own weights taken from the model by the
     manifest's names: every value the regions wrote, by its name in the model's graph."""
     regions = {r["name"]: r for r in report["regions"]}
-    state = model.state_dict()
+    state = {**dict(model.named_parameters()), **dict(model.named_buffers())}  # a buffer kept out of the state dict too
     env = {g["name"]: x for g, x in zip(report["graph"]["inputs"], inputs)}
     for step in report["order"]:
         region = regions[step["region"]]
@@ -286,6 +289,49 @@ class ConvnetTest(Optimized, unittest.TestCase):
                              [o["shape"] or [1] for o in region["outputs"]])
 
 
+class DlrmTest(Optimized, unittest.TestCase):
+    """problems/models/dlrm at its CPU size: a bottom MLP, eight EmbeddingBags over inputs stacked by table (each
+    table's picked by `indices[t]`), DLRM's dot interaction (stack, bmm, a gather of the lower triangle, cat), a top
+    MLP. The same lookup on tables of the same size is one problem; the stack goes with the interaction."""
+    MODEL, NAME = DLRM, "dlrm"
+
+    def test_cut(self):
+        regions = self.report["regions"]
+        for r in regions:
+            self.assertLessEqual(sum(op in ANCHORS for op in r["ops"]), 1, r["ops"])
+        bags = sorted((r for r in regions if r["anchor"] == "embedding_bag"), key=lambda r: -r["count"])
+        self.assertEqual([r["count"] for r in bags], [6, 2])  # six small tables, two big ones
+        self.assertEqual([r["weights"][0]["shape"] for r in bags], [[300, 16], [2000, 16]])
+        interaction = [r for r in regions if "bmm" in r["ops"]]
+        self.assertEqual(len(interaction), 1)
+        self.assertEqual([op for op in interaction[0]["ops"] if op in ("stack", "bmm", "cat")], ["stack", "bmm", "cat"])
+        self.assertEqual(len(interaction[0]["inputs"]), 9)  # the bottom MLP's output and the eight bags'
+        for r in regions:
+            if r["anchor"] is None:  # the picking of each table's indices and offsets: nothing to compute
+                self.assertIn("views only", r["reason"])
+        self.assertEqual(sum(r["count"] for r in regions if r["anchor"] == "linear"), 6)
+
+    def test_the_regions_composed_reproduce_the_model(self):
+        model, inputs = model_of(DLRM, self.report)
+        with torch.no_grad():
+            expected = model(*inputs)
+        env = compose(self.report, model, inputs)
+        assert_close(self, env[self.report["graph"]["outputs"][0]], expected, "the regions composed")
+
+    def test_a_bags_inputs_are_drawn_as_bags(self):
+        # Offsets drawn at random over their range would start the first bag anywhere: drawn sorted, from 0.
+        for region in (r for r in self.report["regions"] if r["anchor"] == "embedding_bag"):
+            module = region_module(self.report, region)
+            for seed in range(3):
+                torch.manual_seed(seed)
+                indices, offsets = module.get_inputs()
+                self.assertEqual(offsets[0].item(), 0)
+                self.assertTrue(bool((offsets[1:] >= offsets[:-1]).all()))
+                self.assertLessEqual(offsets[-1].item(), indices.numel())
+                with torch.no_grad():
+                    module.Model()(indices, offsets)
+
+
 def writer(modes):
     """The command mutator writing this region's C kernels (tests/fixtures/optimize/kernel_writer.py): `modes` says
     which region's kernel is fast, slow or wrong."""
@@ -474,8 +520,8 @@ class RepeatedRegionTest(unittest.TestCase):
 
 
 class RefusalTest(unittest.TestCase):
-    def refused(self, model, out, *words):
-        done = optimize(model, out)
+    def refused(self, model, out, *words, extra=()):
+        done = optimize(model, out, *extra)
         self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
         for w in words:
             self.assertIn(w, done.stderr)
@@ -505,6 +551,16 @@ class RefusalTest(unittest.TestCase):
         done = optimize(MLP, os.path.join(WORK, "no_gpu"), "--device", "cuda")
         self.assertEqual(done.returncode, 3, done.stderr)
         self.assertIn("sees no CUDA GPU", done.stderr)
+
+    def test_a_device_list_it_cannot_serve(self):
+        # cpu:all is no device list optimize takes (exit 2, naming the item); cuda:all is expanded before any rank or
+        # thread divides it, so a machine without a GPU refuses it up front (exit 3) rather than in the evolve step.
+        self.refused(MLP, os.path.join(WORK, "cpu_all"), "--devices is a comma-separated list", "'cpu:all'",
+                     extra=["--devices", "cpu:all"])
+        if not torch.cuda.is_available():
+            done = optimize(MLP, os.path.join(WORK, "cuda_all"), "--devices", "cuda:all")
+            self.assertEqual(done.returncode, 3, done.stderr)
+            self.assertIn("no cuda device is present", done.stderr)
 
     def test_a_folder_of_the_users(self):
         out = os.path.join(WORK, "users")
