@@ -18,7 +18,10 @@
 #       tests/fixtures/optimize/mlp.py where no checkout is present
 #   KE_BUILD (default build-gpu), OUT (default /tmp/ke-optimize-devices), EVALS (per region, default 16), BUDGET
 #   (optimize's --budget, default 2),
-#   KE_PYTHON (a torch with CUDA; 2.x for torch.compile), MPIRUN (default mpirun, from the bundle where it carries one),
+#   KE_PYTHON (a torch with CUDA; 2.x for torch.compile), MPIRUN (default: the bundle's KE_BUILD/mpirun where it carries
+#   one, else mpirun from PATH). The GPU machine has no Open MPI, and build-gpu is built without it: for `mpi`, carry
+#   build-gpu-mpi (scripts/bundle-mpi.sh: KE_WITH_MPI=ON, Open MPI 4.1 relocated beside it, its wrapper `mpirun`) and
+#   run every way from it: KE_BUILD=$PWD/build-gpu-mpi bench/optimize_devices.sh MODEL.py
 #   ONE (default cuda:0) and TWO (default cuda:0,cuda:1): the devices (ONE=cpu TWO=cpu,cpu checks the script on a
 #   CPU; there `spread` is refused, since run's multi-device evaluator takes a device once)
 set -uo pipefail
@@ -27,6 +30,7 @@ build=${KE_BUILD:-$root/build-gpu}
 out=${OUT:-/tmp/ke-optimize-devices}
 evals=${EVALS:-16}
 mpirun=${MPIRUN:-mpirun}
+[ -z "${MPIRUN:-}" ] && [ -x "$build/mpirun" ] && mpirun=$build/mpirun  # scripts/bundle-mpi.sh's wrapper
 one=${ONE:-cuda:0}
 two=${TWO:-cuda:0,cuda:1}
 model=${1:-}
