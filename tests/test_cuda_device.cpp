@@ -406,9 +406,11 @@ extern "C" __global__ void fill(float* y, long long n) {
 
 TEST_CASE("cuda: every PyTorch problem's CUDA seed compiles at its first and last points" * doctest::skip(kNoNvrtc)) {
   int compiled = 0;
-  for (const auto& entry : fs::directory_iterator(fs::path(source_dir()) / "problems" / "pytorch")) {
-    const fs::path path = entry.path() / "cuda.json";
-    if (!fs::exists(path)) continue;
+  std::vector<fs::path> specs;
+  for (const auto& entry : fs::directory_iterator(fs::path(source_dir()) / "problems" / "pytorch"))
+    for (const char* name : {"cuda.json", "forward_cuda.json"})  // forward_cuda.json: a backward's forward
+      if (fs::exists(entry.path() / name)) specs.push_back(entry.path() / name);
+  for (const fs::path& path : specs) {
     CAPTURE(path.string());
     const ke::Spec spec = ke::load_spec(path.string());
     ke::Bindings last;
