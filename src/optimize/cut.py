@@ -298,6 +298,13 @@ def forward_source(problem, capture):
     problem.modules = []
     for i, node in enumerate(occ.nodes):
         copy = graph.node_copy(node, lambda a: env[a])
+        # A view as a reshape: the region's file draws its inputs contiguous, where the model may have given it
+        # strided ones whose results (attention's, over a transposed input) a view of the model's could follow but
+        # not those of the file's inputs. reshape is the same view where one exists, else a copy of the same values.
+        if copy.target is getattr(torch.ops.aten, "view").default:
+            copy.target = torch.ops.aten.reshape.default
+        elif node.op == "call_method" and copy.target == "view":
+            copy.target = "reshape"
         if node.op == "call_module":
             name = python_name(node.target.split(".")[-1], taken)
             problem.modules.append((name, i, capture.gm.get_submodule(node.target)))

@@ -115,7 +115,8 @@ class DevicesTest(Parallel, unittest.TestCase):
         done = subprocess.run([CLI, "optimize", CHAIN, "--out", os.path.join(WORK, "bad_devices"), "--devices",
                                "cpu,tpu:0"], capture_output=True, text=True, timeout=60)
         self.assertEqual(done.returncode, 2, done.stderr)
-        self.assertIn("--devices is a comma-separated list of cpu or cuda[:N]", done.stderr)
+        self.assertIn("--devices is a comma-separated list of cpu, cuda, cuda:N or cuda:all", done.stderr)
+        self.assertIn("'tpu:0'", done.stderr)  # the item it refuses
 
 
 @unittest.skipUnless(MPIRUN, "no mpirun, or this kernelevolve is built without MPI (KE_WITH_MPI)")
