@@ -106,7 +106,7 @@ def train(net, steps, lr, shape, teacher, device, seed):
     return losses, times
 
 
-def plot(path, eager, replaced, title):
+def plot(path, eager, replaced, title, rtol):
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -121,9 +121,13 @@ def plot(path, eager, replaced, title):
     top.set_ylabel("MSE loss")
     top.set_title(title, fontsize=9)
     top.legend()
-    bottom.plot(steps, [abs(a - b) / max(abs(b), 1e-30) for a, b in zip(replaced, eager)])
+    floor = 1e-10  # equal losses drawn at the floor: a log scale has no 0
+    bottom.plot(steps, [max(abs(a - b) / max(abs(b), 1e-30), floor) for a, b in zip(replaced, eager)], marker=".")
+    bottom.axhline(rtol, color="red", linestyle=":", label=f"tolerance {rtol:g}")
     bottom.set_yscale("log")
+    bottom.set_ylim(floor / 2, max(rtol * 5, 1e-9))
     bottom.set_ylabel("|relative diff|")
+    bottom.legend(fontsize=8)
     bottom.set_xlabel("step")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -200,9 +204,10 @@ def main():
             f.write(f"{step}\t{b:.9g}\t{a:.9g}\t{diff:.3g}\t{rel:.3g}\t{tb:.3f}\t{ta:.3f}\n")
     weights = max(((p - q).abs().max() / q.abs().max().clamp_min(1e-30)).item()
                   for p, q in zip(replaced.parameters(), eager.parameters()))
-    title = (f"RMSNorm programs in a {args.layers}-block MLP, {device}, batch {list(shape)}, {args.steps} SGD steps: "
-             f"worst loss difference {worst:.2g} (tolerance rtol {args.rtol:g}, atol {args.atol:g})")
-    pictured = plot(os.path.join(args.out, "training_loss.png"), expected, got, title)
+    title = (f"RMSNorm's programs in a {args.layers}-block MLP ({len(norms)} norms), {device}, batch {list(shape)}\n"
+             f"{args.steps} SGD steps: worst loss difference {worst:.2g} (tolerance rtol {args.rtol:g}, "
+             f"atol {args.atol:g})")
+    pictured = plot(os.path.join(args.out, "training_loss.png"), expected, got, title, args.rtol)
 
     problems = []
     if failed_steps:
