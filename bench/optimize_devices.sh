@@ -57,7 +57,9 @@ run_way() {  # name, then the command's words up to `optimize`'s own arguments
 run_way one "$build/kernelevolve" optimize
 run_way devices "$build/kernelevolve" optimize --devices "$two"
 run_way spread "$build/kernelevolve" optimize --evolve-device "$two"
-run_way mpi "$mpirun" --allow-run-as-root -np 2 "$build/kernelevolve" optimize --mpi --devices "$two"
+# --bind-to none: Open MPI binds each of two ranks to one core by default, and each rank's whole process tree (the
+# optimizer, each region's run, its workers and compilers) with it, which the other ways are not.
+run_way mpi "$mpirun" --allow-run-as-root --bind-to none -np 2 "$build/kernelevolve" optimize --mpi --devices "$two"
 
 python3 - "$out" <<'EOF' | tee "$out/summary.tsv"
 import json, os, sys

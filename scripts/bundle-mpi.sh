@@ -112,6 +112,9 @@ export OMPI_MCA_mca_base_component_path="$mpi/lib/openmpi3"
 # Ranks on this host alone need no ssh, but Open MPI 4's launcher refuses to start without one to name: where there is
 # none (a container), a stand-in that is never called.
 command -v ssh >/dev/null || command -v rsh >/dev/null || export OMPI_MCA_plm_rsh_agent="${OMPI_MCA_plm_rsh_agent:-false}"
+# No binding: Open MPI 4 binds each of two ranks to one core, and a rank's whole tree (the optimizer's Python, each
+# region's run, its workers and compilers) inherits it; a rank of optimize is a process tree, not one thread.
+export OMPI_MCA_hwloc_base_binding_policy="${OMPI_MCA_hwloc_base_binding_policy:-none}"
 # No LD_LIBRARY_PATH: every binary here finds its libraries by its RUNPATH, and the ranks' children (Python, PyTorch)
 # must not find this folder's copies (its libgomp, Debian 12's) before their own.
 export PATH="$mpi/bin:$PATH"

@@ -34,7 +34,7 @@ def optimize(out, *extra, mpi=0):
     command = [CLI, "optimize", CHAIN, "--out", out, *OPTIONS, *extra]
     env = None
     if mpi:
-        command = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", str(mpi)] + command + ["--mpi"]
+        command = [MPIRUN, "--allow-run-as-root", "--oversubscribe", "--bind-to", "none", "-np", str(mpi)] + command + ["--mpi"]
         # Under AddressSanitizer (CI's sanitize stage), as test_mpi there: Open MPI never frees what MPI_Init
         # allocates, leaks no suppression can name; memory errors are still caught.
         env = dict(os.environ, ASAN_OPTIONS=":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "detect_leaks=0"])))
