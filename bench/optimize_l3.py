@@ -13,7 +13,8 @@ on one side of 1: the outcome says which). Resumable: a model with a row is skip
 that failed or timed out; optimize itself resumes each region's run from OUT/NAME/optimize.db).
 
     python3 bench/optimize_l3.py KERNELBENCH [--cli build-gpu/kernelevolve] [--device cuda:0] [--max-evals 8]
-        [--limit 1800] [--out $OUT] [--models 1,4,...,dlrm] [--retry] [-- extra optimize arguments]
+        [--limit 1800] [--out $OUT] [--models 1,4,...,dlrm] [--retry] [--stop-after SEC]
+        [-- extra optimize arguments]
 
 KERNELBENCH is a KernelBench checkout (the folder holding level3/, or above it: kernelbench/KernelBench is one; never
 committed here), or any folder of level-3 files with KernelBench's names (smaller copies, for a CPU check). The DLRM
@@ -113,10 +114,15 @@ def main():
     parser.add_argument("--cli", default=os.path.join(ROOT, "build-gpu", "kernelevolve"))
     parser.add_argument("--device", default="cuda:0")
     parser.add_argument("--max-evals", type=int, default=8)
-    parser.add_argument("--limit", type=float, default=1800, help="seconds per model (optimize's --timeout)")
+    parser.add_argument("--limit", type=float, default=1800,
+                        help="seconds per model: optimize's --timeout (which stops the optimizer a minute past it); "
+                             "the model's whole process group is killed two minutes past it")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/ke-optimize-l3"))
     parser.add_argument("--models", default=",".join(list(LEVEL3) + ["dlrm"]))
     parser.add_argument("--retry", action="store_true", help="run again the models whose row failed or timed out")
+    parser.add_argument("--stop-after", type=float, default=0,
+                        help="seconds for this call: start no model that its --limit could carry past them (a "
+                             "device command's own limit; the next call resumes)")
     args = parser.parse_args(argv)
     level3 = level3_dir(args.kernelbench)
     os.makedirs(args.out, exist_ok=True)
@@ -124,6 +130,7 @@ def main():
     rows = json.load(open(rows_file)) if os.path.exists(rows_file) else []
     settings = f"--device {args.device} --max-evals {args.max_evals}, {args.limit:.0f} s a model" + \
                (f", {' '.join(extra)}" if extra else "")
+    began = time.monotonic()
     for key in args.models.split(","):
         if key == "dlrm":
             name, path = "dlrm" + ("_cpu" if os.environ.get("KE_DLRM_SIZE") == "cpu" else ""), DLRM
@@ -135,6 +142,11 @@ def main():
         if done and not (args.retry and done.get("failed")):
             print(f"{name}: has a row, skipped", file=sys.stderr)
             continue
+        if args.stop_after and time.monotonic() - began + args.limit + 120 > args.stop_after:
+            print(f"{name}: not started, {args.stop_after - (time.monotonic() - began):.0f} s of --stop-after left "
+                  f"(a model may take --limit {args.limit:.0f} s and 120 more): the next call resumes here",
+                  file=sys.stderr)
+            break
         rows = [r for r in rows if r["model"] != name]
         command = [args.cli, "optimize", path, "--device", args.device, "--max-evals", str(args.max_evals), "--json",
                    "--out", os.path.join(args.out, name), "--timeout", str(int(args.limit)), *extra]
