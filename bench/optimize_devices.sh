@@ -14,7 +14,7 @@
 # 10% (the same result, sooner) - the whole output is also OUT/summary.tsv.
 #
 #   bench/optimize_devices.sh [MODEL.py] [-- extra optimize args]
-#       MODEL: default a KernelBench level-3 model (kernelbench/KernelBench/KernelBench/level3/1_MLP.py) or
+#       MODEL: default a KernelBench level-3 model (kernelbench/KernelBench[/KernelBench]/level3/1_MLP.py) or
 #       tests/fixtures/optimize/mlp.py where no checkout is present
 #   KE_BUILD (default build-gpu), OUT (default /tmp/ke-optimize-devices), EVALS (per region, default 16), BUDGET
 #   (optimize's --budget, default 2),
@@ -37,8 +37,10 @@ model=${1:-}
 [ $# -gt 0 ] && shift
 [ "${1:-}" = "--" ] && shift
 if [ -z "$model" ]; then
-  model=$root/kernelbench/KernelBench/KernelBench/level3/1_MLP.py
-  [ -f "$model" ] || model=$root/tests/fixtures/optimize/mlp.py
+  for model in "$root"/kernelbench/KernelBench/KernelBench/level3/1_MLP.py "$root"/kernelbench/KernelBench/level3/1_MLP.py \
+    "$root"/tests/fixtures/optimize/mlp.py; do
+    [ -f "$model" ] && break
+  done
 fi
 mkdir -p "$out"
 nvidia-smi -L 2>/dev/null | head -4
