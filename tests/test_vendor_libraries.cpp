@@ -567,7 +567,10 @@ std::vector<double> host_conv(const c::ConvCall& call, const std::vector<float>&
   return y;
 }
 
-void check_conv(c::ConvCall call, bool with_bias, bool with_workspace, double atol, double rtol) {
+// max_elements below INT_MAX: the call runs in batch slices of at most that many elements an operand (as one over
+// 2^31 elements does at INT_MAX), each written where its samples go.
+void check_conv(c::ConvCall call, bool with_bias, bool with_workspace, double atol, double rtol,
+                std::int64_t max_elements = INT_MAX) {
   CAPTURE(call.spatial_dims);
   CAPTURE(call.transposed);
   CAPTURE(call.dtype);
@@ -601,7 +604,8 @@ void check_conv(c::ConvCall call, bool with_bias, bool with_workspace, double at
   call.x = dx.address(), call.filter = dw.address(), call.y = dy.address();
   call.bias = with_bias ? dbias.address() : 0;
   call.workspace = workspace.address(), call.workspace_bytes = workspace_bytes;
-  const std::string error = c::convolution(gpu().stream, call);
+  const std::string error =
+      max_elements == INT_MAX ? c::convolution(gpu().stream, call) : c::convolution(gpu().stream, call, max_elements);
   REQUIRE_MESSAGE(error.empty(), error);
   const std::vector<float> got = decode(dy.download(), call.dtype);
   const std::vector<double> ref = host_conv(call, x, w, with_bias ? &bias : nullptr, o, p, q);
@@ -853,6 +857,22 @@ TEST_CASE("vendor libraries: avg_pool3d's output size, and its refusals before a
   CHECK(error.find('\n') == std::string::npos);
 }
 
+TEST_CASE("vendor libraries: a convolution or pooling over 2^31 elements runs in batch slices within cuDNN's ints") {
+  // KernelBench level 1 at its own size: 87's pointwise convolution writes y[16,128,1024,1024] and 46's avg_pool3d
+  // reads x[16,32,128,128,256], 2^31 elements each, one over INT_MAX: cuDNN's descriptors refuse them whole.
+  CHECK(c::batch_slice(16, std::int64_t{128} << 20, INT_MAX) == 15);
+  CHECK(c::batch_slice(16, std::int64_t{32} * 128 * 128 * 256, INT_MAX) == 15);
+  CHECK(c::batch_slice(16, std::int64_t{1} << 20, INT_MAX) == 16);  // one call will do
+  CHECK(c::batch_slice(3, INT_MAX, INT_MAX) == 1);
+  CHECK(c::batch_slice(3, std::int64_t{INT_MAX} + 1, INT_MAX) == 0);  // one sample too large: refused
+  CHECK(c::batch_slice(0, 10, INT_MAX) == 0);
+  // A sample too large is refused by name before any library is needed.
+  c::PoolCall pool;
+  pool.n = 2, pool.c = 1, pool.d = 2048, pool.h = 1024, pool.w = 1025, pool.x = 256, pool.y = 512;
+  const std::string error = c::avg_pool3d(nullptr, pool);
+  CHECK_MESSAGE(error.find("one sample of its input or output holds 2149580800 elements") != std::string::npos, error);
+}
+
 TEST_CASE("vendor libraries: whether the GPU tests run") {
   if (kNoGpu) {
     MESSAGE("skipped: no CUDA device: the GPU tests in this file are skipped: " << gpu().reason);
@@ -980,6 +1000,12 @@ TEST_CASE("vendor libraries: conv2d against a naive host convolution" * doctest:
     call.dtype = "bf16";
     check_conv(call, true, true, 2e-2, 8e-3);
   }
+  SUBCASE("f32, five samples in batch slices of two, two and one, bias") {
+    call.n = 5;
+    const std::int64_t sample = call.c * call.h * call.w;  // 396, more than the output's 6 * 5 * 6
+    CHECK(c::batch_slice(call.n, sample, 2 * sample + 1) == 2);
+    check_conv(call, true, true, 2e-5, 1e-5, 2 * sample + 1);
+  }
 }
 
 // The f32 cases below allow 5e-5 (cuDNN may sum in another order, or by FFT, over up to 54 taps a channel); TF32
@@ -1076,7 +1102,7 @@ TEST_CASE("vendor libraries: cuBLAS's batched GEMM and a transposed A, against t
 TEST_CASE("vendor libraries: avg_pool3d against a naive host pooling" * doctest::skip(kNoGpu)) {
   KE_NEED_CUDNN();
   c::PoolCall call;
-  call.n = 2, call.c = 3, call.d = 9, call.h = 10, call.w = 11;
+  call.n = 3, call.c = 3, call.d = 9, call.h = 10, call.w = 11;
   call.kernel[0] = 3, call.kernel[1] = 3, call.kernel[2] = 2;
   call.stride[0] = 2, call.stride[1] = 1, call.stride[2] = 2;
   call.padding[0] = 1, call.padding[1] = 1, call.padding[2] = 0;
@@ -1095,7 +1121,10 @@ TEST_CASE("vendor libraries: avg_pool3d against a naive host pooling" * doctest:
       dx.upload(encode(x, dtype));
       dy.poison();
       call.x = dx.address(), call.y = dy.address();
-      const std::string error = c::avg_pool3d(gpu().stream, call);
+      // f16 runs sample by sample: the batch slices a call over 2^31 elements would take, at a lower limit.
+      const std::int64_t limit = dtype == "f16" ? call.c * call.d * call.h * call.w : INT_MAX;
+      const std::string error =
+          limit == INT_MAX ? c::avg_pool3d(gpu().stream, call) : c::avg_pool3d(gpu().stream, call, limit);
       REQUIRE_MESSAGE(error.empty(), error);
       const std::vector<float> got = decode(dy.download(), dtype);
       // torch's avg_pool3d: the window's sum over the elements inside the input, divided by the whole window's

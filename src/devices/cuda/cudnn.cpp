@@ -10,6 +10,7 @@
 // CUDNN_STATUS_SUCCESS (0, in both) and otherwise names through cudnnGetErrorString.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <memory>
@@ -559,6 +560,45 @@ std::string choose(Dnn& state, const ConvCall& call, Plan& plan, std::size_t wor
   return why;
 }
 
+// ---- batch slices ----------------------------------------------------------------------------------------
+
+// cuDNN's Nd tensor descriptors count in ints: a tensor of more than INT_MAX elements is CUDNN_STATUS_NOT_SUPPORTED
+// (KernelBench's level 1 has two at its own size: 46's avg_pool3d input and 87's convolution output, 2^31
+// elements each). As ATen does (split_batch_dim_to_32bit_out), such a call runs slice by slice of its batch,
+// each slice's operands within INT_MAX; the samples are independent, so the result is the same.
+
+// a * b, or INT64_MAX where that overflows (sizes are >= 1 here).
+std::int64_t product(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+std::int64_t element_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
+
+// The elements of one sample of a convolution's input and output (the larger), from a well-formed geometry.
+std::int64_t conv_sample_elements(const ConvCall& call, const Geometry& g) {
+  std::int64_t x = call.c, y = call.k;
+  for (int i = 0; i < g.dims; ++i) x = product(x, g.in[i]), y = product(y, g.out[i]);
+  return std::max(x, y);
+}
+
+// Calls `one` on each batch slice of `n` samples of `per_x`/`per_y` elements (x and y advance by a slice's bytes);
+// "" or the first failure, naming the slice.
+template <class Call, class One>
+std::string by_batch_slices(const Call& call, std::int64_t slice, std::int64_t per_x, std::int64_t per_y, One one) {
+  const std::int64_t bytes = element_bytes(call.dtype);
+  for (std::int64_t first = 0; first < call.n; first += slice) {
+    Call part = call;
+    part.n = std::min(slice, call.n - first);
+    part.x = call.x + static_cast<std::uint64_t>(first * per_x * bytes);
+    part.y = call.y + static_cast<std::uint64_t>(first * per_y * bytes);
+    if (std::string why = one(part); !why.empty())
+      return why + " (samples " + std::to_string(first) + " to " + std::to_string(first + part.n - 1) + " of " +
+             std::to_string(call.n) + ", a batch slice within cuDNN's int-counted tensors)";
+  }
+  return "";
+}
+
 // ---- average pooling -------------------------------------------------------------------------------------
 
 std::string describe(const PoolCall& call) {
@@ -657,19 +697,25 @@ std::size_t conv_workspace_bytes(const ConvCall& call) {
     int data_type = 0;
     Geometry g;
     if (!prepare(state, call, data_type, g).empty()) return 0;
+    // A batch run in slices (convolution()) needs the room of its largest slice.
+    ConvCall first = call;
+    first.n = batch_slice(call.n, conv_sample_elements(call, g), INT_MAX);
+    if (first.n == 0) return 0;
     std::string error;
-    Plan* plan = plan_for(state, call, data_type, g, error);
+    Plan* plan = plan_for(state, first, data_type, g, error);
     if (!plan) return 0;
     int algo = 0, math_type = 0;
     std::size_t needed = 0;
-    if (!choose(state, call, *plan, kMaxPreferredWorkspace, algo, math_type, needed).empty()) return 0;
+    if (!choose(state, first, *plan, kMaxPreferredWorkspace, algo, math_type, needed).empty()) return 0;
     return needed;
   } catch (...) {
     return 0;
   }
 }
 
-std::string convolution(void* stream, const ConvCall& call) {
+namespace {
+// One cuDNN call of the whole batch (convolution() slices it first where it must).
+std::string convolution_whole(void* stream, const ConvCall& call) {
   const std::string name = name_of(call);
   try {
     if (!call.x || !call.filter || !call.y) return name + ": a null operand address; " + describe(call);
@@ -720,6 +766,30 @@ std::string convolution(void* stream, const ConvCall& call) {
   }
 }
 
+}  // namespace
+
+std::int64_t batch_slice(std::int64_t n, std::int64_t sample_elements, std::int64_t max_elements) {
+  if (n < 1 || sample_elements < 1 || max_elements < 1 || sample_elements > max_elements) return 0;
+  return std::min(n, max_elements / sample_elements);
+}
+
+std::string convolution(void* stream, const ConvCall& call) { return convolution(stream, call, INT_MAX); }
+
+std::string convolution(void* stream, const ConvCall& call, std::int64_t max_elements) {
+  Geometry g;
+  if (!output_extents(call, g) || !call.x || !call.y) return convolution_whole(stream, call);  // named there
+  const std::int64_t sample = conv_sample_elements(call, g);
+  const std::int64_t slice = batch_slice(call.n, sample, max_elements);
+  if (slice == call.n) return convolution_whole(stream, call);
+  if (slice == 0)
+    return std::string(name_of(call)) + ": one sample of its input or output holds " + std::to_string(sample) +
+           " elements, more than a cuDNN tensor may (" + std::to_string(max_elements) + "); " + describe(call);
+  std::int64_t per_x = call.c, per_y = call.k;
+  for (int i = 0; i < g.dims; ++i) per_x *= g.in[i], per_y *= g.out[i];  // each within INT_MAX: slice > 0
+  return by_batch_slices(call, slice, per_x, per_y,
+                         [&](const ConvCall& part) { return convolution_whole(stream, part); });
+}
+
 bool pool_output_size(const PoolCall& call, std::int64_t& o, std::int64_t& p, std::int64_t& q) {
   if (call.n < 1 || call.c < 1) return false;
   const std::int64_t in[3] = {call.d, call.h, call.w};
@@ -734,7 +804,9 @@ bool pool_output_size(const PoolCall& call, std::int64_t& o, std::int64_t& p, st
   return true;
 }
 
-std::string avg_pool3d(void* stream, const PoolCall& call) {
+namespace {
+// One cuDNN call of the whole batch (avg_pool3d() slices it first where it must).
+std::string avg_pool3d_whole(void* stream, const PoolCall& call) {
   try {
     int data_type = 0;
     if (!data_type_of(call.dtype, data_type)) return "avg_pool3d: dtype '" + call.dtype + "' is not f32, f16 or bf16";
@@ -774,6 +846,23 @@ std::string avg_pool3d(void* stream, const PoolCall& call) {
   } catch (...) {
     return "avg_pool3d: unknown exception";
   }
+}
+}  // namespace
+
+std::string avg_pool3d(void* stream, const PoolCall& call) { return avg_pool3d(stream, call, INT_MAX); }
+
+std::string avg_pool3d(void* stream, const PoolCall& call, std::int64_t max_elements) {
+  std::int64_t out[3] = {};
+  if (!pool_output_size(call, out[0], out[1], out[2]) || !call.x || !call.y) return avg_pool3d_whole(stream, call);
+  const std::int64_t per_x = product(product(product(call.c, call.d), call.h), call.w);
+  const std::int64_t per_y = product(product(product(call.c, out[0]), out[1]), out[2]);
+  const std::int64_t slice = batch_slice(call.n, std::max(per_x, per_y), max_elements);
+  if (slice == call.n) return avg_pool3d_whole(stream, call);
+  if (slice == 0)
+    return "avg_pool3d: one sample of its input or output holds " + std::to_string(std::max(per_x, per_y)) +
+           " elements, more than a cuDNN tensor may (" + std::to_string(max_elements) + "); " + describe(call);
+  return by_batch_slices(call, slice, per_x, per_y,
+                         [&](const PoolCall& part) { return avg_pool3d_whole(stream, part); });
 }
 
 }  // namespace kernelevolve::cuda

@@ -144,6 +144,13 @@ std::size_t conv_workspace_bytes(const ConvCall& call);
 // the heuristic's answers are cached per shape, mode and dtype.
 std::string convolution(void* stream, const ConvCall& call);
 
+// cuDNN counts a tensor's elements in ints: a convolution or pooling whose input or output holds more than
+// max_elements (INT_MAX) runs in slices of its batch, each of this many samples (of `sample_elements`, the larger of
+// one sample's input and output); n when one call will do, 0 when even one sample is too large (refused by name).
+std::int64_t batch_slice(std::int64_t n, std::int64_t sample_elements, std::int64_t max_elements);
+// convolution() and avg_pool3d() with another limit than INT_MAX, so that a test slices a small batch.
+std::string convolution(void* stream, const ConvCall& call, std::int64_t max_elements);
+
 // An average pooling over 3 spatial dimensions, as torch.nn.functional.avg_pool3d with ceil_mode off and no
 // divisor_override: x[N,C,D,H,W] to y[N,C,OD,P,Q] with OD = (D + 2·padding[0] − kernel[0]) / stride[0] + 1, P and Q
 // likewise; each output the mean of its window, over the whole window (count_include_pad) or over the elements
@@ -163,6 +170,7 @@ bool pool_output_size(const PoolCall& call, std::int64_t& o, std::int64_t& p, st
 // Enqueues the pooling (cudnnPoolingForward) on `stream`: "" on success, else one line naming the failed call and
 // its status. The descriptors are cached per shape, setting and dtype.
 std::string avg_pool3d(void* stream, const PoolCall& call);
+std::string avg_pool3d(void* stream, const PoolCall& call, std::int64_t max_elements);
 
 namespace vendor_detail {
 
