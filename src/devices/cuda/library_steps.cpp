@@ -16,7 +16,8 @@ namespace kernelevolve::cuda {
 namespace {
 
 // The workspace each call is given: cuBLASLt's recommendation, and for cuDNN enough for the faster
-// convolution algorithms (one that needs more is passed over for one that fits).
+// convolution algorithms to start with, grown when a size is bound to what its fastest wants, up to cudnn.cpp's
+// 256 MiB (one that needs more is passed over for one that fits).
 constexpr std::size_t kConvWorkspaceBytes = std::size_t{64} << 20;
 
 std::uint64_t pointer_arg(void** args, std::size_t i) {
@@ -73,7 +74,7 @@ bool parse_tuple(const std::string& text, int count, std::int64_t* out) {
 class LibraryStep : public gpu::LibraryKernel {
  public:
   LibraryStep(gpu::GpuDevice& device, std::vector<Param> signature, std::size_t workspace_bytes)
-      : gpu::LibraryKernel(&device), signature_(std::move(signature)) {
+      : gpu::LibraryKernel(&device), signature_(std::move(signature)), gpu_(&device) {
     if (workspace_bytes) workspace_ = device.allocate(workspace_bytes);
   }
   std::map<std::string, std::int64_t> resources() const override { return {{"library", 1}}; }
@@ -85,6 +86,19 @@ class LibraryStep : public gpu::LibraryKernel {
     return workspace_ ? static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(workspace_->data())) : 0;
   }
   std::size_t workspace_bytes() const { return workspace_ ? workspace_->bytes() : 0; }
+  // Grows the workspace to `bytes` where it is smaller, when a size is bound (check_arguments): that size's fastest
+  // algorithm wants more room than the step was made with. The old buffer is kept, since work queued with it may
+  // still run; so memory grows only with the largest size bound. An allocation that fails keeps the old workspace
+  // (the call then takes an algorithm that fits it).
+  void reserve_workspace(std::size_t bytes) const {
+    if (bytes <= workspace_bytes()) return;
+    try {
+      std::unique_ptr<Buffer> bigger = gpu_->allocate(bytes);
+      if (workspace_) retired_.push_back(std::move(workspace_));
+      workspace_ = std::move(bigger);
+    } catch (const std::exception&) {
+    }
+  }
   // Whether buffer argument i holds the product of `extents` elements of its dtype. The product is checked: up
   // to five sizes, each below 2^31, may overflow 64 bits.
   std::string fits(const std::vector<std::size_t>& bytes, std::size_t i, std::initializer_list<std::int64_t> extents,
@@ -102,7 +116,9 @@ class LibraryStep : public gpu::LibraryKernel {
   std::vector<Param> signature_;
 
  private:
-  std::unique_ptr<Buffer> workspace_;
+  gpu::GpuDevice* gpu_;
+  mutable std::unique_ptr<Buffer> workspace_;
+  mutable std::vector<std::unique_ptr<Buffer>> retired_;
 };
 
 // cublaslt.matmul, or cublas.gemm and cublas.gemm_batched (classic: cuBLAS's GEMM, no epilogue). A batched step's
@@ -199,6 +215,9 @@ class ConvStep final : public LibraryStep {
           signature_.size() > bias_at ? fits(bytes, bias_at, {c.k}, "bias") : std::string()}) {
       if (!why.empty()) return name_ + ": " + why;
     }
+    // The 64 MiB the step was made with can leave out a large call's fastest algorithm (a transposed convolution's
+    // can want hundreds of MB); the heuristic's fastest within 256 MiB gets its room. 0 (nothing known) changes none.
+    reserve_workspace(conv_workspace_bytes(c));
     return "";
   }
   std::string enqueue(void* stream, void** args) override { return convolution(stream, call(args)); }
