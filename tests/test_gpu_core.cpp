@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -58,6 +59,7 @@ struct FakeGpu {
   void* stream = reinterpret_cast<void*>(0x5742);
   std::vector<void*> launch_streams;
   int synchronizes = 0;
+  std::vector<std::string> ran;  // what the kernels that record themselves ran, in order
   static constexpr int kRegistersPerSm = 65536, kSharedPerSm = 233472, kThreadsPerSm = 2048, kBlocksPerSm = 32;
 };
 
@@ -243,6 +245,8 @@ class FakeDevice final : public gpu::GpuDevice {
     more_languages_.push_back(ke::Language::triton);  // as the CUDA backend, whose Triton is a second compiler
   }
   int builds = 0;
+  // Each variant asked of build_variant: the params it may assume are multiples of 16.
+  std::vector<std::vector<std::size_t>> variant_requests;
 
  protected:
   std::string target(const ke::KernelSource& ks, std::string& log) override {
@@ -270,7 +274,25 @@ class FakeDevice final : public gpu::GpuDevice {
       out.launch.shared_bytes = 70000;
       out.launch.params = ks.params.size();
       out.launch.scratch = {{64, 256}, {0, 1}};
+      // As the CUDA backend's Triton: its i32 and i64 arguments may be specialized on divisibility by 16.
+      for (std::size_t i = 0; i < ks.params.size(); ++i) {
+        const ke::Param& p = ks.params[i];
+        if (!p.is_buffer() && (p.dtype == ke::DType::i32 || p.dtype == ke::DType::i64))
+          out.launch.specializable.push_back({i, p.dtype == ke::DType::i32 ? 4 : 8});
+      }
     }
+    return out;
+  }
+  // A variant's symbol names what it assumes: "twice_0d1d2_d16_2" assumes param 2 is a multiple of 16.
+  Build build_variant(const ke::KernelSource& ks, const std::string& to, const std::vector<std::size_t>& divisible,
+                      std::string& log) override {
+    variant_requests.push_back(divisible);
+    if (ks.source.find("variant: fails") != std::string::npos) return {};
+    if (ks.source.find("variant: throws") != std::string::npos) throw std::runtime_error("the helper has ended");
+    Build out = build(ks, to, log);
+    out.symbol += "_d16";
+    for (std::size_t i : divisible) out.symbol += "_" + std::to_string(i);
+    out.image += "\n# " + out.symbol;
     return out;
   }
 };
@@ -860,4 +882,167 @@ TEST_CASE("gpu core: a kernel whose compiler fixed its launch (Triton's) gets th
   // The same source in the device's own language is compiled as that: another kernel, no fixed launch.
   ks.language = ke::Language::hip;
   CHECK_FALSE(device.compile(ks).ok());
+}
+
+namespace {
+
+// A Triton kernel with two integer arguments, M (i64) and K (i32), and its variants as the fake runs them: each
+// records that it ran, and faults (as a misaligned vector access would) when an argument it assumes is a multiple
+// of 16 is not one.
+void add_rows_kernels(FakeGpu& g) {
+  FakeGpu* raw = &g;
+  for (const std::string suffix : {"", "_d16_2", "_d16_3", "_d16_2_3"}) {
+    const std::string name = "rows_0d1d2" + suffix;
+    const bool m16 = suffix.find("_2") != std::string::npos, k16 = suffix.find("_3") != std::string::npos;
+    g.kernels[name] = [raw, name, m16, k16](const unsigned*, const unsigned*, void** args) {
+      raw->ran.push_back(name);
+      if ((m16 && arg<long long>(args, 2) % 16 != 0) || (k16 && arg<int>(args, 3) % 16 != 0)) return kIllegalAddress;
+      return 0;
+    };
+  }
+}
+
+ke::KernelSource rows_source(const std::string& extra = "") {
+  ke::KernelSource ks = source("def rows_0d1d2(x, y, M, K): pass  # the image names its symbol" + extra, "rows");
+  ks.language = ke::Language::triton;
+  ks.params = {{"x", ke::DType::f32, ke::Role::in, {"M", "K"}, 0},
+               {"y", ke::DType::f32, ke::Role::out, {"M", "K"}, 0},
+               {"M", ke::DType::i64, ke::Role::size, {}, 0},
+               {"K", ke::DType::i32, ke::Role::size, {}, 0}};
+  ks.defines = {{"num_warps", 4}};
+  return ks;
+}
+
+// One launch of a rows kernel at M and K (an i32: the core reads its 4 bytes); the name of what ran.
+std::string run_rows(FakeDevice& device, FakeGpu& g, ke::Kernel& kernel, long long m, int k) {
+  void* none = nullptr;
+  void* args[] = {&none, &none, &m, &k};
+  ke::LaunchDims dims;
+  dims.grid[0] = 2;
+  g.ran.clear();
+  const ke::LaunchResult r = device.launch(kernel, args, dims);
+  if (!r.ok) return "failed: " + r.error;
+  return g.ran.size() == 1 ? g.ran[0] : "ran " + std::to_string(g.ran.size()) + " kernels";
+}
+
+using Requests = std::vector<std::vector<std::size_t>>;
+
+}  // namespace
+
+TEST_CASE("gpu core: a Triton kernel runs its variant for the int arguments that are multiples of 16, each once made") {
+  auto g = make_fake_gpu();
+  add_rows_kernels(*g);
+  FakeDevice device(g);
+  const ke::CompileResult c = device.compile(rows_source());
+  REQUIRE_MESSAGE(c.ok(), c.log);
+  CHECK(device.variant_requests.empty());  // none before a launch asks
+  ke::Kernel& rows = *c.kernel;
+  CHECK(run_rows(device, *g, rows, 8192, 769) == "rows_0d1d2_d16_2");  // M vouched for, K=769 not
+  CHECK(device.variant_requests == Requests{{2}});
+  CHECK(run_rows(device, *g, rows, 769, 769) == "rows_0d1d2");       // neither: the plain kernel, nothing compiled
+  CHECK(run_rows(device, *g, rows, 4096, 1) == "rows_0d1d2_d16_2");  // another value, the same pattern
+  CHECK(run_rows(device, *g, rows, 8192, 769) == "rows_0d1d2_d16_2");
+  CHECK(device.variant_requests == Requests{{2}});  // kept, not compiled again
+  CHECK(run_rows(device, *g, rows, 8192, 8192) == "rows_0d1d2_d16_2_3");
+  CHECK(run_rows(device, *g, rows, 100, 64) == "rows_0d1d2_d16_3");
+  CHECK(run_rows(device, *g, rows, 0, -48) == "rows_0d1d2_d16_2_3");  // 0 and negative multiples are multiples
+  CHECK(run_rows(device, *g, rows, 8200, 1000) == "rows_0d1d2");      // multiples of 8, not of 16
+  CHECK(device.variant_requests == Requests{{2}, {2, 3}, {3}});
+  // The plain kernel is what compile() hands out and caches, the same one again.
+  const ke::CompileResult again = device.compile(rows_source());
+  CHECK(again.cached);
+  CHECK(again.kernel == c.kernel);
+
+  // Steps of one kernel at other values in one launch, timed or queued on a caller's stream: each its own.
+  long long big = 8192, odd = 769;
+  int k = 769;
+  void* none = nullptr;
+  void* at_big[] = {&none, &none, &big, &k};
+  void* at_odd[] = {&none, &none, &odd, &k};
+  ke::LaunchDims dims;
+  dims.grid[0] = 2;
+  g->ran.clear();
+  ke::LaunchResult r = device.launch_steps({{&rows, at_big, dims}, {&rows, at_odd, dims}}, true, true);
+  REQUIRE_MESSAGE(r.ok, r.error);
+  CHECK(g->ran == std::vector<std::string>{"rows_0d1d2_d16_2", "rows_0d1d2"});
+  g->ran.clear();
+  r = device.enqueue_steps({{&rows, at_odd, dims}, {&rows, at_big, dims}}, reinterpret_cast<void*>(0x99));
+  REQUIRE_MESSAGE(r.ok, r.error);
+  CHECK(g->ran == std::vector<std::string>{"rows_0d1d2", "rows_0d1d2_d16_2"});
+  CHECK(device.variant_requests.size() == 3);
+  CHECK(device.healthy());  // no variant ran where its assumption failed
+}
+
+TEST_CASE("gpu core: a Triton variant that cannot be had leaves its launches to the plain kernel, asked once") {
+  for (const char* how : {"variant: fails", "variant: throws"}) {
+    CAPTURE(how);
+    auto g = make_fake_gpu();
+    add_rows_kernels(*g);
+    FakeDevice device(g);
+    const ke::CompileResult c = device.compile(rows_source(std::string("  # ") + how));
+    REQUIRE_MESSAGE(c.ok(), c.log);
+    CHECK(run_rows(device, *g, *c.kernel, 8192, 8192) == "rows_0d1d2");
+    CHECK(run_rows(device, *g, *c.kernel, 4096, 64) == "rows_0d1d2");
+    CHECK(device.variant_requests == Requests{{2, 3}});
+    CHECK(device.healthy());
+  }
+}
+
+TEST_CASE("gpu core: a kernel in the device's own language is never specialized on its int arguments") {
+  auto g = make_fake_gpu();
+  FakeDevice device(g);
+  const ke::CompileResult c = device.compile(source(kTwice, "twice"));
+  REQUIRE_MESSAGE(c.ok(), c.log);
+  const long long n = 1024;
+  auto bx = device.allocate(n * 4), by = device.allocate(n * 4);
+  void* px = bx->data();
+  void* py = by->data();
+  void* args[] = {&px, &py, const_cast<long long*>(&n)};
+  ke::LaunchDims dims;
+  dims.grid[0] = 4;
+  dims.block[0] = 256;
+  REQUIRE(device.launch(*c.kernel, args, dims).ok);
+  CHECK(device.variant_requests.empty());
+}
+
+TEST_CASE(
+    "gpu core: the evaluator runs a Triton kernel's variant at a size that is a multiple of 16, the plain "
+    "kernel at one that is not") {
+  auto g = make_fake_gpu();
+  FakeGpu* raw = g.get();
+  const FakeGpu::HostKernel plain = g->kernels.at("twice_0d1d2");
+  g->kernels["twice_0d1d2"] = [raw, plain](const unsigned* grid, const unsigned* block, void** args) {
+    raw->ran.push_back("plain n=" + std::to_string(arg<long long>(args, 2)));
+    return plain(grid, block, args);
+  };
+  g->kernels["twice_0d1d2_d16_2"] = [raw, plain](const unsigned* grid, const unsigned* block, void** args) {
+    raw->ran.push_back("d16 n=" + std::to_string(arg<long long>(args, 2)));
+    return arg<long long>(args, 2) % 16 != 0 ? kIllegalAddress : plain(grid, block, args);
+  };
+  ke::Spec s = twice_spec("twice_triton_fake", {{{"n", 8192}}, {{"n", 769}}}, {256});
+  s.language = ke::Language::triton;
+  s.reference.language = ke::Language::cuda;  // kTwice, on the same fake
+  s.seed.source = "def twice_0d1d2(x, y, n, THREADS): pass  # the image names its symbol";
+  s.seed.language = ke::Language::triton;
+  s.tunables["num_warps"] = {4};
+  s.validate();
+  const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_triton_" + std::to_string(::getpid()));
+  ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
+  ke::EvalOptions options;
+  options.trials = 2;
+  options.max_reps = 3;
+  options.check_roofline = false;
+  auto device = std::make_shared<FakeDevice>(g);
+  ke::LocalEvaluator evaluator(s, device, options);
+  const ke::Evaluation e =
+      evaluator.evaluate(ke::Candidate{s.seed.source, ke::Language::triton, {{"THREADS", 256}, {"num_warps", 4}}}, 7);
+  CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
+  CHECK(device->variant_requests == Requests{{2}});  // made once, for n = 8192
+  const auto count = [&](const std::string& what) { return std::count(raw->ran.begin(), raw->ran.end(), what); };
+  CHECK(count("d16 n=8192") >= 2);  // verified and timed
+  CHECK(count("plain n=769") >= 2);
+  CHECK(count("plain n=8192") == 0);
+  CHECK(count("d16 n=769") == 0);
+  ::unsetenv("KE_CACHE_DIR");
+  std::filesystem::remove_all(dir);
 }

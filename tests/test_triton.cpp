@@ -10,13 +10,17 @@
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/spec.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/script_process.hpp"
@@ -337,4 +341,147 @@ TEST_CASE("triton: hostile kernels fail in the worker, and an honest one still p
   CHECK(write.message.find("openat") != std::string::npos);
   CHECK_FALSE(fs::exists(marker));
   honest_ok("write");
+}
+
+namespace {
+
+// A bf16 kernel whose rows are N apart, N an i64 size: only where N is a multiple of 16 can Triton prove a row
+// 16-byte aligned (and its mask constant over 8 elements), and load 8 elements at once.
+const char* kRowsTriton = R"(
+import triton
+import triton.language as tl
+
+@triton.jit
+def rows(x, y, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None] * N + rn[None, :]
+    v = tl.load(x + offs, mask=mask).to(tl.float32)
+    tl.store(y + offs, (v * 2.0).to(tl.bfloat16), mask=mask)
+)";
+
+const char* kRowsCuda = R"(
+extern "C" __global__ void rows(const unsigned short* x, unsigned short* y, long long M, long long N) {
+  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < M * N; i += (long long)gridDim.x * blockDim.x)
+    y[i] = (unsigned short)(__float_as_uint(2.0f * __uint_as_float((unsigned)x[i] << 16)) >> 16);
+}
+)";
+
+std::vector<ke::Param> rows_params() {
+  return {{"x", ke::DType::bf16, ke::Role::in, {"M", "N"}, 0},
+          {"y", ke::DType::bf16, ke::Role::out, {"M", "N"}, 0},
+          {"M", ke::DType::i64, ke::Role::size, {}, 0},
+          {"N", ke::DType::i64, ke::Role::size, {}, 0}};
+}
+
+ke::KernelSource rows_kernel() {
+  ke::KernelSource ks;
+  ks.source = kRowsTriton;
+  ks.language = ke::Language::triton;
+  ks.entry = "rows";
+  ks.params = rows_params();
+  ks.defines = {{"BLOCK_M", 16}, {"BLOCK_N", 128}, {"num_warps", 4}};
+  return ks;
+}
+
+}  // namespace
+
+TEST_CASE("triton: an int param vouched a multiple of 16 is compiled as one: vector accesses the plain compile lacks") {
+  if (!triton_here().ok) {  // Triton's compile to PTX needs no GPU
+    MESSAGE("skipped: no Triton: " << triton_here().reason);
+    return;
+  }
+  const ke::KernelSource ks = rows_kernel();
+  ke::triton::Target target;
+  target.arch = "90";
+  std::string log;
+  const ke::triton::Compiled plain = ke::triton::Compiler::shared()->compile(ks, target, log);
+  REQUIRE_MESSAGE(plain.ok, log);
+  const ke::triton::Compiled divisible = ke::triton::Compiler::shared()->compile(ks, target, log, {3});  // N
+  REQUIRE_MESSAGE(divisible.ok, log);
+  const std::regex vector_access(R"((ld|st)\.global\S*\.v[248]\.)");
+  CHECK_MESSAGE(std::regex_search(divisible.image, vector_access), "no vector load or store where N % 16 == 0");
+  CHECK_FALSE_MESSAGE(std::regex_search(plain.image, vector_access), "a vector access where nothing is known of N");
+  // A param that is not an integer cannot be vouched for: the request is refused, as a compile error.
+  const ke::triton::Compiled pointer = ke::triton::Compiler::shared()->compile(ks, target, log, {0});
+  CHECK_FALSE(pointer.ok);
+  CHECK(pointer.error.find("not an integer") != std::string::npos);
+}
+
+TEST_CASE("triton: a kernel whose row stride is an i64 size is right at sizes that are multiples of 16 and at others" *
+          doctest::skip(skip_gpu())) {
+  auto device = ke::open_device("cuda:0");
+  const ke::CompileResult r = device->compile(rows_kernel());
+  REQUIRE_MESSAGE(r.ok(), r.log);
+  // N = 1024 and 8192 run the variant that assumes N (and M = 64) a multiple of 16; 1001 and 8200 (a multiple of 8,
+  // rows 16 bytes apart only every other row) the plain kernel: a variant there would fault or skip elements.
+  for (const std::pair<long long, long long>& size : std::vector<std::pair<long long, long long>>{
+           {64, 1024}, {33, 1001}, {8, 8200}, {17, 8192}, {64, 1024}, {33, 1001}}) {
+    const long long m = size.first, n = size.second;
+    CAPTURE(m);
+    CAPTURE(n);
+    const auto count = static_cast<std::size_t>(m * n);
+    std::vector<std::uint16_t> host(count), got(count, 0);
+    for (std::size_t i = 0; i < count; ++i) {
+      const float f = static_cast<float>(static_cast<int>(i % 97) - 48);  // exact in bf16, as is twice it
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      host[i] = static_cast<std::uint16_t>(bits >> 16);
+    }
+    auto x = device->allocate(count * 2), y = device->allocate(count * 2);
+    x->upload(host.data(), count * 2);
+    const std::uint16_t poison = 0x7fc1;  // a NaN: an element left unwritten shows
+    y->fill(&poison, 2);
+    void* px = x->data();
+    void* py = y->data();
+    long long mm = m, nn = n;
+    void* args[] = {&px, &py, &mm, &nn};
+    ke::LaunchDims dims;
+    dims.grid[0] = (m + 15) / 16;
+    dims.grid[1] = (n + 127) / 128;
+    const ke::LaunchResult lr = device->launch(*r.kernel, args, dims);
+    REQUIRE_MESSAGE(lr.ok, lr.error);
+    y->download(got.data(), count * 2);
+    std::size_t wrong = 0, first = count;
+    for (std::size_t i = 0; i < count; ++i) {
+      std::uint32_t bits = static_cast<std::uint32_t>(host[i]) << 16;
+      float f;
+      std::memcpy(&f, &bits, 4);
+      f *= 2.0f;
+      std::memcpy(&bits, &f, 4);
+      if (got[i] != static_cast<std::uint16_t>(bits >> 16)) {
+        ++wrong;
+        first = std::min(first, i);
+      }
+    }
+    CHECK_MESSAGE(wrong == 0, wrong << " wrong elements, the first at " << first);
+  }
+  CHECK(device->healthy());
+}
+
+TEST_CASE("triton: the evaluator passes a bf16 kernel with a size stride at workloads divisible by 16 and not" *
+          doctest::skip(skip_gpu())) {
+  ke::Spec s;
+  s.name = "rows_bf16_triton";
+  s.language = ke::Language::triton;
+  s.entry = "rows";
+  s.params = rows_params();
+  s.workloads = {{{"M", 64}, {"N", 1024}}, {{"M", 33}, {"N", 1001}}, {{"M", 8}, {"N", 8200}}};
+  s.tolerance = {0, 0};
+  s.reference.source = kRowsCuda;
+  s.reference.language = ke::Language::cuda;
+  s.seed.source = kRowsTriton;
+  ke::LaunchRule rule;
+  rule.grid[0] = ke::Expr::parse("cdiv(M, BLOCK_M)");
+  rule.grid[1] = ke::Expr::parse("cdiv(N, BLOCK_N)");
+  rule.block[0] = ke::Expr::constant(256);  // the CUDA reference's
+  s.launch = rule;
+  s.tunables = {{"BLOCK_M", {16}}, {"BLOCK_N", {128}}, {"num_warps", {4}}};
+  s.validate();
+  ke::LocalEvaluator evaluator(s, ke::open_device("cuda:0"));
+  const ke::Evaluation e = evaluator.evaluate(
+      ke::Candidate{kRowsTriton, ke::Language::triton, {{"BLOCK_M", 16}, {"BLOCK_N", 128}, {"num_warps", 4}}}, 5);
+  CHECK_MESSAGE(e.status == ke::Status::ok, e.message);
+  CHECK(e.timings.size() == 3);
 }

@@ -17,7 +17,10 @@
 #       each on stdin, with one JSON line on stdout:
 #       {"op": "compile", "source": TEXT, "entry": NAME, "params": [TYPE, ...] (the spec's params in order,
 #        as Triton types: "*fp32", "i64", ...), "constexprs": {NAME: INT}, "num_warps": N, "num_stages": N,
-#        "backend": "cuda", "arch": 90, "warp_size": 32, "timeout_s": S}
+#        "backend": "cuda", "arch": 90, "warp_size": 32, "timeout_s": S, "divisible": [INDEX, ...]}
+#       ("divisible", optional: indices into params of integer params whose value is a multiple of 16 at every
+#        launch of this compile, marked tt.divisibility=16 as Triton's launcher marks them; the caller launches
+#        the result only where that holds, and a compile without it everywhere)
 #       -> {"ok": true, "format": "ptx", "image": TEXT, "name": SYMBOL, "num_warps": N, "shared": BYTES,
 #           "global_scratch_size": BYTES, "global_scratch_align": BYTES, "profile_scratch_size": BYTES,
 #           "profile_scratch_align": BYTES, "compile_ms": MS}
@@ -84,6 +87,36 @@ def call_with(fn, available):
     return fn(**{name: available[name] for name in params if name in available})
 
 
+def is_int_type(triton_type):
+    return triton_type[:1] in ("i", "u") and triton_type[1:].isdigit()
+
+
+def signature_of(arg_names, request):
+    """Triton's signature, constexprs and attributes for `request`, given the entry's argument names."""
+    params = list(request["params"])
+    constexprs = {name: value for name, value in request.get("constexprs", {}).items() if name in arg_names}
+    runtime = [name for name in arg_names if name not in constexprs]
+    if len(runtime) != len(params):
+        given = ", ".join(arg_names)
+        raise TypeError(f"'{request['entry']}({given})' takes {len(runtime)} argument(s) besides its tunables, "
+                        f"the spec passes {len(params)}: its params in order, then tunables as tl.constexpr")
+    signature = {}
+    for name in arg_names:
+        signature[name] = "constexpr" if name in constexprs else params[runtime.index(name)]
+    # Every buffer is its own allocation (256-byte aligned): tell Triton so, as its launcher would.
+    divisible = {runtime[i] for i in range(len(params)) if params[i].startswith("*")}
+    # And the integers the caller vouches for (a multiple of 16 at every launch of this compile), as Triton's
+    # launcher marks an int argument whose value is one: a row's stride then proves its rows 16-byte aligned.
+    for index in request.get("divisible", []):
+        if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(params):
+            raise ValueError(f"'divisible' names param {index!r}, and there are {len(params)}")
+        if not is_int_type(params[index]):
+            raise ValueError(f"'divisible' names param {index} ({runtime[index]}: {params[index]}), not an integer")
+        divisible.add(runtime[index])
+    attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(arg_names) if name in divisible}
+    return signature, constexprs, attrs
+
+
 class Compiler:
     def __init__(self):
         import triton
@@ -97,20 +130,7 @@ class Compiler:
         self.compiler = triton_compiler
 
     def signature(self, fn, request):
-        params = list(request["params"])
-        constexprs = {name: value for name, value in request.get("constexprs", {}).items() if name in fn.arg_names}
-        runtime = [name for name in fn.arg_names if name not in constexprs]
-        if len(runtime) != len(params):
-            given = ", ".join(fn.arg_names)
-            raise TypeError(f"'{request['entry']}({given})' takes {len(runtime)} argument(s) besides its tunables, "
-                            f"the spec passes {len(params)}: its params in order, then tunables as tl.constexpr")
-        signature = {}
-        for name in fn.arg_names:
-            signature[name] = "constexpr" if name in constexprs else params[runtime.index(name)]
-        # Every buffer is its own allocation (256-byte aligned): tell Triton so, as its launcher would.
-        attrs = {(i,): [["tt.divisibility", 16]] for i, name in enumerate(fn.arg_names)
-                 if signature[name].startswith("*")}
-        return signature, constexprs, attrs
+        return signature_of(fn.arg_names, request)
 
     def compile(self, request):
         started = time.perf_counter()
@@ -128,7 +148,9 @@ class Compiler:
         env_vars = {}
         if hasattr(self.compiler, "get_cache_invalidating_env_vars"):
             env_vars = self.compiler.get_cache_invalidating_env_vars()
-        metadata = {"hash": hashlib.sha256(request["source"].encode()).hexdigest(), "target": target,
+        # The hash names what was compiled: the source and the integers assumed divisible by 16.
+        identity = request["source"] + "\0" + json.dumps(sorted(request.get("divisible", [])))
+        metadata = {"hash": hashlib.sha256(identity.encode()).hexdigest(), "target": target,
                     **options.__dict__, **env_vars}
         stages = {}
         call_with(backend.add_stages, {"stages": stages, "options": options, "language": getattr(src, "language", None)})

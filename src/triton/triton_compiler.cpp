@@ -119,7 +119,8 @@ Compiler::Compiler(const std::string& python, const std::string& confine_library
   if (doc["sandbox"].get(s) == simdjson::SUCCESS) sandbox_ = std::string(s);
 }
 
-Compiled Compiler::compile(const KernelSource& ks, const Target& target, std::string& log) {
+Compiled Compiler::compile(const KernelSource& ks, const Target& target, std::string& log,
+                           const std::vector<std::size_t>& divisible) {
   std::string request = "{\"op\": \"compile\", \"source\": " + json_quote(ks.source) +
                         ", \"entry\": " + json_quote(ks.entry) + ", \"params\": [";
   for (std::size_t i = 0; i < ks.params.size(); ++i) request += (i ? ", " : "") + json_quote(triton_type(ks.params[i]));
@@ -141,7 +142,13 @@ Compiled Compiler::compile(const KernelSource& ks, const Target& target, std::st
              ", \"backend\": " + json_quote(target.backend) +
              ", \"arch\": " + (numeric_arch ? target.arch : json_quote(target.arch)) +
              ", \"warp_size\": " + std::to_string(target.warp_size) +
-             ", \"timeout_s\": " + std::to_string(static_cast<int>(kCompileTimeoutS)) + "}";
+             ", \"timeout_s\": " + std::to_string(static_cast<int>(kCompileTimeoutS));
+  if (!divisible.empty()) {
+    request += ", \"divisible\": [";
+    for (std::size_t i = 0; i < divisible.size(); ++i) request += (i ? ", " : "") + std::to_string(divisible[i]);
+    request += "]";
+  }
+  request += "}";
   std::string reply;
   {
     std::lock_guard lock(mutex_);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/script_process.hpp"
 #include "kernelevolve/device.hpp"
@@ -51,9 +52,12 @@ class Compiler {
   static std::shared_ptr<Compiler> shared();
 
   // Compiles `ks` (a Triton source; ks.defines are its constexprs, except num_warps and num_stages, which are
-  // Triton's options). Appends the compiler's log to `log`. Never throws for a bad candidate; throws
+  // Triton's options). `divisible`: indices into ks.params of integer params that the caller launches the result
+  // with only where each is a multiple of 16 (marked tt.divisibility=16, as Triton's launcher marks such a value;
+  // empty assumes nothing). Appends the compiler's log to `log`. Never throws for a bad candidate; throws
   // Error(Internal) when the helper itself has ended.
-  Compiled compile(const KernelSource& ks, const Target& target, std::string& log);
+  Compiled compile(const KernelSource& ks, const Target& target, std::string& log,
+                   const std::vector<std::size_t>& divisible = {});
 
   const std::string& version() const { return version_; }
   const std::string& sandbox() const { return sandbox_; }  // what its forks get: "strict", "off ..."

@@ -504,14 +504,21 @@ class CudaDevice final : public gpu::GpuDevice {
     parse_spills(log, out.resources);
     return out;
   }
+  // Triton's variants for integer arguments that are multiples of 16, as its launcher would compile them.
+  Build build_variant(const KernelSource& ks, const std::string&, const std::vector<std::size_t>& divisible,
+                      std::string& log) override {
+    if (ks.language != Language::triton) return {};
+    return build_triton(ks, log, divisible);
+  }
 
  private:
   // Triton's compiler makes PTX (its own last stage runs ptxas as a program, which a confined process may not
   // start); the driver compiles that when the module is loaded.
-  Build build_triton(const KernelSource& ks, std::string& log) {
+  // `divisible`: the integer params it may assume are multiples of 16 (build_variant), none for the plain kernel.
+  Build build_triton(const KernelSource& ks, std::string& log, const std::vector<std::size_t>& divisible = {}) {
     triton::Target target;
     target.arch = std::to_string(cc_);
-    const triton::Compiled c = triton::Compiler::shared()->compile(ks, target, log);
+    const triton::Compiled c = triton::Compiler::shared()->compile(ks, target, log, divisible);
     Build out;
     if (!c.ok) {
       out.refused = c.refused;
@@ -525,6 +532,12 @@ class CudaDevice final : public gpu::GpuDevice {
     out.launch.scratch = {{c.global_scratch_bytes, c.global_scratch_align},
                           {c.profile_scratch_bytes, c.profile_scratch_align}};
     out.resources["triton_compile_ms"] = static_cast<std::int64_t>(c.compile_ms);
+    // Triton's launcher specializes its int arguments (i32 and i64 values) on divisibility by 16; so does the core.
+    for (std::size_t i = 0; i < ks.params.size(); ++i) {
+      const Param& p = ks.params[i];
+      if (!p.is_buffer() && (p.dtype == DType::i32 || p.dtype == DType::i64))
+        out.launch.specializable.push_back({i, p.dtype == DType::i32 ? 4 : 8});
+    }
     return out;
   }
 

@@ -134,6 +134,17 @@ struct Module {
   }
 };
 
+// A kernel's variants for integer arguments that are multiples of 16 (KernelLaunch::specializable), kept by the
+// plain kernel that compile() handed out and compiled at the first launch that can run each.
+struct Variants {
+  KernelSource source;  // the plain kernel's
+  std::string target;
+  std::mutex mutex;
+  // By mask: bit j set when the j-th specializable argument is a multiple of 16. Null: that variant could not be
+  // had (a compile error, a time limit), and the plain kernel serves those launches.
+  std::map<std::uint64_t, std::shared_ptr<Kernel>> by_mask;
+};
+
 class GpuKernel final : public Kernel {
  public:
   GpuKernel(std::shared_ptr<Module> module, FunctionHandle fn, std::map<std::string, std::int64_t> resources,
@@ -158,6 +169,7 @@ class GpuKernel final : public Kernel {
   const std::int64_t static_shared;
   const std::int64_t max_threads;
   std::vector<std::unique_ptr<Buffer>> scratch;  // per KernelLaunch::scratch, grown as grids grow
+  std::shared_ptr<Variants> variants;            // a plain kernel's whose launch lists specializable arguments
 
  private:
   std::shared_ptr<Module> module_;
@@ -172,6 +184,47 @@ LaunchDims as_launched(const GpuKernel& kernel, const LaunchDims& rule) {
   if (fixed.block_threads) dims.block[0] = fixed.block_threads, dims.block[1] = dims.block[2] = 1;
   dims.shared_bytes = std::max<std::int64_t>(dims.shared_bytes, fixed.shared_bytes);
   return dims;
+}
+
+// The kernel that runs a launch of `kernel` with `args`: the variant for exactly those of its specializable
+// integer arguments that are multiples of 16 in `args` (made by `compile_variant` on first use), or `kernel`
+// itself when none is, or when that variant cannot be had. A subset would be as safe; exactly these is what
+// Triton's launcher would run.
+template <class CompileVariant>
+GpuKernel* specialized(GpuKernel& kernel, void** args, CompileVariant&& compile_variant) {
+  Variants* variants = kernel.variants.get();
+  if (!variants) return &kernel;
+  const std::vector<KernelLaunch::IntArg>& ints = kernel.launch.specializable;
+  std::uint64_t mask = 0;
+  for (std::size_t j = 0; j < ints.size() && j < 64; ++j) {
+    const KernelLaunch::IntArg& a = ints[j];
+    if (a.index >= kernel.launch.params || !args[a.index]) continue;
+    // Exactly the bytes the kernel reads (a plan's values are 8 bytes whatever the param's width).
+    std::int64_t value = 0;
+    if (a.bytes == 4) {
+      std::int32_t narrow = 0;
+      std::memcpy(&narrow, args[a.index], 4);
+      value = narrow;
+    } else if (a.bytes == 8) {
+      std::memcpy(&value, args[a.index], 8);
+    } else {
+      continue;
+    }
+    if (value % 16 != 0) continue;
+    mask |= std::uint64_t{1} << j;
+  }
+  if (!mask) return &kernel;
+  std::lock_guard lock(variants->mutex);
+  auto it = variants->by_mask.find(mask);
+  if (it == variants->by_mask.end()) {
+    std::vector<std::size_t> divisible;  // the params whose bits are set
+    for (std::size_t j = 0; j < ints.size() && j < 64; ++j)
+      if ((mask >> j) & 1) divisible.push_back(ints[j].index);
+    it = variants->by_mask.emplace(mask, compile_variant(variants->source, variants->target, divisible)).first;
+  }
+  // Only this core's own kernels are kept: a variant is loaded by the device of its plain kernel.
+  auto* variant = dynamic_cast<GpuKernel*>(it->second.get());
+  return variant ? variant : &kernel;
 }
 
 // ke_compare's record of a block's worst element (the CUDA device's verify_kernels.hpp).
@@ -297,9 +350,46 @@ CompileResult GpuDevice::compile(const KernelSource& ks) {
     result.refused = built.refused;
     return done();
   }
-  if (std::shared_ptr<Kernel> kernel = load(built, built.symbol.empty() ? ks.entry : built.symbol, result.log))
+  if (std::shared_ptr<Kernel> kernel = load(built, built.symbol.empty() ? ks.entry : built.symbol, result.log)) {
+    if (!built.launch.specializable.empty()) {
+      auto variants = std::make_shared<Variants>();
+      variants->source = ks;
+      variants->target = to;
+      static_cast<GpuKernel&>(*kernel).variants = std::move(variants);
+    }
     result.kernel = cache_.insert(key, std::move(kernel));
+  }
   return done();
+}
+
+GpuDevice::Build GpuDevice::build_variant(const KernelSource& ks, const std::string& target,
+                                          const std::vector<std::size_t>& divisible, std::string& log) {
+  (void)ks, (void)target, (void)divisible, (void)log;
+  return {};
+}
+
+std::shared_ptr<Kernel> GpuDevice::load_variant(const KernelSource& ks, const std::string& target,
+                                                const std::vector<std::size_t>& divisible) {
+  // A variant that cannot be had leaves its launches to the plain kernel, which compiled: never an error, but said
+  // on stderr (as the verification kernels' absence is), since those launches run slower than they could.
+  std::string log;
+  std::shared_ptr<Kernel> kernel;
+  try {
+    if (!healthy()) return nullptr;
+    Build built = build_variant(ks, target, divisible, log);
+    if (!built.image.empty()) kernel = load(built, built.symbol.empty() ? ks.entry : built.symbol, log);
+  } catch (const std::exception& e) {
+    log += std::string("error: ") + e.what() + "\n";  // Triton's helper gone, no memory
+  }
+  if (!kernel && !log.empty()) {
+    std::string params;
+    for (std::size_t i : divisible) params += (params.empty() ? "" : ", ") + ks.params.at(i).name;
+    std::fprintf(stderr,
+                 "kernelevolve: %s: '%s' assuming %s multiples of 16 did not compile; its plain compile runs those "
+                 "launches:\n%s",
+                 ctx_->id().c_str(), ks.entry.c_str(), params.c_str(), log.substr(0, 2000).c_str());
+  }
+  return kernel;
 }
 
 std::shared_ptr<Kernel> GpuDevice::load(Build& built, const std::string& entry, std::string& log) {
@@ -388,6 +478,11 @@ LaunchResult GpuDevice::run_steps(const std::vector<LaunchStep>& steps, bool tim
     }
     auto* k = dynamic_cast<GpuKernel*>(steps[i].kernel);
     if (!k || k->context() != ctx_.get()) return fail(i, ctx_->id() + ": the kernel was not compiled by this device");
+    // Where its integer arguments allow, the kernel's variant that assumes they are multiples of 16 (Triton's).
+    k = specialized(*k, steps[i].args,
+                    [this](const KernelSource& ks, const std::string& to, const std::vector<std::size_t>& divisible) {
+                      return load_variant(ks, to, divisible);
+                    });
     r.kernel = k;
     // What the kernel's compiler fixed (Triton's block, shared memory and scratch pointers) overrides the rule.
     r.dims = as_launched(*k, steps[i].dims);

@@ -36,6 +36,16 @@ struct KernelLaunch {
   };
   std::vector<Scratch> scratch;
   std::size_t params = 0;  // the spec's arguments, before the scratch pointers
+  // Integer arguments the compiler can specialize the kernel on, as Triton's launcher does: a variant compiled
+  // assuming some of them are multiples of 16 (GpuDevice::build_variant) lets it prove a row's stride keeps
+  // 16-byte alignment. Each launch runs the variant for exactly those whose value there is a multiple of 16,
+  // compiled on first use, or this kernel itself when none is or that variant cannot be had; no launch runs a
+  // variant whose assumption its arguments break.
+  struct IntArg {
+    std::size_t index = 0;  // among the spec's arguments
+    int bytes = 8;          // 4 (i32) or 8 (i64): what the kernel reads
+  };
+  std::vector<IntArg> specializable;
 };
 
 class GpuDevice;
@@ -208,6 +218,12 @@ class GpuDevice : public Device {
   virtual std::string target(const KernelSource& ks, std::string& log) = 0;
   // Compiles `ks` for `target`, appending the compiler's diagnostics to `log`. Never throws.
   virtual Build build(const KernelSource& ks, const std::string& target, std::string& log) = 0;
+  // A variant of `ks`, whose build listed KernelLaunch::specializable, compiled assuming that the params at
+  // `divisible` (indices into ks.params, all integers) are multiples of 16; the core launches it only where they
+  // are. An empty image when it cannot be had (this default: a backend without variants), and the plain kernel
+  // then serves those launches. Never throws.
+  virtual Build build_variant(const KernelSource& ks, const std::string& target,
+                              const std::vector<std::size_t>& divisible, std::string& log);
 
   Context& context() { return *ctx_; }
   // `bytes` at `ptr`, memory this device did not allocate (another process's, opened over IPC), as a buffer
@@ -220,6 +236,9 @@ class GpuDevice : public Device {
 
  private:
   std::shared_ptr<Kernel> load(Build& built, const std::string& entry, std::string& log);
+  // build_variant's kernel, loaded; null when it cannot be had. Never throws.
+  std::shared_ptr<Kernel> load_variant(const KernelSource& ks, const std::string& target,
+                                       const std::vector<std::size_t>& divisible);
   // launch_steps, or with `caller_stream` enqueue_steps: queued there, not timed and not waited for.
   LaunchResult run_steps(const std::vector<LaunchStep>& steps, bool timed, bool flush_cache, std::vector<double>* each,
                          const std::optional<void*>& caller_stream);
