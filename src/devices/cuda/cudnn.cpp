@@ -575,11 +575,15 @@ std::int64_t product(std::int64_t a, std::int64_t b) {
 
 std::int64_t element_bytes(const std::string& dtype) { return dtype == "f32" ? 4 : 2; }
 
-// The elements of one sample of a convolution's input and output (the larger), from a well-formed geometry.
-std::int64_t conv_sample_elements(const ConvCall& call, const Geometry& g) {
-  std::int64_t x = call.c, y = call.k;
-  for (int i = 0; i < g.dims; ++i) x = product(x, g.in[i]), y = product(y, g.out[i]);
-  return std::max(x, y);
+// The elements of one sample of a convolution's input (x) and output (y), from a well-formed geometry.
+struct Sample {
+  std::int64_t x, y;
+  std::int64_t larger() const { return std::max(x, y); }
+};
+Sample conv_sample(const ConvCall& call, const Geometry& g) {
+  Sample s{call.c, call.k};
+  for (int i = 0; i < g.dims; ++i) s.x = product(s.x, g.in[i]), s.y = product(s.y, g.out[i]);
+  return s;
 }
 
 // Calls `one` on each batch slice of `n` samples of `per_x`/`per_y` elements (x and y advance by a slice's bytes);
@@ -699,7 +703,7 @@ std::size_t conv_workspace_bytes(const ConvCall& call) {
     if (!prepare(state, call, data_type, g).empty()) return 0;
     // A batch run in slices (convolution()) needs the room of its largest slice.
     ConvCall first = call;
-    first.n = batch_slice(call.n, conv_sample_elements(call, g), INT_MAX);
+    first.n = batch_slice(call.n, conv_sample(call, g).larger(), INT_MAX);
     if (first.n == 0) return 0;
     std::string error;
     Plan* plan = plan_for(state, first, data_type, g, error);
@@ -778,15 +782,13 @@ std::string convolution(void* stream, const ConvCall& call) { return convolution
 std::string convolution(void* stream, const ConvCall& call, std::int64_t max_elements) {
   Geometry g;
   if (!output_extents(call, g) || !call.x || !call.y) return convolution_whole(stream, call);  // named there
-  const std::int64_t sample = conv_sample_elements(call, g);
-  const std::int64_t slice = batch_slice(call.n, sample, max_elements);
+  const Sample sample = conv_sample(call, g);
+  const std::int64_t slice = batch_slice(call.n, sample.larger(), max_elements);
   if (slice == call.n) return convolution_whole(stream, call);
   if (slice == 0)
-    return std::string(name_of(call)) + ": one sample of its input or output holds " + std::to_string(sample) +
+    return std::string(name_of(call)) + ": one sample of its input or output holds " + std::to_string(sample.larger()) +
            " elements, more than a cuDNN tensor may (" + std::to_string(max_elements) + "); " + describe(call);
-  std::int64_t per_x = call.c, per_y = call.k;
-  for (int i = 0; i < g.dims; ++i) per_x *= g.in[i], per_y *= g.out[i];  // each within INT_MAX: slice > 0
-  return by_batch_slices(call, slice, per_x, per_y,
+  return by_batch_slices(call, slice, sample.x, sample.y,
                          [&](const ConvCall& part) { return convolution_whole(stream, part); });
 }
 
