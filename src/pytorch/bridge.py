@@ -1,8 +1,6 @@
 # The Python side of a PyTorch problem (src/pytorch/): KernelEvolve runs this script with the interpreter
 # that imports torch. It is trusted code running a trusted module; candidates never run in this process.
 #
-#   probe
-#       exits 0: this interpreter imports torch.
 #   describe --module FILE [--device D] [--sizes JSON] [--dtype bf16|f16] [--backward [--with-forward]]
 #       prints the kernel signature derived from the module (README, "Bring your PyTorch module"): on the
 #       meta device where it can (else by a real call on D, saying why in "derivation"), each dimension named
@@ -1729,7 +1727,7 @@ def serve(args):
 def main():
     import argparse
     parser = argparse.ArgumentParser(prog="kernelevolve-pytorch-bridge")
-    parser.add_argument("mode", choices=["probe", "describe", "serve"])
+    parser.add_argument("mode", choices=["describe", "serve"])
     parser.add_argument("--module", default="")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--sizes", default="")
@@ -1743,8 +1741,6 @@ def main():
     parser.add_argument("--backward", action="store_true")
     parser.add_argument("--with-forward", action="store_true")
     args = parser.parse_args()
-    if args.mode == "probe":  # torch imported: this interpreter will do
-        return
     torch.set_num_threads(max(1, int(os.environ.get("KE_TORCH_THREADS", "1"))))
     # The reference in full fp32: TF32 would put a matmul or a convolution outside fp32's tolerance.
     torch.backends.cuda.matmul.allow_tf32 = False

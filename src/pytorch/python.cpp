@@ -19,7 +19,7 @@ namespace {
 constexpr const char* kHasTorch =
     "import importlib.util, sys\nsys.exit(0 if importlib.util.find_spec('torch') else 1)\n";
 
-bool imports_torch(const std::string& python) {
+bool has_torch(const std::string& python) {
   try {
     ScriptChild s = spawn_script(python, kHasTorch, {}, {});
     ::close(s.to);
@@ -43,14 +43,14 @@ std::string find_python() {
   if (!found.empty()) return found;
   std::vector<std::string> tried;
   if (const char* env = std::getenv("KE_PYTHON"); env && *env) {
-    if (imports_torch(env)) return found = env;
+    if (has_torch(env)) return found = env;
     throw Error(
         ErrorCode::DeviceUnavailable,
         std::string("KE_PYTHON=") + env + " does not run, or does not import torch: a PyTorch problem needs it");
   }
   for (const char* candidate : {"python3", "/usr/bin/python3"}) {
     tried.push_back(candidate);
-    if (imports_torch(candidate)) return found = candidate;
+    if (has_torch(candidate)) return found = candidate;
   }
   throw Error(ErrorCode::DeviceUnavailable,
               "no Python that imports torch was found (tried python3 on PATH and /usr/bin/python3): a PyTorch problem "
