@@ -1046,3 +1046,53 @@ TEST_CASE(
   ::unsetenv("KE_CACHE_DIR");
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE(
+    "gpu core: each kernel of a Triton program is compiled with the num_warps its step gives, else the tunable's") {
+  auto g = make_fake_gpu();
+  FakeGpu* raw = g.get();
+  // Triton's block is 32 x num_warps, fixed by its compile: which one each launch got tells its compile.
+  g->kernels["twice_0d1d2"] = [raw](const unsigned*, const unsigned* block, void** args) {
+    raw->ran.push_back(std::to_string(block[0]));
+    const auto* x = static_cast<const float*>(arg<void*>(args, 0));
+    auto* y = static_cast<float*>(arg<void*>(args, 1));
+    for (long long i = 0; i < arg<long long>(args, 2); ++i) y[i] = 2.0f * x[i];
+    return 0;
+  };
+  ke::Spec s = twice_spec("twice_triton_warps_fake", {{{"n", 1000}}}, {256});
+  s.language = ke::Language::triton;
+  s.reference.language = ke::Language::cuda;  // kTwice, on the same fake
+  s.seed.language = ke::Language::triton;
+  s.tunables["num_warps"] = {4};
+  s.tunables["K0_num_warps"] = {2, 16};
+  s.validate();
+  auto program = [](const std::string& last) {
+    return "def twice(x, y, n): pass  # the image names its symbol, twice_0d1d2\n\"\"\"kernelevolve-plan {\"steps\": ["
+           "{\"kernel\": \"twice\", \"grid\": [\"cdiv(n, 256)\"], \"num_warps\": \"K0_num_warps\"}, "
+           "{\"kernel\": \"twice\", \"grid\": [\"cdiv(n, 256)\"]}, "
+           "{\"kernel\": \"twice\", \"grid\": [\"cdiv(n, 256)\"], \"num_warps\": \"" +
+           last + "\"}]}\"\"\"\n";
+  };
+  const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_warps_" + std::to_string(::getpid()));
+  ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
+  ke::EvalOptions options;
+  options.trials = 2;
+  options.max_reps = 3;
+  options.check_roofline = false;
+  auto device = std::make_shared<FakeDevice>(g);
+  ke::LocalEvaluator evaluator(s, device, options);
+  const ke::Bindings point = {{"THREADS", 256}, {"num_warps", 4}, {"K0_num_warps", 2}};
+  ke::Evaluation e = evaluator.evaluate(ke::Candidate{program("8"), ke::Language::triton, point}, 7);
+  REQUIRE_MESSAGE(e.status == ke::Status::ok, e.message, "\n", e.compile_log);
+  REQUIRE(raw->ran.size() >= 3);
+  // Every call runs the three steps in order: 2 warps, the tunable's 4, then 8.
+  CHECK(std::vector<std::string>(raw->ran.end() - 3, raw->ran.end()) == std::vector<std::string>{"64", "128", "256"});
+  // A value Triton cannot take fails that step's compile, named, not the host.
+  e = evaluator.evaluate(ke::Candidate{program("3"), ke::Language::triton, point}, 7);
+  CHECK(e.status != ke::Status::ok);
+  CHECK_MESSAGE(
+      e.compile_log.find("num_warps of twice is 3 (3): Triton takes a power of two from 1 to 32") != std::string::npos,
+      e.compile_log);
+  ::unsetenv("KE_CACHE_DIR");
+  std::filesystem::remove_all(dir);
+}

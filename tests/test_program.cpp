@@ -135,6 +135,30 @@ TEST_CASE("a plan that cannot run says what is wrong") {
   CHECK_THROWS_AS(ke::bind_plan(plan, spec, {{"n", 1000}}, {{"CHUNK", 256}}), ke::PlanError);
 }
 
+TEST_CASE("a Triton kernel step may take its own num_warps and num_stages, from tunables; no other step may") {
+  ke::Spec spec = centre_spec();
+  spec.tunables = {{"CHUNK", {256, 1024}}, {"K0_num_warps", {16, 4}}};
+  const std::string two = R"({"steps": [{"kernel": "a", "grid": [1], "num_warps": "K0_num_warps", "num_stages": "1"},
+                                        {"kernel": "b", "grid": [1]}]})";
+  const ke::Plan plan = ke::plan_of(spec, "\"\"\"kernelevolve-plan " + two + "\"\"\"", ke::Language::triton);
+  REQUIRE(plan.steps.size() == 2);
+  REQUIRE(plan.steps[0].num_warps);
+  CHECK(plan.steps[0].num_warps->text() == "K0_num_warps");
+  CHECK(plan.steps[0].num_stages->eval({}) == 1);
+  CHECK_FALSE(plan.steps[1].num_warps);  // the tunable num_warps's, or Triton's default
+  const std::string json = ke::to_json(plan);
+  CHECK(json.find("\"num_warps\": \"K0_num_warps\"") != std::string::npos);
+  CHECK(ke::to_json(ke::plan_of(spec, "\"\"\"kernelevolve-plan " + json + "\"\"\"", ke::Language::triton)) == json);
+  // A workload's size would change the compile from call to call; a CUDA kernel's warps are its block's.
+  CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "grid": [1], "num_warps": "n / 256"}]})", ke::Language::triton)
+            .find("names 'n', which is not a tunable") != std::string::npos);
+  CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "grid": [1], "num_warps": "4"}]})", ke::Language::cuda)
+            .find("only a Triton kernel step takes its own num_warps") != std::string::npos);
+  CHECK(plan_error(spec, R"({"steps": [{"library": "cublas.gemm", "num_stages": "2", "args": []}]})",
+                   ke::Language::triton)
+            .find("only a Triton kernel step") != std::string::npos);
+}
+
 namespace {
 
 // Buffers a, b and y and sizes n, m, k, with a float scalar: enough for every library step's argument kinds.

@@ -57,6 +57,9 @@ struct PlanStep {
   LaunchRule launch;    // a GPU kernel's grid, block and dynamic shared memory
   std::vector<StepArg> args;
   std::map<std::string, std::string> options;  // a library step's settings ("epilogue": "bias_relu")
+  // A Triton kernel's own compile options, expressions over tunables; unset, the tunables num_warps and
+  // num_stages. Several kernels of one program rarely want one warp count: a pointwise kernel and a reduction's.
+  std::optional<Expr> num_warps, num_stages;
   bool is_library() const { return !library.empty(); }
   // The step's name in messages and the diagnosis: its kernel, or its library call.
   const std::string& name() const { return is_library() ? library : kernel; }

@@ -89,7 +89,8 @@ constexpr const char* kPlanFormat =
     "Its \"temporaries\" (optional) are workspaces, each {\"name\", \"dtype\", \"shape\": [integer expressions]}, "
     "allocated by the device and filled with NaN before every call; its \"steps\" run in order on one stream, each "
     "{\"kernel\": an entry of the source, \"grid\", \"block\", \"shared_bytes\" (GPU only; a missing one is the "
-    "spec's launch's), \"args\": [a param's name, a temporary's name, or an integer expression over sizes, "
+    "spec's launch's), in Triton optionally its own \"num_warps\" and \"num_stages\" (a tunable's name or a "
+    "number), \"args\": [a param's name, a temporary's name, or an integer expression over sizes, "
     "scalars and tunables, passed as a 64-bit integer]} or, on a CUDA GPU (CUDA or Triton kernels) unless the spec's "
     "library_steps is false, a library call, one of: ";
 // After the library calls (library_calls_text()).

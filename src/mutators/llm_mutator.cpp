@@ -261,8 +261,10 @@ std::string plan_text(const Spec& spec) {
                                   : "";
   if (triton) {
     return out +
-           "Each step's grid is its own, each program 32 x num_warps threads; a kernel's parameters are its step's args "
-           "in order, plus each tunable it uses as `NAME: tl.constexpr`. In a module-level string:\n"
+           "Each step's grid is its own, each program 32 x num_warps threads; a step may give its kernel its own "
+           "\"num_warps\" and \"num_stages\" (a tunable's name or a number; else the tunables num_warps and "
+           "num_stages). A kernel's parameters are its step's args in order, plus each tunable it uses as `NAME: "
+           "tl.constexpr`. In a module-level string:\n"
            "\"\"\"kernelevolve-plan\n"
            "{\"temporaries\": [{\"name\": \"partial\", \"dtype\": \"f32\", \"shape\": [\"cdiv(N, BLOCK)\"]}],\n"
            " \"steps\": [{\"kernel\": \"partial_sums\", \"grid\": [\"cdiv(N, BLOCK)\"], \"args\": [\"x\", \"partial\", \"N\"]},\n"

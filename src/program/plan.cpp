@@ -539,6 +539,16 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
           }
           step.args.push_back(std::move(arg));
         }
+      } else if (k == "num_warps" || k == "num_stages") {
+        if (language != Language::triton)
+          throw PlanError("the plan's " + where + "." + k + ": only a Triton kernel step takes its own " + k);
+        Expr e = expression(f.value, where + "." + k);
+        // Compile options are fixed for a candidate: tunables and numbers only, never a workload's size.
+        for (const std::string& name : e.names()) {
+          if (!spec.tunables.count(name))
+            throw PlanError("the plan's " + where + "." + k + " names '" + name + "', which is not a tunable");
+        }
+        (k == "num_warps" ? step.num_warps : step.num_stages) = std::move(e);
       } else if (k == "options") {
         simdjson::dom::object options;
         if (f.value.get_object().get(options)) throw PlanError("the plan's " + where + ".options must be an object");
@@ -546,7 +556,7 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
           step.options[std::string(o.key)] = text_of(o.value, where + ".options." + std::string(o.key));
       } else {
         throw PlanError("the plan's " + where + " has an unknown field '" + k +
-                        "' (kernel or library, grid, block, shared_bytes, args, options)");
+                        "' (kernel or library, grid, block, shared_bytes, num_warps, num_stages, args, options)");
       }
     }
     if (step.kernel.empty() == step.library.empty()) {
@@ -555,6 +565,8 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
     if (!step.kernel.empty() && !is_identifier(step.kernel)) {
       throw PlanError("the plan's " + where + ".kernel '" + step.kernel + "' is not an identifier");
     }
+    if (step.is_library() && (step.num_warps || step.num_stages))
+      throw PlanError("the plan's " + where + ": only a Triton kernel step takes its own num_warps and num_stages");
     if (step.is_library()) {
       if (!known_library(step.library)) {
         std::string known;
@@ -645,6 +657,8 @@ std::string to_json(const Plan& plan) {
       out << ", \"block\": ";
       list(s.launch.block, [&](const Expr& e) { out << json_quote(e.text()); });
       out << ", \"shared_bytes\": " << json_quote(s.launch.shared_bytes.text());
+      if (s.num_warps) out << ", \"num_warps\": " << json_quote(s.num_warps->text());
+      if (s.num_stages) out << ", \"num_stages\": " << json_quote(s.num_stages->text());
     }
     out << ", \"args\": ";
     list(s.args, [&](const StepArg& a) { out << json_quote(a.text); });

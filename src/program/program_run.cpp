@@ -1,9 +1,11 @@
 // Compiling a program's kernels and launching its plan on one workload (program_run.hpp).
 #include "program/program_run.hpp"
 
+#include <optional>
 #include <stdexcept>
 
 #include "eval/buffer_ops.hpp"
+#include "kernelevolve/error.hpp"
 
 namespace kernelevolve::program {
 
@@ -16,6 +18,37 @@ std::map<std::string, std::int64_t> CompiledProgram::resources() const {
   }
   return out;
 }
+
+namespace {
+
+// A Triton step's own num_warps and num_stages (PlanStep) over the program's: "" or why they cannot be had.
+std::string own_options(const PlanStep& step, Bindings& defines) {
+  struct Own {
+    const std::optional<Expr>& expr;
+    const char* name;
+    std::int64_t low, high;
+    bool power_of_two;
+  };
+  for (const Own& own :
+       {Own{step.num_warps, "num_warps", 1, 32, true}, Own{step.num_stages, "num_stages", 1, 8, false}}) {
+    if (!own.expr) continue;
+    std::int64_t value = 0;
+    try {
+      value = own.expr->eval(defines);
+    } catch (const Error& e) {
+      return std::string(own.name) + " '" + own.expr->text() + "' of " + step.kernel + ": " + e.what();
+    }
+    if (value < own.low || value > own.high || (own.power_of_two && (value & (value - 1)) != 0)) {
+      return std::string(own.name) + " of " + step.kernel + " is " + std::to_string(value) + " (" + own.expr->text() +
+             "): Triton takes " + (own.power_of_two ? "a power of two from " : "") + std::to_string(own.low) + " to " +
+             std::to_string(own.high);
+    }
+    defines[own.name] = value;
+  }
+  return "";
+}
+
+}  // namespace
 
 CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candidate, Plan plan) {
   CompiledProgram out;
@@ -30,6 +63,8 @@ CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candi
     std::string key = step.name() + "(";
     for (const Param& p : signature) key += std::string(to_string(p.dtype)) + to_string(p.role) + ",";
     for (const auto& [k, v] : step.options) key += k + "=" + v + ";";
+    if (step.num_warps) key += "num_warps=" + step.num_warps->text() + ";";
+    if (step.num_stages) key += "num_stages=" + step.num_stages->text() + ";";
     if (auto it = compiled.find(key); it != compiled.end()) {
       kernels.push_back(it->second);
       continue;
@@ -47,6 +82,11 @@ CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candi
       ks.entry = step.kernel;
       ks.params = signature;
       ks.defines = candidate.tunables;
+      if (std::string why = own_options(step, ks.defines); !why.empty()) {
+        out.log += head + "error: " + why + "\n";
+        out.failed_step = "step " + std::to_string(s + 1) + " (" + step.name() + ")";
+        return out;
+      }
       CompileResult r = device.compile(ks);
       out.log += r.log.empty() ? "" : head + r.log;
       out.compile_ms += r.compile_ms;

@@ -1248,9 +1248,11 @@ def translate(output_code, spec, chosen=None, arg_names=None):
                 raise Untranslatable(f"{call} on a channels-last buffer", "cuDNN's steps read and write NCHW")
 
     names = _tunable_names(plan.launched)
+    several = len(plan.launched) > 1
+    options = {kernel.name: {key: f"K{index}_{key}" for key in ("num_warps", "num_stages")}
+               for index, kernel in enumerate(plan.launched)}
     helpers = set()
     bodies, tunables, notes = [], {}, []
-    warps, stages = [], []
     carried = {}  # a kernel's own function's name in the program -> its text
     for kernel in plan.launched:
         body = _rewrite_runtime(kernel, kernel.body, helpers)
@@ -1280,24 +1282,27 @@ def translate(output_code, spec, chosen=None, arg_names=None):
             picked = chosen.get(kernel.name, {}).get(constexpr)
             tunables[tunable] = _first(values, picked) if isinstance(picked, int) else values
         picked = chosen.get(kernel.name, {})
-        for key, into in (("num_warps", warps), ("num_stages", stages)):
-            if isinstance(picked.get(key), int):
-                into.append(picked[key])
-            into.extend(config[key] for config in configs)
+        for key in ("num_warps", "num_stages"):
+            values = ([picked[key]] if isinstance(picked.get(key), int) else []) + [c[key] for c in configs]
+            if several:
+                # Each kernel its own, as Inductor launches them: a pointwise kernel's 4 warps would starve a
+                # reduction that its autotuner gave 16.
+                tunables[options[kernel.name][key]] = list(dict.fromkeys(values))
+            else:
+                tunables[key] = list(dict.fromkeys(values))
         notes.append(f"{kernel.name}: {kernel.heuristic}, {len(configs)} configuration(s) of Inductor's heuristics"
                      + (", starting from its autotuner's choice" if picked else ""))
-    # One num_warps and num_stages for every kernel (the plan's rule): the first kernel's first, then the rest.
-    if warps:
-        tunables["num_warps"] = list(dict.fromkeys(warps))
-        tunables["num_stages"] = list(dict.fromkeys(stages))
 
     steps = []
     for step in plan.steps:
         if "kernel" in step:
             kernel = step["kernel"]
             tunable = names[kernel.name]
-            steps.append({"kernel": kernel.name, "grid": _grid(kernel, step["numels"], tunable),
-                          "args": [_ref(a) for a in step["args"]]})
+            entry = {"kernel": kernel.name, "grid": _grid(kernel, step["numels"], tunable)}
+            if several:
+                entry.update(options[kernel.name])
+            entry["args"] = [_ref(a) for a in step["args"]]
+            steps.append(entry)
             # Persistent reductions and static kernels reassign their numels in their bodies; the launch
             # still passes them, as Inductor's does.
         else:

@@ -228,10 +228,26 @@ class ExpectedPlans(unittest.TestCase):
         self.assertEqual([s["grid"] for s in plan["steps"]],
                          [["cdiv(2 * batch_size * dim2, K0_XBLOCK)"], ["cdiv(batch_size * dim2, K1_XBLOCK)"]])
         self.assertEqual(plan["steps"][0]["args"][-1], "(1 + dim1) / 2")
-        self.assertEqual(sorted(result["tunables"]),
-                         ["K0_R0_BLOCK", "K0_XBLOCK", "K1_XBLOCK", "num_stages", "num_warps"])
+        self.assertEqual(sorted(result["tunables"]), ["K0_R0_BLOCK", "K0_XBLOCK", "K0_num_stages", "K0_num_warps",
+                                                      "K1_XBLOCK", "K1_num_stages", "K1_num_warps"])
         self.assertIn("K0_XBLOCK : tl.constexpr", result["source"])
         self.assertNotIn(" XBLOCK", result["source"].replace("_XBLOCK", ""))
+        # Each kernel compiled with its own warps and stages, as Inductor launches it.
+        self.assertEqual([(s["num_warps"], s["num_stages"]) for s in plan["steps"]],
+                         [("K0_num_warps", "K0_num_stages"), ("K1_num_warps", "K1_num_stages")])
+
+    def test_each_kernel_starts_from_its_own_warps(self):
+        code, spec = fixture("mean_middle_dim.dynamic")
+        code = re.sub(r"^# kernelevolve-chosen: .*$", "", code, flags=re.M)
+        first, second = list(inductor_program._kernels_of(ast.parse(code)))
+        chosen = {first: {"XBLOCK": 64, "R0_BLOCK": 8, "num_warps": 16, "num_stages": 1},
+                  second: {"XBLOCK": 1024, "num_warps": 2, "num_stages": 1}}
+        tunables = translate(code, spec, chosen)["tunables"]
+        # Before, one num_warps served both: the first kernel's 16 for the pointwise one too.
+        self.assertEqual(tunables["K0_num_warps"][0], 16)
+        self.assertEqual(tunables["K1_num_warps"][0], 2)
+        heuristic = translate(code, spec, {})["tunables"]
+        self.assertEqual(set(tunables["K1_num_warps"]), set(heuristic["K1_num_warps"]) | {2})
 
     def test_a_scalar_passed_by_item_is_the_spec_scalar(self):
         _, plan = self.translated("linear_gelu_scale.dynamic")
@@ -379,12 +395,12 @@ class Patterns(unittest.TestCase):
     def test_welford_and_online_softmax(self):
         result, plan = self.translated("row_statistics")
         self.assertEqual(plan, {"steps": [
-            {"kernel": "triton_red_fused_var_0", "grid": ["cdiv(rows, K0_XBLOCK)"],
-             "args": ["x", "variance", "cols", "rows", "cols"]},
-            {"kernel": "triton_red_fused_logsumexp_1", "grid": ["cdiv(rows, K1_XBLOCK)"],
-             "args": ["x", "log_sum_exp", "cols", "rows", "cols"]}]})
-        self.assertEqual(sorted(result["tunables"]), ["K0_R0_BLOCK", "K0_XBLOCK", "K1_R0_BLOCK", "K1_XBLOCK",
-                                                      "num_stages", "num_warps"])
+            {"kernel": "triton_red_fused_var_0", "grid": ["cdiv(rows, K0_XBLOCK)"], "num_warps": "K0_num_warps",
+             "num_stages": "K0_num_stages", "args": ["x", "variance", "cols", "rows", "cols"]},
+            {"kernel": "triton_red_fused_logsumexp_1", "grid": ["cdiv(rows, K1_XBLOCK)"], "num_warps": "K1_num_warps",
+             "num_stages": "K1_num_stages", "args": ["x", "log_sum_exp", "cols", "rows", "cols"]}]})
+        self.assertEqual(sorted(result["tunables"]), ["K0_R0_BLOCK", "K0_XBLOCK", "K0_num_stages", "K0_num_warps",
+                                                      "K1_R0_BLOCK", "K1_XBLOCK", "K1_num_stages", "K1_num_warps"])
         # Each helper after those it calls; the online softmax's exp may use libdevice's exp2.
         self.assertEqual(functions_of(result["source"]), [
             "triton_helpers_maximum", "triton_helpers_max2", "triton_helpers_welford_reduce",
