@@ -321,8 +321,8 @@ int local_rank(int rank) {
 // The three stages over the ranks (driver.py's header): steps 1-3 on rank 0; step 4 on every rank, each region
 // claimed by one; steps 5-6 on rank 0. A stage's failure on rank 0 is every rank's: said and thrown on each, after
 // the collective that follows it, so that no rank waits on one that left.
-OptimizeReport optimize_mpi(const std::string& model_path, const OptimizeOptions& options, const std::string& where,
-                            const std::string& out) {
+OptimizeReport optimize_mpi(const std::string& model_path, const OptimizeOptions& options,
+                            const std::vector<std::string>& devices, const std::string& where, const std::string& out) {
   const int rank = mpi_init(nullptr, nullptr);
   // Every rank finalizes however it leaves, so that mpirun sees each end as it should.
   struct Finalize {
@@ -357,8 +357,7 @@ OptimizeReport optimize_mpi(const std::string& model_path, const OptimizeOptions
     throw Error(static_cast<ErrorCode>(std::stoi(code)), rank == 0 ? failure : where + ": rank 0: " + failure);
   std::vector<std::string> mine = args;
   mine.insert(mine.end(), {"--stage", "evolve", "--session", session, "--rank", std::to_string(rank)});
-  if (!options.devices.empty()) {
-    const std::vector<std::string> devices = device_list(options.devices, where);
+  if (!devices.empty()) {
     mine.insert(mine.end(), {"--evolve-device", devices[static_cast<std::size_t>(local_rank(rank)) % devices.size()]});
   }
   const auto start = std::chrono::steady_clock::now();
@@ -410,11 +409,13 @@ OptimizeReport optimize_model(const std::string& model_path, const OptimizeOptio
   if (options.max_evals < 1 || options.total_evals < 0)
     throw Error(ErrorCode::BadUsage, where + ": --max-evals is at least 1 and --total-evals at least 0");
   // Expanded here, once, so that the ranks and the optimizer's threads divide the same devices.
-  const std::string devices = options.devices.empty() ? std::string() : joined(device_list(options.devices, where));
+  const std::vector<std::string> device_ids =
+      options.devices.empty() ? std::vector<std::string>{} : device_list(options.devices, where);
+  const std::string devices = joined(device_ids);
   const std::string out = options.out_dir.empty() ? default_optimize_dir(model_path) : options.out_dir;
   if (options.mpi) {
 #if defined(KE_WITH_MPI)
-    return optimize_mpi(model_path, options, where, fs::absolute(out).string());
+    return optimize_mpi(model_path, options, device_ids, where, fs::absolute(out).string());
 #else
     throw Error(ErrorCode::BadUsage, where + ": --mpi: this kernelevolve is built without MPI (KE_WITH_MPI)");
 #endif
