@@ -1283,13 +1283,10 @@ def translate(output_code, spec, chosen=None, arg_names=None):
             tunables[tunable] = _first(values, picked) if isinstance(picked, int) else values
         picked = chosen.get(kernel.name, {})
         for key in ("num_warps", "num_stages"):
+            # Each kernel its own where several run, as Inductor launches them: a pointwise kernel's 4 warps would
+            # starve a reduction that its autotuner gave 16.
             values = ([picked[key]] if isinstance(picked.get(key), int) else []) + [c[key] for c in configs]
-            if several:
-                # Each kernel its own, as Inductor launches them: a pointwise kernel's 4 warps would starve a
-                # reduction that its autotuner gave 16.
-                tunables[options[kernel.name][key]] = list(dict.fromkeys(values))
-            else:
-                tunables[key] = list(dict.fromkeys(values))
+            tunables[options[kernel.name][key] if several else key] = list(dict.fromkeys(values))
         notes.append(f"{kernel.name}: {kernel.heuristic}, {len(configs)} configuration(s) of Inductor's heuristics"
                      + (", starting from its autotuner's choice" if picked else ""))
 
