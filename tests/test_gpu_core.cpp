@@ -757,17 +757,41 @@ ke::Spec twice_spec(const std::string& name, std::vector<ke::Bindings> workloads
   return s;
 }
 
+// A cache folder of the test's own (KE_CACHE_DIR) while it lives: no ceiling or kernel measured by another test.
+class CacheDir {
+ public:
+  explicit CacheDir(const std::string& name)
+      : dir_(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    ::setenv("KE_CACHE_DIR", dir_.c_str(), 1);
+  }
+  CacheDir(const CacheDir&) = delete;
+  CacheDir& operator=(const CacheDir&) = delete;
+  ~CacheDir() {
+    ::unsetenv("KE_CACHE_DIR");
+    std::filesystem::remove_all(dir_);
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+// An evaluator's options on the fake: few trials and repetitions, and no roofline check (the fake's clock says
+// 0.5 ms whatever runs).
+ke::EvalOptions fake_options(int trials, int max_reps) {
+  ke::EvalOptions options;
+  options.trials = trials;
+  options.max_reps = max_reps;
+  options.check_roofline = false;
+  return options;
+}
+
 }  // namespace
 
 TEST_CASE("gpu core: the evaluator verifies and times a kernel on it, inputs rotated on the device") {
   const ke::Spec s = twice_spec("twice_fake", {{{"n", 4096}}, {{"n", 1001}}}, {256, 2048});
   auto g = make_fake_gpu();
-  const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_eval_" + std::to_string(::getpid()));
-  ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
-  ke::EvalOptions options;
-  options.trials = 2;
-  options.max_reps = 5;
-  options.check_roofline = false;  // the fake's clock says 0.5 ms whatever runs
+  const CacheDir cache("ke_gpu_core_eval");
+  const ke::EvalOptions options = fake_options(2, 5);
   ke::LocalEvaluator evaluator(s, std::make_shared<FakeDevice>(g), options);
   const int flushes = g->flushes;
   const ke::Evaluation ok = evaluator.evaluate(ke::Candidate{kTwice, ke::Language::cuda, {{"THREADS", 256}}}, 3);
@@ -778,20 +802,14 @@ TEST_CASE("gpu core: the evaluator verifies and times a kernel on it, inputs rot
   const ke::Evaluation too_wide = evaluator.evaluate(ke::Candidate{kTwice, ke::Language::cuda, {{"THREADS", 2048}}}, 4);
   CHECK(too_wide.status != ke::Status::ok);
   CHECK(too_wide.message.find("2048") != std::string::npos);
-  ::unsetenv("KE_CACHE_DIR");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("gpu core: the occupancy a launch allows is asked of the driver, recorded, and read by the diagnosis") {
   const ke::Spec s = twice_spec("twice_occupancy", {{{"n", 4096}}}, {256, 512, 96});
   auto g = make_fake_gpu();
   g->registers = 64;  // 64 x 256 threads: 4 blocks fill the SM's 65536 registers
-  const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_occ_" + std::to_string(::getpid()));
-  ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
-  ke::EvalOptions options;
-  options.trials = 1;
-  options.max_reps = 5;
-  options.check_roofline = false;
+  const CacheDir cache("ke_gpu_core_occ");
+  const ke::EvalOptions options = fake_options(1, 5);
   auto device = std::make_shared<FakeDevice>(g);
   ke::LocalEvaluator evaluator(s, device, options);
 
@@ -833,8 +851,6 @@ TEST_CASE("gpu core: the occupancy a launch allows is asked of the driver, recor
   const auto unknown = ke::diagnose(s, {{"THREADS", 512}}, refused, device->info());
   REQUIRE(unknown.has_value());
   CHECK(ke::gpu_diagnosis_text(*unknown->gpu).find("occupancy unknown") != std::string::npos);
-  ::unsetenv("KE_CACHE_DIR");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("gpu core: a kernel whose compiler fixed its launch (Triton's) gets that block, shared memory and scratch") {
@@ -1026,12 +1042,8 @@ TEST_CASE(
   s.seed.language = ke::Language::triton;
   s.tunables["num_warps"] = {4};
   s.validate();
-  const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_triton_" + std::to_string(::getpid()));
-  ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
-  ke::EvalOptions options;
-  options.trials = 2;
-  options.max_reps = 3;
-  options.check_roofline = false;
+  const CacheDir cache("ke_gpu_core_triton");
+  const ke::EvalOptions options = fake_options(2, 3);
   auto device = std::make_shared<FakeDevice>(g);
   ke::LocalEvaluator evaluator(s, device, options);
   const ke::Evaluation e =
@@ -1043,8 +1055,6 @@ TEST_CASE(
   CHECK(count("plain n=769") >= 2);
   CHECK(count("plain n=8192") == 0);
   CHECK(count("d16 n=769") == 0);
-  ::unsetenv("KE_CACHE_DIR");
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE(
@@ -1073,12 +1083,8 @@ TEST_CASE(
            "{\"kernel\": \"twice\", \"grid\": [\"cdiv(n, 256)\"], \"num_warps\": \"" +
            last + "\"}]}\"\"\"\n";
   };
-  const auto dir = std::filesystem::temp_directory_path() / ("ke_gpu_core_warps_" + std::to_string(::getpid()));
-  ::setenv("KE_CACHE_DIR", dir.c_str(), 1);
-  ke::EvalOptions options;
-  options.trials = 2;
-  options.max_reps = 3;
-  options.check_roofline = false;
+  const CacheDir cache("ke_gpu_core_warps");
+  const ke::EvalOptions options = fake_options(2, 3);
   auto device = std::make_shared<FakeDevice>(g);
   ke::LocalEvaluator evaluator(s, device, options);
   const ke::Bindings point = {{"THREADS", 256}, {"num_warps", 4}, {"K0_num_warps", 2}};
@@ -1093,6 +1099,4 @@ TEST_CASE(
   CHECK_MESSAGE(
       e.compile_log.find("num_warps of twice is 3 (3): Triton takes a power of two from 1 to 32") != std::string::npos,
       e.compile_log);
-  ::unsetenv("KE_CACHE_DIR");
-  std::filesystem::remove_all(dir);
 }
