@@ -443,7 +443,8 @@ TEST_CASE("gpu programs: a temporary a kernel leaves unwritten holds NaN, and th
   CHECK(e.status == ke::Status::incorrect);
 }
 
-TEST_CASE("gpu programs: a Triton plan of two @triton.jit kernels" * doctest::skip(kNoGpu)) {
+TEST_CASE("gpu programs: a Triton plan of two @triton.jit kernels, each with the tunable's warps or its own" *
+          doctest::skip(kNoGpu)) {
   if (!triton_here()) {
     MESSAGE("skipped: no Triton here");
     return;
@@ -453,6 +454,16 @@ TEST_CASE("gpu programs: a Triton plan of two @triton.jit kernels" * doctest::sk
   INFO(e.message, "\n", e.compile_log);
   REQUIRE(e.status == ke::Status::ok);
   CHECK(e.resources.at("steps") == 2);
+  CHECK(e.resources.at("step1.block_threads") == 128);
+  // Each kernel with warps of its own, as Inductor compiles a program's kernels.
+  std::string own = kTritonCentre;
+  own.replace(own.find("\"args\": [\"x\", \"partial\", \"n\"]"), 0, "\"num_warps\": \"2\", ");
+  own.replace(own.find("\"args\": [\"x\", \"partial\", \"y\""), 0, "\"num_warps\": \"8\", \"num_stages\": \"2\", ");
+  const ke::Evaluation each = evaluate(spec, own, {{"BLOCK", 1024}, {"PB", 1024}, {"num_warps", 4}});
+  INFO(each.message, "\n", each.compile_log);
+  REQUIRE(each.status == ke::Status::ok);
+  CHECK(each.resources.at("step1.block_threads") == 64);
+  CHECK(each.resources.at("step2.block_threads") == 256);
 }
 
 TEST_CASE("gpu programs: a second kernel that writes out of bounds crashes the worker, not the host" *
