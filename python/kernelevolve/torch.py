@@ -96,7 +96,6 @@ class Operator:
         self.calls = 0
         self.fallbacks = 0
         self.backward = None  # the Operator of the backward program (attach_backward), or None
-        self.backward_calls = 0
         self._warned = set()
         self._module = None  # the problem's own module, made at the first fallback
         self._verified_sizes = {tuple(w.get(s) for s in program.sizes) for w in program.workloads}
@@ -321,6 +320,12 @@ class Operator:
         self.calls += 1
         return self._result(outs)
 
+    @property
+    def backward_calls(self):
+        """How many times the backward program ran: its own launches, so that a compiled graph's calls count too
+        (torch.compile traces the autograd formula once and then calls the backward op without it)."""
+        return self.backward.calls if self.backward is not None else 0
+
     # Training: a backward program beside the forward one.
     def attach_backward(self, program):
         """Makes `program` (a Program of the same module's backward: `kernelevolve run MODEL.py --backward`) this
@@ -391,7 +396,6 @@ class Operator:
             outs = self.backward(*bargs)
         except ValueError as e:
             return self._module_gradients(args, grads, str(e))
-        self.backward_calls += 1
         outs = outs if isinstance(outs, tuple) else (outs,)
         result = [None] * self._nargs
         for k, g in zip(self._backward_gives, outs):
