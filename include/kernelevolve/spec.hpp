@@ -159,6 +159,11 @@ std::string describe_input(const Spec& spec, const Param& buffer);
 // spec's params in order and then the tunables (num_warps and num_stages are options, not parameters).
 // What a model or a command is told to write.
 std::string kernel_signature(const Spec& spec);
+
+// What Triton's compiler takes for its compile option `name` when `value` is not that ("a power of two from 1 to
+// 32" for num_warps, "1 to 8" for num_stages); "" when it is, or `name` is neither. A spec's tunables and a
+// program step's own options are both held to it.
+std::string triton_option_refusal(const std::string& name, std::int64_t value);
 // The C type of a param's argument in that declaration: "const float*", "float*", "int64_t", ...
 std::string argument_type(const Param& param);
 // The Triton type of a param's argument ("*fp32" for an fp32 buffer, "i64" for a size, "fp32" for a scalar).

@@ -365,10 +365,8 @@ class Validator {
       if (spec_.language != Language::triton) continue;
       // Triton's launch options, not parameters: what its compiler accepts.
       for (std::int64_t value : values) {
-        if (name == "num_warps" && (value < 1 || value > 32 || (value & (value - 1))))
-          fail(field, std::to_string(value) + " is not a power of two from 1 to 32 (Triton's num_warps)");
-        if (name == "num_stages" && (value < 1 || value > 8))
-          fail(field, std::to_string(value) + " is outside 1 to 8 (Triton's num_stages)");
+        if (const std::string takes = triton_option_refusal(name, value); !takes.empty())
+          fail(field, std::to_string(value) + " is not " + takes + " (Triton's " + name + ")");
       }
     }
   }
@@ -557,6 +555,12 @@ std::string triton_type(const Param& param) {
     case DType::i64: name = "i64"; break;
   }
   return (param.is_buffer() ? "*" : "") + std::string(name);
+}
+
+std::string triton_option_refusal(const std::string& name, std::int64_t value) {
+  if (name == "num_warps" && (value < 1 || value > 32 || (value & (value - 1)))) return "a power of two from 1 to 32";
+  if (name == "num_stages" && (value < 1 || value > 8)) return "1 to 8";
+  return "";
 }
 
 std::string kernel_signature(const Spec& spec) {

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "eval/buffer_ops.hpp"
 #include "kernelevolve/error.hpp"
@@ -23,27 +24,20 @@ namespace {
 
 // A Triton step's own num_warps and num_stages (PlanStep) over the program's: "" or why they cannot be had.
 std::string own_options(const PlanStep& step, Bindings& defines) {
-  struct Own {
-    const std::optional<Expr>& expr;
-    const char* name;
-    std::int64_t low, high;
-    bool power_of_two;
-  };
-  for (const Own& own :
-       {Own{step.num_warps, "num_warps", 1, 32, true}, Own{step.num_stages, "num_stages", 1, 8, false}}) {
-    if (!own.expr) continue;
+  const std::pair<const std::optional<Expr>&, const char*> owns[] = {{step.num_warps, "num_warps"},
+                                                                     {step.num_stages, "num_stages"}};
+  for (const auto& [expr, name] : owns) {
+    if (!expr) continue;
     std::int64_t value = 0;
     try {
-      value = own.expr->eval(defines);
+      value = expr->eval(defines);
     } catch (const Error& e) {
-      return std::string(own.name) + " '" + own.expr->text() + "' of " + step.kernel + ": " + e.what();
+      return std::string(name) + " '" + expr->text() + "' of " + step.kernel + ": " + e.what();
     }
-    if (value < own.low || value > own.high || (own.power_of_two && (value & (value - 1)) != 0)) {
-      return std::string(own.name) + " of " + step.kernel + " is " + std::to_string(value) + " (" + own.expr->text() +
-             "): Triton takes " + (own.power_of_two ? "a power of two from " : "") + std::to_string(own.low) + " to " +
-             std::to_string(own.high);
-    }
-    defines[own.name] = value;
+    if (const std::string takes = triton_option_refusal(name, value); !takes.empty())
+      return std::string(name) + " of " + step.kernel + " is " + std::to_string(value) + " (" + expr->text() +
+             "): Triton takes " + takes;
+    defines[name] = value;
   }
   return "";
 }
