@@ -16,7 +16,8 @@
 #   bench/optimize_devices.sh [MODEL.py] [-- extra optimize args]
 #       MODEL: default a KernelBench level-3 model (kernelbench/KernelBench[/KernelBench]/level3/1_MLP.py) or
 #       tests/fixtures/optimize/mlp.py where no checkout is present
-#   KE_BUILD (default build-gpu), OUT (default /tmp/ke-optimize-devices), EVALS (per region, default 16), BUDGET
+#   KE_BUILD (default build-gpu), OUT (default /tmp/ke-optimize-devices), EVALS (per region, default 16), WAYS (which
+#   of "one devices spread mpi" to run, default all: a way not run is "failed" in the summary), BUDGET
 #   (optimize's --budget, default 2),
 #   KE_PYTHON (a torch with CUDA; 2.x for torch.compile), MPIRUN (default: the bundle's KE_BUILD/mpirun where it carries
 #   one, else mpirun from PATH). The GPU machine has no Open MPI, and build-gpu is built without it: for `mpi`, carry
@@ -56,12 +57,14 @@ run_way() {  # name, then the command's words up to `optimize`'s own arguments
   [ $rc -eq 0 ] || tail -5 "$out/$name.err" >&2
 }
 
-run_way one "$build/kernelevolve" optimize
-run_way devices "$build/kernelevolve" optimize --devices "$two"
-run_way spread "$build/kernelevolve" optimize --evolve-device "$two"
+ways=" ${WAYS:-one devices spread mpi} "
+[[ $ways == *" one "* ]] && run_way one "$build/kernelevolve" optimize
+[[ $ways == *" devices "* ]] && run_way devices "$build/kernelevolve" optimize --devices "$two"
+[[ $ways == *" spread "* ]] && run_way spread "$build/kernelevolve" optimize --evolve-device "$two"
 # --bind-to none: Open MPI binds each of two ranks to one core by default, and each rank's whole process tree (the
 # optimizer, each region's run, its workers and compilers) with it, which the other ways are not.
-run_way mpi "$mpirun" --allow-run-as-root --bind-to none -np 2 "$build/kernelevolve" optimize --mpi --devices "$two"
+[[ $ways == *" mpi "* ]] && run_way mpi "$mpirun" --allow-run-as-root --bind-to none -np 2 "$build/kernelevolve" optimize \
+  --mpi --devices "$two"
 
 python3 - "$out" <<'EOF' | tee "$out/summary.tsv"
 import json, os, sys

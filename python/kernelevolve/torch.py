@@ -600,7 +600,7 @@ def load(database, run=None, node=None, *, device=None, name=None, any_shape=Fal
     if known is not None:
         k = known.program.provenance
         same = (os.path.realpath(k["database"]) == os.path.realpath(p["database"]) and k["run"] == p["run"]
-                and k["node"] == p["node"] and known.program.device == program.device)
+                and k["node"] == p["node"] and _device_key(known.program.device) == _device_key(program.device))
         if same and (known.any_shape, known.strict, known.use_fallback) == (any_shape, strict, fallback):
             program.close()
             if backward is not None:
@@ -614,6 +614,13 @@ def load(database, run=None, node=None, *, device=None, name=None, any_shape=Fal
     if backward is not None:
         op.attach_backward(_program(backward, device))
     return op
+
+
+def _device_key(device):
+    """One spelling per device, as a Program reads it: "cuda" is "cuda:0" (device 0 of its kind), "cpu:0" is "cpu".
+    An optimized model loads its operators as "cuda" where the optimizer loaded them as "cuda:0"."""
+    d = torch.device(device)
+    return torch.device(d.type) if d.type == "cpu" else torch.device(d.type, d.index or 0)
 
 
 def _program(what, device):

@@ -558,7 +558,7 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
         functions.append(source)
         imports += more
         table[p.name] = {"hash": p.hash, "database": r["database"], "run": r["run"], "node": r["node"],
-                         "original": f"{p.name}_original",
+                         "device_kind": r["device_kind"], "original": f"{p.name}_original",
                          "places": [g for g, (name, _) in guards.items() if name == p.name]}
     names = [f"{name} ({r['hash']})" for name, r in table.items()]
     state, lines = {}, []
@@ -611,19 +611,26 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
     body = head
     for source in functions:
         body += ["", ""] + source.splitlines()
-    body += ["", "", "class Model(nn.Module):", "    def __init__(self):", "        super().__init__()",
+    body += ["", "", "class Model(nn.Module):", "    def __init__(self, device=None):", "        super().__init__()",
              f"        state = torch.load(os.path.join(_HERE, {OPTIMIZED_WEIGHTS!r}), map_location=\"cpu\")"]
     body += ["        " + line for line in lines]
     body += ["        for region in REGIONS.values():",
+             "            # Each operator on the model's device, where that is of the kind it was verified on (elsewhere",
+             "            # on that kind's device 0, and the guard answers with the region's own code).",
+             "            kind = torch.device(device).type if device is not None else None",
              "            op = kernelevolve.torch.load(os.path.join(_HERE, region[\"database\"]), run=region[\"run\"],",
-             "                                         node=region[\"node\"])",
+             "                                         node=region[\"node\"],",
+             "                                         device=device if kind == region[\"device_kind\"] else None)",
              "            for place in region[\"places\"]:",
              "                self.add_module(place, kernelevolve.torch.Guarded(op, globals()[region[\"original\"]]))",
              ""]
     body += ["    " + line if line else "" for line in forward.splitlines()]
     body += ["", "", "def load(device=\"cpu\"):",
              "    \"\"\"The optimized model on `device`, in eval mode, for inference (its weights need no gradient).\"\"\"",
-             "    return Model().to(device).eval()",
+             "    device = torch.device(device)",
+             "    if device.type == \"cuda\" and device.index is None:  # where .to(\"cuda\") puts the weights",
+             "        device = torch.device(\"cuda\", torch.cuda.current_device())",
+             "    return Model(str(device)).to(device).eval()",
              "", "", "def operators(model):",
              "    \"\"\"Each put-back region's guards in `model`, by name: the calls each sent to its operator (`calls`), the",
              "    operator's launches from every place that shares it (`op.calls`), and the calls the region's own code",

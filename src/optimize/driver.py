@@ -33,6 +33,8 @@ MANIFEST = "manifest.json"
 TOOL = "kernelevolve optimize"
 DATABASE = "optimize.db"  # every region's run: what a later optimize resumes from
 CHART = "time_by_region.svg"
+STARTED = time.monotonic()  # --timeout is for the whole process: steps 1-3 spend of it too
+MIN_RUN_S = 30.0  # a region's run given less than this would be killed in its first evaluation
 # What optimize writes beside the regions: never the user's files, and kept from one optimize to the next (the
 # database above all), where the regions' own files are replaced.
 OWN_FILES = {DATABASE, DATABASE + "-wal", DATABASE + "-shm", DATABASE + "-journal", OPTIMIZED, OPTIMIZED_WEIGHTS,
@@ -248,6 +250,11 @@ def collect(args, problems):
                 f"not evolved: rank {rank} claimed it and wrote no result (did the rank die?)")}
 
 
+def prove_reserve(timeout):
+    """The part of --timeout kept from step 4 for steps 5-6: a fifth, between 60 s and 10 minutes."""
+    return min(600.0, max(60.0, timeout / 5))
+
+
 def evolve_region(args, p, evaluations, device, deadline):
     """One region's `kernelevolve run` on `device`, its result recorded in evolve_HASH.json and on p.evolve."""
     database = os.path.join(args.out, DATABASE)
@@ -256,8 +263,17 @@ def evolve_region(args, p, evaluations, device, deadline):
                "--max-evals", str(evaluations), "--json"] + list(args.run_option)
     start, started_at = time.perf_counter(), time.time()
     left = deadline - time.monotonic()
+    if left < MIN_RUN_S:
+        p.evolve = {"status": "failed", "device": device, "evaluations": evaluations, "seconds": 0.0, "reason": (
+            f"not evolved: --timeout {args.timeout:.0f} s left {max(0.0, left):.0f} s for step 4 when its turn came "
+            f"(steps 5-6 keep {prove_reserve(args.timeout):.0f} s); the next optimize evolves it")}
+        if args.session:
+            p.evolve.update(session=args.session, rank=args.rank)
+        with open(record, "w") as f:  # under MPI, rank 0 reads it
+            json.dump(p.evolve, f, indent=1)
+        return
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=max(30.0, left))
+        done = subprocess.run(command, capture_output=True, text=True, timeout=left)
         out, err, rc = done.stdout, done.stderr, done.returncode
     except subprocess.TimeoutExpired as e:
         out, err, rc = e.stdout or "", f"the run took longer than the optimizer's time left ({left:.0f} s)", -1
@@ -367,7 +383,8 @@ def put_back_and_prove(args, module, model, inputs, capture, occurrences, proble
                 continue
             p.operator = op
             winners.append((p, {"signature": op.signature, "database": DATABASE, "run": p.evolve["run"],
-                                "node": p.evolve["node"], "function": function}))
+                                "node": p.evolve["node"], "device_kind": op.program.device_kind,
+                                "function": function}))
         path = write_optimized(args.out, capture, occurrences, winners, args.model, args.package_dir)
         spec = importlib.util.spec_from_file_location("kernelevolve_optimized", path)
         optimized_module = importlib.util.module_from_spec(spec)
@@ -568,7 +585,9 @@ def optimize(args, steps):
     else:
         profile, ranking = ranked_as_before(earlier, problems, steps)
 
-    deadline = time.monotonic() + args.timeout
+    # Step 4 ends early enough that steps 5-6 (two torch.compiles of the model and the A/B) finish within --timeout:
+    # a process killed for time reports nothing, and its regions' runs are resumable only from the database.
+    deadline = STARTED + args.timeout - prove_reserve(args.timeout)
     with timed(steps, "evolve"):
         if args.stage == "finish":
             collect(args, problems)

@@ -476,6 +476,27 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("after", chart)
 
 
+
+class TimeoutTest(unittest.TestCase):
+    """A --timeout that leaves step 4 no time: the regions are not run, each says why, and the optimizer still
+    reports (steps 5-6 keep their part of the time rather than the process being killed for it)."""
+
+    def test_regions_left_for_the_next_optimize(self):
+        out = os.path.join(WORK, "short_timeout")
+        shutil.rmtree(out, ignore_errors=True)
+        report = optimized(LINEAR_RELU, out, *writer("relu=fast linear=fast"), "--timeout", "60", evolve=True)
+        kept = [r for r in report["regions"] if r["kept"]]
+        self.assertTrue(kept)
+        for r in kept:
+            self.assertEqual(r["evolve"]["status"], "failed", r["evolve"])
+            self.assertIn("--timeout 60 s left", r["evolve"]["reason"])
+            self.assertIn("steps 5-6 keep 60 s", r["evolve"]["reason"])
+            self.assertFalse(r["put_back"])
+            self.assertTrue(os.path.isfile(os.path.join(out, f"evolve_{r['hash']}.json")))
+        database = os.path.join(out, "optimize.db")
+        if os.path.exists(database):
+            self.assertEqual(runs_of(database, "region_" + kept[0]["hash"]), [])
+
 class RepeatedRegionTest(unittest.TestCase):
     """mlp.py's three blocks are one region counted three times: put back at each place with that place's weights,
     one operator for the three."""

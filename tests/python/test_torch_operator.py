@@ -163,6 +163,16 @@ class ReplaceTest(unittest.TestCase):
             self.assertTrue(close(got, m(x), anyshape.program))
         self.assertEqual(anyshape.calls, 1)
 
+    def test_loaded_again_on_its_device_by_another_name(self):
+        # The optimizer loads a winner on "cuda:0", the optimized model on "cuda" (a Program's device 0): one
+        # operator, not an error. No CUDA is needed to compare the spellings; the CPU has one.
+        self.assertEqual(ket._device_key("cuda"), ket._device_key("cuda:0"))
+        self.assertNotEqual(ket._device_key("cuda"), ket._device_key("cuda:1"))
+        self.assertIs(ket.load(LINEAR_DB, device="cpu"), OP)
+        with self.assertRaises(kernelevolve.Error) as caught:
+            ket.load(LINEAR_DB, device="cpu", strict=True)
+        self.assertIn("registered already", str(caught.exception))
+
     def test_no_module_to_fall_back_on(self):
         colsum = ket.load(COLSUM_DB)
         with torch.no_grad():
