@@ -83,6 +83,7 @@ struct OptimizeReport {
   std::string database;          // every region's run
   std::string optimized_module;  // the file to import: load() gives the optimized model
   std::string put_back_note;
+  std::vector<std::string> not_engaged;  // "PLACE: why", each place whose operator the proof's call did not launch
   std::string export_note;  // torch.export's graph, or why there is none
   std::string chart;        // the SVG of the model's time by region, before and after
   bool parity = false, engaged = false;

@@ -202,7 +202,7 @@ class Operator:
                 if arg.device.type != program.device_kind or (
                         arg.device.type != "cpu" and (arg.device.index or 0) != self._device_index):
                     return None, f"'{q.name}' is on {arg.device}, the program runs on {program.device}"
-                if not arg.is_contiguous():
+                if q.role == "inout" and not arg.is_contiguous():  # written in place: a copy would not be
                     return None, f"'{q.name}' is not contiguous"
             if arg.dim() != len(q.shape):
                 return None, f"'{q.name}' has {arg.dim()} dimensions, the program's has {len(q.shape)} ({q.shape})"
@@ -229,8 +229,9 @@ class Operator:
         return sizes, None
 
     def why_not(self, *args):
-        """None where the program would take this call as it is (dtypes, device, layout and a shape it was verified
-        on, or any shape with any_shape=True), else why not: what a guard asks before calling it."""
+        """None where the program would take this call (dtypes, device and a shape it was verified on, or any shape
+        with any_shape=True; a strided input is copied contiguous, an in-place one must be contiguous), else why not:
+        what a guard asks before calling it."""
         return self._plan(args).why
 
     def _verified(self, args, sizes):
@@ -275,7 +276,10 @@ class Operator:
             outs.append((tuple(_dimension(d, sizes) for d in q.shape), None if dtype == first.dtype else dtype))
         device = first.device
         stream_of = device.index or 0 if device.type == "cuda" else None
-        return _Plan(None, outs, tuple(sizes[self.program.params[i].name] for i in self._size_slots), stream_of)
+        # A strided input (a transposed view of the model's) is copied contiguous first, as the program reads it.
+        copies = tuple(k for k in self._tensor_args if not args[k].is_contiguous())
+        return _Plan(None, outs, tuple(sizes[self.program.params[i].name] for i in self._size_slots), stream_of,
+                     copies=copies)
 
     def _run(self, *args):
         """The operator's CPU and CUDA kernel, as PyTorch's dispatcher calls it."""
@@ -301,6 +305,10 @@ class Operator:
             if plan.dispatch:
                 return self.op(*args)
             return self._fall_back(args, plan.why)
+        if plan.copies:
+            args = list(args)
+            for k in plan.copies:
+                args[k] = args[k].contiguous()
         first = args[self._first_tensor]
         outs = [first.new_empty(shape) if dtype is None else first.new_empty(shape, dtype=dtype)
                 for shape, dtype in plan.outs]
@@ -492,9 +500,15 @@ class Guarded(torch.nn.Module):
         self.original = original
         self.calls = 0
         self.fallbacks = 0
+        self.why_fallback = None  # why the first call that fell back did: what a report says of a place not engaged
         self._takes = {}  # per call signature (shapes, dtypes, devices, layouts): whether the program takes it
 
     def forward(self, *args):
+        if _compiling():
+            # Under torch.compile the graph holds the operator itself, whose own check runs at each call (the
+            # problem's module where the program cannot take it). This frame's Python state (the counts, the
+            # cache) is left alone: Dynamo guards on what it reads, and recompiled the frame each time they changed.
+            return self.op.op(*args)
         plain = True
         key = []
         for a in args:
@@ -507,7 +521,10 @@ class Guarded(torch.nn.Module):
         key = tuple(key)
         takes = self._takes.get(key)
         if takes is None:
-            takes = self.op.why_not(*args) is None
+            why = self.op.why_not(*args)
+            takes = why is None
+            if not takes and self.why_fallback is None:
+                self.why_fallback = why
             if len(self._takes) < 256:
                 self._takes[key] = takes
         if not takes:
@@ -524,14 +541,16 @@ class Guarded(torch.nn.Module):
         return f"{self.op.qualname}, else {getattr(self.original, '__name__', 'the original')}"
 
 
+
 class _Plan:
     """A call signature's plan: why the program cannot take it (None: it can; `dispatch`: through PyTorch's
     dispatcher), each output's shape and dtype (None: the first input's), the size params' values, and the CUDA
     device whose current stream it runs on (None: the CPU)."""
-    __slots__ = ("why", "dispatch", "outs", "sizes", "stream_of")
+    __slots__ = ("why", "dispatch", "outs", "sizes", "stream_of", "copies")
 
-    def __init__(self, why, outs=(), sizes=(), stream_of=None, dispatch=False):
+    def __init__(self, why, outs=(), sizes=(), stream_of=None, dispatch=False, copies=()):
         self.why, self.dispatch, self.outs, self.sizes, self.stream_of = why, dispatch, outs, sizes, stream_of
+        self.copies = copies  # the arguments copied contiguous before the launch
 
 
 class _Differentiable(torch.autograd.Function):

@@ -444,7 +444,8 @@ def prove(args, module, model, optimized, guards, inputs, device, winners, captu
                      "inputs": f"get_inputs() under seed {INPUTS_SEED + 1} (the regions were cut at seed {INPUTS_SEED})"}
     # Engagement: each place's call went to its operator, and the operator launched (once per place that shares it).
     out["engagement"] = {name: {"operator": g.op.qualname, "launches": g.calls - calls_before[name][0],
-                                "operator_launches": g.op.calls - calls_before[name][1], "fallbacks": g.fallbacks}
+                                "operator_launches": g.op.calls - calls_before[name][1], "fallbacks": g.fallbacks,
+                                **({"why": g.why_fallback} if g.why_fallback else {})}
                          for name, g in guards.items()}
     out["engaged"] = all(v["launches"] > 0 for v in out["engagement"].values())
     # The A/B: eager against the optimized model, interleaved in this process.
@@ -717,7 +718,8 @@ def main():
     try:
         with torch.no_grad():
             report = optimize(args, steps)
-        text = write_manifest(report)
+        # A rank's part of step 4 (--stage evolve) is no manifest: rank 0 writes that.
+        text = json.dumps(report) if args.stage == "evolve" else write_manifest(report)
     except Refusal as e:
         text = json.dumps({"error": str(e), "kind": e.kind, "steps_s": steps})
     except Exception as e:  # a bug of the optimizer's, not the model's: said as one, with where it happened

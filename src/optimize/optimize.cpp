@@ -117,6 +117,14 @@ void parse_put_back(simdjson::dom::element doc, OptimizeReport& r) {
     r.parity_max_error = number_if(x, "max_abs_error");
   }
   r.engaged = true_if(p, "engaged");
+  simdjson::dom::object places;
+  if (p["engagement"].get(places) == simdjson::SUCCESS) {
+    for (auto [place, e] : places) {
+      if (number_if(e, "launches") > 0) continue;
+      const std::string why = text_if(e, "why");
+      r.not_engaged.push_back(std::string(place) + ": " + (why.empty() ? "no call reached it" : why));
+    }
+  }
   if (p["ab_eager"].get(x) == simdjson::SUCCESS) {
     r.speedup_vs_eager = number_if(x, "speedup");
     r.ab_rounds = static_cast<long>(number_if(x, "rounds"));
@@ -374,8 +382,14 @@ OptimizeReport optimize_mpi(const std::string& model_path, const OptimizeOptions
     simdjson::dom::parser parser;
     simdjson::dom::element doc;
     std::int64_t count = 0;
-    if (parser.parse(part).get(doc) == simdjson::SUCCESS && doc["evolved"].get(count) == simdjson::SUCCESS)
+    std::string_view why;
+    if (parser.parse(part).get(doc) != simdjson::SUCCESS) {
+      part_failure = "its part of step 4 printed no JSON: " + part.substr(0, 300);
+    } else if (doc["error"].get(why) == simdjson::SUCCESS) {
+      part_failure = std::string(why);  // its regions' results are in their files still: rank 0 collects them
+    } else if (doc["evolved"].get(count) == simdjson::SUCCESS) {
       evolved = static_cast<long>(count);
+    }
   }
   if (rank != 0) {
     if (!part_failure.empty())
@@ -468,6 +482,7 @@ std::string format_report(const OptimizeReport& r) {
         << (put == 0 ? std::string("no operator put back to engage")
                      : std::string("every operator engaged: ") + (r.engaged ? "yes" : "NO"))
         << "\n";
+    for (const std::string& place : r.not_engaged) o << "   not engaged: " << place << "\n";
       o << "   vs eager, " << r.ab_rounds << " interleaved rounds: " << r.verdict_vs_eager << "\n";
       o << "   vs torch.compile: " << r.verdict_vs_compile << "\n";
       o << "   torch.export: " << r.export_note << "\n";

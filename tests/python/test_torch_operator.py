@@ -121,22 +121,26 @@ class ReplaceTest(unittest.TestCase):
         self.assertLessEqual(len(said), 1, said)
         self.assertTrue(torch.equal(got1, got2) and close(got1, expected, OP.program))
 
-    def test_wrong_dtype_and_layout_fall_back(self):
+    def test_wrong_dtype_falls_back_and_a_strided_input_is_copied(self):
         m = model()
         x = torch.randn(128, 512)
         with torch.no_grad():
             expected = m(x)
             w = m.fc.weight
-            runs = OP.calls
+            runs, fallbacks = OP.calls, OP.fallbacks
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                got = OP(x.t().contiguous().t(), w, m.fc.bias)  # a transposed view: not contiguous
+                strided = x.t().contiguous().t()  # a transposed view, as a model's attention gives: not contiguous
+                self.assertFalse(strided.is_contiguous())
+                self.assertIsNone(OP.why_not(strided, w, m.fc.bias))
+                got = OP(strided, w, m.fc.bias)
                 got64 = OP(x.double(), w.double(), m.fc.bias.double())
-        self.assertEqual(OP.calls, runs)
+        self.assertEqual(OP.calls, runs + 1, "the program ran on the strided input, copied contiguous")
+        self.assertEqual(OP.fallbacks, fallbacks + 1)
         self.assertTrue(close(got, expected, OP.program))
         self.assertEqual(got64.dtype, torch.float64)
         text = " ".join(str(w.message) for w in caught)
-        self.assertIn("not contiguous", text)
+        self.assertNotIn("not contiguous", text)
         self.assertIn("torch.float64", text)
 
     def test_a_call_that_needs_gradients_goes_to_the_module(self):
