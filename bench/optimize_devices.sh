@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 30's scale, for the lent two-GPU machine (NOT YET RUN THERE: written and checked on a CPU machine, where the
-# runs share two cores and say nothing of the speedup): the regions of one model evolved on one GPU, then over
+# Issue 30's scale, for the lent two-GPU machine (first run there 2026-11-27, one and mpi:
+# bench/results/optimize_l3_h200.md; on a CPU machine the runs share two cores and say nothing of the speedup): the
+# regions of one model evolved on one GPU, then over
 # both GPUs three ways, each from an empty folder with the same model, the same evaluations per region and the same
 # search seed:
 #   one        optimize --device cuda:0                                         regions one after another

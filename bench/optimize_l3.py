@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 30's level-3 table on one GPU (NOT YET RUN THERE: written and checked on a CPU machine with tiny settings):
+"""Issue 30's level-3 table on one GPU (first run there 2026-11-27: bench/results/optimize_l3_h200.md):
 `kernelevolve optimize` on KernelBench level 3's models 1, 4, 9, 11, 20, 28, 33 and 43 (MLP, LeNet5, ResNet18, VGG16,
 MobileNetV2, a vision transformer, an RNN cell, attention) and on our recommendation model (problems/models/dlrm),
 each from its own folder, with a time limit per model. After each model it writes that model's report
