@@ -494,10 +494,15 @@ class Guarded(torch.nn.Module):
     puts back. `calls` counts this place's calls that went to the operator; `op.calls` the program's launches, over
     every place that shares the operator."""
 
-    def __init__(self, op, original):
+    def __init__(self, op, original, compiled="operator"):
         super().__init__()
+        if compiled not in ("operator", "original"):
+            raise ValueError(f"Guarded: compiled is 'operator' or 'original', not {compiled!r}")
         self.op = op
         self.original = original
+        # Under torch.compile: the operator, or the original code for Inductor to compile with its neighbours (where
+        # the operators made the compiled model slower: kernelevolve optimize measures it).
+        self.compiled = compiled
         self.calls = 0
         self.fallbacks = 0
         self.why_fallback = None  # why the first call that fell back did: what a report says of a place not engaged
@@ -508,7 +513,7 @@ class Guarded(torch.nn.Module):
             # Under torch.compile the graph holds the operator itself, whose own check runs at each call (the
             # problem's module where the program cannot take it). This frame's Python state (the counts, the
             # cache) is left alone: Dynamo guards on what it reads, and recompiled the frame each time they changed.
-            return self.op.op(*args)
+            return self.op.op(*args) if self.compiled == "operator" else self.original(*args)
         plain = True
         key = []
         for a in args:
@@ -538,7 +543,8 @@ class Guarded(torch.nn.Module):
         return self.op(*args)
 
     def extra_repr(self):
-        return f"{self.op.qualname}, else {getattr(self.original, '__name__', 'the original')}"
+        return (f"{self.op.qualname}, else {getattr(self.original, '__name__', 'the original')}"
+                + ("; under torch.compile the original" if self.compiled == "original" else ""))
 
 
 

@@ -545,10 +545,10 @@ def optimized_graph(capture, occurrences, put_back):
     return graph, attributes, modules, guards
 
 
-def write_optimized(directory, capture, occurrences, regions, model_path, package_dir):
+def write_optimized(directory, capture, occurrences, regions, model_path, package_dir, under_compile="operator"):
     """OPTIMIZED and OPTIMIZED_WEIGHTS under `directory`: the optimized model as a file to import. `regions`: per
     put-back problem, its operator's database, run, node and signature, and its region_function (source, imports).
-    Returns the file's path."""
+    `under_compile`: what each guard is under torch.compile (Guarded's `compiled`). Returns the file's path."""
     put_back = {p.hash: r["signature"] for p, r in regions}
     graph, attributes, modules, guards = optimized_graph(capture, occurrences, put_back)
     forward, imports, _, _ = graph_code(graph, "the optimized model")
@@ -607,6 +607,9 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
         "# Per region put back: its hash, its operator's run and node in the database (relative to this file), its own",
         "# code (the guard's fallback) and the places in the graph that call it.",
         "REGIONS = " + pprint.pformat(table, width=100, sort_dicts=False).replace("\n", "\n" + " " * 10),
+        "# Under torch.compile each guard is its operator (\"operator\"), or the region's own code for Inductor to",
+        "# compile (\"original\": where the optimizer measured the compiled model slower with the operators).",
+        f"UNDER_COMPILE = {under_compile!r}",
     ]
     body = head
     for source in functions:
@@ -622,7 +625,8 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
              "                                         node=region[\"node\"],",
              "                                         device=device if kind == region[\"device_kind\"] else None)",
              "            for place in region[\"places\"]:",
-             "                self.add_module(place, kernelevolve.torch.Guarded(op, globals()[region[\"original\"]]))",
+             "                self.add_module(place, kernelevolve.torch.Guarded(op, globals()[region[\"original\"]],",
+             "                                                                  compiled=UNDER_COMPILE))",
              ""]
     body += ["    " + line if line else "" for line in forward.splitlines()]
     body += ["", "", "def load(device=\"cpu\"):",

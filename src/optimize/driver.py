@@ -396,6 +396,24 @@ def put_back_and_prove(args, module, model, inputs, capture, occurrences, proble
               "guards": sorted(guards)}
     with timed(steps, "prove"):
         result.update(prove(args, module, model, optimized, guards, inputs, device, winners, capture))
+        result["under_compile"] = "operator"
+        compiled = result["ab_compile"]
+        if guards and compiled.get("status") == "done" and compiled["speedup"] < 1:
+            # Each operator is a wall Inductor cannot fuse across, and a call: where the compiled model is slower with
+            # them, its guards step aside under torch.compile (the region's own code, compiled with its neighbours),
+            # if that measures better; eager calls keep the operators.
+            for g in guards.values():
+                g.compiled = "original"
+            again = ab_compile(model, optimized, inputs, device, args.budget)
+            if again.get("status") == "done" and again["speedup"] > compiled["speedup"]:
+                again["verdict"] += (f"; its guards step aside under torch.compile, since with its operators compiled "
+                                     f"in it was {compiled['verdict']}")
+                again["with_operators"] = compiled
+                result["ab_compile"], result["under_compile"] = again, "original"
+                write_optimized(args.out, capture, occurrences, winners, args.model, args.package_dir,
+                                under_compile="original")
+    for g in guards.values():
+        g.compiled = "operator"  # torch.export's program keeps the operators as its nodes
     result["export"] = export(optimized, inputs, args.out)
     return result
 

@@ -334,6 +334,43 @@ class CustomOpTest(unittest.TestCase):
         self.assertEqual(OP.calls, runs + 1)
         self.assertTrue(close(got, expected, OP.program))
 
+    def test_a_guard_under_compile(self):
+        # One graph, compiled once: the guard's Python (its counts, its cache) stays out of the trace, which made
+        # Dynamo compile it again on the second and third calls. compiled="original": the region's own code instead.
+        inner = model()
+
+        def original(x, w, b):
+            return torch.relu(torch.nn.functional.linear(x, w, b))
+
+        class Placed(torch.nn.Module):
+            def __init__(self, compiled):
+                super().__init__()
+                self.guard = ket.Guarded(OP, original, compiled=compiled)
+
+            def forward(self, x):
+                return self.guard(x, inner.fc.weight, inner.fc.bias) * 2
+
+        x = torch.randn(128, 512)
+        with torch.no_grad():
+            expected = inner(x) * 2
+            for compiled, launches in (("operator", 4), ("original", 0)):
+                graphs = []
+
+                def backend(gm, example_inputs):
+                    graphs.append(gm)
+                    return gm.forward
+
+                torch._dynamo.reset()
+                placed = torch.compile(Placed(compiled), backend=backend, fullgraph=True)
+                runs = OP.calls
+                for _ in range(4):
+                    self.assertTrue(close(placed(x), expected, OP.program), compiled)
+                self.assertEqual(len(graphs), 1, f"{compiled}: compiled {len(graphs)} times")
+                self.assertEqual(OP.calls - runs, launches, compiled)
+                self.assertEqual(OP.name in str(graphs[0].graph), compiled == "operator", str(graphs[0].graph))
+        with self.assertRaises(ValueError):
+            ket.Guarded(OP, original, compiled="sometimes")
+
     def test_export(self):
         m = Wrapper(model())
         x = torch.randn(128, 512)
