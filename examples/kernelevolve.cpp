@@ -266,8 +266,8 @@ ke::Spec load_cli_problem(Common& c) {
     const auto start = std::chrono::steady_clock::now();
     try {
       // Over a device list (run's multi-device evaluator) the program is captured once, on the list's first device.
-      ke::seed_from_torch_compile(spec, ke::is_device_list(c.device) ? ke::expand_device_list(c.device).front()
-                                                                     : c.device);
+      ke::seed_from_torch_compile(spec,
+                                  ke::is_device_list(c.device) ? ke::expand_device_list(c.device).front() : c.device);
     } catch (const ke::Error& e) {
       // What cannot be captured or translated is named; a model or a command then writes the first kernel.
       const bool untranslated = e.code() == ke::ErrorCode::BadSpec || e.code() == ke::ErrorCode::DeviceUnavailable;

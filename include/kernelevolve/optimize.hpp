@@ -84,8 +84,8 @@ struct OptimizeReport {
   std::string optimized_module;  // the file to import: load() gives the optimized model
   std::string put_back_note;
   std::vector<std::string> not_engaged;  // "PLACE: why", each place whose operator the proof's call did not launch
-  std::string export_note;  // torch.export's graph, or why there is none
-  std::string chart;        // the SVG of the model's time by region, before and after
+  std::string export_note;               // torch.export's graph, or why there is none
+  std::string chart;                     // the SVG of the model's time by region, before and after
   bool parity = false, engaged = false;
   double parity_max_error = 0;
   double speedup_vs_eager = 0;  // the A/B's median, eager over optimized, with its 10th and 90th percentiles

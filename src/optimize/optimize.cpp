@@ -482,7 +482,7 @@ std::string format_report(const OptimizeReport& r) {
         << (put == 0 ? std::string("no operator put back to engage")
                      : std::string("every operator engaged: ") + (r.engaged ? "yes" : "NO"))
         << "\n";
-    for (const std::string& place : r.not_engaged) o << "   not engaged: " << place << "\n";
+      for (const std::string& place : r.not_engaged) o << "   not engaged: " << place << "\n";
       o << "   vs eager, " << r.ab_rounds << " interleaved rounds: " << r.verdict_vs_eager << "\n";
       o << "   vs torch.compile: " << r.verdict_vs_compile << "\n";
       o << "   torch.export: " << r.export_note << "\n";
