@@ -385,12 +385,21 @@ def put_back_and_prove(args, module, model, inputs, capture, occurrences, proble
             winners.append((p, {"signature": op.signature, "database": DATABASE, "run": p.evolve["run"],
                                 "node": p.evolve["node"], "device_kind": op.program.device_kind,
                                 "function": function}))
-        path = write_optimized(args.out, capture, occurrences, winners, args.model, args.package_dir)
-        spec = importlib.util.spec_from_file_location("kernelevolve_optimized", path)
-        optimized_module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(optimized_module)
-        optimized = optimized_module.load(str(device))
-        guards = optimized_module.operators(optimized)
+        path, optimized, guards = optimized_model(args, capture, occurrences, winners, device)
+        # A region's run times its kernel alone; called from the model's Python its operator costs a call more, and
+        # the region's own code may cost less than the run timed it. A winner slower here than its own code (the
+        # median of interleaved rounds, on the region file's inputs) would make the model slower: taken out.
+        in_model(args, winners, guards, capture, device)
+        slower = [p for p, _ in winners if p.after["speedup"] < 1]
+        for p in slower:
+            lo, hi = p.after["spread"]
+            p.put_back, p.put_back_reason = False, (
+                f"a winner on the region ({p.put_back_reason}), but called in the model's process its operator is "
+                f"{p.after['speedup']:.3f}x its own code (rounds {lo:.3f}x to {hi:.3f}x; "
+                f"{p.after['operator_us']:.1f} us against {p.after['original_us']:.1f} us): not put back")
+        if slower:
+            winners = [(p, r) for p, r in winners if p.put_back]
+            path, optimized, guards = optimized_model(args, capture, occurrences, winners, device)
     result = {"status": "done", "module": os.path.abspath(path), "weights": os.path.abspath(
               os.path.join(args.out, OPTIMIZED_WEIGHTS)), "regions": [p.name for p, _ in winners],
               "guards": sorted(guards)}
@@ -473,7 +482,23 @@ def prove(args, module, model, optimized, guards, inputs, device, winners, captu
                        "speedup": ab["speedups"][0]["median"], "spread": ab["speedups"][0]["spread"],
                        "verdict": verdict(ab["speedups"][0])}
     out["ab_compile"] = ab_compile(model, optimized, inputs, device, args.budget)
-    # Each put-back region in this process: its own code against its guard, on the region file's inputs.
+    return out
+
+
+def optimized_model(args, capture, occurrences, winners, device):
+    """OUT/optimized.py written with `winners` put back, imported as a user would: its path, the model on `device`,
+    and its guards by place."""
+    path = write_optimized(args.out, capture, occurrences, winners, args.model, args.package_dir)
+    spec = importlib.util.spec_from_file_location("kernelevolve_optimized", path)
+    optimized_module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(optimized_module)
+    optimized = optimized_module.load(str(device))
+    return path, optimized, optimized_module.operators(optimized)
+
+
+def in_model(args, winners, guards, capture, device):
+    """Each winner in this process (p.after): its guard against its own code, interleaved, on the region file's
+    inputs and the first occurrence's weights."""
     for p, _ in winners:
         weights = region_weights(p, p.first, capture)
         torch.manual_seed(INPUTS_SEED)
@@ -486,7 +511,6 @@ def prove(args, module, model, optimized, guards, inputs, device, winners, captu
         r = interleaved([lambda: guard.original(*call_args), lambda: guard(*call_args)], device, args.budget / 4)
         p.after = {"original_us": r["time_us"][0], "operator_us": r["time_us"][1],
                    "speedup": r["speedups"][0]["median"], "spread": r["speedups"][0]["spread"]}
-    return out
 
 
 def ab_compile(model, optimized, inputs, device, budget):
@@ -532,8 +556,8 @@ def write_chart(path, report):
     its count), after scaled by its guard's speedup in this process where it was put back. Returns the path."""
     regions = report["regions"]
     before = [r["time_us"] * r["count"] for r in regions]
-    after = [t * (r["after"]["operator_us"] / r["after"]["original_us"] if r.get("after") else 1.0)
-             for t, r in zip(before, regions)]
+    after = [t * (r["after"]["operator_us"] / r["after"]["original_us"]) if r.get("put_back") and r.get("after")
+             else t for t, r in zip(before, regions)]
     total = max(sum(before), sum(after), 1e-9)
     width, left, bar, top = 720, 90, 36, 40
     scale = (width - left - 70) / total  # room for the total after the longer bar

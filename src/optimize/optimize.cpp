@@ -473,8 +473,8 @@ std::string format_report(const OptimizeReport& r) {
       << r.database << " from an earlier optimize (not evolved again); model calls: " << tokens << " tokens, $"
       << fixed(cost, 4) << "\n";
     o << "5. put back " << fixed(r.put_back_s, 2) << " s   " << put << " region(s), only those whose best beat eager "
-      << "and torch.compile on the region: " << (r.optimized_module.empty() ? r.put_back_note : r.optimized_module)
-      << "\n";
+      << "and torch.compile on the region, and their own code in the model's process: "
+      << (r.optimized_module.empty() ? r.put_back_note : r.optimized_module) << "\n";
     if (!r.optimized_module.empty()) {
       o << "6. prove    " << fixed(r.prove_s, 2)
         << " s   parity with eager on fresh inputs: " << (r.parity ? "yes" : "NO") << " (max error "

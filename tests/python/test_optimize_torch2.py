@@ -40,7 +40,7 @@ class ConvnetTest(base.ConvnetTest):
 
 
 class EndToEndTest(base.EndToEndTest):
-    """linear_relu.py evolved, put back as a custom op, compiled and exported."""
+    """block_linear.py evolved, put back as a custom op, compiled and exported."""
 
     def test_the_operator_is_a_custom_op(self):
         if base.SANITIZED:
@@ -60,8 +60,8 @@ class EndToEndTest(base.EndToEndTest):
             self.assertLess(with_operators["speedup"], 1)
             self.assertGreater(proof["ab_compile"]["speedup"], with_operators["speedup"])
             self.assertIn("step aside under torch.compile", proof["ab_compile"]["verdict"])
-        eager, _ = base.model_of(base.LINEAR_RELU, self.second)
-        x = torch.randn(8, 32)
+        eager, _ = base.model_of(base.BLOCK_LINEAR, self.second)
+        x = torch.randn(16, 64)
         with torch.no_grad():
             model(x)
             compiled = torch.compile(model)
@@ -84,8 +84,8 @@ class EndToEndTest(base.EndToEndTest):
         program = torch.export.load(proof["export"]["file"])
         targets = [str(n.target) for n in program.graph.nodes if n.op == "call_function"]
         self.assertEqual([t for t in targets if t.startswith("kernelevolve.")], proof["export"]["operators"])
-        eager, _ = base.model_of(base.LINEAR_RELU, self.second)
-        x = torch.randn(8, 32)
+        eager, _ = base.model_of(base.BLOCK_LINEAR, self.second)
+        x = torch.randn(16, 64)
         with torch.no_grad():
             base.assert_close(self, program.module()(x), eager(x), "the exported program")
 
