@@ -344,10 +344,11 @@ def tolerance(dtype):
 
 
 def put_back_and_prove(args, module, model, inputs, capture, occurrences, problems, device, steps):
-    """Steps 5 and 6: the winners' operators put back in the captured graph (DIR/optimized.py), then the optimized
-    model imported as a user would and checked: parity with eager on fresh inputs, every operator engaged, an
-    interleaved A/B against eager (and torch.compile against compile of the optimized where it exists); each
-    put-back region's own time in this process before and after."""
+    """Steps 5 and 6: the winners' operators put back in the captured graph (DIR/optimized.py), those slower than
+    their own code in this process taken out again (in_model), then the optimized model imported as a user would and
+    checked: parity with eager on fresh inputs, every operator engaged, an interleaved A/B against eager (and
+    torch.compile against compile of the optimized where it exists, its guards stepping aside under compile where
+    that is faster)."""
     def unavailable(why):
         steps.setdefault("put_back", 0.0)
         steps.setdefault("prove", 0.0)
@@ -404,20 +405,11 @@ def put_back_and_prove(args, module, model, inputs, capture, occurrences, proble
               os.path.join(args.out, OPTIMIZED_WEIGHTS)), "regions": [p.name for p, _ in winners],
               "guards": sorted(guards)}
     with timed(steps, "prove"):
-        result.update(prove(args, module, model, optimized, guards, inputs, device, winners, capture))
+        result.update(prove(args, module, model, optimized, guards, inputs, device))
         result["under_compile"] = "operator"
-        compiled = result["ab_compile"]
-        if guards and compiled.get("status") == "done" and compiled["speedup"] < 1:
-            # Each operator is a wall Inductor cannot fuse across, and a call: where the compiled model is slower with
-            # them, its guards step aside under torch.compile (the region's own code, compiled with its neighbours),
-            # if that measures better; eager calls keep the operators.
-            for g in guards.values():
-                g.compiled = "original"
-            again = ab_compile(model, optimized, inputs, device, args.budget)
-            if again.get("status") == "done" and again["speedup"] > compiled["speedup"]:
-                again["verdict"] += (f"; its guards step aside under torch.compile, since with its operators compiled "
-                                     f"in it was {compiled['verdict']}")
-                again["with_operators"] = compiled
+        if guards and result["ab_compile"].get("status") == "done" and result["ab_compile"]["speedup"] < 1:
+            again = stepping_aside(model, optimized, guards, inputs, device, args.budget, result["ab_compile"])
+            if again is not None:
                 result["ab_compile"], result["under_compile"] = again, "original"
                 write_optimized(args.out, capture, occurrences, winners, args.model, args.package_dir,
                                 under_compile="original")
@@ -425,6 +417,21 @@ def put_back_and_prove(args, module, model, inputs, capture, occurrences, proble
         g.compiled = "operator"  # torch.export's program keeps the operators as its nodes
     result["export"] = export(optimized, inputs, args.out)
     return result
+
+
+def stepping_aside(model, optimized, guards, inputs, device, budget, compiled):
+    """Each operator is a wall Inductor cannot fuse across, and a call: where torch.compile of the optimized model was
+    slower (`compiled`, its A/B), the A/B again with its guards stepping aside under compile (each region's own code,
+    compiled with its neighbours; eager calls keep the operators). That A/B where it measures better, else None."""
+    for g in guards.values():
+        g.compiled = "original"
+    again = ab_compile(model, optimized, inputs, device, budget)
+    if again.get("status") != "done" or again["speedup"] <= compiled["speedup"]:
+        return None
+    again["verdict"] += (f"; its guards step aside under torch.compile, since with its operators compiled in it was "
+                         f"{compiled['verdict']}")
+    again["with_operators"] = compiled
+    return again
 
 
 def export(optimized, inputs, directory):
@@ -451,7 +458,7 @@ def export(optimized, inputs, directory):
     return {"status": "failed", "reason": "; ".join(failures)}
 
 
-def prove(args, module, model, optimized, guards, inputs, device, winners, capture):
+def prove(args, module, model, optimized, guards, inputs, device):
     out = {}
     # Parity on fresh inputs (another seed than the one the regions were cut and verified at).
     torch.manual_seed(INPUTS_SEED + 1)
