@@ -155,6 +155,23 @@ class ReplaceTest(unittest.TestCase):
         self.assertIsNotNone(m.inner.fc.weight.grad)
         self.assertGreater(m.inner.fc.weight.grad.abs().sum().item(), 0)
 
+    def test_a_guard_says_why_it_fell_back(self):
+        # What kernelevolve optimize's report says of a place whose operator was not launched.
+        inner = model()
+
+        def original(x, w, b):
+            return torch.relu(torch.nn.functional.linear(x, w, b))
+
+        guard = ket.Guarded(OP, original)
+        with torch.no_grad():
+            verified = torch.randn(128, 512)
+            self.assertTrue(close(guard(verified, inner.fc.weight, inner.fc.bias), inner(verified), OP.program))
+            self.assertEqual((guard.calls, guard.fallbacks, guard.why_fallback), (1, 0, None))
+            other = torch.randn(3, 512)  # a batch it was not verified at
+            self.assertTrue(close(guard(other, inner.fc.weight, inner.fc.bias), inner(other), OP.program))
+        self.assertEqual((guard.calls, guard.fallbacks), (1, 1))
+        self.assertIn("not a workload it was verified on", guard.why_fallback)
+
     def test_strict_and_any_shape(self):
         strict = ket.load(LINEAR_DB, name="linear_relu_strict", strict=True)
         anyshape = ket.load(LINEAR_DB, name="linear_relu_any", any_shape=True)
