@@ -80,6 +80,9 @@ def row_of(name, report, seconds, rc, stderr, limit):
     put_back = report.get("put_back") or {}
     row["vs eager (spread)"] = speedup(put_back.get("ab_eager"))
     row["vs torch.compile (spread)"] = speedup(put_back.get("ab_compile"))
+    if put_back.get("under_compile") == "original":  # its guards step aside under compile: say what they cost there
+        row["vs torch.compile (spread)"] += ("; guards step aside, with the operators "
+                                             + speedup(put_back["ab_compile"].get("with_operators")))
     if put_back.get("status") == "done":
         parity = put_back.get("parity", {})
         verdict = (put_back.get("ab_eager") or {}).get("verdict", "")
