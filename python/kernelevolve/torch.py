@@ -547,7 +547,6 @@ class Guarded(torch.nn.Module):
                 + ("; under torch.compile the original" if self.compiled == "original" else ""))
 
 
-
 class _Plan:
     """A call signature's plan: why the program cannot take it (None: it can; `dispatch`: through PyTorch's
     dispatcher), each output's shape and dtype (None: the first input's), the size params' values, and the CUDA
