@@ -67,9 +67,9 @@ ways=" ${WAYS:-one devices spread mpi} "
 [[ $ways == *" mpi "* ]] && run_way mpi "$mpirun" --allow-run-as-root --bind-to none -np 2 "$build/kernelevolve" optimize \
   --mpi --devices "$two"
 
-python3 - "$out" <<'EOF' | tee "$out/summary.tsv"
-import json, os, sys
-out = sys.argv[1]
+python3 - "$out" "$ways" <<'EOF' | tee "$out/summary.tsv"
+import glob, json, os, sys
+out, ways = sys.argv[1], sys.argv[2].split()
 reports = {}
 for way in ("one", "devices", "spread", "mpi"):
     try:
@@ -82,8 +82,23 @@ base = one["steps_s"]["evolve"] if one else None
 best_one = {r["hash"]: (r["evolve"] or {}).get("best_us") for r in one["regions"]} if one else {}
 print("way\tevolve_s\tvs_one\tregions_evolved\tmodel_vs_eager\tspread\tcompile_of_optimized\tsame_result")
 for way, r in reports.items():
+    if r is None and way not in ways:
+        print(f"{way}\tnot run (WAYS)")
+        continue
     if r is None:
-        print(f"{way}\tfailed (see {way}.err)")
+        # No report (the way failed, or was stopped in steps 5-6): step 4 as its regions' records tell it, from the
+        # first run's start to the last one's end.
+        records = []
+        for path in glob.glob(os.path.join(out, way, "evolve_*.json")):
+            with open(path) as f:
+                records.append(json.load(f))
+        done = [e for e in records if e.get("status") == "evolved"]
+        if not done:
+            print(f"{way}\tfailed (see {way}.err)")
+            continue
+        wall = max(e["finished_at"] for e in done) - min(e["started_at"] for e in done)
+        ratio = f"{base / wall:.2f}x" if base else "-"
+        print(f"{way}\t{wall:.1f} (its regions' records; no report: see {way}.err)\t{ratio}\t{len(done)}\t-\t-\t-\t-")
         continue
     evolve_s = r["steps_s"].get("evolve", 0.0)
     regions = sum(1 for g in r["regions"] if g["evolve"] and g["evolve"]["status"] in ("evolved", "resumed"))
@@ -91,7 +106,7 @@ for way, r in reports.items():
     ab, abc = proof.get("ab_eager") or {}, proof.get("ab_compile") or {}
     same = all(g["evolve"] and best_one.get(g["hash"]) and g["evolve"].get("best_us")
                and g["evolve"]["best_us"] <= 1.1 * best_one[g["hash"]] for g in r["regions"] if g["kept"])
-    ratio = f"{base / evolve_s:.2f}x" if base and evolve_s else "-"
+    ratio = f"{base / evolve_s:.2f}x" if base and evolve_s and regions else "-"  # nothing evolved: no speed to compare
     print(f"{way}\t{evolve_s:.1f}\t{ratio}\t{regions}\t{ab.get('speedup', '-')}\t{ab.get('spread', '-')}\t"
           f"{abc.get('speedup', abc.get('reason', '-'))}\t{'yes' if same else 'no'}")
 EOF
