@@ -19,6 +19,7 @@ import ast
 import keyword
 import os
 import re
+import sys
 import types
 import warnings
 
@@ -478,6 +479,9 @@ class Operator:
             namespace = types.ModuleType(f"kernelevolve_problem_{self.name}")
             if ref.get("pytorch"):  # a module that finds files beside itself (a region's weights) finds them there
                 namespace.__file__ = ref["pytorch"]
+            # In sys.modules under its name: torch.compile, tracing a fallback that calls it, imports its module by
+            # name (ModuleNotFoundError otherwise).
+            sys.modules[namespace.__name__] = namespace
             exec(compile(source, ref.get("pytorch") or "<problem>", "exec"), namespace.__dict__)
             self._module = namespace.Model(*namespace.get_init_inputs()).eval()
             if ref.get("dtype") in _DTYPES:  # a --dtype problem: its module cast as its reference was
@@ -511,9 +515,10 @@ class Guarded(torch.nn.Module):
     def forward(self, *args):
         if _compiling():
             # Under torch.compile the graph holds the operator itself, whose own check runs at each call (the
-            # problem's module where the program cannot take it). This frame's Python state (the counts, the
-            # cache) is left alone: Dynamo guards on what it reads, and recompiled the frame each time they changed.
-            return self.op.op(*args) if self.compiled == "operator" else self.original(*args)
+            # problem's module where the program cannot take it), through Operator.__call__ so that a call autograd
+            # records takes its backward program or the module. This frame's Python state (the counts, the cache) is
+            # left alone: Dynamo guards on what it reads, and recompiled the frame each time they changed.
+            return self.op(*args) if self.compiled == "operator" else self.original(*args)
         plain = True
         key = []
         for a in args:

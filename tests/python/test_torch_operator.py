@@ -388,6 +388,24 @@ class CustomOpTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             ket.Guarded(OP, original, compiled="sometimes")
 
+    def test_a_guard_under_compile_in_training(self):
+        # The operator has no backward program: a call autograd records runs the problem's module, compiled, and
+        # the gradients are eager's.
+        inner = model()
+
+        def original(x, w, b):
+            return torch.relu(torch.nn.functional.linear(x, w, b))
+
+        guard = ket.Guarded(OP, original)
+        x = torch.randn(128, 512)
+        torch._dynamo.reset()
+        loss = torch.compile(lambda x: guard(x, inner.fc.weight, inner.fc.bias).square().sum())(x)
+        loss.backward()
+        got = inner.fc.weight.grad.clone()
+        inner.fc.weight.grad = None
+        inner(x).square().sum().backward()
+        self.assertTrue(torch.allclose(got, inner.fc.weight.grad, rtol=1e-4, atol=1e-4))
+
     def test_export(self):
         m = Wrapper(model())
         x = torch.randn(128, 512)
