@@ -545,10 +545,12 @@ def optimized_graph(capture, occurrences, put_back):
     return graph, attributes, modules, guards
 
 
-def write_optimized(directory, capture, occurrences, regions, model_path, package_dir, under_compile="operator"):
+def write_optimized(directory, capture, occurrences, regions, model_path, package_dir, under_compile="operator",
+                    weights=True):
     """OPTIMIZED and OPTIMIZED_WEIGHTS under `directory`: the optimized model as a file to import. `regions`: per
     put-back problem, its operator's database, run, node and signature, and its region_function (source, imports).
-    `under_compile`: what each guard is under torch.compile (Guarded's `compiled`). Returns the file's path."""
+    `under_compile`: what each guard is under torch.compile (Guarded's `compiled`). `weights=False`: the code again
+    for the same regions, OPTIMIZED_WEIGHTS as written (a model's weights can be gigabytes). Returns the file's path."""
     put_back = {p.hash: r["signature"] for p, r in regions}
     graph, attributes, modules, guards = optimized_graph(capture, occurrences, put_back)
     forward, imports, _, _ = graph_code(graph, "the optimized model")
@@ -575,7 +577,8 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
                      f"if k.startswith({name + '.'!r})}})")
         for key, t in module.state_dict().items():
             state[f"{name}.{key}"] = t.detach().cpu()
-    torch.save(state, os.path.join(directory, OPTIMIZED_WEIGHTS))
+    if weights:
+        torch.save(state, os.path.join(directory, OPTIMIZED_WEIGHTS))
     head = [
         f"# {os.path.basename(model_path)} optimized by `kernelevolve optimize` (issue 30): its captured graph with each "
         "put-back region's",

@@ -264,14 +264,10 @@ def evolve_region(args, p, evaluations, device, deadline):
     start, started_at = time.perf_counter(), time.time()
     left = deadline - time.monotonic()
     if left < MIN_RUN_S:
-        p.evolve = {"status": "failed", "device": device, "evaluations": evaluations, "seconds": 0.0, "reason": (
-            f"not evolved: --timeout {args.timeout:.0f} s left {max(0.0, left):.0f} s for step 4 when its turn came "
-            f"(steps 5-6 keep {prove_reserve(args.timeout):.0f} s); the next optimize evolves it")}
-        if args.session:
-            p.evolve.update(session=args.session, rank=args.rank)
-        with open(record, "w") as f:  # under MPI, rank 0 reads it
-            json.dump(p.evolve, f, indent=1)
-        return
+        return recorded(args, p, record, {
+            "status": "failed", "device": device, "evaluations": evaluations, "seconds": 0.0, "reason": (
+                f"not evolved: --timeout {args.timeout:.0f} s left {max(0.0, left):.0f} s for step 4 when its turn "
+                f"came (steps 5-6 keep {prove_reserve(args.timeout):.0f} s); the next optimize evolves it")})
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=left)
         out, err, rc = done.stdout, done.stderr, done.returncode
@@ -289,8 +285,6 @@ def evolve_region(args, p, evaluations, device, deadline):
     result = {"command": shlex.join(["kernelevolve"] + command[1:]), "rc": rc, "device": device,
               "evaluations": evaluations, "seconds": seconds, "started_at": round(started_at, 3),
               "finished_at": round(time.time(), 3)}
-    if args.session:
-        result.update(session=args.session, rank=args.rank)
     if rc == 0 and report and report.get("best"):
         best = report["best"]
         baselines = report.get("baselines") or {}
@@ -308,6 +302,14 @@ def evolve_region(args, p, evaluations, device, deadline):
     else:
         why = (report or {}).get("stop_reason") or last_lines(err) or f"exit {rc}"
         result.update({"status": "failed", "reason": f"not evolved: `kernelevolve run` exited {rc}: {why}"})
+    recorded(args, p, record, result)
+
+
+def recorded(args, p, record, result):
+    """`result` as region p's evolve record: on p.evolve and in evolve_HASH.json (under MPI rank 0 reads it there),
+    with this process's session and rank where it has them."""
+    if args.session:
+        result.update(session=args.session, rank=args.rank)
     with open(record, "w") as f:
         json.dump(result, f, indent=1)
     p.evolve = result
@@ -412,7 +414,7 @@ def put_back_and_prove(args, module, model, inputs, capture, occurrences, proble
             if again is not None:
                 result["ab_compile"], result["under_compile"] = again, "original"
                 write_optimized(args.out, capture, occurrences, winners, args.model, args.package_dir,
-                                under_compile="original")
+                                under_compile="original", weights=False)
     for g in guards.values():
         g.compiled = "operator"  # torch.export's program keeps the operators as its nodes
     result["export"] = export(optimized, inputs, args.out)
