@@ -119,6 +119,14 @@ def run_one(cli, level, name, path, device, max_evals, limit, work):
         row["node0_status"] = seed.get("status")
         row["node0_message"] = (seed.get("message") or "")[:300]
         row["node0"] = first_time(seed)
+        # Static sizes are torch.compile's own kernels; a dynamic capture's take the sizes as arguments (slower
+        # index arithmetic), so which one node 0 is, and why the static one did not translate, explain its time.
+        line = next((x for x in err.splitlines() if "node 0 is torch.compile's program" in x), "")
+        if line:
+            row["capture"] = "static" if "static sizes" in line else "dynamic"
+            why = re.search(r"the static capture did not translate \((.*?)\); ", line)
+            if why:
+                row["static_why"] = why.group(1)[:200]
         base = report.get("baselines") or {}
         for key in ("eager", "compile"):
             b = base.get(key) or {}
@@ -207,6 +215,21 @@ def report(rows, md_path, args_text):
         for (outcome, why), who in sorted(reasons.items(), key=lambda kv: -len(kv[1])):
             lines.append(f"| {outcome} | {why.replace('|', '/')} | {len(who)}: {', '.join(who[:12])}"
                          f"{' ...' if len(who) > 12 else ''} |")
+        lines.append("")
+    captured = [r for r in rows if r.get("capture")]
+    if captured:
+        dynamic = [r for r in captured if r["capture"] == "dynamic"]
+        lines += ["## How node 0 was captured", "",
+                  f"{len(captured) - len(dynamic)} of {len(captured)} at the problem's own sizes (static: torch.compile's "
+                  f"own kernels), {len(dynamic)} with the sizes as arguments (dynamic), where the static capture did "
+                  "not translate:", ""]
+        whys = {}
+        for r in dynamic:
+            key = re.sub(r"\b\d+(\.\d+)?\b", "N", r.get("static_why") or "not said (a run before the reason was kept)")
+            whys.setdefault(key[:160], []).append(f"{r['level']}/{r['problem'].split('_')[0]}")
+        lines += ["| why not static | problems |", "| --- | --- |"]
+        for why, who in sorted(whys.items(), key=lambda kv: -len(kv[1])):
+            lines.append(f"| {why.replace('|', '/')} | {len(who)}: {', '.join(who[:12])}{' ...' if len(who) > 12 else ''} |")
         lines.append("")
     lines += ["## Every problem", "",
               "| level | problem | outcome | node 0 | best | eager | compile | node 0 / compile | best over eager "

@@ -173,6 +173,8 @@ KE_SAME_FN(DnnApi, cudnnGetConvolutionBackwardDataAlgorithmMaxCount);
 KE_SAME_FN(DnnApi, cudnnGetConvolutionBackwardDataAlgorithm_v7);
 KE_SAME_FN(DnnApi, cudnnGetConvolutionBackwardDataWorkspaceSize);
 KE_SAME_FN(DnnApi, cudnnConvolutionBackwardData);
+KE_SAME_FN(DnnApi, cudnnFindConvolutionForwardAlgorithmEx);
+KE_SAME_FN(DnnApi, cudnnFindConvolutionBackwardDataAlgorithmEx);
 KE_SAME_FN(DnnApi, cudnnAddTensor);
 KE_SAME_FN(DnnApi, cudnnCreatePoolingDescriptor);
 KE_SAME_FN(DnnApi, cudnnSetPoolingNdDescriptor);

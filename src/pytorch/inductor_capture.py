@@ -139,6 +139,9 @@ def _capture_main():
                 continue
             result["notes"] = "static sizes (the problem's one workload, as torch.compile runs it); " + \
                 result.get("notes", "")
+        elif failure:  # a static capture that failed: its kernels are not torch.compile's, and the user asks why
+            result["notes"] = (f"dynamic sizes: the static capture did not translate ({failure['error'][:300]}); "
+                               + result.get("notes", ""))
         return reply(source=result["source"], tunables=result["tunables"],
                      constraints=result.get("constraints", []), notes=result.get("notes", ""))
     return reply(**failure)

@@ -127,6 +127,18 @@ struct DnnApi {
                                                 cudnnConvolutionDescriptor_t, int algo, void* workspace,
                                                 std::size_t workspace_bytes, const void* beta,
                                                 cudnnTensorDescriptor_t dx_desc, void* dx) = nullptr;
+  // Optional: cuDNN times every algorithm that fits the workspace on the call's own operands, as PyTorch's
+  // cudnn.benchmark does. Without them the heuristic's order stands.
+  cudnnStatus_t (*cudnnFindConvolutionForwardAlgorithmEx)(cudnnHandle_t, cudnnTensorDescriptor_t x_desc, const void* x,
+                                                          cudnnFilterDescriptor_t w_desc, const void* w,
+                                                          cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t y_desc,
+                                                          void* y, int requested, int* returned,
+                                                          cudnnConvolutionFwdAlgoPerf_t* results, void* workspace,
+                                                          std::size_t workspace_bytes) = nullptr;
+  cudnnStatus_t (*cudnnFindConvolutionBackwardDataAlgorithmEx)(
+      cudnnHandle_t, cudnnFilterDescriptor_t w_desc, const void* w, cudnnTensorDescriptor_t dy_desc, const void* dy,
+      cudnnConvolutionDescriptor_t, cudnnTensorDescriptor_t dx_desc, void* dx, int requested, int* returned,
+      cudnnConvolutionBwdDataAlgoPerf_t* results, void* workspace, std::size_t workspace_bytes) = nullptr;
   cudnnStatus_t (*cudnnAddTensor)(cudnnHandle_t, const void* alpha, cudnnTensorDescriptor_t a_desc, const void* a,
                                   const void* beta, cudnnTensorDescriptor_t c_desc, void* c) = nullptr;
   cudnnStatus_t (*cudnnCreatePoolingDescriptor)(cudnnPoolingDescriptor_t*) = nullptr;
@@ -209,6 +221,10 @@ LibraryLoad load_locked(Dnn& state, const std::vector<std::string>& extra_dirs) 
   ok &= resolve(lib, api.cudnnGetConvolutionBackwardDataWorkspaceSize, "cudnnGetConvolutionBackwardDataWorkspaceSize",
                 missing);
   ok &= resolve(lib, api.cudnnConvolutionBackwardData, "cudnnConvolutionBackwardData", missing);
+  std::string optional;  // what lacks here only loses the measured choice
+  resolve(lib, api.cudnnFindConvolutionForwardAlgorithmEx, "cudnnFindConvolutionForwardAlgorithmEx", optional);
+  resolve(lib, api.cudnnFindConvolutionBackwardDataAlgorithmEx, "cudnnFindConvolutionBackwardDataAlgorithmEx",
+          optional);
   ok &= resolve(lib, api.cudnnAddTensor, "cudnnAddTensor", missing);
   ok &= resolve(lib, api.cudnnCreatePoolingDescriptor, "cudnnCreatePoolingDescriptor", missing);
   ok &= resolve(lib, api.cudnnSetPoolingNdDescriptor, "cudnnSetPoolingNdDescriptor", missing);
@@ -295,6 +311,9 @@ struct Plan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   int math_type = CUDNN_DEFAULT_MATH;                     // the one this dtype asks for
   std::vector<cudnnConvolutionFwdAlgoPerf_t> algorithms;  // backward-data algorithms when transposed
+  // The heuristic's first choice can be several times slower than the best (a transposed 5x5 convolution of
+  // KernelBench's level 2 ran 3.5x eager's time): the first call measures them once, and its order replaces it.
+  bool measured = false;
   Plan() = default;
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
@@ -409,6 +428,32 @@ cudnnStatus_t set_packed(const DnnApi& api, cudnnTensorDescriptor_t desc, int da
   return api.cudnnSetTensorNdDescriptor(desc, data_type, rank, dims, strides);
 }
 
+// The answers that ran (or may run) and honour the dtype's math, in cuDNN's order. cuDNN 7.4 and later pick
+// kernels by algorithm and math type together; for f32 only FMA kernels qualify: a TF32 one (tensor-op or
+// default math) would round the inputs to 10-bit mantissas.
+std::vector<cudnnConvolutionFwdAlgoPerf_t> usable(const std::vector<cudnnConvolutionFwdAlgoPerf_t>& results,
+                                                  int returned, int data_type) {
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> kept;
+  for (int j = 0; j < returned && j < static_cast<int>(results.size()); ++j) {
+    const cudnnConvolutionFwdAlgoPerf_t& perf = results[static_cast<std::size_t>(j)];
+    if (perf.status != CUDNN_STATUS_SUCCESS) continue;
+    if (data_type == CUDNN_DATA_FLOAT && perf.mathType != CUDNN_FMA_MATH) continue;
+    kept.push_back(perf);
+  }
+  return kept;
+}
+
+// How many algorithms cuDNN may answer with for `call`'s mode.
+int algorithm_count(const Dnn& state, const ConvCall& call) {
+  const DnnApi& api = state.api;
+  int count = 0;
+  const cudnnStatus_t s = call.transposed ? api.cudnnGetConvolutionBackwardDataAlgorithmMaxCount(state.handle, &count)
+                                          : api.cudnnGetConvolutionForwardAlgorithmMaxCount(state.handle, &count);
+  if (s != CUDNN_STATUS_SUCCESS || count < 1)
+    return 2 * (call.transposed ? int{CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT} : int{CUDNN_CONVOLUTION_FWD_ALGO_COUNT});
+  return count;
+}
+
 // Builds the plan of `call`: "" or the failure.
 std::string make_plan(Dnn& state, const ConvCall& call, int data_type, const Geometry& g, Plan& plan) {
   const DnnApi& api = state.api;
@@ -469,37 +514,53 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, const Geo
     return "cudnnGetConvolutionNdForwardOutputDim: cuDNN's output [" + got_text + "] is not the expected [" +
            expected_text + "]; " + describe(call);
 
-  int requested = 0;
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> results;
+  const int requested = algorithm_count(state, call);
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> results(static_cast<std::size_t>(requested));
   int returned = 0;
   if (call.transposed) {
-    if (api.cudnnGetConvolutionBackwardDataAlgorithmMaxCount(state.handle, &requested) != CUDNN_STATUS_SUCCESS ||
-        requested < 1)
-      requested = 2 * CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT;
-    results.resize(static_cast<std::size_t>(requested));
     // x plays the forward's output gradient (dy), y its input gradient (dx).
     if ((s = api.cudnnGetConvolutionBackwardDataAlgorithm_v7(state.handle, plan.filter, plan.x, plan.conv, plan.y,
                                                              requested, &returned, results.data())) !=
         CUDNN_STATUS_SUCCESS)
       return failure(api, "cudnnGetConvolutionBackwardDataAlgorithm_v7", s, call);
   } else {
-    if (api.cudnnGetConvolutionForwardAlgorithmMaxCount(state.handle, &requested) != CUDNN_STATUS_SUCCESS ||
-        requested < 1)
-      requested = 2 * CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
-    results.resize(static_cast<std::size_t>(requested));
     if ((s = api.cudnnGetConvolutionForwardAlgorithm_v7(state.handle, plan.x, plan.filter, plan.conv, plan.y, requested,
                                                         &returned, results.data())) != CUDNN_STATUS_SUCCESS)
       return failure(api, "cudnnGetConvolutionForwardAlgorithm_v7", s, call);
   }
-  for (int j = 0; j < returned && j < requested; ++j) {
-    const cudnnConvolutionFwdAlgoPerf_t& perf = results[static_cast<std::size_t>(j)];
-    if (perf.status != CUDNN_STATUS_SUCCESS) continue;
-    // cuDNN 7.4 and later pick kernels by algorithm and math type together. For f32 only FMA kernels
-    // qualify: a TF32 one (tensor-op or default math) would round the inputs to 10-bit mantissas.
-    if (data_type == CUDNN_DATA_FLOAT && perf.mathType != CUDNN_FMA_MATH) continue;
-    plan.algorithms.push_back(perf);
-  }
+  plan.algorithms = usable(results, returned, data_type);
   return "";
+}
+
+// Orders `plan`'s algorithms by cuDNN's timing of each on the call's own operands within its workspace, once per
+// plan; the heuristic's order stays where cuDNN cannot measure (no Find function, an error, none usable). The
+// call's output is written meanwhile, as the call itself is about to write it. The caller holds state.mutex and
+// has set the stream.
+void measure(Dnn& state, const ConvCall& call, Plan& plan, int data_type) {
+  plan.measured = true;
+  const DnnApi& api = state.api;
+  if (!(call.transposed ? api.cudnnFindConvolutionBackwardDataAlgorithmEx != nullptr
+                        : api.cudnnFindConvolutionForwardAlgorithmEx != nullptr))
+    return;
+  // The descriptor's math type bounds what is timed: FMA alone for f32 (see usable()).
+  if (api.cudnnSetConvolutionMathType(plan.conv, plan.math_type) != CUDNN_STATUS_SUCCESS) return;
+  auto ptr = [](std::uint64_t address) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); };
+  const int requested = algorithm_count(state, call);
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> results(static_cast<std::size_t>(requested));
+  int returned = 0;
+  void* workspace = call.workspace_bytes ? ptr(call.workspace) : nullptr;
+  const cudnnStatus_t s =
+      call.transposed
+          ? api.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                state.handle, plan.filter, ptr(call.filter), plan.x, ptr(call.x), plan.conv, plan.y, ptr(call.y),
+                requested, &returned, reinterpret_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(results.data()), workspace,
+                call.workspace_bytes)
+          : api.cudnnFindConvolutionForwardAlgorithmEx(state.handle, plan.x, ptr(call.x), plan.filter, ptr(call.filter),
+                                                       plan.conv, plan.y, ptr(call.y), requested, &returned,
+                                                       results.data(), workspace, call.workspace_bytes);
+  if (s != CUDNN_STATUS_SUCCESS) return;
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> timed = usable(results, std::min(returned, requested), data_type);
+  if (!timed.empty()) plan.algorithms = std::move(timed);
 }
 
 // The plan of `call` from the cache, made if need be; null with `error` set when it cannot be made.
@@ -733,15 +794,16 @@ std::string convolution_whole(void* stream, const ConvCall& call) {
     std::string error;
     Plan* plan = plan_for(state, call, data_type, g, error);
     if (!plan) return error;
+    const DnnApi& api = state.api;
+    cudnnStatus_t s = api.cudnnSetStream(state.handle, stream);
+    if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnSetStream", s, call);
+    if (!plan->measured) measure(state, call, *plan, data_type);
     int algo = 0, math_type = 0;
     std::size_t needed = 0;
     if (std::string why = choose(state, call, *plan, call.workspace_bytes, algo, math_type, needed); !why.empty())
       return why;
-    const DnnApi& api = state.api;
-    cudnnStatus_t s = api.cudnnSetConvolutionMathType(plan->conv, math_type);
-    if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnSetConvolutionMathType", s, call);
-    if ((s = api.cudnnSetStream(state.handle, stream)) != CUDNN_STATUS_SUCCESS)
-      return failure(api, "cudnnSetStream", s, call);
+    if ((s = api.cudnnSetConvolutionMathType(plan->conv, math_type)) != CUDNN_STATUS_SUCCESS)
+      return failure(api, "cudnnSetConvolutionMathType", s, call);
     auto ptr = [](std::uint64_t address) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); };
     // Scaling factors are floats for float, half and bfloat16 data. beta 0: y is written without being read,
     // so it may hold anything (NaN) before.
