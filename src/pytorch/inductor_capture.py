@@ -121,11 +121,18 @@ def _capture_main():
     # some reductions that the static one does in one kernel). The program then holds only at those sizes, and
     # says so in its constraints. Where that does not translate, or sizes differ from the workload's, or there
     # are several workloads, the capture is dynamic: one program for every workload.
-    modes = ["static", "dynamic"] if len(spec.get("workloads", [])) == 1 else ["dynamic"]
+    # Between them, on a GPU: the static capture again without Inductor's layout optimization (channels-last
+    # convolutions) and stride padding (buffers with gaps), which its translation does not take: still the
+    # problem's own sizes, where the dynamic capture's index arithmetic on sizes as arguments costs time.
+    plain = {k: False for k in ("layout_optimization", "comprehensive_padding")
+             if getattr(torch._inductor.config, k, False)} if not on_cpu else {}
+    modes = ["static"] + (["static-plain"] if plain else []) + ["dynamic"] \
+        if len(spec.get("workloads", [])) == 1 else ["dynamic"]
     failure = None
     for mode in modes:
         try:
-            result = _compile_and_translate(torch, run_and_get_code, model, inputs, spec, mode == "dynamic", on_cpu)
+            result = _compile_and_translate(torch, run_and_get_code, model, inputs, spec, mode == "dynamic", on_cpu,
+                                            plain if mode == "static-plain" else None)
         except Untranslatable as e:
             failure = dict(error=str(e), part=getattr(e, "part", ""))
             continue
@@ -133,12 +140,14 @@ def _capture_main():
             failure = dict(error=f"torch.compile failed on the module: {type(e).__name__}: {e}",
                            part="torch.compile", trace=traceback.format_exc()[-2000:])
             continue
-        if mode == "static":
+        if mode.startswith("static"):
             if not _holds_at(result.get("constraints", []), spec["workloads"][0]):
                 failure = dict(error="the static capture's sizes are not the workload's", part="static")
                 continue
-            result["notes"] = "static sizes (the problem's one workload, as torch.compile runs it); " + \
-                result.get("notes", "")
+            result["notes"] = ("static sizes (the problem's one workload, as torch.compile runs it); " if
+                               mode == "static" else
+                               f"static sizes, with Inductor's {' and '.join(plain)} off (the default capture did "
+                               f"not translate: {failure['error'][:300]}); ") + result.get("notes", "")
         elif failure:  # a static capture that failed: its kernels are not torch.compile's, and the user asks why
             result["notes"] = (f"dynamic sizes: the static capture did not translate ({failure['error'][:300]}); "
                                + result.get("notes", ""))
@@ -147,8 +156,8 @@ def _capture_main():
     return reply(**failure)
 
 
-def _compile_and_translate(torch, run_and_get_code, model, inputs, spec, dynamic, on_cpu=False):
-    codes, chosen, identities = compile_and_capture(torch, run_and_get_code, model, inputs, dynamic)
+def _compile_and_translate(torch, run_and_get_code, model, inputs, spec, dynamic, on_cpu=False, config=None):
+    codes, chosen, identities = compile_and_capture(torch, run_and_get_code, model, inputs, dynamic, config)
     if len(codes) != 1:
         raise Untranslatable("graph break", f"torch.compile wrote {len(codes)} graphs for the module: one program "
                              "is one graph")
@@ -157,11 +166,17 @@ def _compile_and_translate(torch, run_and_get_code, model, inputs, spec, dynamic
     return translate(codes[0], spec, chosen, state_names(identities) if identities else None)
 
 
-def compile_and_capture(torch, run_and_get_code, model, inputs, dynamic):
+def compile_and_capture(torch, run_and_get_code, model, inputs, dynamic, config=None):
     """torch.compile of the model, run once on the inputs -> (Inductor's output codes, the configuration its
     autotuner kept for each kernel (autotuned()), and what each input of the compiled graph is: "input I", "state
     KEY" or None). The last is seen by a backend that hands the graph to Inductor as torch.compile's own does;
-    where that fails it is None, and the translation pairs same-shaped arguments by order alone."""
+    where that fails it is None, and the translation pairs same-shaped arguments by order alone. `config`: Inductor
+    settings changed for this compile only."""
+    with torch._inductor.config.patch(config or {}):
+        return _compile_and_capture(torch, run_and_get_code, model, inputs, dynamic)
+
+
+def _compile_and_capture(torch, run_and_get_code, model, inputs, dynamic):
     torch._dynamo.reset()
     try:
         before = {id(obj) for obj in autotuners()}
