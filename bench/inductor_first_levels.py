@@ -123,8 +123,10 @@ def run_one(cli, level, name, path, device, max_evals, limit, work):
         # index arithmetic), so which one node 0 is, and why the static one did not translate, explain its time.
         line = next((x for x in err.splitlines() if "node 0 is torch.compile's program" in x), "")
         if line:
-            row["capture"] = "static" if "static sizes" in line else "dynamic"
-            why = re.search(r"the static capture did not translate \((.*?)\); ", line)
+            row["capture"] = ("dynamic" if "static sizes" not in line else
+                              "static, plain layouts" if "the default capture did not translate" in line else "static")
+            why = re.search(r"(?:the static capture did not translate \(|the default capture did not translate: )"
+                            r"(.*?)\); ", line)
             if why:
                 row["static_why"] = why.group(1)[:200]
         base = report.get("baselines") or {}
@@ -219,15 +221,20 @@ def report(rows, md_path, args_text):
     captured = [r for r in rows if r.get("capture")]
     if captured:
         dynamic = [r for r in captured if r["capture"] == "dynamic"]
+        plain = [r for r in captured if r["capture"] == "static, plain layouts"]
         lines += ["## How node 0 was captured", "",
-                  f"{len(captured) - len(dynamic)} of {len(captured)} at the problem's own sizes (static: torch.compile's "
-                  f"own kernels), {len(dynamic)} with the sizes as arguments (dynamic), where the static capture did "
-                  "not translate:", ""]
+                  f"Of {len(captured)} runs whose log says: {len(captured) - len(dynamic) - len(plain)} at the "
+                  f"problem's own sizes (static: torch.compile's own kernels); {len(plain)} static again with "
+                  "Inductor's layout optimization and stride padding off, where the first capture did not translate; "
+                  f"{len(dynamic)} with the sizes as arguments (dynamic), where the static captures tried did not "
+                  "translate (a run before the second capture existed tried the first alone). Why the first did not:",
+                  ""]
         whys = {}
-        for r in dynamic:
-            key = re.sub(r"\b\d+(\.\d+)?\b", "N", r.get("static_why") or "not said (a run before the reason was kept)")
-            whys.setdefault(key[:160], []).append(f"{r['level']}/{r['problem'].split('_')[0]}")
-        lines += ["| why not static | problems |", "| --- | --- |"]
+        for r in plain + dynamic:
+            key = re.sub(r"\b(buf)?\d+(\.\d+)?\b", "N", r.get("static_why") or "not said (a run before the reason was kept)")
+            whys.setdefault(key[:160], []).append(f"{r['level']}/{r['problem'].split('_')[0]}"
+                                                  + ("" if r in plain else " (dynamic)"))
+        lines += ["| why not static | problems (static with plain layouts, then dynamic) |", "| --- | --- |"]
         for why, who in sorted(whys.items(), key=lambda kv: -len(kv[1])):
             lines.append(f"| {why.replace('|', '/')} | {len(who)}: {', '.join(who[:12])}{' ...' if len(who) > 12 else ''} |")
         lines.append("")

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -533,11 +534,12 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, const Geo
 }
 
 // Orders `plan`'s algorithms by cuDNN's timing of each on the call's own operands within its workspace, once per
-// plan; the heuristic's order stays where cuDNN cannot measure (no Find function, an error, none usable). The
-// call's output is written meanwhile, as the call itself is about to write it. The caller holds state.mutex and
-// has set the stream.
+// plan. The heuristic's order stays where cuDNN cannot measure (no Find function, an error, none usable), or where
+// $KE_CUDNN_FIND=0 asks for it (PyTorch's choice without cudnn.benchmark). The call's output is written meanwhile,
+// as the call itself is about to write it. The caller holds state.mutex and has set the stream.
 void measure(Dnn& state, const ConvCall& call, Plan& plan, int data_type) {
   plan.measured = true;
+  if (const char* setting = std::getenv("KE_CUDNN_FIND"); setting && std::string(setting) == "0") return;
   const DnnApi& api = state.api;
   if (!(call.transposed ? api.cudnnFindConvolutionBackwardDataAlgorithmEx != nullptr
                         : api.cudnnFindConvolutionForwardAlgorithmEx != nullptr))
