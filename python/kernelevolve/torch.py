@@ -4,11 +4,13 @@
     kernelevolve.torch.replace(model, "interaction", op)
     y = model(x)                                     # calls the program; op.calls counts it
 
-The operator is registered with ``torch.library.custom_op`` and a fake implementation derived from the
-signature (PyTorch 2.4 and later), so that ``torch.compile(fullgraph=True)`` and ``torch.export`` take it
-whole. Older PyTorch (1.13) has no custom-op API: there the operator is defined through
-``torch.library.Library`` with CPU, CUDA and Meta kernels, and works eagerly (PyTorch 1.13 has neither
-torch.compile nor torch.export, and no FakeTensor registration of its own).
+The operator is defined through ``torch.library.Library`` with CPU and CUDA kernels, and (PyTorch 2.4 and
+later) a fake implementation derived from the signature, and the backward program's formula where it has one,
+registered with ``torch.library.register_fake`` and ``register_autograd``, so that
+``torch.compile(fullgraph=True)`` and ``torch.export`` take it whole. That is what ``torch.library.custom_op``
+registers too, without the Python kernel it puts at the Autograd key of every operator (9 µs a call on the CPU).
+Older PyTorch (1.13) has neither: there the operator has Meta kernels instead, and works eagerly (PyTorch 1.13 has
+neither torch.compile nor torch.export, and no FakeTensor registration of its own).
 
 It runs the program on PyTorch's current stream, on the caller's tensors. It checks their dtypes, devices,
 shapes and contiguity; on anything the program was not verified on (another shape, a non-contiguous tensor)
@@ -29,17 +31,17 @@ from .program import Error, Program
 
 __all__ = ["load", "replace", "Operator", "Guarded", "HAS_CUSTOM_OP", "MISSING"]
 
-# torch.library.custom_op and register_fake came in PyTorch 2.4.
-HAS_CUSTOM_OP = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_fake")
+# torch.library.custom_op, register_fake and register_autograd came in PyTorch 2.4.
+HAS_CUSTOM_OP = all(hasattr(torch.library, f) for f in ("custom_op", "register_fake", "register_autograd"))
 MISSING = (None if HAS_CUSTOM_OP else
-           f"torch {torch.__version__} has no torch.library.custom_op (PyTorch 2.4 added it): the operator is "
-           "registered through torch.library.Library with CPU, CUDA and Meta kernels instead; torch.compile, "
+           f"torch {torch.__version__} has no torch.library.register_fake (PyTorch 2.4 added it): the operator is "
+           "registered through torch.library.Library with CPU, CUDA and Meta kernels alone; torch.compile, "
            "torch.export and torch.library.opcheck are not available")
 
 _DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
            "i64": torch.int64, "i32": torch.int32, "i8": torch.int8, "u8": torch.uint8}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_legacy = None  # torch.library.Library("kernelevolve", "DEF"): one per namespace in PyTorch 1.13
+_library = None  # torch.library.Library("kernelevolve", "DEF"): one per namespace and process
 _operators = {}  # qualified name -> Operator: a program loaded twice is one operator
 
 
@@ -166,24 +168,21 @@ class Operator:
         return "(" + ", ".join(args) + ") -> " + ret
 
     def _register(self):
-        global _legacy
+        global _library
         if self.qualname in _operators:
             raise Error("invalid argument", f"{self.qualname} is registered already (load it once, or name it)")
         schema = self._schema()
-        mutated = [self.program.params[i].name for i in self.inputs if self.program.params[i].role == "inout"]
+        if _library is None:
+            _library = torch.library.Library("kernelevolve", "DEF")
+        _library.define(self.name + schema)
+        for key in ("CPU", "CUDA"):
+            _library.impl(self.name, self._run, key)
         if HAS_CUSTOM_OP:
-            self.definition = torch.library.custom_op(self.qualname, self._run, mutates_args=tuple(mutated),
-                                                      schema=schema)
-            self.definition.register_fake(self._fake)
+            torch.library.register_fake(self.qualname, self._fake, lib=_library)
         else:
-            if _legacy is None:
-                _legacy = torch.library.Library("kernelevolve", "DEF")
-            _legacy.define(self.name + schema)
-            for key in ("CPU", "CUDA"):
-                _legacy.impl(self.name, self._run, key)
             # Meta tensors pass AutogradMeta first, which has no fallthrough in 1.13.
             for key in ("Meta", "AutogradMeta"):
-                _legacy.impl(self.name, self._fake, key)
+                _library.impl(self.name, self._fake, key)
         _operators[self.qualname] = self
         # The overload itself: what torch.ops.kernelevolve.<name> resolves to, one Python call fewer per call.
         return getattr(torch.ops.kernelevolve, self.name).default
@@ -371,8 +370,11 @@ class Operator:
         backward = Operator(program, name=self.name + "_grad", fallback=False)
         self.backward, self._backward_args, self._backward_gives = backward, plan, gives
         if HAS_CUSTOM_OP:
-            # What torch.compile and torch.export differentiate; eager calls take _Differentiable below.
-            self.definition.register_autograd(self._autograd_backward, setup_context=self._autograd_setup)
+            # What torch.compile and torch.export differentiate; eager calls take _Differentiable below. Registered
+            # only here: the formula is a Python kernel at the Autograd key, which every call through the
+            # dispatcher would pay (9 µs on the CPU, torch 2.6), no_grad ones too.
+            torch.library.register_autograd(self.qualname, self._autograd_backward,
+                                            setup_context=self._autograd_setup, lib=_library)
         return self
 
     def _differentiable(self, args, dispatch):

@@ -1,7 +1,7 @@
 """`kernelevolve optimize` under PyTorch 2.x (issue 30's torch.export, torch.compile and custom-op paths), on the CPU.
 
 What only PyTorch 2.x has: the graph captured by torch.export (its factories folded into constants, its flat output
-the model's own), torch.compile measured as the regions' baseline, each put-back operator a torch.library.custom_op,
+the model's own), torch.compile measured as the regions' baseline, each put-back operator registered with a fake,
 the A/B of torch.compile against torch.compile of the optimized model (with its graph breaks), and the optimized
 model through torch.export (optimized.pt2, the operator one node of it), loaded back and run. The checks of
 test_optimize.py that hold on every PyTorch (it says what differs by version) run here too, on 2.x. Run by ctest
@@ -40,7 +40,7 @@ class ConvnetTest(base.ConvnetTest):
 
 
 class EndToEndTest(base.EndToEndTest):
-    """block_linear.py evolved, put back as a custom op, compiled and exported."""
+    """block_linear.py evolved, put back as a dispatcher operator, compiled and exported."""
 
     def test_the_operator_is_a_custom_op(self):
         if base.SANITIZED:

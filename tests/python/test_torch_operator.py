@@ -9,7 +9,8 @@ With the RMSNorm runs (its forward, and its backward: --backward), a model with 
 its loss curve matches eager's.
 
 Runs on the CPU (the runs are CPU runs) under any PyTorch: 1.13 registers through torch.library.Library, 2.4 and
-later through torch.library.custom_op, where opcheck, torch.compile(fullgraph=True) and torch.export are checked.
+later adds register_fake (and register_autograd), where opcheck, torch.compile(fullgraph=True) and torch.export are
+checked.
 """
 import importlib.util
 import os
