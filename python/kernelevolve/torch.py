@@ -9,8 +9,8 @@ later) a fake implementation derived from the signature, and the backward progra
 registered with ``torch.library.register_fake`` and ``register_autograd``, so that
 ``torch.compile(fullgraph=True)`` and ``torch.export`` take it whole. That is what ``torch.library.custom_op``
 registers too, without the Python kernel it puts at the Autograd key of every operator (7 µs a call on the CPU).
-Older PyTorch (1.13) has neither: there the operator has Meta kernels instead, and works eagerly (PyTorch 1.13 has
-neither torch.compile nor torch.export, and no FakeTensor registration of its own).
+Older PyTorch (1.13) has no such registration: there the operator has Meta kernels instead, and works eagerly
+(PyTorch 1.13 has neither torch.compile nor torch.export, and no FakeTensor registration of its own).
 
 It runs the program on PyTorch's current stream, on the caller's tensors. It checks their dtypes, devices,
 shapes and contiguity; on anything the program was not verified on (another shape, a non-contiguous tensor)
