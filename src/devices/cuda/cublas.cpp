@@ -18,6 +18,7 @@
 namespace kernelevolve::cuda {
 namespace {
 
+using vendor_detail::device_ptr;
 using cublasStatus_t = int;
 constexpr cublasStatus_t kSuccess = 0;
 
@@ -152,11 +153,10 @@ std::string gemm(void* stream, const MatmulCall& call) {
       if ((s = api.set_math_mode(state.handle, kDefaultMath)) != kSuccess)
         return failure(api, "cublasSetMathMode", s, call);
     }
-    auto ptr = [](std::uint64_t address) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); };
     cublasStatus_t s = api.set_stream(state.handle, stream);
     if (s != kSuccess) return failure(api, "cublasSetStream", s, call);
     // Each step brings its own workspace; without one cuBLAS would allocate its own on this stream.
-    if ((s = api.set_workspace(state.handle, call.workspace_bytes ? ptr(call.workspace) : nullptr,
+    if ((s = api.set_workspace(state.handle, call.workspace_bytes ? device_ptr(call.workspace) : nullptr,
                                call.workspace_bytes)) != kSuccess)
       return failure(api, "cublasSetWorkspace", s, call);
     const int m = static_cast<int>(call.n), n = static_cast<int>(call.m), k = static_cast<int>(call.k);
@@ -169,23 +169,25 @@ std::string gemm(void* stream, const MatmulCall& call) {
       const int batch = static_cast<int>(call.batch);
       if (data_type == kR32F) {
         s = api.sgemm_strided_batched(state.handle, transa, transb, m, n, k, &alpha,
-                                      static_cast<const float*>(ptr(call.b)), lda, stride_b,
-                                      static_cast<const float*>(ptr(call.a)), ldb, stride_a, &beta,
-                                      static_cast<float*>(ptr(call.d)), ldc, stride_d, batch);
+                                      static_cast<const float*>(device_ptr(call.b)), lda, stride_b,
+                                      static_cast<const float*>(device_ptr(call.a)), ldb, stride_a, &beta,
+                                      static_cast<float*>(device_ptr(call.d)), ldc, stride_d, batch);
         if (s != kSuccess) return failure(api, "cublasSgemmStridedBatched", s, call);
       } else {
-        s = api.gemm_strided_batched_ex(state.handle, transa, transb, m, n, k, &alpha, ptr(call.b), data_type, lda,
-                                        stride_b, ptr(call.a), data_type, ldb, stride_a, &beta, ptr(call.d), data_type,
-                                        ldc, stride_d, batch, kCompute32F, kGemmDefault);
+        s = api.gemm_strided_batched_ex(state.handle, transa, transb, m, n, k, &alpha, device_ptr(call.b), data_type,
+                                        lda, stride_b, device_ptr(call.a), data_type, ldb, stride_a, &beta,
+                                        device_ptr(call.d), data_type, ldc, stride_d, batch, kCompute32F, kGemmDefault);
         if (s != kSuccess) return failure(api, "cublasGemmStridedBatchedEx", s, call);
       }
     } else if (data_type == kR32F) {
-      s = api.sgemm(state.handle, transa, transb, m, n, k, &alpha, static_cast<const float*>(ptr(call.b)), lda,
-                    static_cast<const float*>(ptr(call.a)), ldb, &beta, static_cast<float*>(ptr(call.d)), ldc);
+      s = api.sgemm(state.handle, transa, transb, m, n, k, &alpha, static_cast<const float*>(device_ptr(call.b)), lda,
+                    static_cast<const float*>(device_ptr(call.a)), ldb, &beta, static_cast<float*>(device_ptr(call.d)),
+                    ldc);
       if (s != kSuccess) return failure(api, "cublasSgemm", s, call);
     } else {
-      s = api.gemm_ex(state.handle, transa, transb, m, n, k, &alpha, ptr(call.b), data_type, lda, ptr(call.a),
-                      data_type, ldb, &beta, ptr(call.d), data_type, ldc, kCompute32F, kGemmDefault);
+      s = api.gemm_ex(state.handle, transa, transb, m, n, k, &alpha, device_ptr(call.b), data_type, lda,
+                      device_ptr(call.a), data_type, ldb, &beta, device_ptr(call.d), data_type, ldc, kCompute32F,
+                      kGemmDefault);
       if (s != kSuccess) return failure(api, "cublasGemmEx", s, call);
     }
     return "";

@@ -143,6 +143,7 @@ struct LtApi {
 namespace kernelevolve::cuda {
 namespace {
 
+using vendor_detail::device_ptr;
 using vendor_detail::resolve;
 
 // ---- the library, its handle, and the cache of descriptors -----------------------------------------------
@@ -664,11 +665,11 @@ std::string matmul(void* stream, const MatmulCall& call) {
       if (s != CUBLAS_STATUS_SUCCESS) return failure(api, "cublasLtMatmulDescSetAttribute", s, call);
     }
     const float alpha = 1.0f, beta = 0.0f;  // beta 0: C is not read, so D may hold anything (NaN) before
-    auto ptr = [](std::uint64_t address) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); };
     auto run = [&](const cublasLtMatmulAlgo_t& algo) {
-      return api.cublasLtMatmul(state.handle, plan.desc, &alpha, ptr(call.b), plan.first, ptr(call.a), plan.second,
-                                &beta, ptr(call.d), plan.out, ptr(call.d), plan.out, &algo,
-                                call.workspace_bytes ? ptr(call.workspace) : nullptr, call.workspace_bytes, stream);
+      return api.cublasLtMatmul(state.handle, plan.desc, &alpha, device_ptr(call.b), plan.first, device_ptr(call.a),
+                                plan.second, &beta, device_ptr(call.d), plan.out, device_ptr(call.d), plan.out, &algo,
+                                call.workspace_bytes ? device_ptr(call.workspace) : nullptr, call.workspace_bytes,
+                                stream);
     };
     if (!plan.tuned) choose_algorithm(plan, stream, call, run);
     const cublasStatus_t s = run(plan.algo);  // after any tuning: the chosen algorithm leaves D

@@ -163,6 +163,7 @@ struct DnnApi {
 namespace kernelevolve::cuda {
 namespace {
 
+using vendor_detail::device_ptr;
 using vendor_detail::resolve;
 
 struct Dnn {
@@ -546,20 +547,19 @@ void measure(Dnn& state, const ConvCall& call, Plan& plan, int data_type) {
     return;
   // The descriptor's math type bounds what is timed: FMA alone for f32 (see usable()).
   if (api.cudnnSetConvolutionMathType(plan.conv, plan.math_type) != CUDNN_STATUS_SUCCESS) return;
-  auto ptr = [](std::uint64_t address) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); };
   const int requested = algorithm_count(state, call);
   std::vector<cudnnConvolutionFwdAlgoPerf_t> results(static_cast<std::size_t>(requested));
   int returned = 0;
-  void* workspace = call.workspace_bytes ? ptr(call.workspace) : nullptr;
+  void* workspace = call.workspace_bytes ? device_ptr(call.workspace) : nullptr;
   const cudnnStatus_t s =
       call.transposed
           ? api.cudnnFindConvolutionBackwardDataAlgorithmEx(
-                state.handle, plan.filter, ptr(call.filter), plan.x, ptr(call.x), plan.conv, plan.y, ptr(call.y),
-                requested, &returned, reinterpret_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(results.data()), workspace,
-                call.workspace_bytes)
-          : api.cudnnFindConvolutionForwardAlgorithmEx(state.handle, plan.x, ptr(call.x), plan.filter, ptr(call.filter),
-                                                       plan.conv, plan.y, ptr(call.y), requested, &returned,
-                                                       results.data(), workspace, call.workspace_bytes);
+                state.handle, plan.filter, device_ptr(call.filter), plan.x, device_ptr(call.x), plan.conv, plan.y,
+                device_ptr(call.y), requested, &returned,
+                reinterpret_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(results.data()), workspace, call.workspace_bytes)
+          : api.cudnnFindConvolutionForwardAlgorithmEx(
+                state.handle, plan.x, device_ptr(call.x), plan.filter, device_ptr(call.filter), plan.conv, plan.y,
+                device_ptr(call.y), requested, &returned, results.data(), workspace, call.workspace_bytes);
   if (s != CUDNN_STATUS_SUCCESS) return;
   std::vector<cudnnConvolutionFwdAlgoPerf_t> timed = usable(results, std::min(returned, requested), data_type);
   if (!timed.empty()) plan.algorithms = std::move(timed);
@@ -806,24 +806,25 @@ std::string convolution_whole(void* stream, const ConvCall& call) {
       return why;
     if ((s = api.cudnnSetConvolutionMathType(plan->conv, math_type)) != CUDNN_STATUS_SUCCESS)
       return failure(api, "cudnnSetConvolutionMathType", s, call);
-    auto ptr = [](std::uint64_t address) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); };
     // Scaling factors are floats for float, half and bfloat16 data. beta 0: y is written without being read,
     // so it may hold anything (NaN) before.
     const float one = 1.0f, zero = 0.0f;
-    void* workspace = needed ? ptr(call.workspace) : nullptr;
+    void* workspace = needed ? device_ptr(call.workspace) : nullptr;
     const std::size_t workspace_bytes = needed ? call.workspace_bytes : 0;
     if (call.transposed) {
-      s = api.cudnnConvolutionBackwardData(state.handle, &one, plan->filter, ptr(call.filter), plan->x, ptr(call.x),
-                                           plan->conv, algo, workspace, workspace_bytes, &zero, plan->y, ptr(call.y));
+      s = api.cudnnConvolutionBackwardData(state.handle, &one, plan->filter, device_ptr(call.filter), plan->x,
+                                           device_ptr(call.x), plan->conv, algo, workspace, workspace_bytes, &zero,
+                                           plan->y, device_ptr(call.y));
       if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnConvolutionBackwardData", s, call);
     } else {
-      s = api.cudnnConvolutionForward(state.handle, &one, plan->x, ptr(call.x), plan->filter, ptr(call.filter),
-                                      plan->conv, algo, workspace, workspace_bytes, &zero, plan->y, ptr(call.y));
+      s = api.cudnnConvolutionForward(state.handle, &one, plan->x, device_ptr(call.x), plan->filter,
+                                      device_ptr(call.filter), plan->conv, algo, workspace, workspace_bytes, &zero,
+                                      plan->y, device_ptr(call.y));
       if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnConvolutionForward", s, call);
     }
     if (call.bias) {
       // y = 1·bias + 1·y, the [1,K,1,1(,1)] bias broadcast over N and the spatial extents.
-      s = api.cudnnAddTensor(state.handle, &one, plan->bias, ptr(call.bias), &one, plan->y, ptr(call.y));
+      s = api.cudnnAddTensor(state.handle, &one, plan->bias, device_ptr(call.bias), &one, plan->y, device_ptr(call.y));
       if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnAddTensor", s, call);
     }
     return "";
@@ -902,9 +903,9 @@ std::string avg_pool3d_whole(void* stream, const PoolCall& call) {
     const PoolPlan& plan = *it->second;
     cudnnStatus_t s = api.cudnnSetStream(state.handle, stream);
     if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnSetStream", s, describe(call));
-    auto ptr = [](std::uint64_t address) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); };
     const float one = 1.0f, zero = 0.0f;  // beta 0: y is written without being read
-    s = api.cudnnPoolingForward(state.handle, plan.pool, &one, plan.x, ptr(call.x), &zero, plan.y, ptr(call.y));
+    s = api.cudnnPoolingForward(state.handle, plan.pool, &one, plan.x, device_ptr(call.x), &zero, plan.y,
+                                device_ptr(call.y));
     if (s != CUDNN_STATUS_SUCCESS) return failure(api, "cudnnPoolingForward", s, describe(call));
     return "";
   } catch (const std::exception& e) {

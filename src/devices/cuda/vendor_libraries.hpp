@@ -174,6 +174,9 @@ std::string avg_pool3d(void* stream, const PoolCall& call, std::int64_t max_elem
 
 namespace vendor_detail {
 
+// An operand's device address, which the calls above carry as an integer, as the libraries take it.
+inline void* device_ptr(std::uint64_t address) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)); }
+
 // Looks `name` up in the library `lib` into `fn`; a symbol it lacks is added to `missing` ("a, b").
 template <class F>
 bool resolve(void* lib, F& fn, const char* name, std::string& missing) {
