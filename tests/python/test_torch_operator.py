@@ -47,6 +47,11 @@ def model(in_features=None, out_features=None):
     return problem.Model(*args).eval()
 
 
+def linear_relu(x, w, b):
+    """OP's region as the model's own code: what a guard falls back to, or runs under compile when it steps aside."""
+    return torch.relu(torch.nn.functional.linear(x, w, b))
+
+
 class Wrapper(torch.nn.Module):
     """A model with the problem's module inside, as a user's model holds it."""
 
@@ -160,10 +165,7 @@ class ReplaceTest(unittest.TestCase):
         # What kernelevolve optimize's report says of a place whose operator was not launched.
         inner = model()
 
-        def original(x, w, b):
-            return torch.relu(torch.nn.functional.linear(x, w, b))
-
-        guard = ket.Guarded(OP, original)
+        guard = ket.Guarded(OP, linear_relu)
         with torch.no_grad():
             verified = torch.randn(128, 512)
             self.assertTrue(close(guard(verified, inner.fc.weight, inner.fc.bias), inner(verified), OP.program))
@@ -357,13 +359,10 @@ class CustomOpTest(unittest.TestCase):
         # Dynamo compile it again on the second and third calls. compiled="original": the region's own code instead.
         inner = model()
 
-        def original(x, w, b):
-            return torch.relu(torch.nn.functional.linear(x, w, b))
-
         class Placed(torch.nn.Module):
             def __init__(self, compiled):
                 super().__init__()
-                self.guard = ket.Guarded(OP, original, compiled=compiled)
+                self.guard = ket.Guarded(OP, linear_relu, compiled=compiled)
 
             def forward(self, x):
                 return self.guard(x, inner.fc.weight, inner.fc.bias) * 2
@@ -387,17 +386,14 @@ class CustomOpTest(unittest.TestCase):
                 self.assertEqual(OP.calls - runs, launches, compiled)
                 self.assertEqual(OP.name in str(graphs[0].graph), compiled == "operator", str(graphs[0].graph))
         with self.assertRaises(ValueError):
-            ket.Guarded(OP, original, compiled="sometimes")
+            ket.Guarded(OP, linear_relu, compiled="sometimes")
 
     def test_a_guard_under_compile_in_training(self):
         # The operator has no backward program: a call autograd records runs the problem's module, compiled, and
         # the gradients are eager's.
         inner = model()
 
-        def original(x, w, b):
-            return torch.relu(torch.nn.functional.linear(x, w, b))
-
-        guard = ket.Guarded(OP, original)
+        guard = ket.Guarded(OP, linear_relu)
         x = torch.randn(128, 512)
         torch._dynamo.reset()
         loss = torch.compile(lambda x: guard(x, inner.fc.weight, inner.fc.bias).square().sum())(x)
