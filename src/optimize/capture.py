@@ -307,9 +307,24 @@ def lower_modules(gm):
                 "eps": m.eps})
         node.replace_all_uses_with(new)
         graph.erase_node(node)
-    graph.eliminate_dead_code()
+    # Not graph.eliminate_dead_code(): torch 1.13's counts `self.hidden.copy_(h0)`, whose result nothing uses, as dead,
+    # and the graph would read the tensor as the trace left it. make_functional() decides about every write.
+    for node in reversed(list(graph.nodes)):
+        if not node.users and node.op not in ("placeholder", "output") and not node.is_impure() and \
+                not writes_in_place(node):
+            graph.erase_node(node)
     graph.lint()
     gm.recompile()
+
+
+def writes_in_place(node):
+    t = node.target
+    return node.kwargs.get("inplace") is True or \
+        (node.op == "call_method" and t.endswith("_") and not t.startswith("_")) or \
+        (node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and
+         any(a.alias_info is not None and a.alias_info.is_write for a in t._schema.arguments)) or \
+        (node.op == "call_function" and getattr(t, "__name__", "").endswith("_") and
+         getattr(torch, t.__name__, None) is t)
 
 
 class Capture:
@@ -322,6 +337,7 @@ class Capture:
         self.gm, self.fqn, self.kind, self.method, self.notes = gm, fqn, kind, method, notes
         self.meta = {}
         self.output_names = []
+        self.written = []  # the model's own tensors the trace saw written in place (torch.fx's trace runs the writes)
 
 
 DATA_DEPENDENT = ("symbolically traced variables cannot be used as inputs to control flow",
@@ -333,10 +349,13 @@ def untraceable(how, e):
     text = str(e)
     why = "its forward branches on a tensor's values (data-dependent control flow), which a graph cannot hold" \
         if any(s in text for s in DATA_DEPENDENT) else f"{type(e).__name__}: {first_line(e)}"
-    if "Mutating module attribute" in text:  # torch.export's refusal of `self.hidden = ...` in forward
+    assigns = "Mutating module attribute" in text  # torch.export's refusal of `self.hidden = ...` in forward
+    if assigns:
         why = (f"its forward assigns an attribute of the model, state one call leaves for the next, which a graph "
                f"cannot hold ({first_line(e)})")
-    return Refusal("untraceable", f"the model cannot be captured as one graph by {how}: {why}")
+    refusal = Refusal("untraceable", f"the model cannot be captured as one graph by {how}: {why}")
+    refusal.assigns_attribute = assigns
+    return refusal
 
 
 @contextlib.contextmanager
@@ -380,9 +399,12 @@ def capture_fx(model, inputs):
             gm = torch.fx.GraphModule(model, graph)
     except Exception as e:
         raise untraceable("torch.fx.symbolic_trace", e)
-    if written:
-        raise Refusal("untraceable", f"the model's forward writes into its own tensor {written[0]!r} in place: a graph "
-                                     "holds values, not state that one call leaves for the next")
+    for node in gm.graph.nodes:
+        owner_path, _, name = node.target.rpartition(".") if node.op == "get_attr" else ("", "", "")
+        if name and isinstance(getattr(gm.get_submodule(owner_path), name, None), torch.fx.Proxy):
+            # The forward assigned the attribute (`self.hidden = tanh(...)`), so the copy above took the proxy it left;
+            # the graph reads what the model holds.
+            setattr(gm.get_submodule(owner_path), name, getattr(model.get_submodule(owner_path), name))
     lower_modules(gm)
     fqn, kind = {}, {}
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
@@ -391,8 +413,10 @@ def capture_fx(model, inputs):
             fqn[node.target] = node.target
             kind[node.target] = "parameter" if node.target in params else "buffer" if node.target in buffers \
                 else "constant"
-    return Capture(gm, fqn, kind, "torch.fx.symbolic_trace (through torch.nn's modules), values by running it",
-                   [])
+    capture = Capture(gm, fqn, kind, "torch.fx.symbolic_trace (through torch.nn's modules), values by running it",
+                      [])
+    capture.written = list(written)  # make_functional() refuses those it cannot show overwritten before any read
+    return capture
 
 
 def capture_export(model, inputs):
@@ -489,6 +513,7 @@ def make_functional(capture):
     view, a graph input or a weight changes something the graph does not hold as a value: refused."""
     graph = capture.gm.graph
     order = {n: i for i, n in enumerate(graph.nodes)}
+    overwritten = set()
     for node in list(graph.nodes):
         if node.op not in ("call_function", "call_method", "call_module"):
             continue
@@ -496,6 +521,9 @@ def make_functional(capture):
         if node.kwargs.get("inplace") is True:
             node.kwargs = dict(node.kwargs, inplace=False)
             mutated = node.args[0] if node.args else None
+        elif node.op == "call_method" and node.target == "copy_":  # a Tensor has no copy(); aten's is out of place
+            node.op, node.target = "call_function", torch.ops.aten.copy.default
+            mutated = node.args[0]
         elif node.op == "call_method" and node.target.endswith("_") and not node.target.startswith("_"):
             node.target = node.target[:-1]
             mutated = node.args[0]
@@ -515,6 +543,15 @@ def make_functional(capture):
             mutated = node.args[0]
         if not isinstance(mutated, torch.fx.Node):
             continue
+        if mutated.op == "get_attr" and overwritten_before_read(graph, mutated.target, node, order):
+            # 33_VanillaRNN's `self.hidden.copy_(h0)`: what the tensor held before never shows, so within a call it is
+            # the write's value, and the graph holds that as one.
+            for held in [n for n in graph.nodes if n.op == "get_attr" and n.target == mutated.target]:
+                for user in list(held.users):
+                    if user is not node and order[user] > order[node]:
+                        user.replace_input_with(held, node)
+            overwritten.add(mutated.target)
+            continue
         if mutated.op == "get_attr" or is_view_of_something(mutated):
             what = "a weight" if mutated.op == "get_attr" else f"a view ({mutated.name})"
             raise Refusal("untraceable", f"node {node.name} ({op_name(node)}) writes in place into {what}: the "
@@ -522,8 +559,21 @@ def make_functional(capture):
         for user in list(mutated.users):
             if user is not node and order[user] > order[node]:
                 user.replace_input_with(mutated, node)
+    kept = [name for name in capture.written if name not in overwritten]
+    if kept:
+        raise Refusal("untraceable", f"the model's forward writes into its own tensor {kept[0]!r} in place: a graph "
+                                     "holds values, not state that one call leaves for the next")
     graph.lint()
     capture.gm.recompile()
+
+
+def overwritten_before_read(graph, target, write, order):
+    """Whether `write` is a copy into the weight `target` (every element: copy_ broadcasts its source) and nothing
+    reads the weight before it: then the value one call leaves there is never seen by the next."""
+    if op_name(write) != "copy":
+        return False
+    users = [u for n in graph.nodes if n.op == "get_attr" and n.target == target for u in n.users]
+    return all(u is write or order[u] > order[write] for u in users)
 
 
 class Record(torch.fx.Interpreter):
@@ -656,7 +706,15 @@ def capture_model(model, inputs):
     with torch.no_grad():
         expected = model(*inputs)
     if hasattr(torch, "export") and hasattr(torch.export, "export"):
-        capture = capture_export(model, inputs)
+        try:
+            capture = capture_export(model, inputs)
+        except Refusal as e:
+            if not getattr(e, "assigns_attribute", False):
+                raise
+            # torch.export (before 2.7 or so) refuses `self.hidden = ...` outright; torch.fx's trace follows it, and
+            # whether what the forward leaves there is ever read again is then make_functional()'s question.
+            capture = capture_fx(model, inputs)
+            capture.notes.append(f"captured by torch.fx's trace: {e}")
     else:
         capture = capture_fx(model, inputs)
     graph = capture.gm.graph

@@ -27,6 +27,7 @@ WORK = os.environ["KE_WORK"]
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "optimize")
 MLP = os.path.join(FIXTURES, "mlp.py")
 CONVNET = os.path.join(FIXTURES, "convnet.py")
+RNN_STATE = os.path.join(FIXTURES, "rnn_state.py")
 # The recommendation model of problems/models, at the size its file keeps for the CPU.
 DLRM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "problems", "models", "dlrm", "model.py")
 os.environ["KE_DLRM_SIZE"] = "cpu"
@@ -289,6 +290,27 @@ class ConvnetTest(Optimized, unittest.TestCase):
             outs = [p for p in spec["params"] if p["role"] == "out"]
             self.assertEqual([[int(d) for d in p["shape"]] for p in outs],
                              [o["shape"] or [1] for o in region["outputs"]])
+
+
+class RnnStateTest(Optimized, unittest.TestCase):
+    """KernelBench's 33_VanillaRNN, small: `self.hidden.copy_(h0)` before any read, then `self.hidden = ...`. The
+    write is the graph's value (aten's out-of-place copy); what the model held before is never read."""
+    MODEL, NAME = RNN_STATE, "rnn_state"
+
+    def test_cut(self):
+        ops = sorted(r["ops"] for r in self.report["regions"])
+        self.assertEqual(ops, [["copy", "cat", "linear", "tanh"], ["linear"]], ops)
+
+    def test_the_regions_composed_reproduce_the_model_on_other_inputs(self):
+        # Other inputs than the capture's: a graph that lost the write would read the hidden state the trace left,
+        # which is the capture's own input.
+        model, inputs = model_of(RNN_STATE, self.report)
+        torch.manual_seed(3)
+        inputs = [torch.rand_like(x) for x in inputs]
+        with torch.no_grad():
+            expected = model(*inputs)
+        env = compose(self.report, model, inputs)
+        assert_close(self, env[self.report["graph"]["outputs"][0]], expected, "the output")
 
 
 class DlrmTest(Optimized, unittest.TestCase):
