@@ -112,6 +112,52 @@ class _Kernel:
         self.fixed_r0_block = int(fixed.group(1)) if fixed else None
 
 
+class _OwnKernel:
+    """A kernel of ours where Inductor calls an ATen operator as it is (aten._embedding_bag): its @triton.jit text,
+    its configurations (the first is node 0's) and its grid, in _Kernel's shape for translate()."""
+
+    heuristic = "ours"
+
+    def __init__(self, name, body, configs, grid):
+        self.name, self.body, self.configs, self.grid = name, body, configs, grid
+        self.functions = {}
+        signature = ast.parse(body).body[0].args.args
+        self.constexprs = [a.arg for a in signature if a.annotation is not None]
+        self.params = [a.arg for a in signature if a.annotation is None]
+
+
+# torch.nn.EmbeddingBag(mode="sum") forward, which Inductor leaves to ATen (its CUDA kernel also fills the
+# offset2bag, bag_size and max_indices a backward would read): one program per bag and BLOCK_D of its columns,
+# BLOCK_I of the bag's rows gathered at a time and summed in fp32. An empty bag is zeros, as PyTorch's.
+_EMBEDDING_BAG_SUM = """def ke_embedding_bag_sum(weight, indices, offsets, out, num_bags, num_indices, dim, BLOCK_D: tl.constexpr,
+                        BLOCK_I: tl.constexpr):
+    bag = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    col_mask = cols < dim
+    start = tl.load(offsets + bag)
+    end = tl.load(offsets + bag + 1, mask=bag + 1 < num_bags, other=num_indices)
+    acc = tl.zeros([BLOCK_D], dtype=tl.float32)
+    for first in range(start, end, BLOCK_I):
+        at = first + tl.arange(0, BLOCK_I)
+        in_bag = at < end
+        rows = tl.load(indices + at, mask=in_bag, other=0).to(tl.int64)
+        values = tl.load(weight + rows[:, None] * dim + cols[None, :], mask=in_bag[:, None] & col_mask[None, :],
+                         other=0.0)
+        acc += tl.sum(values.to(tl.float32), axis=0)
+    tl.store(out + bag.to(tl.int64) * dim + cols, acc, mask=col_mask)"""
+
+
+def _embedding_bag_kernel(dim):
+    widest = min(_next_power_of_2(dim), 256)
+    blocks_d = [widest] + [b for b in (32, 64, 128, 256) if b < widest]
+    configs = [{"BLOCK_D": d, "BLOCK_I": i, "num_warps": w, "num_stages": 1}
+               for d in blocks_d for i in (8, 4, 16, 32) for w in (2, 1, 4, 8)]
+
+    def grid(numels, tunable):
+        return [_unwrap(numels["num_bags"]), f"cdiv({_unwrap(numels['dim'])}, {tunable['BLOCK_D']})"]
+    return _OwnKernel("ke_embedding_bag_sum", _EMBEDDING_BAG_SUM, configs, grid)
+
+
 def _kernels_of(tree):
     """Each `name = async_compile.triton('name', '''source''', ...)` of the module."""
     kernels = {}
@@ -582,6 +628,8 @@ def _persistent_configs(kernel):
 
 
 def _configs(kernel):
+    if isinstance(kernel, _OwnKernel):
+        return kernel.configs
     return {"pointwise": _pointwise_configs, "reduction": _reduction_configs,
             "persistent_reduction": _persistent_configs}[kernel.heuristic](kernel)
 
@@ -772,6 +820,8 @@ class _Plan:
         self.steps = []      # each a dict whose buffer args are _Storage objects until resolved
         self.launched = []   # the kernels in launch order
         self.item_args = {}  # kernel -> {param index: scalar param}: `argN_1.item()` passed by value
+        self.results = {}    # `buf0 = aten op(...)` returning a tuple -> its results (None: not computed)
+        self.own = {}        # our kernels by name (_OwnKernel), one each however many calls launch it
 
     # Reading a call's arguments -------------------------------------------------------------------------------
 
@@ -869,6 +919,17 @@ class _Plan:
             return
         if func == "torch.ops.aten.avg_pool3d.default":
             return self.avg_pool3d(name, value)
+        if func in ("torch.ops.aten._embedding_bag.default", "torch.ops.aten._embedding_bag_forward_only.default"):
+            return self.embedding_bag(name, value)
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) and value.value.id in self.results:
+            # `buf1 = buf0[0]`: one of an ATen operator's results.
+            index = _value(value.slice)
+            results = self.results[value.value.id]
+            if not isinstance(index, int) or not 0 <= index < len(results) or results[index] is None:
+                raise Untranslatable(f"{name} = {ast.unparse(value)}", "a result of the operator the program does "
+                                     "not compute (only an embedding bag's pooled rows are)")
+            self.buffers[name] = results[index]
+            return
         if func and (func.startswith("torch.ops.") or func.startswith("aten.")):
             raise Untranslatable(func.replace("torch.ops.", "").replace(".default", ""),
                                  "an ATen operator Inductor calls as it is: no library step computes it")
@@ -1075,6 +1136,52 @@ class _Plan:
         self.steps.append({"library": "cudnn.avg_pool3d", "args": [x, storage] + [self.dim(d) for d in x_shape],
                            "options": options, "conv_input": x, "conv_output": storage})
 
+    def embedding_bag(self, name, call):
+        """aten._embedding_bag(weight, indices, offsets) in sum mode, which Inductor calls as it is: a kernel of
+        ours (_EMBEDDING_BAG_SUM). Its other results (offset2bag, bag_size, max_indices) feed only a backward."""
+        what = "aten._embedding_bag"
+        names = ("weight", "indices", "offsets", "scale_grad_by_freq", "mode", "sparse", "per_sample_weights",
+                 "include_last_offset", "padding_idx")
+        given = dict(zip(names, call.args))
+        given.update({k.arg: k.value for k in call.keywords})
+        for key, default in (("mode", 0), ("per_sample_weights", None), ("include_last_offset", False),
+                             ("padding_idx", -1)):
+            if key in given and _value(given[key]) not in (default, None if key == "padding_idx" else default):
+                raise Untranslatable(f"{what} with {key}={ast.unparse(given[key])}", "the program's embedding bag "
+                                     "sums each bag's rows (mode='sum', offsets of each bag's start, no weights per "
+                                     "sample, no padding index)")
+        refs = {}
+        for key in ("weight", "indices", "offsets"):
+            if key not in given:
+                raise Untranslatable(what, f"a call without its {key}")
+            try:
+                ref, shape, transposed = self.operand(given[key], f"{what}'s {key}")
+            except Untranslatable as error:
+                raise Untranslatable(f"{what}'s {key}", error.why)
+            if transposed or len(shape) != (2 if key == "weight" else 1):
+                raise Untranslatable(f"{what}'s {key}", f"a {len(shape)}-d operand" if not transposed else
+                                     "a transposed operand")
+            refs[key] = (ref, shape)
+        dtype = lambda ref: ref.dtype if isinstance(ref, _Storage) else self.binding.params[ref]["dtype"]
+        if dtype(refs["weight"][0]) not in ("f32", "f16", "bf16"):
+            raise Untranslatable(f"{what}'s weight", f"dtype {dtype(refs['weight'][0])}")
+        for key in ("indices", "offsets"):
+            if dtype(refs[key][0]) not in ("i64", "i32"):
+                raise Untranslatable(f"{what}'s {key}", f"dtype {dtype(refs[key][0])}")
+        (weight, weight_shape), (indices, indices_shape), (offsets, offsets_shape) = \
+            refs["weight"], refs["indices"], refs["offsets"]
+        kernel = self.own.get("ke_embedding_bag_sum") or _embedding_bag_kernel(self.value(weight_shape[1]))
+        self.own[kernel.name] = kernel
+        if kernel not in self.launched:
+            self.launched.append(kernel)
+        # The pooled rows have the weight's dtype; their shape comes with the assert that follows `buf1 = buf0[0]`.
+        storage = _Storage(name + "_0", None, None, dtype(weight))
+        self.storages.append(storage)
+        self.results[name] = [storage, None, None, None]
+        args = [weight, indices, offsets, storage, self.dim(offsets_shape[0]), self.dim(indices_shape[0]),
+                self.dim(weight_shape[1])]
+        self.steps.append({"kernel": kernel, "args": args, "numels": dict(zip(kernel.params, args))})
+
     # Outputs --------------------------------------------------------------------------------------------------
 
     def outputs(self, node):
@@ -1147,6 +1254,8 @@ def _tunable_names(kernels):
 def _grid(kernel, numels, tunable):
     """Inductor's grid types: Grid1D, one program per XBLOCK elements (rows of a reduction, persistent too);
     Grid2D, x then y; Grid2DWithYZOverflow, Grid2D with y's blocks over y and z."""
+    if isinstance(kernel, _OwnKernel):
+        return kernel.grid(numels, tunable)
     grid_type = kernel.inductor_meta.get("grid_type")
     x = f"cdiv({_unwrap(numels['xnumel'])}, {tunable['XBLOCK']})"
     if grid_type == "Grid1D":
@@ -1287,6 +1396,9 @@ def translate(output_code, spec, chosen=None, arg_names=None):
             # starve a reduction that its autotuner gave 16.
             values = ([picked[key]] if isinstance(picked.get(key), int) else []) + [c[key] for c in configs]
             tunables[options[kernel.name][key] if several else key] = list(dict.fromkeys(values))
+        if isinstance(kernel, _OwnKernel):
+            notes.append(f"{kernel.name}: ours, where Inductor calls ATen, {len(configs)} configuration(s)")
+            continue
         notes.append(f"{kernel.name}: {kernel.heuristic}, {len(configs)} configuration(s) of Inductor's heuristics"
                      + (", starting from its autotuner's choice" if picked else ""))
 

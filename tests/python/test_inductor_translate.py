@@ -17,7 +17,8 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtu
 
 # Those that translate; the others raise Untranslatable naming this part.
 TRANSLATED = {
-    "conv3x3_bias_relu.dynamic", "dlrm_interaction.dynamic", "dlrm_interaction.static", "gelu_tanh.dynamic",
+    "conv3x3_bias_relu.dynamic", "dlrm_interaction.dynamic", "dlrm_interaction.static", "emb_bag_sum.dynamic",
+    "emb_bag_sum.static", "gelu_tanh.dynamic",
     "gelu_tanh.static", "layer_norm_affine.dynamic",
     "layer_norm_affine.static", "linear_gelu_scale.dynamic", "linear_gelu_scale.static", "linear_relu.dynamic",
     "linear_relu.static", "linear_residual_layernorm.dynamic", "linear_residual_layernorm.static",
@@ -26,8 +27,6 @@ TRANSLATED = {
 }
 REFUSED = {
     "conv3x3_bias_relu.static": "extern_kernels.convolution on a channels-last buffer",
-    "emb_bag_sum.dynamic": "aten._embedding_bag",
-    "emb_bag_sum.static": "aten._embedding_bag",
 }
 
 
@@ -558,6 +557,93 @@ class Patterns(unittest.TestCase):
             translate(code, spec)
         self.assertEqual(caught.exception.part, "a float of the module")
         self.assertIn("specialize_float", caught.exception.why)
+
+
+class EmbeddingBag(unittest.TestCase):
+    """aten._embedding_bag, which Inductor calls as it is: a kernel of ours. Its numbers are checked with
+    tests/python/triton_numpy.py's numpy stand-in for Triton (no GPU here), against torch's embedding_bag."""
+
+    def test_the_plan(self):
+        code, spec = fixture("emb_bag_sum.dynamic")
+        result = translate(code, spec)
+        self.assertEqual(plan_of(result["source"]), {"steps": [{
+            "kernel": "ke_embedding_bag_sum", "grid": ["batch_size", "cdiv(64, BLOCK_D)"],
+            "args": ["bag_weight", "indices", "offsets", "out", "batch_size", "num_indices", "64"]}]})
+        self.assertEqual(result["tunables"]["BLOCK_D"], [64, 32])
+        self.assertEqual(result["tunables"]["BLOCK_I"][0], 8)
+
+    def test_what_it_does_not_compute_is_named(self):
+        code, spec = fixture("emb_bag_sum.static")
+        call = "torch.ops.aten._embedding_bag.default(arg0_1, arg1_1, arg2_1"
+        self.assertIn(call, code)
+        for extra, part in ((", False, 1)", "aten._embedding_bag with mode=1"),
+                            (", include_last_offset=True)", "aten._embedding_bag with include_last_offset=True"),
+                            (", per_sample_weights=arg1_1)", "aten._embedding_bag with per_sample_weights=arg1_1")):
+            with self.subTest(part):
+                with self.assertRaises(Untranslatable) as caught:
+                    translate(code.replace(call + ")", call + extra), spec)
+                self.assertEqual(caught.exception.part, part)
+        with self.assertRaises(Untranslatable) as caught:  # offset2bag: a backward's, not computed
+            translate(code.replace("buf1 = buf0[0]", "buf1 = buf0[1]"), spec)
+        self.assertEqual(caught.exception.part, "buf1 = buf0[1]")
+
+    def test_its_sums_on_bags_of_every_size(self):
+        try:
+            import numpy as np
+            import torch
+            import triton_numpy
+        except ImportError as e:
+            self.skipTest(f"numpy and torch are needed to run the kernel on the CPU ({e})")
+        import sys
+        import types
+        code, spec = fixture("emb_bag_sum.dynamic")
+        source = translate(code, spec)["source"]
+        triton = types.ModuleType("triton")
+        triton.jit = lambda fn: fn
+        triton.language = triton_numpy.language()
+        saved = {k: sys.modules.get(k) for k in ("triton", "triton.language")}
+        sys.modules["triton"], sys.modules["triton.language"] = triton, triton.language
+        try:
+            scope = {}
+            exec(compile(source, "program.py", "exec"), scope)
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+        kernel = scope["ke_embedding_bag_sum"]
+        step = plan_of(source)["steps"][0]
+        torch.manual_seed(0)
+        rows, dim, bags = 10000, 64, 37
+        weight = torch.randn(rows, dim)
+        # Bags of 0 to 13 rows, as sorted offsets draw them: empty ones first and next to last; the last ends where
+        # the indices do.
+        sizes = torch.randint(0, 14, (bags,))
+        sizes[0] = sizes[-2] = 0
+        sizes[5], sizes[-1] = 13, 7
+        offsets = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(sizes, 0)[:-1]])
+        indices = torch.randint(0, rows, (int(sizes.sum()),))
+        expected = torch.nn.functional.embedding_bag(indices, weight, offsets, mode="sum")
+        sizes_of = {"batch_size": bags, "num_indices": indices.numel()}
+        for block_d, block_i in ((64, 8), (32, 4), (32, 32)):
+            with self.subTest(BLOCK_D=block_d, BLOCK_I=block_i):
+                out = np.full(bags * dim, np.nan, np.float32)
+                buffers = {"bag_weight": triton_numpy.Pointer(weight.numpy().ravel().copy()),
+                           "indices": triton_numpy.Pointer(indices.numpy().copy()),
+                           "offsets": triton_numpy.Pointer(offsets.numpy().copy()),
+                           "out": triton_numpy.Pointer(out)}
+                names = {**sizes_of, "BLOCK_D": block_d}
+                args = [buffers[a] if a in buffers else np.int64(triton_numpy.expression(a, names))
+                        for a in step["args"]]
+                grid = [triton_numpy.expression(g, names) for g in step["grid"]]
+                for y in range(grid[1]):
+                    for x in range(grid[0]):
+                        triton_numpy.program[:] = [x, y, 0]
+                        kernel(*args, BLOCK_D=block_d, BLOCK_I=block_i)
+                got = torch.from_numpy(out.reshape(bags, dim))
+                self.assertTrue(torch.allclose(got, expected, rtol=1e-5, atol=1e-5),
+                                f"max difference {(got - expected).abs().max().item()}")
 
 
 if __name__ == "__main__":
