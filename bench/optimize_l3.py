@@ -43,7 +43,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LEVEL3 = {"1": "1_MLP.py", "4": "4_LeNet5.py", "9": "9_ResNet18.py", "11": "11_VGG16.py", "20": "20_MobileNetV2.py",
           "28": "28_VisionTransformer.py", "33": "33_VanillaRNN.py", "43": "43_MinGPTCausalAttention.py"}
 DLRM = os.path.join(ROOT, "problems", "models", "dlrm", "model.py")
-COLUMNS = ["model", "regions", "kept", "vs eager (spread)", "vs torch.compile (spread)", "seconds", "outcome"]
+COLUMNS = ["model", "regions", "kept", "vs eager (spread)", "vs torch.compile (spread)",
+           "under CUDA graphs: vs eager / vs torch.compile", "seconds", "outcome"]
 
 
 def level3_dir(path):
@@ -83,6 +84,13 @@ def row_of(name, report, seconds, rc, stderr, limit):
     if put_back.get("under_compile") == "original":  # its guards step aside under compile: say what they cost there
         row["vs torch.compile (spread)"] += ("; guards step aside, with the operators "
                                              + speedup(put_back["ab_compile"].get("with_operators")))
+    graphs = put_back.get("ab_graphs") or {}
+    if graphs.get("status") in ("done", "failed"):  # on CUDA: the same two A/Bs with each forward a CUDA graph
+        row["under CUDA graphs: vs eager / vs torch.compile"] = (
+            speedup(graphs) + " / " + speedup(put_back.get("ab_compile_graphs") or {"status": "not measured"}))
+        with_ops = (put_back.get("ab_compile_graphs") or {}).get("with_operators")
+        if with_ops:
+            row["under CUDA graphs: vs eager / vs torch.compile"] += "; with the operators " + speedup(with_ops)
     if put_back.get("status") == "done":
         parity = put_back.get("parity", {})
         verdict = (put_back.get("ab_eager") or {}).get("verdict", "")

@@ -92,6 +92,9 @@ struct OptimizeReport {
   double speedup_spread[2] = {0, 0};
   long ab_rounds = 0;
   std::string verdict_vs_eager, verdict_vs_compile;  // the speedup in words, said only where it exceeds the spread
+  // The same two A/Bs with the launches taken out (on CUDA: each forward replayed from a CUDA graph, and
+  // torch.compile's reduce-overhead mode); empty where not measured.
+  std::string verdict_graphs, verdict_compile_graphs;
   std::vector<std::string> notes;
   std::string next;  // with --no-evolve: what steps 4-6 would do; else empty
   std::string json;  // the manifest: the same report as JSON, with every occurrence's place in the graph

@@ -138,6 +138,18 @@ void parse_put_back(simdjson::dom::element doc, OptimizeReport& r) {
   if (p["ab_compile"].get(x) == simdjson::SUCCESS)
     r.verdict_vs_compile =
         text_if(x, "status") == "done" ? text_if(x, "verdict") : "not measured: " + text_if(x, "reason");
+  if (p["ab_graphs"].get(x) == simdjson::SUCCESS && text_if(x, "status") != "unavailable")
+    r.verdict_graphs =
+        text_if(x, "status") == "done" ? text_if(x, "verdict") : "not measured: " + text_if(x, "reason");
+  if (p["ab_compile_graphs"].get(x) == simdjson::SUCCESS) {
+    r.verdict_compile_graphs =
+        text_if(x, "status") == "done" ? text_if(x, "verdict") : "not measured: " + text_if(x, "reason");
+    simdjson::dom::element with;
+    if (x["with_operators"].get(with) == simdjson::SUCCESS)
+      r.verdict_compile_graphs += "; with the operators compiled in: " + (text_if(with, "status") == "done"
+                                                                              ? text_if(with, "verdict")
+                                                                              : "not measured: " + text_if(with, "reason"));
+  }
 }
 
 OptimizeReport parse_report(const std::string& text, const std::string& where) {
@@ -485,6 +497,9 @@ std::string format_report(const OptimizeReport& r) {
       for (const std::string& place : r.not_engaged) o << "   not engaged: " << place << "\n";
       o << "   vs eager, " << r.ab_rounds << " interleaved rounds: " << r.verdict_vs_eager << "\n";
       o << "   vs torch.compile: " << r.verdict_vs_compile << "\n";
+      if (!r.verdict_graphs.empty()) o << "   under CUDA graphs, vs eager: " << r.verdict_graphs << "\n";
+      if (!r.verdict_compile_graphs.empty())
+        o << "   under CUDA graphs, vs torch.compile (reduce-overhead): " << r.verdict_compile_graphs << "\n";
       o << "   torch.export: " << r.export_note << "\n";
     }
   }

@@ -447,6 +447,9 @@ class EndToEndTest(unittest.TestCase):
         self.assertGreaterEqual(ab["rounds"], 15)
         self.assertLessEqual(ab["spread"][0], ab["speedup"])
         self.assertLessEqual(ab["speedup"], ab["spread"][1])
+        # The A/B under CUDA graphs is CUDA's (tests/python/test_torch_operator_gpu.py captures an operator in one).
+        self.assertEqual(proof["ab_graphs"], {"status": "unavailable", "reason": "CUDA graphs need a CUDA device"})
+        self.assertNotIn("ab_compile_graphs", proof)
         if not TORCH2:
             self.assertEqual(proof["ab_compile"]["status"], "unavailable")
             self.assertEqual(proof["export"]["status"], "unavailable")
