@@ -97,6 +97,11 @@ void parse_evolve(simdjson::dom::element g, OptimizedRegion& region) {
     region.after_speedup = number_if(after, "speedup");
 }
 
+// An A/B of the proof in words: its verdict, or why it was not measured.
+std::string verdict_of(simdjson::dom::element ab) {
+  return text_if(ab, "status") == "done" ? text_if(ab, "verdict") : "not measured: " + text_if(ab, "reason");
+}
+
 // Steps 5 and 6: where the optimized model is, and what the proof found.
 void parse_put_back(simdjson::dom::element doc, OptimizeReport& r) {
   r.database = text_if(doc, "database");
@@ -135,20 +140,14 @@ void parse_put_back(simdjson::dom::element doc, OptimizeReport& r) {
       r.speedup_spread[1] = number(spread.at(1));
     }
   }
-  if (p["ab_compile"].get(x) == simdjson::SUCCESS)
-    r.verdict_vs_compile =
-        text_if(x, "status") == "done" ? text_if(x, "verdict") : "not measured: " + text_if(x, "reason");
+  if (p["ab_compile"].get(x) == simdjson::SUCCESS) r.verdict_vs_compile = verdict_of(x);
   if (p["ab_graphs"].get(x) == simdjson::SUCCESS && text_if(x, "status") != "unavailable")
-    r.verdict_graphs =
-        text_if(x, "status") == "done" ? text_if(x, "verdict") : "not measured: " + text_if(x, "reason");
+    r.verdict_graphs = verdict_of(x);
   if (p["ab_compile_graphs"].get(x) == simdjson::SUCCESS) {
-    r.verdict_compile_graphs =
-        text_if(x, "status") == "done" ? text_if(x, "verdict") : "not measured: " + text_if(x, "reason");
+    r.verdict_compile_graphs = verdict_of(x);
     simdjson::dom::element with;
     if (x["with_operators"].get(with) == simdjson::SUCCESS)
-      r.verdict_compile_graphs += "; with the operators compiled in: " + (text_if(with, "status") == "done"
-                                                                              ? text_if(with, "verdict")
-                                                                              : "not measured: " + text_if(with, "reason"));
+      r.verdict_compile_graphs += "; with the operators compiled in: " + verdict_of(with);
   }
 }
 
