@@ -383,12 +383,19 @@ def _match_tensors(call, examples, binding, arg_names=None):
     for param in candidates:
         groups.setdefault((param["role"], param["dtype"], json.dumps(param.get("shape"))), []).append(param)
     groups = list(groups.values())
-    # Where the capture saw which state entry each of call()'s arguments is (`arg_names`), a group's entries are
-    # taken in call()'s order, not the spec's: a batch norm's weight, bias, running mean and variance have one
-    # shape, and the forward uses the statistics first.
+    # Where the capture saw which state entry or input each of call()'s arguments is (`arg_names`), a group's
+    # entries are taken in call()'s order, not the spec's: a batch norm's weight, bias, running mean and variance
+    # have one shape, and the forward uses the statistics first; 33_VanillaRNN's input, initial hidden state and
+    # hidden-state buffer have one shape, and Dynamo passes the buffer first and the inputs as the forward uses them.
     args = _call_args(call)
     if arg_names and len(arg_names) == len(args):
-        position = {name: i for i, name in enumerate(arg_names) if name}
+        position = {}
+        for i, name in enumerate(arg_names):
+            if name and name.startswith("input "):  # the module's I-th input: the spec lists the inputs first
+                index = int(name.split()[1])
+                name = candidates[index]["name"] if index < len(candidates) else None
+            if name:
+                position[name] = i
         for group in groups:
             slots = [k for k, p in enumerate(group) if p["name"] in position]
             named = sorted((group[k] for k in slots), key=lambda p: position[p["name"]])
@@ -1304,7 +1311,7 @@ def _chosen_in(output_code):
 
 
 def _arg_names_in(output_code):
-    # scripts/capture-inductor.py records what each of call()'s arguments is: "state KEY" or null.
+    # scripts/capture-inductor.py records what each of call()'s arguments is: "state KEY", "input I" or null.
     found = re.search(r"^# kernelevolve-args: (\[.*\])$", output_code, re.M)
     try:
         identities = json.loads(found.group(1)) if found else None
@@ -1315,11 +1322,17 @@ def _arg_names_in(output_code):
 
 def state_names(identities):
     """What the capture saw each argument to be ("state fc.weight", "input 0", None) -> the spec param of each
-    state entry (fc_weight, as the spec derived from the module names it), None for the others."""
+    state entry (fc_weight, as the spec derived from the module names it), "input I" for the module's I-th input
+    (_match_tensors() names it: the spec's I-th param), None for the others."""
     def name(key):
         out = "".join(c if c.isalnum() or c == "_" else "_" for c in key.replace(".", "_"))
         return out if out and not out[0].isdigit() else "p_" + out
-    return [name(i[len("state "):]) if isinstance(i, str) and i.startswith("state ") else None for i in identities]
+
+    def one(i):
+        if isinstance(i, str) and i.startswith("state "):
+            return name(i[len("state "):])
+        return i if isinstance(i, str) and re.fullmatch(r"input \d+", i) else None
+    return [one(i) for i in identities]
 
 
 def _first(values, value):

@@ -8,6 +8,7 @@ import ast
 import json
 import os
 import re
+import textwrap
 import unittest
 
 import inductor_program
@@ -538,13 +539,53 @@ class Patterns(unittest.TestCase):
                          ["x", "bn_weight", "bn_bias", "bn_running_mean", "bn_running_var", "out"])
         names = inductor_program.state_names(["input 0", "state bn.running_mean", "state bn.running_var",
                                               "state bn.weight", "state bn.bias"])
-        self.assertEqual(names, [None, "bn_running_mean", "bn_running_var", "bn_weight", "bn_bias"])
+        self.assertEqual(names, ["input 0", "bn_running_mean", "bn_running_var", "bn_weight", "bn_bias"])
         self.assertEqual(plan_of(translate(unrecorded, spec, arg_names=names)["source"])["steps"][0]["args"][:6],
                          statistics_first)
         # A record that does not fit call()'s arguments is not used.
         self.assertEqual(plan_of(translate(unrecorded, spec, arg_names=names[:3])["source"])["steps"][0]["args"][1],
                          "bn_weight")
         self.assertEqual(inductor_program.state_names(["state 0.weight", None]), ["p_0_weight", None])
+
+    def test_same_shaped_inputs_and_state_are_paired_by_what_the_capture_saw(self):
+        # 33_VanillaRNN's region: its input, its initial hidden state and the hidden-state buffer it overwrites have
+        # one shape. Dynamo passes the buffer first and the inputs in the order the forward uses them (here the
+        # second input first); paired in the spec's order, node 0 read the buffer as the input and answered wrong
+        # on an H200.
+        code = textwrap.dedent('''
+            class Runner:
+                def call(self, args):
+                    arg0_1, arg1_1, arg2_1 = args
+                    args.clear()
+                    assert_size_stride(arg0_1, (8, 48), (48, 1))
+                    assert_size_stride(arg1_1, (8, 48), (48, 1))
+                    assert_size_stride(arg2_1, (8, 48), (48, 1))
+
+            def get_args():
+                from torch._dynamo.testing import rand_strided
+                arg0_1 = rand_strided((8, 48), (48, 1), device='cuda:0', dtype=torch.float32)
+                arg1_1 = rand_strided((8, 48), (48, 1), device='cuda:0', dtype=torch.float32)
+                arg2_1 = rand_strided((8, 48), (48, 1), device='cuda:0', dtype=torch.float32)
+                return [arg0_1, arg1_1, arg2_1]
+            ''')
+        tensor = {"dtype": "f32", "role": "in", "shape": ["batch_size", "hidden_size"]}
+        spec = {"params": [dict(tensor, name="initial_hidden"), dict(tensor, name="x"), dict(tensor, name="hidden"),
+                           dict(tensor, name="out", role="out"),
+                           {"name": "batch_size", "dtype": "i64", "role": "size"},
+                           {"name": "hidden_size", "dtype": "i64", "role": "size"}],
+                "workloads": [{"batch_size": 8, "hidden_size": 48}]}
+        tree = ast.parse(code)
+        call = inductor_program._function(tree, "call", in_class="Runner")
+
+        def paired(identities):
+            binding = inductor_program._Binding(spec)
+            inductor_program._match_tensors(call, inductor_program._example_args(tree), binding,
+                                            inductor_program.state_names(identities) if identities else None)
+            return binding.tensor_of
+        self.assertEqual(paired(["state hidden", "input 1", "input 0"]),
+                         {"arg0_1": "hidden", "arg1_1": "x", "arg2_1": "initial_hidden"})
+        # Without the record: the spec's order, all that can be known.
+        self.assertEqual(paired(None), {"arg0_1": "initial_hidden", "arg1_1": "x", "arg2_1": "hidden"})
 
     def test_a_zero_dimensional_buffer_is_a_temporary_of_one_element(self):
         # A full reduction's result (37_FrobeniusNorm_'s sum): a plan's temporary has a non-empty shape.
