@@ -25,27 +25,10 @@ targets=${TARGETS:-kernelevolve-cli kernelevolve-worker test_cuda_device test_cu
 # shellcheck disable=SC2086  # a list of targets
 ninja -C "$build" -j"$jobs" $targets
 
-# Libraries the GPU machine has (or that its own libLLVM brings): never copied.
-present='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libstdc\+\+\.so|libgcc_s\.so|libLLVM-16|libclang-cpp\.so\.16|libcurl\.so|libsqlite3\.so|libz\.so|libzstd\.so)'
 binaries=("$build/kernelevolve" "$build/kernelevolve-worker" "$build"/lib*.so.*.*.* "$build/libkernelevolve_confine.so" "$build"/tests/test_triton "$build"/bench/bench_triton "$build"/tests/test_cuda_* "$build"/tests/test_multi_gpu "$build"/tests/test_hip_* "$build"/tests/test_pytorch "$build"/tests/test_memory "$build"/tests/test_baseline "$build"/tests/test_gpu_core "$build"/tests/test_gpu_program "$build"/tests/test_vendor_libraries "$build"/tests/test_program "$build"/tests/test_program_c "$build"/tests/test_callable "$build"/bench/bench_isolation "$build"/bench/bench_pytorch_reference "$build"/bench/bench_program)
-copied=()
-# Direct needs only (readelf's NEEDED), followed into what is copied: the transitive needs of the GPU
-# machine's own libraries (LLVM's, curl's) are its business, and ldd here would list Debian's.
-queue=("${binaries[@]}")
-while [ ${#queue[@]} -gt 0 ]; do
-  bin=${queue[0]}
-  queue=("${queue[@]:1}")
-  [ -f "$bin" ] || continue
-  while read -r name; do
-    [[ "$name" =~ $present ]] && continue
-    [ -e "$build/$name" ] && continue  # ours, or copied already
-    path=$(ldd "$bin" | awk -v n="$name" '$1 == n && $2 == "=>" {print $3}')
-    [ -n "$path" ] && [ -f "$path" ] || { echo "bundle-gpu: $bin needs $name, which is not found here" >&2; exit 1; }
-    cp -L "$path" "$build/$name"
-    copied+=("$name")
-    queue+=("$build/$name")
-  done < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-done
+# shellcheck source=scripts/bundle-libraries.sh
+. "$root/scripts/bundle-libraries.sh"
+bundle_libraries bundle-gpu "$build" "${binaries[@]}" || exit 1
 # Copied libraries find each other beside themselves too (a RUNPATH serves only its own object's needs: the
 # worker found libxgboost beside it, but libxgboost found no libdmlc, and the worker exited with 127).
 if [ ${#copied[@]} -gt 0 ]; then

@@ -63,27 +63,12 @@ cp -r "$pmix_root/lib/pmix" "$mpi/pmix/lib/pmix"
 cp -r "$pmix_root/share/pmix" "$mpi/pmix/share/pmix"
 [ -f "$pmix_root/share/pmix-mca-params.conf" ] && cp "$pmix_root/share/pmix-mca-params.conf" "$mpi/pmix/share/"
 
-# Every library these need, beside the tool: as bundle-gpu.sh, direct needs (readelf's NEEDED) followed into what is
-# copied, less what the GPU machine has.
-present='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libstdc\+\+\.so|libgcc_s\.so|libLLVM-16|libclang-cpp\.so\.16|libcurl\.so|libsqlite3\.so|libz\.so|libzstd\.so|libudev\.so)'
+# Every library these need, beside the tool, less what the GPU machine has (as bundle-gpu.sh).
 binaries=("$build/kernelevolve" "$build/kernelevolve-worker" "$build"/lib*.so.*.*.* "$build/libkernelevolve_confine.so"
   "$mpi"/bin/* "$mpi"/lib/openmpi3/*.so "$mpi"/pmix/lib/pmix/*.so)
-copied=()
-queue=("${binaries[@]}")
-while [ ${#queue[@]} -gt 0 ]; do
-  bin=${queue[0]}
-  queue=("${queue[@]:1}")
-  [ -f "$bin" ] || continue
-  while read -r name; do
-    [[ "$name" =~ $present ]] && continue
-    [ -e "$build/$name" ] && continue
-    path=$(ldd "$bin" | awk -v n="$name" '$1 == n && $2 == "=>" {print $3}')
-    [ -n "$path" ] && [ -f "$path" ] || { echo "bundle-mpi: $bin needs $name, which is not found here" >&2; exit 1; }
-    cp -L "$path" "$build/$name"
-    copied+=("$name")
-    queue+=("$build/$name")
-  done < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-done
+# shellcheck source=scripts/bundle-libraries.sh
+. "$root/scripts/bundle-libraries.sh"
+bundle_libraries bundle-mpi "$build" "${binaries[@]}" || exit 1
 # DT_RPATH rather than RUNPATH (--force-rpath), on the tool's own binaries too: searched before LD_LIBRARY_PATH, so
 # that another Open MPI on the library path (a libmpi.so.40 of Open MPI 5, a Debian 12 copy) never mixes with this
 # one in a rank; what is not carried (LLVM, curl) is still found there and in the system's folders.
