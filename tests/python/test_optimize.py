@@ -28,6 +28,7 @@ FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtu
 MLP = os.path.join(FIXTURES, "mlp.py")
 CONVNET = os.path.join(FIXTURES, "convnet.py")
 RNN_STATE = os.path.join(FIXTURES, "rnn_state.py")
+BUFFER_OVERWRITTEN = os.path.join(FIXTURES, "buffer_overwritten.py")
 # The recommendation model of problems/models, at the size its file keeps for the CPU.
 DLRM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "problems", "models", "dlrm", "model.py")
 os.environ["KE_DLRM_SIZE"] = "cpu"
@@ -304,13 +305,22 @@ class RnnStateTest(Optimized, unittest.TestCase):
     def test_the_regions_composed_reproduce_the_model_on_other_inputs(self):
         # Other inputs than the capture's: a graph that lost the write would read the hidden state the trace left,
         # which is the capture's own input.
-        model, inputs = model_of(RNN_STATE, self.report)
+        model, inputs = model_of(self.MODEL, self.report)
         torch.manual_seed(3)
         inputs = [torch.rand_like(x) for x in inputs]
         with torch.no_grad():
             expected = model(*inputs)
         env = compose(self.report, model, inputs)
         assert_close(self, env[self.report["graph"]["outputs"][0]], expected, "the output")
+
+
+class BufferOverwrittenTest(RnnStateTest):
+    """The same with a registered buffer, which torch.export lifts as one (its write a mutation of the program)."""
+    MODEL, NAME = BUFFER_OVERWRITTEN, "buffer_overwritten"
+
+    def test_cut(self):
+        ops = sorted(r["ops"] for r in self.report["regions"])
+        self.assertEqual(ops, [["copy", "cat", "linear", "tanh"]], ops)
 
 
 class DlrmTest(Optimized, unittest.TestCase):
