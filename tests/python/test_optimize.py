@@ -18,6 +18,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import types
 import unittest
 
 import torch
@@ -291,6 +292,33 @@ class ConvnetTest(Optimized, unittest.TestCase):
             outs = [p for p in spec["params"] if p["role"] == "out"]
             self.assertEqual([[int(d) for d in p["shape"]] for p in outs],
                              [o["shape"] or [1] for o in region["outputs"]])
+
+
+class ProfileRowsTest(unittest.TestCase):
+    """Step 1's table of operators from torch.profiler's averages (src/optimize/profile.py's operator_rows), on
+    averages made here: a GPU's profile lists each kernel as a row of its own, on the device, whose time is already
+    its operator's."""
+
+    def test_a_gpu_profiles_kernels_are_not_counted_again(self):
+        profile = load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "optimize",
+                                    "profile.py"), "kernelevolve_optimize_profile")
+
+        def event(key, device_type, us, shapes=()):
+            return types.SimpleNamespace(key=key, device_type=device_type, self_device_time_total=us,
+                                         self_cpu_time_total=us, count=2, input_shapes=list(shapes))
+        events = [event("aten::_embedding_bag", "DeviceType.CPU", 300.0, [[100, 64], [80]]),
+                  event("void EmbeddingBag_updateOutputKernel<float>", "DeviceType.CUDA", 300.0),
+                  event("aten::addmm", "DeviceType.CPU", 100.0, [[16], [4, 8]]),
+                  event("sm80_xmma_gemm_f32f32", "DeviceType.CUDA", 100.0)]
+        rows, total = profile.operator_rows(events, torch.device("cuda"), calls=2)
+        self.assertEqual([(r["operator"], r["calls"], r["self_us"], r["share"]) for r in rows],
+                         [("aten::_embedding_bag", 1, 150.0, 0.75), ("aten::addmm", 1, 50.0, 0.25)])
+        self.assertEqual(total, 200.0)
+        self.assertEqual(rows[0]["input_shapes"], [[100, 64], [80]])
+        # A CPU's profile has no device rows; each operator's self time is the CPU's.
+        rows, total = profile.operator_rows(events[::2], torch.device("cpu"), calls=2)
+        self.assertEqual([r["operator"] for r in rows], ["aten::_embedding_bag", "aten::addmm"])
+        self.assertEqual(total, 200.0)
 
 
 class RnnStateTest(Optimized, unittest.TestCase):
