@@ -72,6 +72,7 @@ struct OptimizedRegion {
 struct OptimizeReport {
   std::string model, device, torch_version, capture, out_dir, manifest;
   double model_time_us = 0;         // the model's forward, median
+  double gpu_busy = -1;             // on a GPU, its kernels' time over the forward's (under 1: it waits on the CPU)
   double regions_time_us = 0;       // the sum over regions of time_us * count
   double ranked_model_time_us = 0;  // the model's forward, timed in the same rounds as the regions
   long graph_operators = 0;

@@ -175,6 +175,8 @@ OptimizeReport parse_report(const std::string& text, const std::string& where) {
   r.graph_operators = static_cast<long>(number(doc["graph"]["operators"]));
   const simdjson::dom::element profile = doc["profile"];
   r.model_time_us = number(profile["time_us"]);
+  if (simdjson::dom::element busy; profile["gpu_busy"].get(busy) == simdjson::SUCCESS && !busy.is_null())
+    r.gpu_busy = number(busy);
   for (simdjson::dom::element op : profile["operators"].get_array()) {
     r.operators.push_back({text_of(op["operator"]), text_of(op["input_shapes"]), static_cast<long>(number(op["calls"])),
                            number(op["self_us"]), number(op["share"])});
@@ -454,7 +456,13 @@ std::string format_report(const OptimizeReport& r) {
   std::ostringstream o;
   o << "kernelevolve optimize " << r.model << " on " << r.device << " (torch " << r.torch_version << ")\n";
   o << "1. profile  " << fixed(r.profile_s, 2) << " s   the forward takes " << fixed(r.model_time_us, 1)
-    << " us (median); top operators by self time, per forward:\n";
+    << " us (median)";
+  if (r.gpu_busy >= 0)
+    o << ", its kernels " << fixed(100 * r.gpu_busy, 0) << "% of it"
+      << (r.gpu_busy < 0.8 ? " (the GPU waits on the CPU's launches the rest: a faster kernel pays less than its "
+                             "time, under CUDA graphs more)"
+                           : "");
+  o << "; top operators by self time, per forward:\n";
   char line[512];
   for (std::size_t i = 0; i < r.operators.size() && i < 8; ++i) {
     const ProfiledOperator& op = r.operators[i];

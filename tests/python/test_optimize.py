@@ -237,6 +237,7 @@ class MlpTest(Optimized, unittest.TestCase):
     def test_profile_groups_operators_by_input_shape(self):
         profile = self.report["profile"]
         self.assertGreater(profile["time_us"], 0)
+        self.assertIsNone(profile["gpu_busy"])  # a GPU's: its kernels' share of the forward
         addmm = [op for op in profile["operators"] if op["operator"] == "aten::addmm"]
         self.assertEqual(sorted(op["calls"] for op in addmm), [1, 3])
         self.assertIn([16, 64], addmm[0]["input_shapes"])
