@@ -11,8 +11,9 @@ each from its own folder, with a time limit per model. After each model it write
 where regions is distinct (occurrences), kept is put back / evolved / kept by share, and a speedup is the median of
 optimize's interleaved A/B with its 10th-90th percentile spread (optimize states a speedup only where the spread is
 on one side of 1: the outcome says which); on CUDA the same two A/Bs with each forward a CUDA graph (eager replayed,
-torch.compile's reduce-overhead mode), which a model bound by the CPU's launches needs to show its kernels. Resumable: a model with a row is skipped (--retry runs again the rows
-that failed or timed out; optimize itself resumes each region's run from OUT/NAME/optimize.db).
+torch.compile's reduce-overhead mode), which a model bound by the CPU's launches needs to show its kernels.
+Resumable: a model with a row is skipped (--retry runs again the rows that failed or timed out; optimize itself
+resumes each region's run from OUT/NAME/optimize.db).
 
     python3 bench/optimize_l3.py KERNELBENCH [--cli build-gpu/kernelevolve] [--device cuda:0] [--max-evals 8]
         [--limit 1800] [--out $OUT] [--models 1,4,...,dlrm] [--retry] [--stop-after SEC]
