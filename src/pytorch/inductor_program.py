@@ -828,7 +828,6 @@ class _Plan:
         self.launched = []   # the kernels in launch order
         self.item_args = {}  # kernel -> {param index: scalar param}: `argN_1.item()` passed by value
         self.results = {}    # `buf0 = aten op(...)` returning a tuple -> its results (None: not computed)
-        self.own = {}        # our kernels by name (_OwnKernel), one each however many calls launch it
 
     # Reading a call's arguments -------------------------------------------------------------------------------
 
@@ -1177,9 +1176,10 @@ class _Plan:
                 raise Untranslatable(f"{what}'s {key}", f"dtype {dtype(refs[key][0])}")
         (weight, weight_shape), (indices, indices_shape), (offsets, offsets_shape) = \
             refs["weight"], refs["indices"], refs["offsets"]
-        kernel = self.own.get("ke_embedding_bag_sum") or _embedding_bag_kernel(self.value(weight_shape[1]))
-        self.own[kernel.name] = kernel
-        if kernel not in self.launched:
+        # One kernel however many calls launch it: the program's source defines it once.
+        kernel = next((k for k in self.launched if k.name == "ke_embedding_bag_sum"), None)
+        if kernel is None:
+            kernel = _embedding_bag_kernel(self.value(weight_shape[1]))
             self.launched.append(kernel)
         # The pooled rows have the weight's dtype; their shape comes with the assert that follows `buf1 = buf0[0]`.
         storage = _Storage(name + "_0", None, None, dtype(weight))
