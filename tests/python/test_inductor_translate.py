@@ -635,24 +635,11 @@ class EmbeddingBag(unittest.TestCase):
             import triton_numpy
         except ImportError as e:
             self.skipTest(f"numpy and torch are needed to run the kernel on the CPU ({e})")
-        import sys
-        import types
         code, spec = fixture("emb_bag_sum.dynamic")
         source = translate(code, spec)["source"]
-        triton = types.ModuleType("triton")
-        triton.jit = lambda fn: fn
-        triton.language = triton_numpy.language()
-        saved = {k: sys.modules.get(k) for k in ("triton", "triton.language")}
-        sys.modules["triton"], sys.modules["triton.language"] = triton, triton.language
-        try:
-            scope = {}
+        scope = {}
+        with triton_numpy.standing_in():
             exec(compile(source, "program.py", "exec"), scope)
-        finally:
-            for k, v in saved.items():
-                if v is None:
-                    sys.modules.pop(k, None)
-                else:
-                    sys.modules[k] = v
         kernel = scope["ke_embedding_bag_sum"]
         step = plan_of(source)["steps"][0]
         torch.manual_seed(0)

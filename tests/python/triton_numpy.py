@@ -9,6 +9,7 @@ fp32, .to(tl.bfloat16) rounds to nearest even), not Triton's compilation, layout
 triton.language the seeds use are here; a seed that uses another fails with an AttributeError, to be added. Sizes
 are the module's defaults (its globals), each changed as SIZES_JSON says; `odd` makes each size global n of the spec
 3n/4 + 1 (256 becomes 193), so that no size is a multiple of a tile and every mask is exercised."""
+import contextlib
 import importlib.util
 import json
 import os
@@ -98,6 +99,26 @@ def language():
     return tl
 
 
+@contextlib.contextmanager
+def standing_in():
+    """`import triton` and `import triton.language as tl` give this file's numpy stand-in meanwhile (a kernel source
+    imported then keeps it); what sys.modules held before is put back."""
+    triton = types.ModuleType("triton")
+    triton.jit = lambda fn: fn
+    triton.language = language()
+    names = ("triton", "triton.language")
+    saved = {name: sys.modules.get(name) for name in names}
+    sys.modules.update(zip(names, (triton, triton.language)))
+    try:
+        yield triton
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
 def expression(text, names):
     return int(eval(str(text).replace("cdiv", "_cdiv"), {"_cdiv": lambda a, b: -(-a // b), "min": min, "max": max},
                     names))
@@ -108,11 +129,6 @@ def main():
     folder = os.path.dirname(os.path.abspath(spec_path))
     spec = json.load(open(spec_path))
     changes = json.loads(sys.argv[2]) if len(sys.argv) > 2 and sys.argv[2] != "odd" else {}
-    triton = types.ModuleType("triton")
-    triton.jit = lambda fn: fn
-    triton.language = language()
-    sys.modules["triton"], sys.modules["triton.language"] = triton, triton.language
-
     source = open(os.path.join(folder, spec["reference"]["pytorch"])).read()
     if len(sys.argv) > 2 and sys.argv[2] == "odd":
         for p in spec["params"]:
@@ -153,7 +169,8 @@ def main():
             args.append(Pointer(out))
     seed = importlib.util.spec_from_file_location("seed", os.path.join(folder, spec["seed"]["file"]))
     kernel_module = importlib.util.module_from_spec(seed)
-    seed.loader.exec_module(kernel_module)
+    with standing_in():
+        seed.loader.exec_module(kernel_module)
     kernel = getattr(kernel_module, spec["entry"])
     names = {**sizes, **tunables}
     grid = [expression(g, names) for g in spec["launch"]["grid"]]
