@@ -317,14 +317,24 @@ def lower_modules(gm):
     gm.recompile()
 
 
-def writes_in_place(node):
+def write_kind(node):
+    """How the node writes into its input in place, if it does: "inplace" (`relu(x, inplace=True)`), "method"
+    (`x.add_(y)`), "overload" (aten's `add_.Tensor`) or "function" (`torch.relu_`); else None."""
     t = node.target
-    return node.kwargs.get("inplace") is True or \
-        (node.op == "call_method" and t.endswith("_") and not t.startswith("_")) or \
-        (node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and
-         any(a.alias_info is not None and a.alias_info.is_write for a in t._schema.arguments)) or \
-        (node.op == "call_function" and getattr(t, "__name__", "").endswith("_") and
-         getattr(torch, t.__name__, None) is t)
+    if node.kwargs.get("inplace") is True:
+        return "inplace"
+    if node.op == "call_method" and t.endswith("_") and not t.startswith("_"):
+        return "method"
+    if node.op == "call_function" and isinstance(t, torch._ops.OpOverload) and \
+            any(a.alias_info is not None and a.alias_info.is_write for a in t._schema.arguments):
+        return "overload"
+    if node.op == "call_function" and getattr(t, "__name__", "").endswith("_") and getattr(torch, t.__name__, None) is t:
+        return "function"
+    return None
+
+
+def writes_in_place(node):
+    return write_kind(node) is not None
 
 
 class Capture:
@@ -517,18 +527,17 @@ def make_functional(capture):
     for node in list(graph.nodes):
         if node.op not in ("call_function", "call_method", "call_module"):
             continue
-        mutated = None
-        if node.kwargs.get("inplace") is True:
+        kind = write_kind(node)
+        if kind == "inplace":
             node.kwargs = dict(node.kwargs, inplace=False)
             mutated = node.args[0] if node.args else None
-        elif node.op == "call_method" and node.target == "copy_":  # a Tensor has no copy(); aten's is out of place
+        elif kind == "method" and node.target == "copy_":  # a Tensor has no copy(); aten's is out of place
             node.op, node.target = "call_function", torch.ops.aten.copy.default
             mutated = node.args[0]
-        elif node.op == "call_method" and node.target.endswith("_") and not node.target.startswith("_"):
+        elif kind == "method":
             node.target = node.target[:-1]
             mutated = node.args[0]
-        elif node.op == "call_function" and isinstance(node.target, torch._ops.OpOverload) and \
-                any(a.alias_info is not None and a.alias_info.is_write for a in node.target._schema.arguments):
+        elif kind == "overload":
             base = node.target._schema.name.split("::")[-1]
             packet = getattr(torch.ops.aten, base.rstrip("_"), None) if base.endswith("_") else None
             overload = getattr(packet, node.target._overloadname, None) if packet is not None else None
@@ -537,10 +546,11 @@ def make_functional(capture):
                                              "no out-of-place form the optimizer knows")
             node.target = overload
             mutated = node.args[0]
-        elif node.op == "call_function" and getattr(node.target, "__name__", "").endswith("_") and \
-                getattr(torch, node.target.__name__, None) is node.target and hasattr(torch, node.target.__name__[:-1]):
+        elif kind == "function" and hasattr(torch, node.target.__name__[:-1]):
             node.target = getattr(torch, node.target.__name__[:-1])
             mutated = node.args[0]
+        else:
+            continue
         if not isinstance(mutated, torch.fx.Node):
             continue
         if mutated.op == "get_attr" and overwritten_before_read(graph, mutated.target, node, order):
