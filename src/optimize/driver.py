@@ -340,6 +340,12 @@ def judge(p):
     return True, f"{vs_eager:.3f}x over eager and {vs_compile:.3f}x over torch.compile on the region"
 
 
+def matches(expected, got):
+    """Whether the optimized model's output `got` is the model's `expected` within the tolerance of its dtype."""
+    atol, rtol = tolerance(expected.dtype)
+    return expected.shape == got.shape and bool(torch.allclose(got.float(), expected.float(), atol=atol, rtol=rtol))
+
+
 def tolerance(dtype):
     """The model's dtype's tolerance, KernelBench's: 1e-4 for fp32 (and wider), 1e-2 for fp16 and bf16."""
     return (1e-2, 1e-2) if dtype in (torch.float16, torch.bfloat16) else (1e-4, 1e-4)
@@ -490,8 +496,7 @@ def prove(args, module, model, optimized, guards, inputs, device):
         got = list(tensors_in(optimized(*fresh)))
     worst, ok = 0.0, len(expected) == len(got)
     for a, b in zip(expected, got):
-        atol, rtol = tolerance(a.dtype)
-        ok = ok and a.shape == b.shape and bool(torch.allclose(b.float(), a.float(), atol=atol, rtol=rtol))
+        ok = ok and matches(a, b)
         if a.shape == b.shape and a.numel():
             worst = max(worst, float((b.float() - a.float()).abs().max()))
     atol, rtol = tolerance(expected[0].dtype if expected else torch.float32)
@@ -539,10 +544,8 @@ def ab_graphs(model, optimized, inputs, device, budget):
             graph.replay()
         torch.cuda.synchronize(device)
         (_, expected), (_, got) = replays
-        for a, b in zip(expected, got):
-            atol, rtol = tolerance(a.dtype)
-            if a.shape != b.shape or not torch.allclose(b.float(), a.float(), atol=atol, rtol=rtol):
-                return {"status": "failed", "reason": "the optimized model's replay does not match the model's"}
+        if not all(matches(a, b) for a, b in zip(expected, got)):
+            return {"status": "failed", "reason": "the optimized model's replay does not match the model's"}
         ab = interleaved([replays[0][0].replay, replays[1][0].replay], device, budget)
     except Exception as e:
         with contextlib.suppress(Exception):
