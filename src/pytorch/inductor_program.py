@@ -840,6 +840,10 @@ class _Plan:
                 return self.buffers[node.id]
         raise Untranslatable(what, f"the argument {ast.unparse(node)} is not a buffer of the program")
 
+    def dtype_of(self, ref):
+        """A buffer argument's dtype: a param's, or the _Storage's."""
+        return ref.dtype if isinstance(ref, _Storage) else self.binding.params[ref]["dtype"]
+
     def shape_of(self, ref):
         """A buffer's shape and strides as Inductor expressions (ast nodes)."""
         if isinstance(ref, _Storage):
@@ -1073,7 +1077,7 @@ class _Plan:
         elif any(v != 0 for v in keywords.get("output_padding", [0])):
             raise Untranslatable(f"{what} with output_padding", "a forward convolution has none")
         # The convolution's result has its input's dtype; its shape comes with the assert that follows.
-        storage = _Storage(name, None, None, x.dtype if isinstance(x, _Storage) else self.binding.params[x]["dtype"])
+        storage = _Storage(name, None, None, self.dtype_of(x))
         self.buffers[name] = storage
         self.storages.append(storage)
         defaults = {"stride": 1, "padding": 0, "dilation": 1, "output_padding": 0}
@@ -1136,7 +1140,7 @@ class _Plan:
         if len(x_shape) != 5:
             raise Untranslatable(f"{what} of a {len(x_shape)}-d input", "cudnn.avg_pool3d takes [N, C, D, H, W]")
         # The result has its input's dtype; its shape comes with the assert that follows.
-        storage = _Storage(name, None, None, x.dtype if isinstance(x, _Storage) else self.binding.params[x]["dtype"])
+        storage = _Storage(name, None, None, self.dtype_of(x))
         self.buffers[name] = storage
         self.storages.append(storage)
         self.steps.append({"library": "cudnn.avg_pool3d", "args": [x, storage] + [self.dim(d) for d in x_shape],
@@ -1168,12 +1172,11 @@ class _Plan:
                 raise Untranslatable(f"{what}'s {key}", f"a {len(shape)}-d operand" if not transposed else
                                      "a transposed operand")
             refs[key] = (ref, shape)
-        dtype = lambda ref: ref.dtype if isinstance(ref, _Storage) else self.binding.params[ref]["dtype"]
-        if dtype(refs["weight"][0]) not in ("f32", "f16", "bf16"):
-            raise Untranslatable(f"{what}'s weight", f"dtype {dtype(refs['weight'][0])}")
+        if self.dtype_of(refs["weight"][0]) not in ("f32", "f16", "bf16"):
+            raise Untranslatable(f"{what}'s weight", f"dtype {self.dtype_of(refs['weight'][0])}")
         for key in ("indices", "offsets"):
-            if dtype(refs[key][0]) not in ("i64", "i32"):
-                raise Untranslatable(f"{what}'s {key}", f"dtype {dtype(refs[key][0])}")
+            if self.dtype_of(refs[key][0]) not in ("i64", "i32"):
+                raise Untranslatable(f"{what}'s {key}", f"dtype {self.dtype_of(refs[key][0])}")
         (weight, weight_shape), (indices, indices_shape), (offsets, offsets_shape) = \
             refs["weight"], refs["indices"], refs["offsets"]
         # One kernel however many calls launch it: the program's source defines it once.
@@ -1182,7 +1185,7 @@ class _Plan:
             kernel = _embedding_bag_kernel(self.value(weight_shape[1]))
             self.launched.append(kernel)
         # The pooled rows have the weight's dtype; their shape comes with the assert that follows `buf1 = buf0[0]`.
-        storage = _Storage(name + "_0", None, None, dtype(weight))
+        storage = _Storage(name + "_0", None, None, self.dtype_of(weight))
         self.storages.append(storage)
         self.results[name] = [storage, None, None, None]
         args = [weight, indices, offsets, storage, self.dim(offsets_shape[0]), self.dim(indices_shape[0]),
