@@ -51,6 +51,25 @@ def picks_a_part(node):
 
 
 CONCATENATIONS = {"cat", "stack", "concat", "concatenate", "hstack", "vstack"}
+# Lookups that a model makes side by side, one per table, for one concatenation (DLRM's sparse features): one region
+# for all, as FBGEMM's table-batched embedding is one operator, so that a put-back pays one call where the model
+# paid one a table (a recommendation model waits on its CPU's launches).
+SIDE_BY_SIDE = {"embedding", "embedding_bag"}
+
+
+def side_by_side_key(node):
+    """(operator, the concatenation it feeds) for a lookup whose only reader is a concatenation, else None."""
+    if op_name(node) not in SIDE_BY_SIDE:
+        return None
+    readers = set(node.users)
+    if readers and all(op_name(u) == "getitem" for u in readers):  # aten's lookup returns a tuple: its pooled rows'
+        readers = {r for u in readers for r in u.users}
+    if len(readers) != 1:
+        return None
+    (user,) = readers
+    if user.op not in ("call_function", "call_method") or op_name(user) not in CONCATENATIONS:
+        return None
+    return op_name(node), user
 
 
 class Region:
@@ -77,10 +96,11 @@ def partition(capture):
     makes no cycle between regions (no other producer's region already reads this one); else it starts a new
     region. A node reading a tuple (split's, an LSTM's) is always in its producer's region: only tensors cross
     between regions. An anchor does not join a region that only picks a part of an input by a constant index, and a
-    concatenation of three or more regions' values starts a region of its own (picks_a_part, CONCATENATIONS)."""
+    concatenation of three or more regions' values starts a region of its own (picks_a_part, CONCATENATIONS). Lookups
+    side by side (the same operator, each read only by one concatenation) are one region (SIDE_BY_SIDE)."""
     graph = capture.gm.graph
     position = {n: i for i, n in enumerate(graph.nodes)}
-    regions, of = [], {}
+    regions, of, side_by_side = [], {}, {}
     for node in graph.nodes:
         if node.op not in ("call_function", "call_method", "call_module"):
             continue
@@ -91,14 +111,20 @@ def partition(capture):
         if len(tuples) > 1:
             raise Refusal("untraceable", f"node {node.name} reads tuples made in two regions; the cut keeps a tuple "
                                          "within the region that made it")
+        key = side_by_side_key(node) if kind == "anchor" else None
         if tuples:
             chosen = regions[tuples.pop()]
+        elif key in side_by_side and not any(side_by_side[key].index in regions[of[a].index].ancestors(regions) |
+                                             {of[a].index} for a in producers):
+            chosen = side_by_side[key]
         elif kind != "opaque":
             sources = {of[a].index for a in producers}
             # A concatenation of three or more regions' values gathers them for what follows (DLRM's features for
             # the interaction's product) rather than ending one of them: a region of its own, which its consumer
             # joins, rather than the epilogue of whichever producer came last.
-            gathers = op_name(node) in CONCATENATIONS and len(sources) > 2
+            # So does the concatenation that side-by-side lookups feed.
+            lookups = {r.index for r in side_by_side.values()}
+            gathers = op_name(node) in CONCATENATIONS and (len(sources) > 2 or bool(sources & lookups))
             for a in [] if gathers else producers:
                 r = of[a]
                 if r.opaque or (kind == "anchor" and r.anchor is not None):
@@ -118,6 +144,8 @@ def partition(capture):
         chosen.nodes.append(node)
         if kind == "anchor" and chosen.anchor is None:
             chosen.anchor = node
+            if key is not None and chosen.nodes == [node]:
+                side_by_side[key] = chosen
         of[node] = chosen
         chosen.deps |= {of[a].index for a in producers} - {chosen.index}
     # Kahn's order over the regions, ties by creation.
