@@ -645,7 +645,8 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
     body = head
     for source in functions:
         body += ["", ""] + source.splitlines()
-    body += ["", "", "class Model(nn.Module):", "    def __init__(self, device=None):", "        super().__init__()",
+    body += ["", "", "class Model(nn.Module):", "    def __init__(self, device=None, under_compile=None):",
+             "        super().__init__()",
              f"        state = torch.load(os.path.join(_HERE, {OPTIMIZED_WEIGHTS!r}), map_location=\"cpu\")"]
     body += ["        " + line for line in lines]
     body += ["        for region in REGIONS.values():",
@@ -657,15 +658,17 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
              "                                         device=device if kind == region[\"device_kind\"] else None)",
              "            for place in region[\"places\"]:",
              "                self.add_module(place, kernelevolve.torch.Guarded(op, globals()[region[\"original\"]],",
-             "                                                                  compiled=UNDER_COMPILE))",
+             "                                                                  compiled=under_compile or UNDER_COMPILE))",
              ""]
     body += ["    " + line if line else "" for line in forward.splitlines()]
-    body += ["", "", "def load(device=\"cpu\"):",
-             "    \"\"\"The optimized model on `device`, in eval mode, for inference (its weights need no gradient).\"\"\"",
+    body += ["", "", "def load(device=\"cpu\", under_compile=None):",
+             "    \"\"\"The optimized model on `device`, in eval mode, for inference (its weights need no gradient).",
+             "    `under_compile` (\"operator\" or \"original\") overrides UNDER_COMPILE: the optimizer chose it by",
+             "    torch.compile's default mode, and its report measures reduce-overhead mode (CUDA graphs) both ways.\"\"\"",
              "    device = torch.device(device)",
              "    if device.type == \"cuda\" and device.index is None:  # where .to(\"cuda\") puts the weights",
              "        device = torch.device(\"cuda\", torch.cuda.current_device())",
-             "    return Model(str(device)).to(device).eval()",
+             "    return Model(str(device), under_compile).to(device).eval()",
              "", "", "def operators(model):",
              "    \"\"\"Each put-back region's guards in `model`, by name: the calls each sent to its operator (`calls`), the",
              "    operator's launches from every place that shares it (`op.calls`), and the calls the region's own code",
