@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "core/script_process.hpp"
 #include "pytorch/python.hpp"
 #include "support/cli_runner.hpp"
 #include "support/have_torch.hpp"
@@ -47,6 +48,18 @@ const ke::Param& param(const ke::Spec& spec, const std::string& name) {
 
 TEST_CASE("pytorch: whether it runs") {
   if (!have_torch()) MESSAGE("skipping the PyTorch tests: " << kNoTorch);
+}
+
+TEST_CASE("a script longer than Linux takes as one argument runs whole, as `-c` would run it") {
+  // The model optimizer's script is past 128 KiB (MAX_ARG_STRLEN): as a `-c` argument its process never started.
+  for (const std::size_t padding : {std::size_t{1000}, ke::kLongScript, std::size_t{200 * 1024}}) {
+    CAPTURE(padding);
+    const std::string script = "import sys\n# " + std::string(padding, 'x') +
+                               "\nprint(__name__, sys.argv[0], sys.argv[1:], len(open(0).read()))\n";
+    std::string said;
+    CHECK_NOTHROW(said = ke::run_script("python3", script, {"a", "b c"}, 60, "a long script"));
+    CHECK(said == "__main__ -c ['a', 'b c'] 0\n");
+  }
 }
 
 TEST_CASE("pytorch: the signature derived from a module: inputs, weights by state-dict key, outputs, named sizes" *

@@ -36,7 +36,35 @@ ScriptChild spawn_script(const std::string& python, const std::string& script, c
   for (std::size_t i = 0; i < fds.size(); ++i) {
     if (fds[i] >= 0) posix_spawn_file_actions_adddup2(&fa, fds[i], 3 + static_cast<int>(i));
   }
-  std::vector<std::string> argv_text = {python, "-c", script};
+  // Linux takes no single argument over 128 KiB (MAX_ARG_STRLEN): a longer script (the model optimizer's four files
+  // are one) is read from a memory file the child inherits past the caller's fds, by a short `-c` that runs it as
+  // `-c` would have (in __main__, with the same sys.argv).
+  int script_fd = -1;
+  std::string bootstrap;
+  if (script.size() > kLongScript) {
+    script_fd = ::memfd_create("kernelevolve-script", MFD_CLOEXEC);
+    bool written = script_fd >= 0;
+    for (std::size_t done = 0; written && done < script.size();) {
+      const ssize_t n = ::write(script_fd, script.data() + done, script.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      written = n > 0;
+      if (written) done += static_cast<std::size_t>(n);
+    }
+    if (!written || ::lseek(script_fd, 0, SEEK_SET) != 0) {
+      const std::string why = std::strerror(errno);
+      if (script_fd >= 0) ::close(script_fd);
+      ::close(in[0]), ::close(in[1]), ::close(out[0]), ::close(out[1]);
+      if (err >= 0) ::close(err);
+      posix_spawn_file_actions_destroy(&fa);
+      throw Error(ErrorCode::Internal,
+                  "cannot hand a script of " + std::to_string(script.size()) + " bytes to " + python + ": " + why);
+    }
+    const int child_fd = 3 + static_cast<int>(fds.size());
+    posix_spawn_file_actions_adddup2(&fa, script_fd, child_fd);
+    bootstrap = "import os\nwith os.fdopen(" + std::to_string(child_fd) +
+                ", 'rb') as _f:\n    _s = _f.read()\nexec(compile(_s, '<string>', 'exec'))\n";
+  }
+  std::vector<std::string> argv_text = {python, "-c", script_fd >= 0 ? bootstrap : script};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& a : argv_text) argv.push_back(a.data());
@@ -46,6 +74,7 @@ ScriptChild spawn_script(const std::string& python, const std::string& script, c
   posix_spawn_file_actions_destroy(&fa);
   ::close(in[0]);
   ::close(out[1]);
+  if (script_fd >= 0) ::close(script_fd);
   if (rc != 0) {
     ::close(in[1]), ::close(out[0]);
     if (err >= 0) ::close(err);

@@ -15,6 +15,8 @@ struct ScriptChild {
   pid_t pid = -1;
   int to = -1, from = -1, err = -1;
 };
+// A script longer than this reaches the child through an inherited memory file, not as its `-c` argument.
+inline constexpr std::size_t kLongScript = 120 * 1024;
 ScriptChild spawn_script(const std::string& python, const std::string& script, const std::vector<std::string>& args,
                          const std::vector<int>& fds);
 
