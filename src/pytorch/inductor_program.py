@@ -158,6 +158,60 @@ def _embedding_bag_kernel(dim):
     return _OwnKernel("ke_embedding_bag_sum", _EMBEDDING_BAG_SUM, configs, grid)
 
 
+# Lookups side by side (a DLRM's tables, which optimize's cut makes one region): one launch for all, a grid over the
+# tables, as FBGEMM's table-batched embedding is one kernel, where the program paid a launch a table (a model bound
+# by its CPU's launches pays each). Each table's program is the one-table kernel's, inlined.
+_BAG_SUM_OF_ONE = _EMBEDDING_BAG_SUM.replace("def ke_embedding_bag_sum(", "def ke_bag_sum(", 1)
+
+
+def _embedding_bags_kernel(tables, one):
+    """The batched kernel over `tables` tables, with the configurations and grid of `one`, the one-table kernel."""
+    each = ", ".join(f"weight_{t}, indices_{t}, offsets_{t}, out_{t}, num_indices_{t}" for t in range(tables))
+    lines = [f"def ke_embedding_bags_sum_{tables}({each}, num_bags, dim, BLOCK_D: tl.constexpr, BLOCK_I: tl.constexpr):",
+             "    table = tl.program_id(2)"]
+    for t in range(tables):
+        lines += [f"    if table == {t}:",
+                  f"        ke_bag_sum(weight_{t}, indices_{t}, offsets_{t}, out_{t}, num_bags, num_indices_{t}, dim, "
+                  "BLOCK_D, BLOCK_I)"]
+
+    def grid(numels, tunable):
+        return one.grid(numels, tunable) + [str(tables)]
+    kernel = _OwnKernel(f"ke_embedding_bags_sum_{tables}", "\n".join(lines), one.configs, grid)
+    kernel.functions = {"ke_bag_sum": _BAG_SUM_OF_ONE}
+    return kernel
+
+
+def _batch_lookups(plan):
+    """Consecutive steps of the one-table lookup over the same bags and width as one step of the batched kernel."""
+    def key(step):
+        kernel = step.get("kernel")
+        if kernel is None or kernel.name != "ke_embedding_bag_sum":
+            return None
+        return (repr(step["args"][4]), repr(step["args"][6]))
+
+    def batched(run):
+        kernel = next((k for k in plan.launched if k.name == f"ke_embedding_bags_sum_{len(run)}"), None)
+        if kernel is None:
+            kernel = _embedding_bags_kernel(len(run), run[0]["kernel"])
+            plan.launched.append(kernel)
+        args = [a for step in run for a in step["args"][:4] + [step["args"][5]]] + [run[0]["args"][4],
+                                                                                    run[0]["args"][6]]
+        return {"kernel": kernel, "args": args, "numels": dict(zip(kernel.params, args))}
+
+    steps, run = [], []
+    for step in plan.steps + [{}]:
+        if run and key(step) != key(run[0]):
+            steps += [batched(run)] if len(run) > 1 else run
+            run = []
+        if key(step) is not None:
+            run.append(step)
+        elif step:
+            steps.append(step)
+    plan.steps = steps
+    if not any(s.get("kernel") is not None and s["kernel"].name == "ke_embedding_bag_sum" for s in steps):
+        plan.launched = [k for k in plan.launched if k.name != "ke_embedding_bag_sum"]
+
+
 def _kernels_of(tree):
     """Each `name = async_compile.triton('name', '''source''', ...)` of the module."""
     kernels = {}
@@ -1372,6 +1426,7 @@ def translate(output_code, spec, chosen=None, arg_names=None):
                 call = "aten.avg_pool3d" if "conv_output" in step else "extern_kernels.convolution"
                 raise Untranslatable(f"{call} on a channels-last buffer", "cuDNN's steps read and write NCHW")
 
+    _batch_lookups(plan)
     names = _tunable_names(plan.launched)
     several = len(plan.launched) > 1
     options = {kernel.name: {key: f"K{index}_{key}" for key in ("num_warps", "num_stages")}

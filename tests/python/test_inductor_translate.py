@@ -674,5 +674,77 @@ class EmbeddingBag(unittest.TestCase):
                                 f"max difference {(got - expected).abs().max().item()}")
 
 
+class EmbeddingBagsSideBySide(unittest.TestCase):
+    """Three lookups side by side (a hand-written pattern in Inductor's form): one launch of the batched kernel, a
+    grid over the tables, each table's program the one-table kernel's; its sums checked as EmbeddingBag's are."""
+
+    def test_the_plan_is_one_launch(self):
+        code, spec = pattern("emb_bags_side_by_side")
+        result = translate(code, spec)
+        each = [[f"bags_{t}_weight", f"indices_{t}", f"offsets_{t}", f"out_{t}", n]
+                for t, n in enumerate(("10240", "6144", "2048"))]
+        self.assertEqual(plan_of(result["source"]), {"steps": [{
+            "kernel": "ke_embedding_bags_sum_3", "grid": ["512", "cdiv(64, BLOCK_D)", "3"],
+            "args": [a for table in each for a in table] + ["512", "64"]}]})
+        self.assertEqual(sorted(functions_of(result["source"])), ["ke_bag_sum", "ke_embedding_bags_sum_3"])
+        self.assertEqual(result["tunables"]["BLOCK_D"], [64, 32])
+
+    def test_lookups_over_other_bags_stay_apart(self):
+        # The third over 256 bags: the first two batched, the third its own launch of the one-table kernel.
+        code, spec = pattern("emb_bags_side_by_side")
+        code = code.replace("(arg8_1, (512, ), (1, ))", "(arg8_1, (256, ), (1, ))")
+        code = code.replace("assert_size_stride(buf11, (512, 64)", "assert_size_stride(buf11, (256, 64)")
+        spec = json.loads(json.dumps(spec).replace('"shape": ["batch"]}, {"name": "bags_0', '"shape": ["b2"]}, '
+                                                   '{"name": "bags_0'))
+        spec["params"][11]["shape"] = ["b2", "dim"]
+        spec["params"].append({"name": "b2", "dtype": "i64", "role": "size"})
+        spec["workloads"][0]["b2"] = 256
+        steps = plan_of(translate(code, spec)["source"])["steps"]
+        self.assertEqual([s["kernel"] for s in steps], ["ke_embedding_bags_sum_2", "ke_embedding_bag_sum"])
+
+    def test_its_sums(self):
+        try:
+            import numpy as np
+            import torch
+            import triton_numpy
+        except ImportError as e:
+            self.skipTest(f"numpy and torch are needed to run the kernel on the CPU ({e})")
+        code, spec = pattern("emb_bags_side_by_side")
+        source = translate(code, spec)["source"]
+        scope = {}
+        with triton_numpy.standing_in():
+            exec(compile(source, "program.py", "exec"), scope)
+        kernel = scope["ke_embedding_bags_sum_3"]
+        step = plan_of(source)["steps"][0]
+        torch.manual_seed(0)
+        sizes = spec["workloads"][0]
+        bags, dim = sizes["batch"], sizes["dim"]
+        buffers, expected = {}, []
+        for t, (rows, n) in enumerate(((3000, 10240), (500, 6144), (500, 2048))):
+            weight = torch.randn(rows, dim)
+            indices = torch.randint(0, rows, (n,))
+            offsets = torch.sort(torch.randint(0, n + 1, (bags,))).values
+            offsets[0] = 0
+            expected.append(torch.nn.functional.embedding_bag(indices, weight, offsets, mode="sum"))
+            buffers.update({f"bags_{t}_weight": triton_numpy.Pointer(weight.numpy().ravel().copy()),
+                            f"indices_{t}": triton_numpy.Pointer(indices.numpy().copy()),
+                            f"offsets_{t}": triton_numpy.Pointer(offsets.numpy().copy()),
+                            f"out_{t}": triton_numpy.Pointer(np.full(bags * dim, np.nan, np.float32))})
+        block_d = 32
+        args = [buffers[a] if a in buffers else np.int64(triton_numpy.expression(a, {"BLOCK_D": block_d}))
+                for a in step["args"]]
+        grid = [triton_numpy.expression(g, {"BLOCK_D": block_d}) for g in step["grid"]]
+        self.assertEqual(grid, [bags, 2, 3])
+        for z in range(grid[2]):
+            for y in range(grid[1]):
+                for x in range(grid[0]):
+                    triton_numpy.program[:] = [x, y, z]
+                    kernel(*args, BLOCK_D=block_d, BLOCK_I=8)
+        for t in range(3):
+            got = torch.from_numpy(buffers[f"out_{t}"].buffer.reshape(bags, dim))
+            self.assertTrue(torch.allclose(got, expected[t], rtol=1e-5, atol=1e-5),
+                            f"table {t}: max difference {(got - expected[t]).abs().max().item()}")
+
+
 if __name__ == "__main__":
     unittest.main()
