@@ -155,13 +155,16 @@ def amdahl(share):
 
 def interleaved(runners, device, budget_s, min_rounds=15, max_rounds=400):
     """Each runner's time, the runners interleaved in one process round by round (each round starting at another
-    one, so that none always follows the same), every sample as many calls as make about a millisecond; and each
+    one, so that none always follows the same), every sample as many calls as make about 5 ms; and each
     runner's ratio to the first, round by round. Returns the rounds, per runner the median µs a call and, for
     each runner after the first, the median ratio first/runner (its speedup over the first) with its 10th and 90th
     percentiles over the rounds."""
     with torch.no_grad():
         one = max(warm(run, device) for run in runners)
-        calls = max(1, min(1000, int(1e-3 / max(one, 1e-7))))
+        # Several calls a sample where one is short: a forward's steady rate, as a server calling it in a loop sees
+        # it, rather than one call's latency with its GPU's tail, whose jitter on a busy host (a tenth either way on
+        # the DLRM's 600 us forward) hid a 1.5x difference in the rate.
+        calls = max(1, min(1000, int(5e-3 / max(one, 1e-7))))
         per_round = len(runners) * calls * one
         rounds = max(min_rounds, min(max_rounds, int(budget_s / max(per_round, 1e-7))))
 
