@@ -4,16 +4,17 @@ OUT/optimized.py; this loads it as a user would, beside the model, on the lent G
 
     KE_PYTHON=/opt/torch/.venv/bin/python3 $KE_PYTHON bench/optimize_dlrm_calls.py OUT [build-gpu]
 
-1. Each forward's GPU time (CUDA events around 50 forwards) and the CPU's time to queue it, best of five: eager, the
-   optimized model, torch.compile of each (the optimized with its operators compiled in, and with its guards stepping
-   aside), and torch.compile's reduce-overhead mode of each. Where the CPU's time is the larger, the forward waits on
-   the CPU's launches, and a kernel that saves the GPU time shortens nothing.
+1. Each forward's GPU time (CUDA events around 30 forwards) and the CPU's time to queue it, medians of nine rounds
+   in which the ways take turns: eager, the optimized model, torch.compile of each (the optimized with its operators
+   compiled in, and with its guards stepping aside), and torch.compile's reduce-overhead mode of each. Where the CPU's
+   time is the larger, the forward waits on the CPU's launches, and a kernel that saves the GPU time shortens nothing.
 2. Per put-back place, the CPU's microseconds per call (best of five loops of 2000) of: the region's own code, the
    Guarded module, Operator._execute, the program's launch through the C API alone, and the operator through
    PyTorch's dispatcher (what a compiled graph calls).
 3. torch.profiler's CPU table of torch.compile of the optimized model with its operators: what its CPU time is."""
 import importlib.util
 import os
+import statistics
 import sys
 import time
 
@@ -79,29 +80,42 @@ def main():
     print("places:", ", ".join(f"{name} ({g.op.qualname}, {len(g.op.signature)} arguments)"
                                 for name, g in guards.items()))
 
-    def compiled(m, mode=None, under=None):
-        """torch.compile of m, from a clean cache (a guard's `compiled` is read at tracing: each way its own)."""
-        def make():
-            torch._dynamo.reset()
-            for g in guards.values():
-                g.compiled = under or g.compiled
-            c = torch.compile(m, mode=mode)
-            for _ in range(3):
-                c(*inputs)
-            return lambda: c(*inputs)
-        return make
+    def fresh_model():
+        torch.manual_seed(0)
+        return dlrm.Model(*dlrm.get_init_inputs()).cuda().eval()
 
-    print("\n## 1. A forward: GPU us / CPU us to queue it")
+    def compiled(m, mode=None):
+        c = torch.compile(m, mode=mode)
+        for _ in range(3):
+            c(*inputs)
+        return lambda: c(*inputs)
+
+    print("\n## 1. A forward: GPU us / CPU us to queue it (medians of 9 interleaved rounds of 30 forwards)")
     with torch.no_grad():
-        ways = [("eager", lambda: lambda: model(*inputs)), ("optimized", lambda: lambda: optimized(*inputs))]
+        # Each way its own instance (a guard's `compiled` is read when Dynamo traces), all compiled before any is
+        # timed, then timed round by round in turn, so that a slow moment of the host falls on all alike.
+        ways = [("eager", lambda: model(*inputs)), ("optimized", lambda: optimized(*inputs))]
         for mode in (None, "reduce-overhead"):
             label = "torch.compile" + (f" ({mode})" if mode else "")
-            ways += [(label, compiled(model, mode)),
-                     (f"{label} of optimized, operators", compiled(optimized, mode, "operator")),
-                     (f"{label} of optimized, guards aside", compiled(optimized, mode, "original"))]
-        for label, make in ways:
-            gpu, cpu = queued(make())
+            ways += [(label, compiled(fresh_model(), mode)),
+                     (f"{label} of optimized, operators",
+                      compiled(optimized_module.load("cuda", under_compile="operator"), mode)),
+                     (f"{label} of optimized, guards aside",
+                      compiled(optimized_module.load("cuda", under_compile="original"), mode))]
+        times = {label: [] for label, _ in ways}
+        for r in range(9):
+            for k in range(len(ways)):
+                label, fn = ways[(k + r) % len(ways)]
+                times[label].append(queued(fn, n=30, rounds=1))
+        for label, _ in ways:
+            gpu = statistics.median(t[0] for t in times[label])
+            cpu = statistics.median(t[1] for t in times[label])
             print(f"  {label}: GPU {gpu:.1f} us, CPU {cpu:.1f} us", flush=True)
+        for base in ("torch.compile", "torch.compile (reduce-overhead)"):
+            for other in ("operators", "guards aside"):
+                ratio = [a[0] / b[0] for a, b in zip(times[base], times[f"{base} of optimized, {other}"])]
+                print(f"  {base} / its optimized, {other}: {statistics.median(ratio):.3f}x "
+                      f"(rounds {min(ratio):.3f}x to {max(ratio):.3f}x)")
 
     with torch.no_grad():
         print("\n## 2. A place's call: the CPU's us")
@@ -132,7 +146,7 @@ def main():
 
     with torch.no_grad():
         print("\n## 3. torch.compile of the optimized model with its operators: the CPU's time by operator")
-        fn = compiled(optimized, None, "operator")()
+        fn = compiled(optimized_module.load("cuda", under_compile="operator"))
         from torch.profiler import ProfilerActivity, profile
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             for _ in range(20):
