@@ -16,62 +16,28 @@ what each layer of a put-back call costs the CPU against the ATen call it replac
    Guarded module a put-back model calls, Operator.__call__, Operator._execute, an output's new_empty, the
    program's launch through the C API, and the operator through PyTorch's dispatcher; each the best of five loops of
    3000 calls, beside the loop's time with the GPU's work drained."""
-import importlib.util
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import torch
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "build-gpu"))
-sys.path[:0] = [os.path.join(build, "python"), os.path.join(root, "src", "pytorch")]
+sys.path[:0] = [os.path.join(build, "python"), os.path.join(root, "src", "pytorch"), os.path.join(root, "bench")]
 import inductor_program  # noqa: E402
+from dlrm_timing import load, per_call, queued  # noqa: E402
 import kernelevolve.torch as ket  # noqa: E402
 import triton  # noqa: E402
 
 
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def queued_text(fn):
+    return "GPU %.1f us, CPU %.1f us" % queued(fn)
 
 
-def queued(fn, n=50, rounds=5):
-    """(GPU us, CPU us) per call: events around n calls, and the CPU's time to queue them; the best of rounds."""
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    gpu, cpu = [], []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        start.record()
-        for _ in range(n):
-            fn()
-        stop.record()
-        cpu.append((time.perf_counter() - t0) / n * 1e6)
-        torch.cuda.synchronize()
-        gpu.append(start.elapsed_time(stop) * 1000 / n)
-    return f"GPU {min(gpu):.1f} us, CPU {min(cpu):.1f} us"
-
-
-def per_call(fn, n=3000):
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    best, drained = 1e9, 1e9
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        best, drained = min(best, (t1 - t0) / n * 1e6), min(drained, (time.perf_counter() - t0) / n * 1e6)
-    return f"{best:.2f} us ({drained:.2f} with the GPU drained)"
+def per_call_text(fn):
+    return "%.2f us (%.2f with the GPU drained)" % per_call(fn)
 
 
 def main():
@@ -89,7 +55,7 @@ def main():
         dense, indices, offsets = [x.cuda() for x in dlrm.get_inputs()]
         with torch.no_grad():
             print("\n## 1. The forward (batch %d)" % dense.shape[0])
-            print("eager:", queued(lambda: model(dense, indices, offsets)))
+            print("eager:", queued_text(lambda: model(dense, indices, offsets)))
             from torch.profiler import ProfilerActivity, profile
             with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
                 for _ in range(10):
@@ -101,7 +67,7 @@ def main():
             bags = list(model.bags)
             batch, dim = offsets.shape[1], bags[0].weight.shape[1]
             outs = [torch.empty(batch, dim, device="cuda") for _ in bags]
-            print("ATen's:", queued(lambda: [b(indices[t], offsets[t]) for t, b in enumerate(bags)]))
+            print("ATen's:", queued_text(lambda: [b(indices[t], offsets[t]) for t, b in enumerate(bags)]))
 
             def ours(block_d, block_i, warps):
                 def launch():
@@ -116,7 +82,7 @@ def main():
                         .abs().max().item() for t, (o, b) in enumerate(zip(outs, bags)))
             print(f"ours (max error {error:.2g}):")
             for config in [(64, 8, 2), (32, 32, 1), (32, 8, 1), (64, 32, 4), (32, 16, 2), (64, 8, 8)]:
-                print("  BLOCK_D %d BLOCK_I %d num_warps %d:" % config, queued(ours(*config)))
+                print("  BLOCK_D %d BLOCK_I %d num_warps %d:" % config, queued_text(ours(*config)))
 
         print("\n## 3. A put-back call's layers (problems/pytorch/emb_bag_sum)")
         db = os.path.join(tmp, "emb.db")
@@ -150,7 +116,7 @@ def main():
                              ("through PyTorch's dispatcher", lambda: dispatched(*args))]:
                 # The launch alone writes where the last call's output was: that output is kept alive meanwhile.
                 kept = op._execute(args, key)
-                print(f"  {name}: {per_call(fn)}")
+                print(f"  {name}: {per_call_text(fn)}")
                 del kept
 
 

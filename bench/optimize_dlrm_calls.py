@@ -12,58 +12,18 @@ OUT/optimized.py; this loads it as a user would, beside the model, on the lent G
    Guarded module, Operator._execute, the program's launch through the C API alone, and the operator through
    PyTorch's dispatcher (what a compiled graph calls).
 3. torch.profiler's CPU table of torch.compile of the optimized model with its operators: what its CPU time is."""
-import importlib.util
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 out = os.path.abspath(sys.argv[1])
 build = os.path.abspath(sys.argv[2] if len(sys.argv) > 2 else os.path.join(root, "build-gpu"))
-sys.path[:0] = [os.path.join(build, "python")]
+sys.path[:0] = [os.path.join(build, "python"), os.path.join(root, "bench")]
 import kernelevolve.torch as ket  # noqa: E402
-
-
-def load(path, name):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def queued(fn, n=50, rounds=5):
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    gpu, cpu = [], []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        start.record()
-        for _ in range(n):
-            fn()
-        stop.record()
-        cpu.append((time.perf_counter() - t0) / n * 1e6)
-        torch.cuda.synchronize()
-        gpu.append(start.elapsed_time(stop) * 1000 / n)
-    return min(gpu), min(cpu)
-
-
-def per_call(fn, n=2000):
-    for _ in range(50):
-        fn()
-    torch.cuda.synchronize()
-    best = 1e9
-    for _ in range(5):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / n * 1e6)
-        torch.cuda.synchronize()
-    return best
+from dlrm_timing import load, per_call, queued  # noqa: E402
 
 
 def main():
@@ -141,7 +101,7 @@ def main():
                     ("the launch (C API)", lambda: op.program.launch(ket._raw_stream(0), op._flags)),
                     ("through the dispatcher", lambda: dispatched(*args))]
             print(f"  {name} ({len(args)} arguments, {len(op.outputs)} outputs): " +
-                  ", ".join(f"{label} {per_call(fn):.1f}" for label, fn in rows))
+                  ", ".join(f"{label} {per_call(fn, 2000)[0]:.1f}" for label, fn in rows))
             del kept
 
     with torch.no_grad():
