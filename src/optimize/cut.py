@@ -101,6 +101,11 @@ def partition(capture):
     graph = capture.gm.graph
     position = {n: i for i, n in enumerate(graph.nodes)}
     regions, of, side_by_side = [], {}, {}
+
+    def makes_a_cycle(r, sources):
+        """Whether the node joining region r would: another source's region already reads r."""
+        return any(r.index in regions[s].ancestors(regions) for s in sources if s != r.index)
+
     for node in graph.nodes:
         if node.op not in ("call_function", "call_method", "call_module"):
             continue
@@ -112,13 +117,12 @@ def partition(capture):
             raise Refusal("untraceable", f"node {node.name} reads tuples made in two regions; the cut keeps a tuple "
                                          "within the region that made it")
         key = side_by_side_key(node) if kind == "anchor" else None
+        sources = {of[a].index for a in producers}
         if tuples:
             chosen = regions[tuples.pop()]
-        elif key in side_by_side and not any(side_by_side[key].index in regions[of[a].index].ancestors(regions) |
-                                             {of[a].index} for a in producers):
+        elif key in side_by_side and not makes_a_cycle(side_by_side[key], sources):
             chosen = side_by_side[key]
         elif kind != "opaque":
-            sources = {of[a].index for a in producers}
             # A concatenation of three or more regions' values gathers them for what follows (DLRM's features for
             # the interaction's product) rather than ending one of them: a region of its own, which its consumer
             # joins, rather than the epilogue of whichever producer came last.
@@ -133,7 +137,7 @@ def partition(capture):
                 # input, so that the same lookup on each table of a stack is one problem, not one per constant t.
                 if kind == "anchor" and all(picks_a_part(n) for n in r.nodes):
                     continue
-                if any(r.index in regions[s].ancestors(regions) for s in sources if s != r.index):
+                if makes_a_cycle(r, sources):
                     continue
                 chosen = r
                 break

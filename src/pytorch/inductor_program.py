@@ -187,15 +187,15 @@ def _batch_lookups(plan):
         kernel = step.get("kernel")
         if kernel is None or kernel.name != "ke_embedding_bag_sum":
             return None
-        return (repr(step["args"][4]), repr(step["args"][6]))
+        return (repr(step["numels"]["num_bags"]), repr(step["numels"]["dim"]))
 
     def batched(run):
         kernel = next((k for k in plan.launched if k.name == f"ke_embedding_bags_sum_{len(run)}"), None)
         if kernel is None:
             kernel = _embedding_bags_kernel(len(run), run[0]["kernel"])
             plan.launched.append(kernel)
-        args = [a for step in run for a in step["args"][:4] + [step["args"][5]]] + [run[0]["args"][4],
-                                                                                    run[0]["args"][6]]
+        each = ("weight", "indices", "offsets", "out", "num_indices")
+        args = [step["numels"][p] for step in run for p in each] + [run[0]["numels"][p] for p in ("num_bags", "dim")]
         return {"kernel": kernel, "args": args, "numels": dict(zip(kernel.params, args))}
 
     steps, run = [], []

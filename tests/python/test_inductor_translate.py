@@ -665,10 +665,7 @@ class EmbeddingBag(unittest.TestCase):
                 args = [buffers[a] if a in buffers else np.int64(triton_numpy.expression(a, names))
                         for a in step["args"]]
                 grid = [triton_numpy.expression(g, names) for g in step["grid"]]
-                for y in range(grid[1]):
-                    for x in range(grid[0]):
-                        triton_numpy.program[:] = [x, y, 0]
-                        kernel(*args, BLOCK_D=block_d, BLOCK_I=block_i)
+                triton_numpy.launch(kernel, grid, args, {"BLOCK_D": block_d, "BLOCK_I": block_i})
                 got = torch.from_numpy(out.reshape(bags, dim))
                 self.assertTrue(torch.allclose(got, expected, rtol=1e-5, atol=1e-5),
                                 f"max difference {(got - expected).abs().max().item()}")
@@ -735,11 +732,7 @@ class EmbeddingBagsSideBySide(unittest.TestCase):
                 for a in step["args"]]
         grid = [triton_numpy.expression(g, {"BLOCK_D": block_d}) for g in step["grid"]]
         self.assertEqual(grid, [bags, 2, 3])
-        for z in range(grid[2]):
-            for y in range(grid[1]):
-                for x in range(grid[0]):
-                    triton_numpy.program[:] = [x, y, z]
-                    kernel(*args, BLOCK_D=block_d, BLOCK_I=8)
+        triton_numpy.launch(kernel, grid, args, {"BLOCK_D": block_d, "BLOCK_I": 8})
         for t in range(3):
             got = torch.from_numpy(buffers[f"out_{t}"].buffer.reshape(bags, dim))
             self.assertTrue(torch.allclose(got, expected[t], rtol=1e-5, atol=1e-5),

@@ -119,6 +119,16 @@ def standing_in():
                 sys.modules[name] = module
 
 
+def launch(kernel, grid, args, constants):
+    """Every program of `grid` (one to three dimensions) in turn, as Triton's launch would run them."""
+    grid = list(grid) + [1] * (3 - len(grid))
+    for z in range(grid[2]):
+        for y in range(grid[1]):
+            for x in range(grid[0]):
+                program[:] = [x, y, z]
+                kernel(*args, **constants)
+
+
 def expression(text, names):
     return int(eval(str(text).replace("cdiv", "_cdiv"), {"_cdiv": lambda a, b: -(-a // b), "min": min, "max": max},
                     names))
@@ -175,11 +185,7 @@ def main():
     names = {**sizes, **tunables}
     grid = [expression(g, names) for g in spec["launch"]["grid"]]
     constants = {k: v for k, v in tunables.items() if k not in ("num_warps", "num_stages")}
-    for z in range(grid[2]):
-        for y in range(grid[1]):
-            for x in range(grid[0]):
-                program[:] = [x, y, z]
-                kernel(*args, **constants)
+    launch(kernel, grid, args, constants)
     got = out.reshape(expected.shape)
     excess = np.abs(got - expected) - (1e-2 + 1e-2 * np.abs(expected))
     worst = int(np.argmax(np.where(np.isnan(excess), np.inf, excess)))
