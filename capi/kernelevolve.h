@@ -693,8 +693,10 @@ typedef struct ke_program_options {
 KE_API ke_status ke_program_options_init(ke_program_options* options, unsigned int version);
 
 /* Loads and compiles the node. KE_ERROR_INVALID_ARGUMENT, naming the database, run and node, when there is no
- * such run or node, the node was not verified, it was verified on another class of device (another GPU model),
- * or it does not compile here; KE_ERROR_DEVICE_UNAVAILABLE when the device cannot be opened. */
+ * such run or node, the node was not verified, it is not what was recorded (the file edited after the run: the
+ * message names sources.hash or nodes.key), the evidence of its verification is not whole (the message names
+ * what is missing), it was verified on another class of device (another GPU model), or it does not compile here;
+ * KE_ERROR_DEVICE_UNAVAILABLE when the device cannot be opened. */
 KE_API ke_status ke_program_load(ke_program** out, const char* database, const ke_program_options* options);
 KE_API ke_status ke_program_destroy(ke_program* program);
 
@@ -719,12 +721,15 @@ KE_API ke_status ke_program_shape(int64_t* dims, size_t capacity, size_t* ndim, 
  * hipStream_t; NULL: the default stream) and the call returns without waiting, as a kernel launch does, so a
  * CUDA graph can capture it; on the CPU it runs now, on this thread, and `stream` must be NULL.
  * KE_ERROR_INVALID_ARGUMENT when the sizes and scalars are not a workload it was verified on (the message says
- * which were), unless KE_PROGRAM_ANY_SHAPE; KE_ERROR_INTERNAL when a step fails to run. Temporaries are
- * allocated at the first call of each size and kept; one call at a time per program, and calls on different
+ * which were), unless KE_PROGRAM_ANY_SHAPE; and, naming the param, whatever the flags, for a NULL data pointer of
+ * a buffer that has elements at these sizes, a negative size, or sizes whose buffers would overflow 64 bits of
+ * bytes. KE_ERROR_INTERNAL when a step fails to run. Temporaries are allocated and poisoned at the first call of
+ * each size and kept, as they were through verification; one call at a time per program, and calls on different
  * streams must be ordered by the caller. */
 KE_API ke_status ke_program_call(ke_program* program, void* const* args, size_t count, void* stream,
                                  unsigned int flags);
-/* Whether `args` (as ke_program_call takes them) are sizes and scalars it was verified on: 1 or 0 in `*out`. */
+/* Whether `args` (as ke_program_call takes them) are sizes and scalars it was verified on: 1 or 0 in `*out`
+ * (KE_ERROR_INVALID_ARGUMENT for a NULL argument or a negative size). */
 KE_API ke_status ke_program_verified(int* out, const ke_program* program, void* const* args, size_t count);
 /* Calls made so far (each ke_program_call that queued or ran the program): proof that a host called it. */
 KE_API ke_status ke_program_calls(int64_t* out, const ke_program* program);

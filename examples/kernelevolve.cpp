@@ -181,6 +181,7 @@ struct Common {
   std::string dtype;        // a PyTorch problem's floats cast to bf16 or fp16 (issue 32)
   bool backward = false;    // a PyTorch problem's backward, with_forward: and its forward, one problem
   bool with_forward = false;
+  std::string precision;    // as-run or strict (issue 50); empty: the spec's, or its kind's default
   // --first compile chosen by run for a problem without a seed or a model, not asked for
   bool first_by_default = false;
 };
@@ -194,7 +195,11 @@ void add_problem_variant(po::options_description& d, Common& c) {
       "backward", po::bool_switch(&c.backward),
       "a PyTorch problem's backward: grad_<output> in, grad_<input> and grad_<weight> out, checked against "
       "autograd in float64")("with-forward", po::bool_switch(&c.with_forward),
-                             "with --backward: the forward's outputs too, one problem (a training step)");
+                             "with --backward: the forward's outputs too, one problem (a training step)")(
+      "precision", po::value(&c.precision),
+      "as-run (the default for a PyTorch module): the reference, eager and torch.compile run with the TF32 switches "
+      "PyTorch has in your environment (cuDNN's on by default), and a candidate's library steps may ask for the same "
+      "math; strict: fp32, TF32 off everywhere. Overrides a spec's \"precision\"");
 }
 
 void add_common(po::options_description& d, Common& c) {
@@ -252,7 +257,16 @@ ke::Spec load_cli_problem(Common& c) {
   if (c.with_forward && !c.backward) throw ke::Error(ke::ErrorCode::BadUsage, "--with-forward goes with --backward");
   options.backward = c.backward;
   options.with_forward = c.with_forward;
+  std::optional<ke::PrecisionPolicy> policy;
+  if (!c.precision.empty()) {
+    policy = ke::parse_precision_policy(c.precision);
+    if (!policy) throw ke::Error(ke::ErrorCode::BadUsage, "--precision is as-run or strict, not '" + c.precision + "'");
+  }
+  options.precision = policy;
   ke::Spec spec = ke::load_problem(c.spec_path, options);
+  // A spec file's own policy gives way to --precision; a PyTorch module's was resolved under it already.
+  if (policy && !pytorch && (!spec.precision || spec.precision->policy != *policy))
+    spec.precision = *policy == ke::PrecisionPolicy::as_run ? ke::Precision::as_run_defaults() : ke::Precision::strict_fp32();
   if (!c.device_given && !pytorch) {
     if (!ke::is_cpu_language(spec.language)) c.device = ke::device_kind(spec.language);  // Triton's: cuda
   }

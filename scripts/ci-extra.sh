@@ -7,6 +7,9 @@
 #             (default 30), in build-fuzz (clang-16, ASan + UBSan, only ke_core). A crash, a sanitizer
 #             report, a hang (an input over 10 s), or an exception other than kernelevolve::Error fails CI;
 #             the input that did it is printed and kept in build-fuzz/.
+#   repeat    the tests that start workers or read clocks (ctest label `repeat`, tests/CMakeLists.txt), twice more
+#             in the plain build (`--repeat until-fail:2`): a verdict that depends on luck fails here, where the
+#             plain ctest ran them once. About 2-3 minutes.
 #   sanitize  the whole build again with KE_SANITIZE (AddressSanitizer + UndefinedBehaviorSanitizer) in
 #             build-asan, then every test there. A failed test fails CI, and so does any ASan report,
 #             in a test or in a process it started (the CLI, a worker, whose stderr nobody reads): reports
@@ -18,7 +21,7 @@
 #             plain ctest before this script runs all of them. The tests' own files compile at -O0
 #             there, and the long tests start first (tests/ci_tuning.cmake).
 #
-#   scripts/ci-extra.sh [tidy] [fuzz] [sanitize]     (no argument: all three, in that order)
+#   scripts/ci-extra.sh [tidy] [fuzz] [repeat] [sanitize]     (no argument: all four, in that order)
 #
 # Each stage prints what it ran, how long it took, and PASSED or FAILED; the script stops at the first failure.
 set -eu
@@ -64,6 +67,16 @@ stage_fuzz() {
     echo "fuzz_$target: ${runs:-?} inputs in ${fuzz_seconds} s, ${added:-0} new in build-fuzz/corpus/$target, no finding"
   done
   echo "fuzz: PASSED in $(($(now) - start)) s (build and ${fuzz_seconds} s per target)"
+}
+
+stage_repeat() {
+  banner "repeat: the tests that start workers or read clocks, twice more"
+  start=$(now)
+  if ! ctest --test-dir build --output-on-failure -j "${KE_CTEST_JOBS:-2}" -L '^repeat$' --repeat until-fail:2; then
+    echo "repeat: FAILED (a test passed once and failed when run again: a verdict that depends on luck)"
+    exit 1
+  fi
+  echo "repeat: PASSED in $(($(now) - start)) s"
 }
 
 stage_sanitize() {
@@ -141,13 +154,14 @@ stage_sanitize() {
   echo "sanitize: PASSED in $(($(now) - start)) s (build $((built - start)) s, ctest $(($(now) - built)) s, $jobs at a time)"
 }
 
-[ $# -gt 0 ] || set -- tidy fuzz sanitize
+[ $# -gt 0 ] || set -- tidy fuzz repeat sanitize
 for stage in "$@"; do
   case $stage in
     tidy) stage_tidy ;;
     fuzz) stage_fuzz ;;
+    repeat) stage_repeat ;;
     sanitize) stage_sanitize ;;
-    *) echo "usage: scripts/ci-extra.sh [tidy] [fuzz] [sanitize]" >&2; exit 2 ;;
+    *) echo "usage: scripts/ci-extra.sh [tidy] [fuzz] [repeat] [sanitize]" >&2; exit 2 ;;
   esac
 done
 banner "ci-extra: $* PASSED"

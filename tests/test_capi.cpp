@@ -2,8 +2,10 @@
 // error paths (NULL, wrong handles, bad values, untouched out-parameters, per-thread messages), specs
 // loaded and built, devices, stop rules, policies, mutators (param, command, custom), custom fitness,
 // callbacks that abort, results with their lineage and reports, and real runs on the CPU in process and
-// in workers. Links only the C library.
+// in workers; a stored program's calls and loads refused by name (issue 49). Links only the C library (and
+// SQLite, to edit a run's database behind the library's back).
 #include <doctest/doctest.h>
+#include <sqlite3.h>
 
 #include <algorithm>
 #include <cmath>
@@ -24,6 +26,8 @@
 #include <vector>
 
 #include "kernelevolve.h"
+#include "support/centre_program.hpp"
+#include "support/cli_runner.hpp"
 #include "support/fake_model_server.hpp"
 
 namespace {
@@ -1573,4 +1577,86 @@ TEST_CASE(
   CHECK(text(ke_node_mutator, seed) == "command");
   CHECK(contains(text(ke_node_note, seed).c_str(), "first kernel, written from the reference"));
   CHECK(evaluations(r) == 2);
+}
+
+TEST_CASE("capi: a stored program refuses null data, impossible sizes and a database edited after the run") {
+  ke_test::TempDir dir("ke_capi_program");
+  std::ofstream(dir / "centre_ref.c") << ke_test::kCentreReference;
+  std::ofstream(dir / "centre_seed.c") << ke_test::centre_two_pass();
+  std::ofstream(dir / "centre.json") << ke_test::kCentreSpecJson;
+  const std::string db = dir / "centre.db";
+  const auto run = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3");
+  REQUIRE_MESSAGE(run.code == 0, run.err);
+
+  Owned<ke_program, ke_program_destroy> program;
+  REQUIRE_MESSAGE(ke_program_load(program.out(), db.c_str(), nullptr) == KE_OK, ke_last_error());
+  std::vector<float> x(777, 2.0f), y(777, 0.0f);
+  std::int64_t n = 777;
+  void* xp = x.data();
+  void* yp = y.data();
+  void* null_data = nullptr;
+  void* args[] = {&xp, &yp, &n};
+  REQUIRE_MESSAGE(ke_program_call(program, args, 3, nullptr, 0) == KE_OK, ke_last_error());
+  CHECK(std::fabs(y[0]) < 1e-4);
+  // NULL data: refused with a status, naming the buffer, on a first call of the sizes and on a repeat.
+  for (void** slot : {&args[0], &args[1]}) {
+    *slot = &null_data;
+    CHECK(ke_program_call(program, args, 3, nullptr, 0) == KE_ERROR_INVALID_ARGUMENT);
+    CHECK_MESSAGE(contains(ke_last_error(), slot == &args[0] ? "'x' is NULL" : "'y' is NULL"), ke_last_error());
+    args[0] = &xp, args[1] = &yp;
+  }
+  // Sizes compared as integers; INT64_MAX named as it is, and refused for its bytes with any shape; a negative
+  // size refused by name.
+  n = INT64_MAX;
+  CHECK(ke_program_call(program, args, 3, nullptr, 0) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE(contains(ke_last_error(), "n = 9223372036854775807"), ke_last_error());
+  CHECK(ke_program_call(program, args, 3, nullptr, KE_PROGRAM_ANY_SHAPE) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE(contains(ke_last_error(), "'x' would hold more than 2^63 bytes"), ke_last_error());
+  n = -1;
+  CHECK(ke_program_call(program, args, 3, nullptr, KE_PROGRAM_ANY_SHAPE) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK_MESSAGE(contains(ke_last_error(), "size 'n' is -1"), ke_last_error());
+  int verified = -1;
+  CHECK(ke_program_verified(&verified, program, args, 3) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(verified == -1);
+  const std::int64_t negative[] = {-1};
+  std::int64_t dims[2] = {0, 0};
+  std::size_t ndim = 0;
+  CHECK(ke_program_shape(dims, 2, &ndim, program, 0, negative, 1) == KE_ERROR_INVALID_ARGUMENT);
+  CHECK(contains(ke_last_error(), "size 'n' is -1"));
+  std::int64_t calls = -1;
+  CHECK(ke_program_calls(&calls, program) == KE_OK);
+  CHECK(calls == 1);  // refused calls are not counted
+  n = 777;
+  CHECK(ke_program_call(program, args, 3, nullptr, 0) == KE_OK);
+
+  // A node edited in the file after the run is not loaded: its source (sources.hash), its tunables (nodes.key),
+  // a crashed node's status (no evidence of a verification).
+  const std::pair<const char*, const char*> edits[] = {
+      {"UPDATE sources SET text = replace(text, 'partial[c] = s;', 'partial[c] = s + 1;')", "sources.hash"},
+      {"UPDATE nodes SET tunables = '{\"CHUNK\": 999}' WHERE seq = 1", "nodes.key"},
+      {"UPDATE nodes SET status = 'ok', worst = NULL WHERE seq = 1; "
+       "DELETE FROM timings WHERE node = (SELECT uid FROM nodes WHERE seq = 1)",
+       "no recorded evaluation"}};
+  int k = 0;
+  for (const auto& [sql, field] : edits) {
+    const std::string copy = dir / ("edited" + std::to_string(k++) + ".db");
+    sqlite3* from = nullptr;
+    sqlite3* handle = nullptr;
+    REQUIRE(sqlite3_open_v2(db.c_str(), &from, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK);
+    REQUIRE(sqlite3_open(copy.c_str(), &handle) == SQLITE_OK);
+    sqlite3_backup* backup = sqlite3_backup_init(handle, "main", from, "main");  // the log's pages too
+    REQUIRE(backup != nullptr);
+    CHECK(sqlite3_backup_step(backup, -1) == SQLITE_DONE);
+    sqlite3_backup_finish(backup);
+    sqlite3_close(from);
+    REQUIRE(sqlite3_exec(handle, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+    sqlite3_close(handle);
+    ke_program_options options = KE_PROGRAM_OPTIONS_INIT;
+    options.node = 1;
+    ke_program* refused = nullptr;
+    CHECK(ke_program_load(&refused, copy.c_str(), &options) == KE_ERROR_INVALID_ARGUMENT);
+    CHECK(refused == nullptr);
+    CHECK_MESSAGE(contains(ke_last_error(), field), ke_last_error());
+    CHECK(contains(ke_last_error(), "node 1"));
+  }
 }

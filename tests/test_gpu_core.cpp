@@ -47,6 +47,7 @@ struct FakeGpu {
   int live_allocations = 0;
   int live_modules = 0;
   int flushes = 0;
+  std::vector<long long> holds;  // each ke_spin's cycles: the hold before a timed launch
   int opt_ins = 0;
   bool driver_alive = false;
   int pending = 0;        // an error the kernel left, reported by the next synchronize
@@ -200,6 +201,10 @@ std::shared_ptr<FakeGpu> make_fake_gpu() {
     ++raw->flushes;
     return 0;
   };
+  g->kernels["ke_spin"] = [raw](const unsigned*, const unsigned*, void** args) {
+    raw->holds.push_back(arg<long long>(args, 0));
+    return 0;
+  };
   g->kernels["twice"] = [](const unsigned* grid, const unsigned* block, void** args) {
     const auto* x = static_cast<const float*>(arg<void*>(args, 0));
     auto* y = static_cast<float*>(arg<void*>(args, 1));
@@ -233,6 +238,7 @@ class FakeDevice final : public gpu::GpuDevice {
     info_.kind = "cuda";
     info_.name = "Fake GPU";
     info_.compute_units = 4;
+    info_.properties["clock_mhz"] = "1000";  // ke_spin's cycles per microsecond
     Setup setup;
     setup.compiler = "fakecc";
     setup.l2_bytes = 1 << 20;
@@ -333,9 +339,13 @@ TEST_CASE("gpu core: starting compiles the core's kernels and runs a flushed, ti
   auto g = make_fake_gpu();
   {
     FakeDevice device(g);
-    CHECK(device.builds == 3);  // ke_copy, ke_fma, ke_flush
-    CHECK(g->live_modules == 3);
+    CHECK(device.builds == 4);  // ke_copy, ke_fma, ke_flush, ke_spin
+    CHECK(g->live_modules == 4);
     CHECK(g->flushes == 1);           // the warm-up launch: timed and flushed
+    // Held first, so that the events time the GPU's work with the host ahead (issue 50): at least 20 us, here
+    // 20,000 cycles of a 1000 MHz clock.
+    REQUIRE(g->holds.size() == 1);
+    CHECK(g->holds[0] >= 20000);
     CHECK(g->live_allocations == 1);  // the flush buffer
     CHECK(device.healthy());
     // No verification kernels in its setup: the evaluator verifies on the host.
@@ -1099,4 +1109,102 @@ TEST_CASE(
   CHECK_MESSAGE(
       e.compile_log.find("num_warps of twice is 3 (3): Triton takes a power of two from 1 to 32") != std::string::npos,
       e.compile_log);
+}
+
+TEST_CASE("gpu core: red zones around every buffer catch a write past its end or before its start") {
+  auto g = make_fake_gpu();
+  FakeDevice device(g);
+  // The kernel's address keeps the allocation's alignment (256 bytes before it); after it, the rounding to 256
+  // bytes and 256 more. The fake's memory is the host's, so a test can write where a kernel would.
+  for (std::size_t bytes : {1, 60, 256, 4004}) {
+    CAPTURE(bytes);
+    auto b = device.allocate(bytes);
+    const std::size_t back = (bytes + 255) / 256 * 256 - bytes + 256;
+    auto* data = static_cast<unsigned char*>(b->data());
+    ke::RedZoneReport r = b->check_red_zones();
+    CHECK(r.checked);
+    CHECK(r.intact);
+    const float nan = __builtin_nanf("");
+    b->fill(&nan, bytes % 4 ? 1 : 4);
+    CHECK(b->check_red_zones().intact);
+    data[bytes + 4] ^= 1;
+    r = b->check_red_zones();
+    CHECK_FALSE(r.intact);
+    CHECK_FALSE(r.before);
+    CHECK(r.distance == 4);
+    CHECK(r.zone_bytes == back);
+    CHECK(b->check_red_zones().intact);  // re-armed
+    data[-1] ^= 1;
+    r = b->check_red_zones();
+    CHECK(r.before);
+    CHECK(r.distance == 1);
+    CHECK(r.zone_bytes == 256);
+    // A view of it has none of its own.
+    auto v = device.view(*b, 0, 1, nullptr);
+    REQUIRE(v);
+    CHECK_FALSE(v->check_red_zones().checked);
+  }
+}
+
+TEST_CASE(
+    "gpu core: the evaluator fails a kernel that writes outside an output or a temporary, and passes an honest one") {
+  auto g = make_fake_gpu();
+  // Plans of this fake's host kernels: one element past y's end, element -1 of y, one past a temporary's end.
+  auto twice_to = [](long long offset) {
+    return [offset](const unsigned*, const unsigned*, void** args) {
+      const auto* x = static_cast<const float*>(arg<void*>(args, 0));
+      auto* y = static_cast<float*>(arg<void*>(args, 1));
+      const long long n = arg<long long>(args, 2);
+      for (long long i = 0; i < n; ++i) y[i] = 2.0f * x[i];
+      if (offset) y[offset < 0 ? offset : n + offset - 1] = 0.0f;
+      return 0;
+    };
+  };
+  g->kernels["twice_honest"] = twice_to(0);
+  g->kernels["twice_past_end"] = twice_to(1);
+  g->kernels["twice_before_start"] = twice_to(-1);
+  g->kernels["copy_one_more"] = [](const unsigned*, const unsigned*, void** args) {
+    const auto* x = static_cast<const float*>(arg<void*>(args, 0));
+    auto* t = static_cast<float*>(arg<void*>(args, 1));
+    const long long n = arg<long long>(args, 2);
+    for (long long i = 0; i < n; ++i) t[i] = x[i];
+    t[n] = 0.0f;
+    return 0;
+  };
+  auto one_step = [](const std::string& kernel) {
+    return "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"" + kernel +
+           "\", \"grid\": [\"cdiv(n, THREADS)\"], \"block\": [\"THREADS\"], \"args\": [\"x\", \"y\", \"n\"]}]} */\n"
+           "// " +
+           kernel + " runs on the host\n";
+  };
+  const std::string through_temporary =
+      "/* kernelevolve-plan {\"temporaries\": [{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": [\"n\"]}], \"steps\": ["
+      "{\"kernel\": \"copy_one_more\", \"grid\": [1], \"block\": [1], \"args\": [\"x\", \"t\", \"n\"]}, "
+      "{\"kernel\": \"twice_honest\", \"grid\": [1], \"block\": [1], \"args\": [\"t\", \"y\", \"n\"]}]} */\n"
+      "// copy_one_more twice_honest run on the host\n";
+  // 1001 floats are 4004 bytes: 348 after them (92 of rounding and 256); 1024 floats a multiple of 256 bytes.
+  const ke::Spec s = twice_spec("twice_bounds_fake", {{{"n", 1001}}, {{"n", 1024}}}, {256});
+  const CacheDir cache("ke_gpu_core_bounds");
+  ke::LocalEvaluator evaluator(s, std::make_shared<FakeDevice>(g), fake_options(2, 3));
+  const ke::Bindings point = {{"THREADS", 256}};
+  auto evaluate = [&](const std::string& source) {
+    return evaluator.evaluate(ke::Candidate{source, ke::Language::cuda, point}, 5);
+  };
+  const ke::Evaluation honest = evaluate(one_step("twice_honest"));
+  CHECK_MESSAGE(honest.status == ke::Status::ok, honest.message);
+  const ke::Evaluation past = evaluate(one_step("twice_past_end"));
+  CHECK(past.status == ke::Status::incorrect);
+  CHECK_MESSAGE(past.message.find("wrote past the end of output 'y' (byte 0 of the 348 after its 4004 bytes; "
+                                  "workload 0, trial 0)") != std::string::npos,
+                past.message);
+  const ke::Evaluation before = evaluate(one_step("twice_before_start"));
+  CHECK(before.status == ke::Status::incorrect);
+  CHECK_MESSAGE(before.message.find("wrote before the start of output 'y' (byte -1, in the 256 before it; "
+                                    "workload 0, trial 0)") != std::string::npos,
+                before.message);
+  const ke::Evaluation temporary = evaluate(through_temporary);
+  CHECK(temporary.status == ke::Status::incorrect);
+  CHECK_MESSAGE(temporary.message.find("wrote past the end of temporary 't' (byte 0 of the 348 after its 4004 bytes; "
+                                       "workload 0, trial 0)") != std::string::npos,
+                temporary.message);
 }

@@ -1,7 +1,8 @@
 // Programs on a CUDA GPU (program.hpp): CUDA and Triton plans of several kernels with temporaries, a
-// temporary left unwritten (poisoned, so caught), a hostile second kernel in the worker (crashed, the host
-// alive), cuBLASLt, cuBLAS and cuDNN steps against a CPU reference (products, one batched or with A transposed;
-// 2-d, 3-d and transposed convolutions, a 3-d average pooling), and a problem that forbids library steps.
+// temporary left unwritten (poisoned, so caught), one element written outside an output or a temporary (caught in
+// its red zone), a hostile second kernel in the worker (crashed, the host alive), cuBLASLt, cuBLAS and cuDNN steps
+// against a CPU reference (products, one batched or with A transposed; 2-d, 3-d and transposed convolutions, a 3-d
+// average pooling; TF32 math where the run's precision allows it), and a problem that forbids library steps.
 // Skipped (and says why) without a CUDA device, or without Triton or the libraries for their parts.
 #include <doctest/doctest.h>
 
@@ -37,9 +38,11 @@ bool triton_here() {
   return here;
 }
 
-// Three kernels, two temporaries: per-block sums, their mean, the subtraction. `reach` lets a test make the
-// first kernel skip the last block (its partial sum then stays poisoned) or the third write out of bounds.
-std::string cuda_centre(const std::string& last_block = "gridDim.x", const std::string& store_at = "i") {
+// Three kernels, two temporaries: per-block sums, their mean, the subtraction. A test can make the first kernel
+// skip the last blocks (`last_block`: their partial sums then stay poisoned) or store its sums elsewhere
+// (`partial_at`), or the third write out of bounds (`store_at`).
+std::string cuda_centre(const std::string& last_block = "gridDim.x", const std::string& store_at = "i",
+                        const std::string& partial_at = "blockIdx.x") {
   return R"P(/* kernelevolve-plan
 {"temporaries": [{"name": "partial", "dtype": "f32", "shape": ["cdiv(n, 256)"]},
                  {"name": "mean", "dtype": "f32", "shape": [1]}],
@@ -58,7 +61,8 @@ extern "C" __global__ void block_sums(const float* x, float* partial, long long 
     if (threadIdx.x < k) s[threadIdx.x] += s[threadIdx.x + k];
     __syncthreads();
   }
-  if (threadIdx.x == 0) partial[blockIdx.x] = s[0];
+  if (threadIdx.x == 0) partial[)P" +
+         partial_at + R"P(] = s[0];
 }
 extern "C" __global__ void finish_mean(const float* partial, float* mean, long long blocks, long long n) {
   __shared__ double s[1024];
@@ -443,6 +447,40 @@ TEST_CASE("gpu programs: a temporary a kernel leaves unwritten holds NaN, and th
   CHECK(e.status == ke::Status::incorrect);
 }
 
+TEST_CASE("gpu programs: a kernel that writes one element outside an output or a temporary fails, named" *
+          doctest::skip(kNoGpu)) {
+  // Red zones (issue 49): 256 bytes before every buffer, and after it the rounding to 256 bytes and 256 more. On
+  // the first workload y is 2^20 floats and the temporary 'partial' 4096: both multiples of 256 bytes.
+  const ke::Spec spec = centre_spec(ke::Language::cuda, cuda_centre());
+  const ke::Evaluation past = evaluate(spec, cuda_centre("gridDim.x", "i + 1"), {{"THREADS", 256}});
+  CHECK(past.status == ke::Status::incorrect);
+  CHECK_MESSAGE(past.message.find("wrote past the end of output 'y' (byte 0 of the 256 after its 4194304 bytes; "
+                                  "workload 0, trial 0)") != std::string::npos,
+                past.message);
+  const ke::Evaluation before = evaluate(spec, cuda_centre("gridDim.x", "i - 1"), {{"THREADS", 256}});
+  CHECK(before.status == ke::Status::incorrect);
+  CHECK_MESSAGE(before.message.find("wrote before the start of output 'y' (byte -1, in the 256 before it; "
+                                    "workload 0, trial 0)") != std::string::npos,
+                before.message);
+  const ke::Evaluation temporary = evaluate(spec, cuda_centre("gridDim.x", "i", "blockIdx.x + 1"), {{"THREADS", 256}});
+  CHECK(temporary.status == ke::Status::incorrect);
+  CHECK_MESSAGE(temporary.message.find("wrote past the end of temporary 'partial' (byte 0 of the 256 after its 16384 "
+                                       "bytes; workload 0, trial 0)") != std::string::npos,
+                temporary.message);
+  // A size that is no multiple of 256 bytes: 1001 floats are 4004 bytes, with 348 bytes of red zone after them.
+  // The honest program stays ok there.
+  ke::Spec odd = spec;
+  odd.workloads = {{{"n", 1001}}};
+  odd.validate();
+  const ke::Evaluation odd_past = evaluate(odd, cuda_centre("gridDim.x", "i + 1"), {{"THREADS", 256}});
+  CHECK(odd_past.status == ke::Status::incorrect);
+  CHECK_MESSAGE(odd_past.message.find("wrote past the end of output 'y' (byte 0 of the 348 after its 4004 bytes") !=
+                    std::string::npos,
+                odd_past.message);
+  const ke::Evaluation honest = evaluate(odd, cuda_centre(), {{"THREADS", 256}});
+  CHECK_MESSAGE(honest.status == ke::Status::ok, honest.message);
+}
+
 TEST_CASE("gpu programs: a Triton plan of two @triton.jit kernels, each with the tunable's warps or its own" *
           doctest::skip(kNoGpu)) {
   if (!triton_here()) {
@@ -525,6 +563,55 @@ TEST_CASE("gpu programs: cuDNN's convolution as a step" * doctest::skip(kNoGpu))
   INFO(e.message, "\n", e.compile_log);
   if (library_missing(e)) return;
   CHECK(e.status == ke::Status::ok);
+}
+
+TEST_CASE("gpu programs: library steps with \"math\": \"tf32\" where the run's precision allows it" *
+          doctest::skip(kNoGpu)) {
+  // The references here are C loops in double, not PyTorch on TF32 (whose own error would widen the bound): the
+  // tolerance is what TF32's 10-bit mantissas need over these sums, on every trial's inputs, heavy tails included.
+  auto with_math = [](std::string source) {
+    const std::string options = "\"options\": {";
+    return source.replace(source.find(options), options.size(), options + "\"math\": \"tf32\", ");
+  };
+  ke::Spec conv = conv_spec(kConvStep);
+  conv.precision = ke::Precision::as_run_defaults();  // PyTorch's: cuDNN's convolutions on TF32, products fp32
+  conv.tolerance = {5e-2, 5e-2};
+  const ke::Evaluation fp32 = evaluate(conv, kConvStep, {});
+  INFO(fp32.message, "\n", fp32.compile_log);
+  if (library_missing(fp32)) return;
+  CHECK(fp32.status == ke::Status::ok);
+  const ke::Evaluation tf32 = evaluate(conv, with_math(kConvStep), {});
+  INFO(tf32.message, "\n", tf32.compile_log);
+  CHECK(tf32.status == ke::Status::ok);
+  // Under strict the plan is refused before it runs, naming the policy.
+  conv.precision = ke::Precision::strict_fp32();
+  const ke::Evaluation strict = evaluate(conv, with_math(kConvStep), {});
+  CHECK(strict.status == ke::Status::invalid);
+  CHECK_MESSAGE(strict.message.find("TF32 in cuDNN is not allowed: the run's precision is strict") != std::string::npos,
+                strict.message);
+
+  // cuBLASLt's product (CUBLAS_COMPUTE_32F_FAST_TF32) and cuBLAS's GEMM with its bias kernel, where the user's PyTorch
+  // runs matrix products on TF32; at the small workload, where 17 products make each sum.
+  ke::Spec linear = linear_spec(kLinearOneStep);
+  linear.workloads = {linear.workloads.back()};
+  linear.precision = ke::Precision::as_run_defaults();
+  linear.precision->matmul_tf32 = true;
+  linear.tolerance = {5e-2, 5e-2};
+  for (const std::string& source : {with_math(kLinearOneStep), with_math(linear_gemm())}) {
+    const ke::Evaluation e = evaluate(linear, source, {});
+    INFO(e.message, "\n", e.compile_log);
+    if (e.compile_log.find("cannot be loaded") != std::string::npos) {
+      MESSAGE("skipped: " << e.compile_log);
+      continue;
+    }
+    CHECK(e.status == ke::Status::ok);
+  }
+  // With matrix products in fp32 (PyTorch's default) the same plan is invalid.
+  linear.precision->matmul_tf32 = false;
+  const ke::Evaluation refused = evaluate(linear, with_math(kLinearOneStep), {});
+  CHECK(refused.status == ke::Status::invalid);
+  CHECK_MESSAGE(refused.message.find("torch.backends.cuda.matmul.allow_tf32 is off") != std::string::npos,
+                refused.message);
 }
 
 TEST_CASE("gpu programs: cuBLAS's batched product and a transposed left operand as steps" * doctest::skip(kNoGpu)) {

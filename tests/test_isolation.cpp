@@ -201,6 +201,13 @@ TEST_CASE("the command mutator records a command's failures, never throws them")
   REQUIRE(m.child);
   CHECK(m.prompt.find("pass < 64") != std::string::npos);
   CHECK(m.answer.find("```c") != std::string::npos);
+  // An answer over the 16 MiB an answer may take is refused, not cut and used (issue 49): here a whole fenced
+  // kernel first, then 17 MiB of comment that would have been dropped without a word.
+  m = mutate(
+      "cat >/dev/null; printf '```c\nvoid scale(const float* x, float* y, long n) {}\n```\n'; "
+      "head -c 17825792 /dev/zero | tr '\\0' x");
+  CHECK_FALSE(m.child);
+  CHECK_MESSAGE(m.error.find("over the limit of 16777216 bytes") != std::string::npos, m.error);
 }
 
 TEST_CASE("answers: fenced blocks, SEARCH/REPLACE edits, and the ways they fail") {

@@ -764,14 +764,17 @@ TEST_CASE("the prompt gives the marks to beat (a PyTorch problem's baselines), s
   REQUIRE_MESSAGE(m.child.has_value(), m.error);
   CHECK_MESSAGE(
       m.prompt.find("## The marks to beat (measured in this run, as the kernels are)\n"
+                    "- precision: strict (fp32, TF32 off everywhere); a kernel is right within the larger of the "
+                    "tolerance and 2x the reference's own error against float64\n"
+                    "- the mark to beat, the faster of them on each workload: w0 2000 us (eager), w1 400 us (eager)\n"
                     "- PyTorch eager: w0 2000 ±12 us, w1 400 ±1 us\n"
                     "- torch.compile: no time (compile_error: torch 1.13 has no torch.compile)\n") != std::string::npos,
       m.prompt);
-  // The parent's speedup over eager beside the one over the seed: sqrt(2000/1000 * 400/800) = 1.
-  CHECK_MESSAGE(
-      m.prompt.find("ok, 1x over the seed, 1x over PyTorch eager, median times w0 1000 ±7.5 us, w1 800 ±3 us") !=
-          std::string::npos,
-      m.prompt);
+  // The parent's speedup over eager beside the one over the seed: sqrt(2000/1000 * 400/800) = 1; over the mark (the
+  // faster baseline per workload, here eager on both) the same.
+  CHECK_MESSAGE(m.prompt.find("ok, 1x over the seed, 1x over PyTorch eager, 1x over the mark to beat, median times w0 "
+                              "1000 ±7.5 us, w1 800 ±3 us") != std::string::npos,
+                m.prompt);
   CHECK(m.prompt.find("over torch.compile") == std::string::npos);  // no time, no speedup
   // The spec's tunables are said to be the seed's, the parent's own listed with it.
   CHECK(
@@ -1040,8 +1043,11 @@ TEST_CASE("programs: the prompt says how a source declares its own plan, in its 
                          "then take the arguments the plan gives them") != std::string::npos);
   CHECK(cuda.prompt.find("Launch (the default plan; a source may declare its own): grid (cdiv(N, BLOCK), 1, 1)") !=
         std::string::npos);
-  // Not a PyTorch problem: no advice on a library step plus an epilogue.
+  // Not a PyTorch problem: no advice on a library step plus an epilogue, and its precision strict: no TF32 math.
   CHECK(cuda.prompt.find("a plan of a library step") == std::string::npos);
+  CHECK(cuda.prompt.find("\"math\": fp32|tf32") != std::string::npos);
+  CHECK(cuda.prompt.find("The run's precision is strict (fp32, TF32 off everywhere): no step may take \"math\": "
+                         "\"tf32\"") != std::string::npos);
   // HIP: the comment, without CUDA's libraries.
   ke::Spec hip = colsum_cuda();
   hip.language = ke::Language::hip;
@@ -1084,6 +1090,10 @@ TEST_CASE("programs: the prompt says how a source declares its own plan, in its 
                 p.prompt);
   CHECK(p.prompt.find("a plan of a library step (a cuBLAS product or a cuDNN convolution") != std::string::npos);
   CHECK(p.prompt.find("one fused kernel for the rest is often fastest") != std::string::npos);
+  // Its precision as PyTorch ships it: TF32 in cuDNN's steps, as the reference's convolutions, not in the products.
+  CHECK_MESSAGE(p.prompt.find("\"math\": \"tf32\" is allowed on f32 cuDNN steps (the reference's convolutions use "
+                              "TF32), not on cuBLAS or cuBLASLt steps") != std::string::npos,
+                p.prompt);
   // A spec that forbids library steps is offered none.
   torch.library_steps = false;
   const ke::Mutation kernels_only = mutator.mutate({torch, graph, {}, rng});

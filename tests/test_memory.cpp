@@ -165,6 +165,25 @@ TEST_CASE("the device's memory: told, from the environment, or the device's own 
   CHECK(ke::usable_memory_bytes(2000) == 1900);
 }
 
+// Issue 49: a plan's temporaries were limited to a quarter of the memory free at that moment, so the same plan's
+// verdict changed between runs. The capacity it is limited by now is the host's whole memory, whatever is free.
+TEST_CASE("the capacity a plan's temporaries are limited by does not move with the memory free") {
+  ::unsetenv("KE_DEVICE_MEMORY");
+  const ke::DeviceInfo cpu = cpu_info();
+  const std::size_t capacity = ke::device_capacity_bytes(cpu);
+  const std::size_t available = ke::device_memory_bytes(cpu);
+  REQUIRE(capacity > 0);
+  CHECK(capacity >= available);
+  std::vector<char> held(std::size_t{256} << 20);
+  for (std::size_t i = 0; i < held.size(); i += 4096) held[i] = 1;  // resident, so MemAvailable drops
+  CHECK(ke::device_capacity_bytes(cpu) == capacity);
+  CHECK(ke::device_capacity_bytes(cpu, 123) == 123);
+  ::setenv("KE_DEVICE_MEMORY", "40G", 1);
+  CHECK(ke::device_capacity_bytes(cpu) == 40ull << 30);
+  ::unsetenv("KE_DEVICE_MEMORY");
+  CHECK(held[4096] == 1);
+}
+
 TEST_CASE("jobs are lowered to what memory allows, and say why") {
   const ke::Spec spec = spec_with(kHonest, 1 << 18);  // 4 MiB of tensors; a worker holds 9 MiB
   const ke::MemoryFootprint f = ke::memory_footprint(spec, cpu_info());

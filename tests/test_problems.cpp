@@ -318,7 +318,7 @@ TEST_CASE("every CUDA seed that declares a program: its plan parses against its 
   for (const fs::path& path : specs_named({"cuda.json"})) {
     CAPTURE(shown(path));
     const ke::Spec spec = ke::load_spec(path.string());
-    if (!ke::find_plan_block(spec.seed.source).found()) continue;
+    if (!ke::find_plan_block(spec.seed.source, spec.seed.language.value_or(spec.language)).found()) continue;
     ++programs;
     const ke::Plan plan = ke::plan_of(spec, spec.seed.source, spec.language);
     CHECK(plan.declared);

@@ -11,6 +11,7 @@
 #include <kernelevolve/program.hpp>
 
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "mutators/answer.hpp"
@@ -56,7 +57,11 @@ ke::Evaluation evaluate(const ke::Spec& spec, const std::string& source, ke::Bin
 
 std::string plan_error(const ke::Spec& spec, const std::string& plan, ke::Language language = ke::Language::c) {
   try {
-    ke::plan_of(spec, "/* kernelevolve-plan " + plan + " */", language);
+    // Each language's own block: a Python source's is a string, where "/*" would not open a comment.
+    ke::plan_of(spec,
+                language == ke::Language::triton ? "\"\"\"kernelevolve-plan " + plan + "\"\"\""
+                                                 : "/* kernelevolve-plan " + plan + " */",
+                language);
   } catch (const ke::PlanError& e) {
     return e.what();
   }
@@ -124,9 +129,32 @@ TEST_CASE("a plan that cannot run says what is wrong") {
             .find("reads 'q'") != std::string::npos);
   CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "args": ["x"]}]  )").find("never closes") != std::string::npos);
   CHECK(plan_error(spec, R"({"steps": [{"kernel": "a", "args": [x]}]})").find("not valid JSON") != std::string::npos);
-  CHECK_THROWS_AS(ke::plan_of(spec, "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"a\"}]} */ // kernelevolve-plan",
-                              ke::Language::c),
+  // Two plans are one too many; the word where the compiler would not see a plan's block is no plan (issue 49:
+  // the scanner took it anywhere, in a string, a // comment or under #if 0).
+  const std::string one = "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"a\"}, {\"kernel\": \"a\"}]} */\n";
+  CHECK_THROWS_AS(ke::plan_of(spec, one + "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"a\"}]} */", ke::Language::c),
                   ke::PlanError);
+  for (const std::string& not_a_plan :
+       {std::string("// kernelevolve-plan {\"steps\": 3}\n"), std::string("const char* s = \"kernelevolve-plan {\";\n"),
+        std::string("/* see kernelevolve-plan {\"steps\": 3} */\n"), std::string("char c = '\"'; // \"/* kernelevolve-plan\n"),
+        std::string("#if 0\n/* kernelevolve-plan {\"steps\": 3} */\n#endif\n"),
+        std::string("#if 0\n#ifdef X\n#endif\n/* kernelevolve-plan {\"steps\": 3} */\n#endif\n")}) {
+    CAPTURE(not_a_plan);
+    CHECK(ke::plan_of(spec, one + not_a_plan, ke::Language::c).steps.size() == 2);
+    CHECK(ke::plan_of(spec, not_a_plan + one, ke::Language::c).steps.size() == 2);
+    CHECK_FALSE(ke::find_plan_block(not_a_plan, ke::Language::c).found());
+  }
+  // Past `#if 0`'s #else, and in a plain `#if 1`, the block is read.
+  CHECK(ke::plan_of(spec, "#if 0\nint x;\n#else\n" + one + "#endif\n", ke::Language::c).steps.size() == 2);
+  CHECK(ke::plan_of(spec, "#if 1\n" + one + "#endif\n", ke::Language::c).steps.size() == 2);
+  const std::string py = "\"\"\"kernelevolve-plan {\"steps\": [{\"kernel\": \"a\"}]}\"\"\"\n";
+  for (const std::string& not_a_plan : {std::string("# kernelevolve-plan {\"steps\": 3}\n"),
+                                        std::string("x = \"\"\"kernelevolve-plan {\"steps\": 3}\"\"\"\n"),
+                                        std::string("s = 'kernelevolve-plan {'\n")}) {
+    CAPTURE(not_a_plan);
+    CHECK_FALSE(ke::find_plan_block(not_a_plan, ke::Language::triton).found());
+    CHECK(ke::find_plan_block(not_a_plan + py, ke::Language::triton).found());
+  }
   // A negative size is found when the plan is bound to a workload.
   const ke::Plan plan =
       ke::plan_of(spec, R"(/* kernelevolve-plan {"temporaries": [{"name": "t", "dtype": "f32", "shape": ["n - 2000"]}],
@@ -243,9 +271,9 @@ TEST_CASE("a library step's arguments and options are checked with the plan, bef
   // Options: unknown ones, with the call's list; values of the wrong form.
   e = step_error(R"({"library": "cudnn.conv2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
                      "options": {"output_padding": "1"}})");
-  CHECK_MESSAGE(
-      e.find("cudnn.conv2d has no option 'output_padding' (stride, padding, dilation, groups)") != std::string::npos,
-      e);
+  CHECK_MESSAGE(e.find("cudnn.conv2d has no option 'output_padding' (stride, padding, dilation, groups, math)") !=
+                    std::string::npos,
+                e);
   CHECK(step_error(
             R"({"library": "cublas.gemm", "args": ["a", "b", "y", "m", "n", "k"], "options": {"epilogue": "relu"}})")
             .find("no option 'epilogue'") != std::string::npos);
@@ -282,6 +310,111 @@ TEST_CASE("a library step's arguments and options are checked with the plan, bef
   // A pooling has no default window.
   CHECK(step_error(R"({"library": "cudnn.avg_pool3d", "args": ["a", "y", "1", "k", "m", "m", "m"]})")
             .find("needs its kernel_size") != std::string::npos);
+}
+
+namespace {
+
+// The error of a one-step plan of `step` under `precision` (unset: the spec's default), or "".
+std::string math_error(const std::string& step, std::optional<ke::Precision> precision,
+                       ke::Spec spec = library_spec()) {
+  spec.precision = std::move(precision);
+  return plan_error(spec, R"({"steps": [)" + step + "]}", ke::Language::cuda);
+}
+
+}  // namespace
+
+TEST_CASE("a library step's \"math\": \"tf32\" is held to the run's precision and to f32 data") {
+  const std::string conv = R"({"library": "cudnn.conv2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
+                                "options": {"padding": "1", "math": "tf32"}})";
+  const std::string lt =
+      R"({"library": "cublaslt.matmul", "args": ["a", "b", "y", "m", "n", "k"], "options": {"math": "tf32"}})";
+  const ke::Precision as_run = ke::Precision::as_run_defaults();  // PyTorch's own: cuDNN on, matrix products off
+  REQUIRE(as_run.cudnn_tf32);
+  REQUIRE(!as_run.matmul_tf32);
+
+  // cuDNN under as-run with its switch on: the math the reference runs.
+  CHECK(math_error(conv, as_run).empty());
+  // Under strict it is refused, naming the step, the library and the policy; so under a C problem's default.
+  std::string e = math_error(conv, ke::Precision::strict_fp32());
+  CHECK_MESSAGE(e.find("the plan's steps[0] (cudnn.conv2d): \"math\": \"tf32\": TF32 in cuDNN is not allowed: the "
+                       "run's precision is strict") != std::string::npos,
+                e);
+  CHECK(math_error(conv, std::nullopt) == e);
+  // A PyTorch problem's default is as-run.
+  ke::Spec pytorch = library_spec();
+  pytorch.reference.pytorch = true;
+  CHECK(math_error(conv, std::nullopt, pytorch).empty());
+  // As-run with the user's cuDNN switch off.
+  ke::Precision cudnn_off = as_run;
+  cudnn_off.cudnn_tf32 = false;
+  e = math_error(conv, cudnn_off);
+  CHECK_MESSAGE(e.find("as-run, but your PyTorch runs convolutions in fp32 (torch.backends.cudnn.allow_tf32 is off)") !=
+                    std::string::npos,
+                e);
+
+  // cuBLASLt under as-run with the matrix products' switch off: refused, named.
+  e = math_error(lt, as_run);
+  CHECK_MESSAGE(e.find("the plan's steps[0] (cublaslt.matmul): \"math\": \"tf32\": TF32 in cuBLASLt is not allowed: "
+                       "the run's precision is as-run, but your PyTorch runs matrix products in fp32 "
+                       "(torch.backends.cuda.matmul.allow_tf32 is off)") != std::string::npos,
+                e);
+  // With it on (allow_tf32, or set_float32_matmul_precision("high")): accepted, and cuBLAS's steps alike.
+  ke::Precision matmul_on = as_run;
+  matmul_on.matmul_tf32 = true;
+  matmul_on.float32_matmul_precision = "high";
+  CHECK(math_error(lt, matmul_on).empty());
+  for (const char* step :
+       {R"({"library": "cublas.gemm", "args": ["a", "b", "y", "m", "n", "k"], "options": {"math": "tf32"}})",
+        R"({"library": "cublas.gemm_batched", "args": ["a", "b", "y", "2", "m", "n / 2", "k"],
+                "options": {"b_transposed": "true", "math": "tf32"}})"}) {
+    CAPTURE(step);
+    CHECK(math_error(step, matmul_on).empty());
+    CHECK(math_error(step, as_run).find("TF32 in cuBLAS is not allowed") != std::string::npos);
+  }
+  // The transposed and 3-d convolutions take it too.
+  CHECK(math_error(R"({"library": "cudnn.conv_transpose3d", "args": ["a", "b", "y", "1", "k", "m", "m", "m", "k", "3",
+                        "3", "3"], "options": {"stride": "2", "math": "tf32"}})",
+                   as_run)
+            .empty());
+
+  // "fp32", the default, is always allowed; any other value is refused with the two it may be.
+  CHECK(math_error(R"({"library": "cublaslt.matmul", "args": ["a", "b", "y", "m", "n", "k"],
+                       "options": {"math": "fp32"}})",
+                   ke::Precision::strict_fp32())
+            .empty());
+  e = math_error(R"({"library": "cudnn.conv2d", "args": ["a", "b", "y", "1", "k", "m", "m", "k", "3", "3"],
+                     "options": {"math": "TF32"}})",
+                 as_run);
+  CHECK_MESSAGE(e.find("math 'TF32' is not \"fp32\" or \"tf32\"") != std::string::npos, e);
+  // A pooling does no products: no math option.
+  e = math_error(R"({"library": "cudnn.avg_pool3d", "args": ["a", "y", "1", "k", "m", "m", "m"],
+                     "options": {"kernel_size": "3", "math": "tf32"}})",
+                 as_run);
+  CHECK_MESSAGE(e.find("cudnn.avg_pool3d has no option 'math'") != std::string::npos, e);
+
+  // TF32 is a rounding of f32 data: on a bf16 problem it is refused whatever the switches.
+  ke::Spec bf16 = library_spec();
+  for (ke::Param& p : bf16.params)
+    if (p.is_buffer()) p.dtype = ke::DType::bf16;
+  ke::Precision all_on = matmul_on;
+  e = math_error(conv, all_on, bf16);
+  CHECK_MESSAGE(e.find("the plan's steps[0] (cudnn.conv2d): \"math\": \"tf32\" is for f32 data, and its buffers are "
+                       "bf16") != std::string::npos,
+                e);
+  CHECK(math_error(lt, all_on, bf16).find("is for f32 data") != std::string::npos);
+  // A temporary's dtype counts as a param's does.
+  const std::string temporary = R"({"temporaries": [{"name": "t", "dtype": "f16", "shape": ["n"]}], "steps": [
+      {"library": "cublas.gemm", "args": ["t", "b", "y", "m", "n", "k"], "options": {"math": "tf32"}}]})";
+  ke::Spec with_all_on = library_spec();
+  with_all_on.precision = all_on;
+  e = plan_error(with_all_on, temporary, ke::Language::cuda);
+  CHECK_MESSAGE(e.find("its buffers are f16") != std::string::npos, e);
+
+  // What a model is told: the option, and why a run refuses it.
+  CHECK(ke::library_calls_text().find(R"("math": fp32|tf32)") != std::string::npos);
+  CHECK(ke::tf32_refusal(as_run, "cudnn.conv3d").empty());
+  CHECK(ke::tf32_refusal(matmul_on, "cublas.gemm").empty());
+  CHECK(ke::tf32_refusal(as_run, "cublas.gemm_batched").find("matmul.allow_tf32 is off") != std::string::npos);
 }
 
 TEST_CASE("a library step's sizes are checked at each workload, with the argument named") {

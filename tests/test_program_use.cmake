@@ -1,6 +1,7 @@
 # Issue 29 on the CPU, from real runs: makes the databases of short CPU runs with the command-line tool (the
 # column-sum spec, the linear_relu PyTorch problem, and RMSNorm's forward and backward), then calls their best
-# programs from C (test_program_c) and as PyTorch operators (tests/python/test_torch_operator.py, with the module
+# programs from C (test_program_c), from Python on raw addresses (tests/python/test_program_call.py, any Python 3)
+# and as PyTorch operators (tests/python/test_torch_operator.py, with the module
 # that `kernelevolve export --format torch` writes; RMSNorm's two as one operator a model trains with). The Python half needs a Python that imports torch, and an
 # uninstrumented interpreter cannot load a library built with ASan: it is skipped, and says so, without.
 #   cmake -DCLI=... -DPROGRAM_C=... -DSOURCE_DIR=... -DPYTHON_DIR=build/python -DWORK_DIR=... -DSANITIZE=ON|OFF
@@ -21,12 +22,22 @@ run("the column-sum run" ${CLI} run ${SOURCE_DIR}/tests/fixtures/e2e/colsum.json
     --max-evals 3 --seed 7)
 run("calling it from C" ${PROGRAM_C} ${colsum_db})
 
-# The Python half: a Python that imports torch, as the PyTorch bridge finds one.
-include(${CMAKE_CURRENT_LIST_DIR}/find_torch_python.cmake)
 if(SANITIZE)
-  message(STATUS "SKIPPED: the Python operator tests (an uninstrumented Python cannot load a library built with ASan)")
+  message(STATUS "SKIPPED: the Python tests (an uninstrumented Python cannot load a library built with ASan)")
   return()
 endif()
+# kernelevolve.Program's refusals (issue 49): any Python 3, no PyTorch needed.
+find_program(plain_python NAMES python3)
+if(plain_python)
+  set(ENV{PYTHONPATH} ${PYTHON_DIR})
+  set(ENV{KE_TEST_COLSUM_DB} ${colsum_db})
+  run("the Program call tests" ${plain_python} ${SOURCE_DIR}/tests/python/test_program_call.py -v)
+else()
+  message(STATUS "SKIPPED: the Program call tests (no python3)")
+endif()
+
+# The Python half: a Python that imports torch, as the PyTorch bridge finds one.
+include(${CMAKE_CURRENT_LIST_DIR}/find_torch_python.cmake)
 if(NOT python)
   message(STATUS "SKIPPED: the Python operator tests (no Python here imports torch)")
   return()

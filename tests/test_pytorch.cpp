@@ -15,6 +15,7 @@
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/pytorch.hpp>
+#include <kernelevolve/store.hpp>
 #include <simdjson.h>
 #include <string>
 #include <tuple>
@@ -222,6 +223,93 @@ TEST_CASE("pytorch: an output that misses a float32 reference is right when it i
   const ke::Evaluation wrong = evaluator.evaluate({head + "out[i] = 2.0f * x[i];\n}\n", ke::Language::c, {}}, 2);
   CHECK(wrong.status == ke::Status::incorrect);
   CHECK(wrong.resources.count("float64_checks") == 0);
+}
+
+// Issue 50: correct against float64 within the larger of the tolerance and 2x the reference's own error. A
+// candidate that rounds its operands to 11 mantissa bits is about half as far from the exact product as a TF32
+// reference (10 bits), so it is right where the user's PyTorch rounds so; against an fp32 reference it is far less
+// accurate than what the user runs, and wrong. One that rounds to 7 bits (bf16) is 8 times as far: wrong even beside
+// the TF32 reference.
+TEST_CASE("pytorch: the tolerance follows the reference's own error against float64, twice it at most" *
+          doctest::skip(!have_torch())) {
+  auto rounding_to = [](const ke::Spec& spec, int dropped_bits) {
+    const std::string mask = std::to_string((1u << dropped_bits) - 1);
+    const std::string half = std::to_string(1u << (dropped_bits - 1));
+    return "#include <stdint.h>\n#include <string.h>\n"
+           "static float rounded(float v) { uint32_t b; memcpy(&b, &v, 4); b = (b + " + half + "u) & ~" + mask +
+           "u; memcpy(&v, &b, 4); return v; }\n" + ke::kernel_signature(spec) +
+           " {\n"
+           "  for (int64_t i = 0; i < M; ++i)\n"
+           "    for (int64_t j = 0; j < N; ++j) {\n"
+           "      float acc = 0;\n"
+           "      for (int64_t k = 0; k < K; ++k) acc += rounded(a[i * K + k]) * rounded(b[k * N + j]);\n"
+           "      out[i * N + j] = acc;\n"
+           "    }\n}\n";
+  };
+  ke::EvalOptions options;
+  options.trials = 3;
+  const ke::Spec tf32 = ke::load_pytorch_problem(fixture("tf32_matmul.py"));
+  REQUIRE(tf32.precision);
+  CHECK(tf32.precision->policy == ke::PrecisionPolicy::as_run);  // a PyTorch module's default
+  ke::LocalEvaluator beside_tf32(tf32, ke::open_device("cpu"), options);
+  const ke::Evaluation as_accurate = beside_tf32.evaluate({rounding_to(tf32, 12), ke::Language::c, {}}, 1);
+  CHECK_MESSAGE(as_accurate.status == ke::Status::ok, as_accurate.message);
+  CHECK(as_accurate.resources.count("float64_checks") == 1);  // it missed the TF32 answer: float64 judged it
+  const ke::Evaluation coarser = beside_tf32.evaluate({rounding_to(tf32, 16), ke::Language::c, {}}, 2);
+  CHECK_MESSAGE(coarser.status == ke::Status::incorrect, coarser.message);
+
+  const ke::Spec fp32 = ke::load_pytorch_problem(fixture("fp32_matmul.py"));
+  ke::LocalEvaluator beside_fp32(fp32, ke::open_device("cpu"), options);
+  const ke::Evaluation less_accurate = beside_fp32.evaluate({rounding_to(fp32, 12), ke::Language::c, {}}, 3);
+  CHECK_MESSAGE(less_accurate.status == ke::Status::incorrect, less_accurate.message);
+  const ke::Evaluation exact = beside_fp32.evaluate({rounding_to(fp32, 1), ke::Language::c, {}}, 4);
+  CHECK_MESSAGE(exact.status == ke::Status::ok, exact.message);
+}
+
+// Issue 50: the precision policy from the module's file, --precision and a spec file, to the run's report and store.
+TEST_CASE("pytorch: the precision policy reaches the stored run: the module's own switches, --precision, the spec" *
+          doctest::skip(!have_torch())) {
+  const ke::Spec as_run = ke::load_pytorch_problem(fixture("tf32_switch.py"));
+  REQUIRE(as_run.precision);
+  CHECK(as_run.precision->policy == ke::PrecisionPolicy::as_run);
+  CHECK(as_run.precision->matmul_tf32);  // the file's own switch
+  CHECK(as_run.precision->cudnn_tf32);   // PyTorch's default
+  ke::PytorchProblemOptions strict_options;
+  strict_options.precision = ke::PrecisionPolicy::strict;
+  const ke::Spec strict = ke::load_pytorch_problem(fixture("tf32_switch.py"), strict_options);
+  REQUIRE(strict.precision);
+  CHECK(*strict.precision == ke::Precision::strict_fp32());
+
+  const fs::path db = fs::temp_directory_path() / ("ke_precision_" + std::to_string(::getpid()) + ".db");
+  fs::remove(db);
+  auto run = [&](const std::string& target, const std::string& flags) {
+    const Cli r = cli("run " + target + " --max-evals 1 --db " + db.string() + " --json" + flags);
+    REQUIRE_MESSAGE(r.code == 0, r.err);
+    return r.out;
+  };
+  const std::string relu = "#include <stdint.h>\n" + ke::kernel_signature(as_run) +
+                           " {\n  for (int64_t i = 0; i < batch * features; ++i) out[i] = x[i] > 0 ? 2.0f * x[i] : 0.0f;\n}\n";
+  const fs::path seed_file = fs::temp_directory_path() / ("ke_precision_seed_" + std::to_string(::getpid()) + ".c");
+  std::ofstream(seed_file) << relu;
+  const std::string with_seed = " --seed-kernel " + seed_file.string();
+  std::string out = run(fixture("tf32_switch.py"), with_seed);
+  CHECK_MESSAGE(out.find("\"precision\": {\"policy\": \"as-run\", \"cudnn_tf32\": true, \"matmul_tf32\": true") !=
+                    std::string::npos,
+                out);
+  out = run(fixture("tf32_switch.py"), with_seed + " --precision strict");
+  CHECK_MESSAGE(out.find("\"precision\": {\"policy\": \"strict\", \"cudnn_tf32\": false, \"matmul_tf32\": false") !=
+                    std::string::npos,
+                out);
+  {
+    ke::Store store(db.string(), ke::Store::Mode::read_only);
+    CHECK(ke::parse_spec(store.run(1).spec_json, "").precision_in_effect().matmul_tf32);
+    CHECK(ke::parse_spec(store.run(2).spec_json, "").precision_in_effect().policy == ke::PrecisionPolicy::strict);
+  }
+  const Cli bad = cli("run " + fixture("tf32_switch.py") + with_seed + " --no-db --precision fast");
+  CHECK(bad.code == 2);
+  CHECK_MESSAGE(bad.err.find("--precision is as-run or strict") != std::string::npos, bad.err);
+  fs::remove(db);
+  fs::remove(seed_file);
 }
 
 TEST_CASE("pytorch: a reference that kills its own process: the host survives, the failure names the reference" *

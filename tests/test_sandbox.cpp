@@ -23,6 +23,8 @@
 #include <string>
 #include <thread>
 
+#include "core/threads.hpp"
+
 namespace ke = kernelevolve;
 namespace fs = std::filesystem;
 
@@ -338,6 +340,33 @@ extern "C" void twice(const float* x, float* y, std::int64_t n) {
   e = cpp_evaluator.evaluate(cpp, 2);
   CHECK_MESSAGE(e.status == ke::Status::ok, e.message << "\n" << e.compile_log);
   CHECK(cpp_evaluator.workers_started() == 1);
+}
+
+// The count the evaluator and the worker read right after a call (issue 49: an honest kernel that joined its
+// threads was judged to have left one running, 2 runs in 6). Every join is followed by a count at once, as
+// after a kernel's call: none may see the joined thread, while a thread really left running is always seen.
+TEST_CASE("the thread count right after a join never holds the joined thread; a thread left running is counted") {
+  const int before = ke::live_thread_count();
+  REQUIRE(before >= 1);
+  int listed_after_join = 0;  // what a plain listing of /proc/self/task saw: the race the count must not have
+  int counted_after_join = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::thread([] {}).join();
+    counted_after_join += ke::live_thread_count() != before;
+    int listed = 0;
+    for (const auto& entry : fs::directory_iterator("/proc/self/task")) listed += !entry.path().empty();
+    listed_after_join += listed != before;
+  }
+  MESSAGE("a plain listing still held a joined thread after " << listed_after_join << " of 3000 joins");
+  CHECK(counted_after_join == 0);
+  std::atomic<bool> release{false};
+  std::thread left([&] {
+    while (!release.load()) std::this_thread::yield();
+  });
+  CHECK(ke::live_thread_count() == before + 1);
+  release = true;
+  left.join();
+  CHECK(ke::live_thread_count() == before);
 }
 
 TEST_CASE(

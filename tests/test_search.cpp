@@ -9,6 +9,7 @@
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/evolver.hpp>
 #include <kernelevolve/report.hpp>
+#include <cmath>
 #include <optional>
 #include <set>
 
@@ -893,4 +894,42 @@ TEST_CASE(
         std::string::npos);
   CHECK(ke::run_report_text(spec, device, loud.graph(), b).find("noisy machine: the device's ceilings moved") !=
         std::string::npos);
+}
+
+// Issue 50: the mark to beat is the faster of eager and torch.compile on each workload, never the slower one.
+TEST_CASE("the best baseline: the faster of eager and compile per workload, and the speedup over it") {
+  auto timed = [](const std::string& name, std::vector<double> us, ke::Status status = ke::Status::ok) {
+    ke::Baseline b;
+    b.name = name;
+    b.evaluation.status = status;
+    for (double t : us) {
+      ke::WorkloadTiming wt;
+      wt.median_us = t;
+      b.evaluation.timings.push_back(wt);
+    }
+    return b;
+  };
+  ke::Evaluation best;
+  best.status = ke::Status::ok;
+  for (double t : {50.0, 10.0}) {
+    ke::WorkloadTiming wt;
+    wt.median_us = t;
+    best.timings.push_back(wt);
+  }
+  // Eager is faster on workload 0, compile on workload 1.
+  const std::vector<ke::Baseline> both = {timed("eager", {100, 80}), timed("compile", {200, 20})};
+  const ke::BestBaseline mark = ke::best_baseline(both, 2);
+  REQUIRE_FALSE(mark.empty());
+  CHECK(mark.time_us == std::vector<double>{100, 20});
+  CHECK(mark.name == std::vector<std::string>{"eager", "compile"});
+  CHECK(ke::speedup_over_best_baseline(both, best) == doctest::Approx(2.0));  // sqrt(100/50 * 20/10)
+  // Over the slower of the two per workload it would have been sqrt(4 * 8) = 5.66x: not the figure.
+  // A baseline that failed, or has no time on every workload, is not a mark; with none left there is no figure.
+  const std::vector<ke::Baseline> failed = {timed("eager", {100, 80}), timed("compile", {1, 1}, ke::Status::crashed)};
+  CHECK(ke::best_baseline(failed, 2).time_us == std::vector<double>{100, 80});
+  CHECK(ke::speedup_over_best_baseline(failed, best) == doctest::Approx(std::sqrt(2.0 * 8.0)));
+  const std::vector<ke::Baseline> short_one = {timed("compile", {10})};
+  CHECK(ke::best_baseline(short_one, 2).empty());
+  CHECK(std::isnan(ke::speedup_over_best_baseline(short_one, best)));
+  CHECK(std::isnan(ke::speedup_over_best_baseline({}, best)));
 }

@@ -611,3 +611,34 @@ TEST_CASE("cost.flops_floor: a boolean, written back only when false") {
   CHECK_FALSE(parse_spec(to_json(rates_only), inline_path).cost_flops_floor);
   CHECK(contains(bad_spec(spec_json({{"cost", R"({"flops": "N", "flops_floor": "no"})"}})), "cost.flops_floor"));
 }
+
+// Issue 50: a spec may state its precision policy; a run stores it (to_json) and reads it back.
+TEST_CASE("precision: a policy, or the state a run stored; the default by the problem's kind; errors name the field") {
+  const Spec plain = parse_spec(spec_json(), inline_path);
+  CHECK_FALSE(plain.precision.has_value());
+  CHECK(plain.precision_in_effect().policy == PrecisionPolicy::strict);  // a kernel reference: fp32
+  const Spec as_run = parse_spec(spec_json({{"precision", R"("as-run")"}}), inline_path);
+  REQUIRE(as_run.precision);
+  CHECK(*as_run.precision == Precision::as_run_defaults());
+  CHECK(as_run.precision->cudnn_tf32);
+  CHECK_FALSE(as_run.precision->matmul_tf32);
+  const Spec stored = parse_spec(
+      spec_json({{"precision",
+                  R"({"policy": "as-run", "cudnn_tf32": false, "matmul_tf32": true, "float32_matmul_precision": "high"})"}}),
+      inline_path);
+  REQUIRE(stored.precision);
+  CHECK_FALSE(stored.precision->cudnn_tf32);
+  CHECK(stored.precision->matmul_tf32);
+  CHECK(stored.precision->float32_matmul_precision == "high");
+  CHECK(contains(stored.precision->text(), "matmul TF32 on"));
+  const Spec again = parse_spec(to_json(stored), inline_path);  // what a run stores, read back
+  REQUIRE(again.precision);
+  CHECK(*again.precision == *stored.precision);
+  CHECK(contains(to_json(plain), "precision") == false);  // unset stays unset: the measurement hash of old runs holds
+  check_names_field(bad_spec(spec_json({{"precision", R"("tf32")"}})), "precision");
+  check_names_field(bad_spec(spec_json({{"precision", R"({"policy": "fast"})"}})), "precision.policy");
+  check_names_field(bad_spec(spec_json({{"precision", R"({"policy": "as-run", "cudnn": true})"}})), "precision.cudnn");
+  check_names_field(bad_spec(spec_json({{"precision", R"({"policy": "as-run", "matmul_tf32": 1})"}})),
+                    "precision.matmul_tf32");
+  check_names_field(bad_spec(spec_json({{"precision", R"({"policy": "strict", "cudnn_tf32": true})"}})), "precision");
+}

@@ -41,7 +41,10 @@ struct StoredProgram {
 };
 
 // The node `choice` names, found but not compiled. Throws Error(BadUsage), naming the database, run and node,
-// when there is no such run or node or the node was not verified (its status is not ok).
+// when there is no such run or node, the node was not verified (its status is not ok), it is not what was
+// recorded (its source's digest is not its sources.hash, or its source and tunables' is not its nodes.key: the
+// file was edited after the run), or the evidence of its verification is not whole (no worst element compared,
+// a workload without a timing, no positive speedup), naming the field.
 StoredProgram find_stored_program(const std::string& database, const CallableChoice& choice = {});
 
 // A small Python module that loads the node `p` names as a PyTorch operator through the package kernelevolve
@@ -52,8 +55,8 @@ std::string torch_module_source(const Provenance& p, const std::string& module_p
 class CallableProgram {
  public:
   // Loads the node and compiles it for `device` (null: device 0 of the kind it was verified on). Throws
-  // Error(BadUsage), naming the database, run and node, when there is no such run or node, the node was not verified
-  // (its status is not ok), it was verified on another class of device than `device`'s, or it does not compile there.
+  // Error(BadUsage), naming the database, run and node, when find_stored_program refuses it, it was verified on
+  // another class of device than `device`'s, or it does not compile there.
   static std::unique_ptr<CallableProgram> load(const std::string& database, std::shared_ptr<Device> device,
                                                const CallableChoice& choice = {});
   ~CallableProgram();
@@ -64,8 +67,11 @@ class CallableProgram {
   // buffer, a pointer to the pointer to its data (on `device`, holding the elements its shape gives at these
   // sizes); for a size or scalar, a pointer to its value in its dtype. The sizes and scalars must be those of
   // a workload the node was verified on, unless `any_shape`: Error(BadUsage) otherwise, saying which were
-  // verified. Throws Error(Internal) when a step fails. On a GPU it runs on the device's own stream and the
-  // call returns when the program has finished.
+  // verified. Sizes are read as integers; a negative one, sizes that make a buffer's bytes overflow, and a null
+  // data pointer for a buffer that has elements are Error(BadUsage), naming the param, whatever `any_shape`
+  // says. Throws Error(Internal) when a step fails. On a GPU it runs on the device's own stream and the call
+  // returns when the program has finished. Temporaries are poisoned once, when a size is first called, and then
+  // keep what the last call left, as they did through the node's verification.
   void call(void* const* args, bool any_shape = false);
   // The same, queued on the caller's `stream` (a CUstream or hipStream_t of the GPU's primary context, the one
   // the CUDA and HIP runtimes and PyTorch use; null: the default stream), returning without waiting, as a
@@ -74,10 +80,11 @@ class CallableProgram {
   // calls of one CallableProgram on different streams must be ordered by the caller, as for any workspace.
   void enqueue(void* const* args, void* stream, bool any_shape = false);
 
-  // The shape of buffer param `index` at `sizes` (every size param bound); Error(BadUsage) otherwise.
+  // The shape of buffer param `index` at `sizes` (every size param bound); Error(BadUsage) otherwise, and for a
+  // negative size or dimension.
   std::vector<std::int64_t> shape(std::size_t index, const Bindings& sizes) const;
   // The sizes `args` give (as call() reads them), and whether they and the scalars are a verified workload;
-  // `why` says what is not.
+  // `why` says what is not. Error(BadUsage) for a null argument or a negative size.
   bool verified(void* const* args, Bindings& sizes, std::string& why) const;
 
   const Spec& spec() const;

@@ -77,6 +77,15 @@ struct CompileResult {
   bool ok() const { return kernel != nullptr; }
 };
 
+// What Buffer::check_red_zones found: whether a kernel wrote outside its buffer, and where.
+struct RedZoneReport {
+  bool checked = false;      // the buffer has red zones (a device's own allocation; not a view, nor a host's own)
+  bool intact = true;        // no byte of them changed since they were filled
+  bool before = false;       // the damage nearest the buffer lies before its first byte, else past its last
+  std::size_t distance = 0;  // that byte's distance from the buffer: 1 is the byte just before it, 0 the first past it
+  std::size_t zone_bytes = 0;  // the red zone on that side
+};
+
 // Device memory. data() is the value passed to the kernel: a host address on the CPU, a device pointer on a GPU.
 class Buffer {
  public:
@@ -123,6 +132,9 @@ class Buffer {
   // The memory itself where the host can address it (the CPU device), else null: the evaluator then
   // reads and writes it in place instead of copying it out and back.
   virtual void* host_address() const { return nullptr; }
+  // Reads the red zones (slack on both sides, filled with a known pattern at allocation) and refills any damage
+  // it reports: a small read, never the whole buffer. The default has none and says so (checked false).
+  virtual RedZoneReport check_red_zones() { return {}; }
 };
 
 // A comparison's verdict and its worst element: |got - expected| <= atol + rtol * |expected| element-wise,
@@ -144,6 +156,9 @@ struct LaunchResult {
   bool ok = true;
   std::string error;            // the launch failure, when !ok
   double time_us = 0;           // when timed: device events on a GPU, the host's steady clock on the CPU
+  // When timed, where known: the host's own cost of the call, kept apart from time_us (a PyTorch baseline's Python
+  // call, whose GPU time is measured with the host ahead of it; issue 50). 0 where the launch has no such cost.
+  double host_us = 0;
   std::size_t failed_step = 0;  // launch_steps: the step that failed, when !ok
 };
 

@@ -97,6 +97,9 @@ MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device, boo
 // suffix, binary), else the device's own figure (a GPU's total memory; on the CPU, what the kernel calls
 // available now). 0 when none is known: nothing is then checked.
 std::size_t device_memory_bytes(const DeviceInfo& device, std::size_t told = 0);
+// As device_memory_bytes, but on the CPU the host's whole memory (MemTotal), not what is free now: for a limit
+// whose verdict must not change from one run to the next (a plan's temporaries).
+std::size_t device_capacity_bytes(const DeviceInfo& device, std::size_t told = 0);
 // What a run may use of `device_bytes`: all but a twentieth, kept for fragmentation and other processes.
 std::size_t usable_memory_bytes(std::size_t device_bytes);
 // Throws Error(DeviceUnavailable) when one worker cannot fit, naming the bytes it needs and the device has

@@ -51,12 +51,18 @@ inline const std::vector<std::string>& library_calls() {
 // has not read docs/spec-format.md: the model's prompt and the command mutator's request.
 std::string library_calls_text();
 
+// Why the run's precision does not let the library call `library` (one of library_calls()) run f32 data with TF32
+// math, its step's "math": "tf32" (issue 50): the policy is strict, or as-run with that library's switch off in the
+// user's PyTorch (cuDNN: torch.backends.cudnn.allow_tf32; cuBLAS and cuBLASLt: torch.backends.cuda.matmul.allow_tf32).
+// "" where it may.
+std::string tf32_refusal(const Precision& precision, const std::string& library);
+
 struct PlanStep {
   std::string kernel;   // the entry in the source this step launches; empty for a library step
   std::string library;  // one of library_calls() ("cublas.gemm", "cudnn.conv2d", ...); empty for a kernel step
   LaunchRule launch;    // a GPU kernel's grid, block and dynamic shared memory
   std::vector<StepArg> args;
-  std::map<std::string, std::string> options;  // a library step's settings ("epilogue": "bias_relu")
+  std::map<std::string, std::string> options;  // a library step's settings ("epilogue": "bias_relu", "math": "tf32")
   // A Triton kernel's own compile options, expressions over tunables; unset, the tunables num_warps and
   // num_stages. Several kernels of one program rarely want one warp count: a pointwise kernel and a reduction's.
   std::optional<Expr> num_warps, num_stages;
@@ -87,13 +93,17 @@ struct PlanBlock {
   std::size_t marker = std::string::npos, begin = std::string::npos, end = std::string::npos;
   bool found() const { return marker != std::string::npos; }
 };
-// Throws PlanError when the marker is there but no well-formed object follows it, or it appears twice.
-PlanBlock find_plan_block(const std::string& source);
+// The marker counts only where it opens the plan's block as `language` reads the source: a C, C++, CUDA or HIP
+// block comment ("/* kernelevolve-plan"), or a Triton source's triple-quoted string standing alone; the word in
+// a string, a // or # comment, another comment's text, or under `#if 0` is not a plan.
+// Throws PlanError when a marker is there but no well-formed object follows it, or it appears twice.
+PlanBlock find_plan_block(const std::string& source, Language language);
 
 // The plan `source` declares, checked against `spec` (every name resolves, every expression reads only
 // sizes, scalars and tunables, kernels are identifiers, a GPU step has a grid, a library step has the count and
 // kinds of arguments and the options its call takes,
-// each numeric setting at most 2^31 - 1); or, when it declares none,
+// each numeric setting at most 2^31 - 1, TF32 math only on f32 data and where the spec's precision allows it
+// (tf32_refusal)); or, when it declares none,
 // the spec's one-kernel plan. Throws PlanError naming what is wrong.
 Plan plan_of(const Spec& spec, const std::string& source, Language language);
 

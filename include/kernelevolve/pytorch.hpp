@@ -18,6 +18,9 @@ struct PytorchProblemOptions {
   std::optional<DType> dtype;
   bool backward = false;
   bool with_forward = false;
+  // The run's precision policy (spec.hpp; --precision); as-run when unset. The spec holds the switches PyTorch
+  // had once the module's file was loaded under it.
+  std::optional<PrecisionPolicy> precision;
 };
 
 // The spec derived from `path` (README, "Bring your PyTorch module"): the inputs of get_inputs() and the

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernelevolve/device.hpp"
 #include "kernelevolve/evolver.hpp"
@@ -18,6 +19,21 @@ double roofline_share(const Spec& spec, const Bindings& workload, const Bindings
 std::string json_quote(const std::string& text);
 // A JSON object of name -> integer (tunables, workload sizes, resources).
 std::string json_object(const Bindings& values);
+
+// A run's precision (spec.hpp) as the JSON object of `--json`'s "precision", with the reference error factor.
+std::string precision_json(const Precision& precision);
+
+// The mark to beat (issue 50): per workload, the faster of the baselines timed there (PyTorch eager and
+// torch.compile, under the run's precision), and which one it was. Empty when some workload has no baseline time.
+struct BestBaseline {
+  std::vector<double> time_us;
+  std::vector<std::string> name;
+  bool empty() const { return time_us.empty(); }
+};
+BestBaseline best_baseline(const std::vector<Baseline>& baselines, std::size_t workloads);
+// Geometric mean over workloads of the best baseline's time over `best`'s; NaN when there is no best baseline or
+// `best` has no time on some workload.
+double speedup_over_best_baseline(const std::vector<Baseline>& baselines, const Evaluation& best);
 
 // A confirmation (evolver.hpp) as a JSON object, and as one line for people.
 std::string confirmation_json(const Confirmation& confirmation);

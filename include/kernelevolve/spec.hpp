@@ -77,6 +77,35 @@ struct Tolerance {
   double rtol = 1e-4;
 };
 
+// How fp32 work may round (issue 50): the reference's, the baselines', and what a candidate's library steps may ask
+// for. as_run: as PyTorch runs in the user's environment (its defaults put cuDNN's fp32 convolutions on TF32
+// tensor cores and keep matrix products fp32; a module's file may change either). strict: fp32, TF32 off.
+enum class PrecisionPolicy { as_run, strict };
+const char* to_string(PrecisionPolicy policy);  // "as-run", "strict"
+std::optional<PrecisionPolicy> parse_precision_policy(const std::string& text);
+
+struct Precision {
+  PrecisionPolicy policy = PrecisionPolicy::strict;
+  // The switches the reference runs under: what the user's PyTorch has once the module's file is loaded (as-run), or
+  // all off (strict). A library step may use TF32 where its switch is on (program.hpp, the step option "math").
+  bool cudnn_tf32 = false;
+  bool matmul_tf32 = false;
+  std::string float32_matmul_precision = "highest";  // torch.get_float32_matmul_precision()
+  // The policy as PyTorch ships it, for a problem whose switches no module has told: cuDNN on, matmul off.
+  static Precision as_run_defaults();
+  static Precision strict_fp32() { return {}; }
+  // One line for reports and prompts: "as-run (cuDNN TF32 on, matmul TF32 off, float32 matmul precision highest)".
+  std::string text() const;
+  bool operator==(const Precision& o) const {
+    return policy == o.policy && cudnn_tf32 == o.cudnn_tf32 && matmul_tf32 == o.matmul_tf32 &&
+           float32_matmul_precision == o.float32_matmul_precision;
+  }
+};
+
+// A candidate is correct where its error against the float64 answer is within the larger of the spec's tolerance
+// and this many times the reference's own error against it (fitness protocol; issue 50), per workload and output.
+inline constexpr double kReferenceErrorFactor = 2.0;
+
 struct SourceRef {
   std::string source;                 // the text (read from `file` when loading)
   std::string file;                   // where it came from, for messages; empty when inline
@@ -126,6 +155,8 @@ struct Spec {
   // Whether a candidate's plan may call a vendor library (cuBLASLt, cuDNN: program.hpp); false for a user who
   // wants kernels only.
   bool library_steps = true;
+  // The spec's "precision" (or --precision); unset, the default: as-run for a PyTorch module, strict otherwise.
+  std::optional<Precision> precision;
   std::string notes;
   std::string path;  // the spec file, or empty when built in C++
 
@@ -134,6 +165,8 @@ struct Spec {
 
   // The seed's tunable point: the first value of each tunable.
   Bindings seed_tunables() const;
+  // The precision the run holds to: `precision`, or the default for its kind.
+  Precision precision_in_effect() const;
   // Whether `tunables` satisfies every constraint (bound with the sizes of every workload).
   bool satisfies_constraints(const Bindings& tunables) const;
   // The first constraint that is false at one workload and tunable point, or cannot be evaluated there; null where

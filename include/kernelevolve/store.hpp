@@ -136,6 +136,18 @@ class Store {
   // The run's committed nodes as a graph (ids dense from 0 in the order they were made; a node lost in
   // flight leaves no gap) with its totals. Read-only.
   Checkpoint load(RunId run) const;
+  // The same, and each graph node's row (nodes.uid) in `rows`, in graph order.
+  Checkpoint load(RunId run, std::vector<std::int64_t>* rows) const;
+  // What a node's row was recorded under, as the file holds it: its nodes.key (Candidate::key()) and its source's
+  // sources.hash (source_hash()), for a reader that checks that the node it loaded is the node that was measured
+  // (find_stored_program). Error(BadUsage) for a row the file does not have.
+  struct RecordedDigests {
+    std::string key;
+    std::string source_hash;
+  };
+  RecordedDigests recorded_digests(std::int64_t row) const;
+  // The digest a source's text is filed under (sources.hash): its length and two 64-bit FNV-1a hashes.
+  static std::string source_hash(const std::string& text);
   // Loads the run to go on with it: also renumbers its nodes in the file to the graph's dense ids, so
   // new nodes continue the sequence, and marks it unfinished.
   Checkpoint resume(RunId run);
@@ -156,7 +168,6 @@ class Store {
 
  private:
   struct Statements;
-  Checkpoint load(RunId run, std::vector<std::int64_t>* kept_uids) const;
   void exec(const char* sql) const;
   void initialize(Mode mode);
   std::int64_t source_id(const std::string& source);

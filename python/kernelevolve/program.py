@@ -58,6 +58,26 @@ _C_TYPES = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i64": ctypes.c_int64
             "i8": ctypes.c_int8, "u8": ctypes.c_uint8, "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}
 
 
+# Each integer dtype's range: a Python int outside it is refused, never passed on wrapped (ctypes would keep its
+# low bits: 2**70 as 0).
+_INT_RANGES = {"i64": (-2**63, 2**63 - 1), "i32": (-2**31, 2**31 - 1), "i8": (-2**7, 2**7 - 1), "u8": (0, 2**8 - 1)}
+
+
+def out_of_range(param, value):
+    """Why `value` cannot be passed as `param` without changing it (an int past its dtype's range, an address
+    that is none), or None."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None  # ctypes refuses what is no number itself
+    if param.is_buffer:
+        if not 0 <= value < 2**64:
+            return f"'{param.name}' is at {value}, which is no address"
+        return None
+    bounds = _INT_RANGES.get(param.dtype)
+    if bounds and not bounds[0] <= value <= bounds[1]:
+        return f"'{param.name}' is {value}, which does not fit {param.dtype} ({bounds[0]} to {bounds[1]})"
+    return None
+
+
 def _half_bits(dtype, x):
     if dtype == "f16":
         return struct.unpack("<H", struct.pack("<e", x))[0]
@@ -138,6 +158,10 @@ class Program:
         if len(args) != len(self.params):
             raise Error("invalid argument", f"{len(args)} arguments, but the program takes {len(self.params)}: "
                         + ", ".join(p.name for p in self.params))
+        for param, arg in zip(self.params, args):
+            why = out_of_range(param, arg)
+            if why:
+                raise Error("invalid argument", why)
         if self._halves:
             for value, param, arg in zip(self._values, self.params, args):
                 value.value = _half_bits(param.dtype, float(arg)) if param.dtype in ("f16", "bf16") else arg
@@ -170,7 +194,8 @@ class Program:
         """Runs the program: `args` in param order, a buffer as its data's address (an int), a size or scalar as
         its value. On a GPU it is queued on `stream` (a CUstream as an int; None: the default stream) and not
         waited for, unless `wait`; on the CPU it runs now. Error("invalid argument") on sizes it was not verified
-        on, unless `any_shape`."""
+        on, unless `any_shape`; and always on an address of 0 (a buffer with elements at these sizes), a negative
+        size, or an int that does not fit its param's dtype, naming the param."""
         flags = (_capi.ANY_SHAPE if any_shape else 0) | (_capi.WAIT if wait else 0)
         with self._lock:
             self._fill(args)

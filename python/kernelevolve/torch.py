@@ -27,7 +27,7 @@ import warnings
 
 import torch
 
-from .program import Error, Program
+from .program import Error, Program, out_of_range
 
 __all__ = ["load", "replace", "Operator", "Guarded", "HAS_CUSTOM_OP", "MISSING"]
 
@@ -265,6 +265,8 @@ class Operator:
         sizes, why = self._bind(args)
         if why is None and not self.any_shape:
             why = self._verified(args, sizes)
+        for k in self._scalar_args:  # written in place by _execute: an int its dtype cannot hold is not wrapped
+            why = why or out_of_range(self.program.params[self.inputs[k]], args[k])
         if why is not None:
             return _Plan(why)
         first = args[self._first_tensor]

@@ -51,6 +51,27 @@ const char* to_string(Language language) {
   return "?";
 }
 
+const char* to_string(PrecisionPolicy policy) { return policy == PrecisionPolicy::as_run ? "as-run" : "strict"; }
+
+std::optional<PrecisionPolicy> parse_precision_policy(const std::string& text) {
+  if (text == "as-run") return PrecisionPolicy::as_run;
+  if (text == "strict") return PrecisionPolicy::strict;
+  return std::nullopt;
+}
+
+Precision Precision::as_run_defaults() {
+  Precision p;
+  p.policy = PrecisionPolicy::as_run;
+  p.cudnn_tf32 = true;
+  return p;
+}
+
+std::string Precision::text() const {
+  if (policy == PrecisionPolicy::strict) return "strict (fp32, TF32 off everywhere)";
+  return std::string("as-run (cuDNN TF32 ") + (cudnn_tf32 ? "on" : "off") + ", matmul TF32 " +
+         (matmul_tf32 ? "on" : "off") + ", float32 matmul precision " + float32_matmul_precision + ")";
+}
+
 std::optional<DType> parse_dtype(const std::string& text) {
   for (DType dtype : {DType::f16, DType::bf16, DType::f32, DType::f64, DType::i8, DType::u8, DType::i32, DType::i64})
     if (text == to_string(dtype)) return dtype;
@@ -457,6 +478,11 @@ class Validator {
 }  // namespace
 
 void Spec::validate() const { Validator(*this).run(); }
+
+Precision Spec::precision_in_effect() const {
+  if (precision) return *precision;
+  return reference.pytorch ? Precision::as_run_defaults() : Precision::strict_fp32();
+}
 
 Bindings Spec::seed_tunables() const {
   Bindings point;

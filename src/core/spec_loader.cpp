@@ -179,7 +179,8 @@ class Loader {
     spec.path = path;
     Fields top = fields(root, "",
                         {"name", "language", "entry", "params", "workloads", "inputs", "tolerance", "reference", "seed",
-                         "launch", "tunables", "constraints", "cost", "notes", "family", "library_steps"});
+                         "launch", "tunables", "constraints", "cost", "notes", "family", "library_steps",
+                         "precision"});
     spec.name = string(required(top, "", "name"), "name");
     spec.language = language(required(top, "", "language"), "language");
     spec.entry = string(required(top, "", "entry"), "entry");
@@ -225,6 +226,7 @@ class Loader {
         fail("library_steps", std::string("expected true or false, not ") + type_name(*library));
       }
     }
+    if (auto* precision = optional(top, "precision")) spec.precision = read_precision(*precision);
     if (auto* family = optional(top, "family")) {
       spec.family = string(*family, "family");
       if (spec.family.empty()) fail("family", "is empty: name the operator (\"matmul\"), or leave the field out");
@@ -235,6 +237,40 @@ class Loader {
   }
 
  private:
+  // "as-run" or "strict", or the object a run stores: {"policy", "cudnn_tf32", "matmul_tf32",
+  // "float32_matmul_precision"}. A policy alone takes that policy's switches as PyTorch ships them.
+  Precision read_precision(const element& value) {
+    auto policy_of = [&](const element& v, const std::string& field) {
+      const std::string text = string(v, field);
+      const std::optional<PrecisionPolicy> policy = parse_precision_policy(text);
+      if (!policy) fail(field, "\"" + text + "\" is not a precision policy: \"as-run\" or \"strict\"");
+      return *policy;
+    };
+    if (value.type() == simdjson::dom::element_type::STRING) {
+      return policy_of(value, "precision") == PrecisionPolicy::as_run ? Precision::as_run_defaults()
+                                                                      : Precision::strict_fp32();
+    }
+    Fields f = fields(value, "precision", {"policy", "cudnn_tf32", "matmul_tf32", "float32_matmul_precision"});
+    Precision p = policy_of(required(f, "precision", "policy"), "precision.policy") == PrecisionPolicy::as_run
+                      ? Precision::as_run_defaults()
+                      : Precision::strict_fp32();
+    for (auto [key, target] : {std::pair{"cudnn_tf32", &p.cudnn_tf32}, std::pair{"matmul_tf32", &p.matmul_tf32}}) {
+      if (auto* v = optional(f, key); v && v->get(*target)) {
+        fail(std::string("precision.") + key, std::string("expected true or false, not ") + type_name(*v));
+      }
+    }
+    if (auto* v = optional(f, "float32_matmul_precision")) {
+      p.float32_matmul_precision = string(*v, "precision.float32_matmul_precision");
+      if (p.float32_matmul_precision != "highest" && p.float32_matmul_precision != "high" &&
+          p.float32_matmul_precision != "medium")
+        fail("precision.float32_matmul_precision", "\"" + p.float32_matmul_precision +
+                                                       "\" is not one of PyTorch's: \"highest\", \"high\", \"medium\"");
+    }
+    if (p.policy == PrecisionPolicy::strict && (p.cudnn_tf32 || p.matmul_tf32 || p.float32_matmul_precision != "highest"))
+      fail("precision", "strict is fp32 everywhere: it allows no TF32 switch");
+    return p;
+  }
+
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
     throw Error(ErrorCode::BadSpec, origin_ + ": " + (field.empty() ? "" : field + ": ") + problem);
   }

@@ -130,6 +130,13 @@ std::string to_json(const Spec& spec) {
   if (!spec.notes.empty()) out << ", \"notes\": " << quote(spec.notes);
   if (!spec.family.empty()) out << ", \"family\": " << quote(spec.family);
   if (!spec.library_steps) out << ", \"library_steps\": false";
+  if (spec.precision) {
+    const Precision& p = *spec.precision;
+    out << ", \"precision\": {\"policy\": " << quote(to_string(p.policy))
+        << ", \"cudnn_tf32\": " << (p.cudnn_tf32 ? "true" : "false")
+        << ", \"matmul_tf32\": " << (p.matmul_tf32 ? "true" : "false")
+        << ", \"float32_matmul_precision\": " << quote(p.float32_matmul_precision) << "}";
+  }
   out << "}";
   return out.str();
 }

@@ -114,8 +114,10 @@ ProcessResult run_shell(const std::string& command, const std::string& input, do
       std::string& sink = is_out ? r.out : r.err;
       const ssize_t got = read(fds[i].fd, buf, sizeof buf);
       if (got > 0) {
-        if (sink.size() < max_output)
-          sink.append(buf, std::min<std::size_t>(static_cast<std::size_t>(got), max_output - sink.size()));
+        const std::size_t room = max_output - std::min(max_output, sink.size());
+        const std::size_t kept = std::min<std::size_t>(static_cast<std::size_t>(got), room);
+        sink.append(buf, kept);
+        (is_out ? r.out_dropped : r.err_dropped) += static_cast<std::size_t>(got) - kept;
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
         close(fds[i].fd);
         (is_out ? from_out : from_err) = -1;

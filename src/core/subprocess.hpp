@@ -14,6 +14,9 @@ struct ProcessResult {
   int signal = 0;      // when a signal ended it
   std::string out;
   std::string err;
+  // Bytes the command wrote past max_output, dropped: an answer cut short must be said, never used as whole.
+  std::size_t out_dropped = 0;
+  std::size_t err_dropped = 0;
 };
 
 // `s` as one word for /bin/sh: in single quotes, each quote in it closed, escaped and reopened.

@@ -16,6 +16,7 @@ LaunchResult Device::launch_steps(const std::vector<LaunchStep>& steps, bool tim
       return r;
     }
     total.time_us += r.time_us;
+    total.host_us += r.host_us;
     if (each) each->push_back(r.time_us);
   }
   return total;

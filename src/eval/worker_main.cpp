@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/text_file.hpp"
-#include "eval/threads.hpp"
+#include "core/threads.hpp"
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
@@ -27,7 +27,7 @@ namespace wire = kernelevolve::wire;
 
 namespace {
 
-using ke::eval::thread_count;
+using ke::live_thread_count;
 
 void reply_error(int code, const std::string& message) {
   wire::write_frame(wire::kWorkerFd, "{\"type\": \"error\", \"code\": " + std::to_string(code) +
@@ -217,7 +217,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  const int baseline_threads = thread_count();
+  const int baseline_threads = live_thread_count();
   for (;;) {
     if (wire::read_frame(wire::kWorkerFd, frame, -1) != wire::ReadStatus::ok) return 0;  // host gone: done
     try {
@@ -229,7 +229,7 @@ int main(int argc, char** argv) {
       ke::Evaluation e = evaluator->evaluate(candidate, seed);
       // Threads a kernel left behind may still write anywhere, and a poisoned device context stays
       // poisoned: either way this process is no longer clean.
-      bool restart = thread_count() > baseline_threads || !device->healthy();
+      bool restart = live_thread_count() > baseline_threads || !device->healthy();
       if (restart && e.status == ke::Status::ok) {
         e.status = ke::Status::invalid;
         e.timings.clear();

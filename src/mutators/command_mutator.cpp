@@ -171,6 +171,11 @@ Mutation CommandMutator::mutate(const MutationContext& ctx) {
     m.error = "the command was killed by signal " + std::to_string(r.signal) + ": " + tail(r.err, 500);
   } else if (r.exit_code != 0) {
     m.error = "the command exited with code " + std::to_string(r.exit_code) + ": " + tail(r.err, 500);
+  } else if (r.out_dropped > 0) {
+    // Cut short, an answer could still parse (a fenced block closed early, edits missing their end) and be
+    // judged as something the command never wrote.
+    m.error = "the command's answer was " + std::to_string(r.out.size() + r.out_dropped) +
+              " bytes, over the limit of " + std::to_string(r.out.size()) + " bytes an answer may take: not used";
   }
   if (!m.error.empty()) return m;
   // A first kernel has nothing to edit: only a full source will do.

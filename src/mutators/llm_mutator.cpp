@@ -106,10 +106,22 @@ std::string mark_name(const Baseline& b) {
 }
 
 // The marks to beat that the run measured: their times per workload, with their spreads, or why not.
-std::string marks_section(const std::vector<Baseline>& marks) {
+// With the run's precision, which the marks ran under and a kernel is judged by (issue 50), and the mark itself: the
+// faster of the marks on each workload.
+std::string marks_section(const Spec& spec, const std::vector<Baseline>& marks) {
   if (marks.empty()) return "";
   std::ostringstream out;
-  out << "\n## The marks to beat (measured in this run, as the kernels are)\n";
+  out << "\n## The marks to beat (measured in this run, as the kernels are)\n"
+      << "- precision: " << spec.precision_in_effect().text()
+      << "; a kernel is right within the larger of the tolerance and " << kReferenceErrorFactor
+      << "x the reference's own error against float64\n";
+  if (const BestBaseline mark = best_baseline(marks, spec.workloads.size()); !mark.empty()) {
+    out << "- the mark to beat, the faster of them on each workload:";
+    for (std::size_t w = 0; w < mark.time_us.size(); ++w)
+      out << (w ? "," : "") << " w" << w << " " << std::setprecision(4) << mark.time_us[w] << std::setprecision(6)
+          << " us (" << mark.name[w] << ")";
+    out << "\n";
+  }
   for (const Baseline& b : marks) {
     out << "- " << mark_name(b) << ": ";
     if (b.evaluation.status != Status::ok) {
@@ -135,6 +147,8 @@ std::string outcome(const Node& n, const std::vector<Baseline>& marks = {}) {
         out << ", " << std::setprecision(3) << x << std::setprecision(6) << "x over " << mark_name(b);
       }
     }
+    if (const double x = speedup_over_best_baseline(marks, n.evaluation); std::isfinite(x))
+      out << ", " << std::setprecision(3) << x << std::setprecision(6) << "x over the mark to beat";
     out << ", median times " << times_text(n);
   }
   if (!n.evaluation.message.empty()) out << ": " << n.evaluation.message;
@@ -238,6 +252,21 @@ std::string failure_detail(const Node& n) {
   return out.str();
 }
 
+// Which library steps this run lets take "math": "tf32" (plan.cpp refuses the others: tf32_refusal), in a sentence.
+std::string tf32_text(const Precision& precision) {
+  const bool cudnn = tf32_refusal(precision, "cudnn.conv2d").empty();
+  const bool matmul = tf32_refusal(precision, "cublas.gemm").empty();
+  const std::string run = "The run's precision is " + precision.text() + ": ";
+  if (cudnn && matmul)
+    return run + "\"math\": \"tf32\" is allowed on f32 cuDNN, cuBLAS and cuBLASLt steps, the math the reference uses.";
+  if (cudnn)
+    return run +
+           "\"math\": \"tf32\" is allowed on f32 cuDNN steps (the reference's convolutions use TF32), not on "
+           "cuBLAS or cuBLASLt steps (its matrix products run in fp32).";
+  if (matmul) return run + "\"math\": \"tf32\" is allowed on f32 cuBLAS and cuBLASLt steps, not on cuDNN steps.";
+  return run + "no step may take \"math\": \"tf32\"; every library step computes in fp32.";
+}
+
 // How a candidate brings its own launch plan (docs/spec-format.md, "Programs"), in its language's terms:
 // a CUDA or HIP source's comment with two kernels and a temporary, a Triton module's string, a C program's
 // temporaries and calls; the library steps for CUDA and Triton, where a CUDA device runs them, unless the spec
@@ -257,7 +286,8 @@ std::string plan_text(const Spec& spec) {
       "pointer of its dtype) or an integer expression over sizes and tunables (a 64-bit integer). ";
   // Library steps run on a CUDA GPU whatever language its kernels are in (Inductor's Triton programs call cuBLAS).
   const std::string library = (language == Language::cuda || triton) && spec.library_steps
-                                  ? "A step may call a library instead: " + library_calls_text() + ".\n"
+                                  ? "A step may call a library instead: " + library_calls_text() + ". " +
+                                        tf32_text(spec.precision_in_effect()) + "\n"
                                   : "";
   if (triton) {
     return out +
@@ -527,7 +557,7 @@ struct LlmMutator::Impl {
     std::ostringstream out;
     if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
     problem_section(out, spec, options.device_description);
-    out << marks_section(ctx.baselines);
+    out << marks_section(spec, ctx.baselines);
     out << "\n## Parameters, in order\n";
     for (const Param& p : spec.params) {
       if (spec.language == Language::triton) {
@@ -603,7 +633,7 @@ struct LlmMutator::Impl {
       }
       out << "; the run measures its confirmations twice as long.\n";
     }
-    out << marks_section(ctx.baselines);
+    out << marks_section(spec, ctx.baselines);
     out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n"
         << confirmation_text(ctx, parent) << diagnosis_lines(parent, true) << steps_text(spec, parent)
         << "Tunables: " << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language)

@@ -30,7 +30,7 @@ bool known_library(const std::string& name) {
 // What a library step takes (docs/spec-format.md): `buffers` buffers, then `integers` integers (the sizes), then up
 // to `optional` more buffers (a bias), and the options it knows. The device checks the rest when it makes the step
 // (one float dtype for every buffer, the library there) and before each call (the sizes against the buffers).
-enum class OptionKind { boolean, epilogue, extents, positive };
+enum class OptionKind { boolean, epilogue, extents, positive, math };
 struct LibraryOption {
   const char* name;
   OptionKind kind;
@@ -53,12 +53,16 @@ const std::vector<std::string>& epilogues() {
 const LibraryForm& library_form(const std::string& name) {
   static const std::map<std::string, LibraryForm> forms = [] {
     const LibraryOption a_t{"a_transposed", OptionKind::boolean}, b_t{"b_transposed", OptionKind::boolean};
-    const std::vector<LibraryOption> conv = {{"stride", OptionKind::extents, 1},
-                                             {"padding", OptionKind::extents, 0},
-                                             {"dilation", OptionKind::extents, 1},
-                                             {"groups", OptionKind::positive}};
+    // "fp32" (the default) or "tf32": f32 data rounded to TF32 on tensor cores, where the run's precision allows it.
+    const LibraryOption math{"math", OptionKind::math};
+    std::vector<LibraryOption> conv = {{"stride", OptionKind::extents, 1},
+                                       {"padding", OptionKind::extents, 0},
+                                       {"dilation", OptionKind::extents, 1},
+                                       {"groups", OptionKind::positive}};
     std::vector<LibraryOption> transposed = conv;
     transposed.push_back({"output_padding", OptionKind::extents, 0});
+    conv.push_back(math);
+    transposed.push_back(math);
     const char* conv2 = "x, w, y, N, C, H, W, K, R, S[, bias]";
     const char* conv3 = "x, w, y, N, C, D, H, W, K, T, R, S[, bias]";
     std::map<std::string, LibraryForm> out;
@@ -67,7 +71,7 @@ const LibraryForm& library_form(const std::string& name) {
                               1,
                               "A, B, D, M, N, K[, bias]",
                               0,
-                              {{"epilogue", OptionKind::epilogue}, b_t},
+                              {{"epilogue", OptionKind::epilogue}, b_t, math},
                               false,
                               "row-major D[M, N] = epilogue(A[M, K] B + bias[N]), B stored [K, N] or, b_transposed, "
                               "[N, K] (a Linear weight)"};
@@ -76,7 +80,7 @@ const LibraryForm& library_form(const std::string& name) {
                           0,
                           "A, B, D, M, N, K",
                           0,
-                          {a_t, b_t},
+                          {a_t, b_t, math},
                           false,
                           "the same product through cuBLAS's GEMM, the call torch.mm makes, without an epilogue (add "
                           "a bias in the next kernel); A stored [M, K] or, a_transposed, [K, M]"};
@@ -85,7 +89,7 @@ const LibraryForm& library_form(const std::string& name) {
                                   0,
                                   "A, B, D, BATCH, M, N, K",
                                   0,
-                                  {a_t, b_t},
+                                  {a_t, b_t, math},
                                   false,
                                   "BATCH such products, each operand's matrices one after another, the call "
                                   "torch.bmm makes"};
@@ -153,8 +157,16 @@ std::vector<std::int64_t> extents_option(const PlanStep& step, const char* key, 
                                   : parse_extents(it->second, count);
 }
 
-// Checks a library step's arguments and options against its form; throws PlanError naming what is wrong.
-void check_library_step(const PlanStep& step, const Spec& spec, const std::string& where) {
+// The name a library call's library goes by in messages: "cuDNN", "cuBLAS" or "cuBLASLt".
+std::string library_name(const std::string& call) {
+  if (call.rfind("cudnn.", 0) == 0) return "cuDNN";
+  return call.rfind("cublaslt.", 0) == 0 ? "cuBLASLt" : "cuBLAS";
+}
+
+// Checks a library step's arguments and options against its form, and its math against its data and the spec's
+// precision; throws PlanError naming what is wrong.
+void check_library_step(const PlanStep& step, const Spec& spec, const std::vector<Temporary>& temporaries,
+                        const std::string& where) {
   const LibraryForm& form = library_form(step.library);
   const std::string call = "the plan's " + where + " (" + step.library + ")";
   const std::size_t given = step.args.size();
@@ -214,11 +226,27 @@ void check_library_step(const PlanStep& step, const Spec& spec, const std::strin
         wanted = "an integer, at least 1 and at most 2^31 - 1";
         break;
       }
+      case OptionKind::math:
+        ok = text == "fp32" || text == "tf32";
+        wanted = "\"fp32\" or \"tf32\"";
+        break;
     }
     if (!ok) throw PlanError(call + ": " + key + " '" + text + "' is not " + wanted);
   }
   if (form.pool && !step.options.count("kernel_size")) {
     throw PlanError(call + " needs its kernel_size (one integer or three, \"d,h,w\")");
+  }
+  if (const auto math = step.options.find("math"); math != step.options.end() && math->second == "tf32") {
+    // The first buffer's dtype is every buffer's (the device checks that they agree).
+    const StepArg& first = step.args.front();
+    const DType dtype =
+        first.kind == StepArg::Kind::temporary ? temporaries.at(first.index).dtype : spec.params.at(first.index).dtype;
+    if (dtype != DType::f32) {
+      throw PlanError(call + ": \"math\": \"tf32\" is for f32 data, and its buffers are " + to_string(dtype) +
+                      " (f16 and bf16 run on tensor cores already)");
+    }
+    if (const std::string why = tf32_refusal(spec.precision_in_effect(), step.library); !why.empty())
+      throw PlanError(call + ": \"math\": \"tf32\": " + why);
   }
   if (step.library == "cublaslt.matmul") {
     const auto e = step.options.find("epilogue");
@@ -373,14 +401,135 @@ std::vector<Param> Plan::signature(const Spec& spec, std::size_t step) const {
   return out;
 }
 
-PlanBlock find_plan_block(const std::string& source) {
+namespace {
+
+bool is_ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Where `marker` starts if the text at `at` is only whitespace and then the marker; npos otherwise.
+std::size_t marker_after_space(const std::string& source, std::size_t at, const std::string& marker) {
+  while (at < source.size() && std::isspace(static_cast<unsigned char>(source[at]))) ++at;
+  return source.compare(at, marker.size(), marker) == 0 ? at : std::string::npos;
+}
+
+// The offsets of plan markers that open a block comment in C, C++, CUDA or HIP source ("/* kernelevolve-plan"),
+// as the compiler would see them: not inside a string or character literal, a // comment, another comment's
+// text, or lines that `#if 0` removes.
+std::vector<std::size_t> c_plan_markers(const std::string& source, const std::string& marker) {
+  std::vector<std::size_t> found;
+  const std::size_t n = source.size();
+  int skipped_depth = 0;  // > 0 inside `#if 0`: the #if nesting since it
+  bool line_start = true;
+  for (std::size_t at = 0; at < n;) {
+    const char c = source[at];
+    if (line_start) {
+      std::size_t p = at;
+      while (p < n && (source[p] == ' ' || source[p] == '\t')) ++p;
+      if (p < n && source[p] == '#') {
+        ++p;
+        while (p < n && (source[p] == ' ' || source[p] == '\t')) ++p;
+        std::size_t word_end = p;
+        while (word_end < n && is_ident_char(source[word_end])) ++word_end;
+        const std::string directive = source.substr(p, word_end - p);
+        if (skipped_depth > 0) {
+          if (directive == "if" || directive == "ifdef" || directive == "ifndef") ++skipped_depth;
+          else if (directive == "endif") --skipped_depth;
+          else if (skipped_depth == 1 && (directive == "else" || directive == "elif")) skipped_depth = 0;
+        } else if (directive == "if") {
+          std::size_t v = word_end;
+          while (v < n && (source[v] == ' ' || source[v] == '\t')) ++v;
+          if (v < n && source[v] == '0' && (v + 1 >= n || !is_ident_char(source[v + 1]))) skipped_depth = 1;
+        }
+      }
+      if (skipped_depth > 0) {  // the whole line is gone
+        const std::size_t eol = source.find('\n', at);
+        at = eol == std::string::npos ? n : eol + 1;
+        continue;
+      }
+      line_start = false;
+    }
+    if (c == '\n') {
+      line_start = true;
+      ++at;
+    } else if (c == '/' && at + 1 < n && source[at + 1] == '/') {
+      const std::size_t eol = source.find('\n', at);
+      at = eol == std::string::npos ? n : eol;
+    } else if (c == '/' && at + 1 < n && source[at + 1] == '*') {
+      if (const std::size_t m = marker_after_space(source, at + 2, marker); m != std::string::npos) found.push_back(m);
+      const std::size_t close = source.find("*/", at + 2);
+      // Lines inside a comment do not start directives; the JSON's own lines are read by the caller.
+      at = close == std::string::npos ? n : close + 2;
+    } else if (c == 'R' && at + 1 < n && source[at + 1] == '"' && (at == 0 || !is_ident_char(source[at - 1]))) {
+      const std::size_t open = source.find('(', at + 2);  // a C++ raw string: R"delim( ... )delim"
+      if (open == std::string::npos) break;
+      const std::string close = ")" + source.substr(at + 2, open - at - 2) + "\"";
+      const std::size_t end = source.find(close, open + 1);
+      at = end == std::string::npos ? n : end + close.size();
+    } else if (c == '"' || c == '\'') {
+      ++at;
+      while (at < n && source[at] != c && source[at] != '\n') at += source[at] == '\\' ? 2 : 1;
+      ++at;
+    } else {
+      ++at;
+    }
+  }
+  return found;
+}
+
+// The offsets of plan markers that open a triple-quoted string standing as a statement of its own in Python (a
+// Triton source's """kernelevolve-plan ... """): not in a # comment, nor inside another string.
+std::vector<std::size_t> python_plan_markers(const std::string& source, const std::string& marker) {
+  std::vector<std::size_t> found;
+  const std::size_t n = source.size();
+  bool line_blank = true;  // only whitespace since the line began
+  for (std::size_t at = 0; at < n;) {
+    const char c = source[at];
+    if (c == '\n') {
+      line_blank = true;
+      ++at;
+    } else if (c == ' ' || c == '\t' || c == '\r') {
+      ++at;
+    } else if (c == '#') {
+      const std::size_t eol = source.find('\n', at);
+      at = eol == std::string::npos ? n : eol;
+    } else if (c == '"' || c == '\'') {
+      const bool statement = line_blank;
+      line_blank = false;
+      const bool triple = source.compare(at, 3, std::string(3, c)) == 0;
+      if (triple) {
+        if (statement) {
+          if (const std::size_t m = marker_after_space(source, at + 3, marker); m != std::string::npos)
+            found.push_back(m);
+        }
+        const std::size_t end = source.find(std::string(3, c), at + 3);
+        at = end == std::string::npos ? n : end + 3;
+      } else {
+        ++at;
+        while (at < n && source[at] != c && source[at] != '\n') at += source[at] == '\\' ? 2 : 1;
+        ++at;
+      }
+    } else {
+      // A string prefix (r, b, f, u) stays part of the statement's first token: the string after it is not one.
+      line_blank = false;
+      ++at;
+    }
+  }
+  return found;
+}
+
+}  // namespace
+
+PlanBlock find_plan_block(const std::string& source, Language language) {
   PlanBlock block;
   const std::string marker = kPlanMarker;
-  block.marker = source.find(marker);
-  if (block.marker == std::string::npos) return block;
-  if (source.find(marker, block.marker + marker.size()) != std::string::npos) {
+  if (source.find(marker) == std::string::npos) return block;  // the common case: no lexing
+  const bool python = language == Language::triton || language == Language::pytorch;
+  const std::vector<std::size_t> markers =
+      python ? python_plan_markers(source, marker) : c_plan_markers(source, marker);
+  if (markers.empty()) return block;
+  if (markers.size() > 1) {
     throw PlanError(std::string("the source declares '") + kPlanMarker + "' twice: a program has one plan");
   }
+  block.marker = markers.front();
   std::size_t at = block.marker + marker.size();
   while (at < source.size() && std::isspace(static_cast<unsigned char>(source[at]))) ++at;
   if (at >= source.size() || source[at] != '{') {
@@ -410,7 +559,7 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
   Plan plan;
   const bool cpu = is_cpu_language(language);
   plan.cpu = cpu;
-  const PlanBlock block = find_plan_block(source);
+  const PlanBlock block = find_plan_block(source, language);
   if (!block.found()) {
     PlanStep step;
     step.kernel = spec.entry;
@@ -577,7 +726,7 @@ Plan plan_of(const Spec& spec, const std::string& source, Language language) {
       if (cpu)
         throw PlanError("the plan's " + where + " calls " + step.library + ", a GPU library, from a CPU program");
       if (!has_args) throw PlanError("the plan's " + where + " (" + step.library + ") needs its args");
-      check_library_step(step, spec, where);
+      check_library_step(step, spec, plan.temporaries, where);
     } else if (!step.options.empty()) {
       throw PlanError("the plan's " + where + ".options: only a library step takes options");
     }
@@ -614,13 +763,28 @@ std::string library_calls_text() {
           break;
         case OptionKind::extents: values = form.spatial == 3 ? "\"a\" or \"a,b,c\"" : "\"a\" or \"a,b\""; break;
         case OptionKind::positive: values = "an integer"; break;
+        case OptionKind::math: values = "fp32|tf32"; break;
       }
       options += std::string(options.empty() ? "" : ", ") + "\"" + o.name + "\": " + values;
     }
     if (!options.empty()) text += ", \"options\": {" + options + "}";
     text += std::string("}: ") + form.what;
   }
-  return text + ". Buffers of one dtype (f32, f16 or bf16; f32 accumulation, no TF32); any buffer may be a temporary";
+  return text +
+         ". Buffers of one dtype (f32, f16 or bf16; f32 accumulation; \"math\": \"tf32\" rounds f32 inputs to TF32 "
+         "where the run's precision allows it, fp32 by default); any buffer may be a temporary";
+}
+
+std::string tf32_refusal(const Precision& precision, const std::string& library) {
+  const std::string refused = "TF32 in " + library_name(library) + " is not allowed: the run's precision is ";
+  if (precision.policy == PrecisionPolicy::strict) return refused + "strict (fp32 everywhere)";
+  if (library.rfind("cudnn.", 0) == 0) {
+    if (precision.cudnn_tf32) return "";
+    return refused + "as-run, but your PyTorch runs convolutions in fp32 (torch.backends.cudnn.allow_tf32 is off)";
+  }
+  if (precision.matmul_tf32) return "";
+  return refused +
+         "as-run, but your PyTorch runs matrix products in fp32 (torch.backends.cuda.matmul.allow_tf32 is off)";
 }
 
 std::string to_json(const Plan& plan) {

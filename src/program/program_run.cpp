@@ -88,7 +88,7 @@ CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candi
       kernel = r.kernel;
       if (!kernel && out.missing_entry.empty()) {
         // Whether the source names the entry at all, outside the plan that launches it.
-        const PlanBlock block = find_plan_block(candidate.source);
+        const PlanBlock block = find_plan_block(candidate.source, candidate.language);
         std::string code = candidate.source;
         if (block.found()) code.erase(block.marker, block.end - block.marker);
         bool mentioned = false;
@@ -152,15 +152,10 @@ ProgramLaunch::ProgramLaunch(Device& device, const CompiledProgram& program, con
     launch.dims = bound.dims.at(s);
     steps_.push_back(launch);
   }
-}
-
-void ProgramLaunch::poison() {
-  for (std::size_t t = 0; t < temporaries_.size(); ++t)
-    eval::poison(*temporaries_[t], program_.plan.temporaries[t].dtype);
+  for (std::size_t t = 0; t < temporaries_.size(); ++t) eval::poison(*temporaries_[t], plan.temporaries[t].dtype);
 }
 
 LaunchResult ProgramLaunch::run(bool timed, bool flush_cache, std::vector<double>* each) {
-  poison();
   return named(device_.launch_steps(steps_, timed, flush_cache, each));
 }
 

@@ -37,19 +37,24 @@ CompiledProgram compile(Device& device, const Spec& spec, const Candidate& candi
 // Device::launch takes it), which must outlive this object, as must `device` and `program`.
 class ProgramLaunch {
  public:
-  // Allocates the temporaries `bound` sizes, and asks each library step whether its call stays inside the
-  // buffers it is given (`param_bytes`: each spec param's, 0 for a size or scalar): PlanError when not.
+  // Allocates the temporaries `bound` sizes and poisons them (NaN for floats, a fixed byte for integers), once:
+  // a step that reads what no step wrote reads the poison. Asks each library step whether its call stays inside
+  // the buffers it is given (`param_bytes`: each spec param's, 0 for a size or scalar): PlanError when not.
   // Throws std::runtime_error when the device cannot allocate.
   ProgramLaunch(Device& device, const CompiledProgram& program, const BoundPlan& bound, void** param_args,
                 const std::vector<std::size_t>& param_bytes);
-  // Poisons the temporaries (NaN for floats, a fixed byte for integers), as outputs are before every call.
-  void poison();
-  // Runs every step (Device::launch_steps); a failure's message names its step.
+  // Runs every step (Device::launch_steps); a failure's message names its step. The temporaries are not poisoned
+  // again: each call finds what the last one left, as a stored program's call does in the caller's process
+  // (enqueue), so verification, which calls one launch on fresh inputs trial after trial, judges a program that
+  // carries state from call to call as its user would meet it (issue 49).
   LaunchResult run(bool timed, bool flush_cache, std::vector<double>* each = nullptr);
-  // Queues every step on the caller's `stream` without poisoning or waiting (Device::enqueue_steps): a callable
-  // program's call, whose temporaries live as long as this object.
+  // Queues every step on the caller's `stream` without waiting (Device::enqueue_steps): a callable program's
+  // call, whose temporaries live as long as this object.
   LaunchResult enqueue(void* stream);
   std::size_t steps() const { return steps_.size(); }
+  // The plan's temporary `t`, as its kernels are given it (the evaluator checks its red zones).
+  std::size_t temporaries() const { return temporaries_.size(); }
+  Buffer& temporary(std::size_t t) { return *temporaries_.at(t); }
 
  private:
   // A failure's message, headed by the step that failed.

@@ -69,6 +69,7 @@ def load_module(path, overrides=None):
                 setattr(module, name, value)
     else:
         spec.loader.exec_module(module)
+    apply_precision()  # after the file's own code, which may have set the switches itself
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, name):
             raise Unmappable(f"{path} defines no {name}: a problem in KernelBench's format has class Model(nn.Module), "
@@ -101,6 +102,28 @@ def override_globals(tree, overrides):
 def int_globals(module):
     """The module's top-level ints, in definition order: the names its sizes go by."""
     return [(k, v) for k, v in vars(module).items() if type(v) is int and not k.startswith("_")]
+
+
+# The run's precision policy (issue 50): "as-run" leaves PyTorch's TF32 switches as the user's environment and the
+# module's file have them (PyTorch's defaults: cuDNN's convolutions on TF32, matrix products not); "strict" turns
+# TF32 off everywhere, after the file is loaded, so that the reference, eager and torch.compile are fp32.
+PRECISION = "strict"
+
+
+def apply_precision():
+    if PRECISION == "strict":
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        if hasattr(torch, "set_float32_matmul_precision"):
+            torch.set_float32_matmul_precision("highest")
+
+
+def precision_state():
+    """The switches the reference and the baselines run under, as the run stores and prints them."""
+    matmul = torch.get_float32_matmul_precision() if hasattr(torch, "get_float32_matmul_precision") else "highest"
+    return {"policy": PRECISION, "cudnn_tf32": bool(torch.backends.cudnn.allow_tf32),
+            "matmul_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "float32_matmul_precision": matmul}
 
 
 def module_at(path, sizes):
@@ -1124,7 +1147,7 @@ def describe(path, device, sizes, variant=None):
     return {"params": params, "workload": bound[0], "workloads": bound, "forward": base.names,
             "dtypes": sorted({p["dtype"] for p in params if p["role"] != "size"}),
             "derivation": derivation, "cost": cost, "constants": constants_of(base, used, namer.samples),
-            "not_sizes": namer.not_sizes, "torch": torch.__version__}
+            "not_sizes": namer.not_sizes, "torch": torch.__version__, "precision": precision_state()}
 
 
 def flops_per_element(flops, params, namer):
@@ -1255,31 +1278,58 @@ def allocate_ipc(device, size):
 
 
 class Timer:
-    """Times one call as KernelEvolve's devices time a kernel: on a GPU, events on the current stream
-    bracketing the call, with L2 flushed first by reading a buffer twice its size (as the CUDA device does);
-    on the CPU, the steady clock around the call, caches left warm."""
+    """Times one call as KernelEvolve's devices time a kernel's launches (issue 50, timing parity). On a GPU: L2
+    flushed by reading a buffer twice its size (as the CUDA device does), then the GPU held on a spin until the whole
+    call is queued, then events bracketing its work: the device's time with the host ahead of it, as a candidate's
+    launches from C++ are timed, not a Python call's dispatch gaps. The host's own cost of the call (its Python,
+    dispatch and launches, measured while the GPU is held) is kept apart as `host_us`, which a region's figure adds
+    where the model pays it. On the CPU, the steady clock around the call, caches left warm: the call is its own
+    host."""
 
     def __init__(self, device):
         self.device = device
         self.flush_buffer = None
+        self.host_us = 0.0  # the last call's
+        self.cycles_per_us = None
         if device.type == "cuda":
             l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20)
             self.flush_buffer = torch.ones(max(2 * l2, 1 << 20) // 4, dtype=torch.float32, device=device)
             self.start = torch.cuda.Event(enable_timing=True)
             self.stop = torch.cuda.Event(enable_timing=True)
 
+    def spin_cycles_per_us(self):
+        """The spin kernel's cycles per microsecond on this GPU, measured once."""
+        if self.cycles_per_us is None:
+            self.start.record()
+            torch.cuda._sleep(1_000_000)
+            self.stop.record()
+            self.stop.synchronize()
+            self.cycles_per_us = 1_000_000 / max(self.start.elapsed_time(self.stop) * 1000.0, 1.0)
+        return self.cycles_per_us
+
     def time(self, fn, flush):
         import time
         if self.device.type != "cuda":
             t0 = time.perf_counter_ns()
             out = fn()
-            return out, (time.perf_counter_ns() - t0) / 1000.0
-        if flush:
-            self.flush_buffer.sum()
-        self.start.record()
-        out = fn()
-        self.stop.record()
-        self.stop.synchronize()
+            self.host_us = (time.perf_counter_ns() - t0) / 1000.0
+            return out, self.host_us
+        # Held for twice the last call's host time (at least 50 us): should this call's queueing outlast the hold, the
+        # GPU waited on the host inside the events, and the call is timed again with a hold long enough.
+        for _ in range(3):
+            hold_us = max(50.0, 2.0 * self.host_us)
+            if flush:
+                self.flush_buffer.sum()
+            if hasattr(torch.cuda, "_sleep"):
+                torch.cuda._sleep(int(hold_us * self.spin_cycles_per_us()))
+            self.start.record()
+            t0 = time.perf_counter_ns()
+            out = fn()
+            self.host_us = (time.perf_counter_ns() - t0) / 1000.0
+            self.stop.record()
+            self.stop.synchronize()
+            if self.host_us <= hold_us or not hasattr(torch.cuda, "_sleep"):
+                break
         return out, self.start.elapsed_time(self.stop) * 1000.0
 
 
@@ -1484,6 +1534,7 @@ class Server:
         reply = {"ok": True}
         if time_us is not None and request.get("timed", False):
             reply["time_us"] = time_us
+            reply["host_us"] = self.timer.host_us
         return reply
 
     def run_backward(self, model, args, request, mode):
@@ -1740,11 +1791,12 @@ def main():
     parser.add_argument("--dtype", choices=["", "bf16", "f16"], default="")
     parser.add_argument("--backward", action="store_true")
     parser.add_argument("--with-forward", action="store_true")
+    parser.add_argument("--precision", choices=["as-run", "strict"], default="strict")
     args = parser.parse_args()
     torch.set_num_threads(max(1, int(os.environ.get("KE_TORCH_THREADS", "1"))))
-    # The reference in full fp32: TF32 would put a matmul or a convolution outside fp32's tolerance.
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    global PRECISION
+    PRECISION = args.precision
+    apply_precision()
     if args.mode == "describe":
         try:
             variant = Variant(args.dtype, args.backward, args.with_forward)

@@ -7,15 +7,26 @@
 # inductor_cpu.py's translate_cpu(), whose text comes between the two in the script.
 
 
+def apply_precision(torch, precision=None):
+    """The TF32 switches of the run's precision (the spec's "precision", as the run resolved it; bridge.py's
+    precision_state()): the program captured is the one the user's torch.compile runs under them, so node 0 is what
+    the user already has. No precision given: fp32, TF32 off (the strict policy)."""
+    precision = precision or {}
+    torch.backends.cuda.matmul.allow_tf32 = bool(precision.get("matmul_tf32", False))
+    torch.backends.cudnn.allow_tf32 = bool(precision.get("cudnn_tf32", False))
+    if hasattr(torch, "set_float32_matmul_precision"):
+        torch.set_float32_matmul_precision(precision.get("float32_matmul_precision", "highest"))
+
+
 def capture_settings(torch):
     """What a capture sets before it compiles (scripts/capture-inductor.py records fixtures under the same): fp32
-    without TF32, as the reference runs (bridge.py); a module's float (an eps, a slope) a constant of the code, not
-    a 0-d float64 CPU tensor the program would have to be passed; and no compile served from Inductor's cache,
-    which may hold another problem's example sizes (bench/results/inductor_first.md, the translation census)."""
+    without TF32 until the spec's precision says otherwise (apply_precision, after the module loads); a module's
+    float (an eps, a slope) a constant of the code, not a 0-d float64 CPU tensor the program would have to be
+    passed; and no compile served from Inductor's cache, which may hold another problem's example sizes
+    (bench/results/inductor_first.md, the translation census)."""
     import importlib
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    apply_precision(torch)
     for module, key, value in (("torch._dynamo.config", "specialize_float", True),
                                ("torch._inductor.config", "fx_graph_cache", False)):
         try:
@@ -102,6 +113,7 @@ def _capture_main():
         module = importlib.util.module_from_spec(loader)
         sys.modules[name] = module  # Dynamo looks a forward's globals up by its module's name
         loader.loader.exec_module(module)
+        apply_precision(torch, spec.get("precision"))  # after the file's own code: the run's switches win
         torch.manual_seed(0)
         device = torch.device(args.device)
         # Made on the device: a KernelBench problem at its own size draws gigabytes of random inputs, seconds on

@@ -1098,6 +1098,7 @@ class _Plan:
                     "options": {}}
         else:
             step = {"library": "cublas.gemm", "args": [a, b, out, m, n, k], "options": {}}
+        step["dtype"] = self.dtype_of(a)  # whether TF32 may apply (translate())
         if bias is not None:
             bias_ref, bias_shape, _ = self.operand(bias, what)
             if len(bias_shape) != 1:
@@ -1165,7 +1166,8 @@ class _Plan:
         bias = call.keywords and [k.value for k in call.keywords if k.arg == "bias"]
         if bias and ast.unparse(bias[0]) != "None":
             args.append(self.tensor(bias[0], what))
-        self.steps.append({"library": library, "args": args, "options": options, "conv_input": x})
+        self.steps.append({"library": library, "args": args, "options": options, "conv_input": x,
+                           "dtype": self.dtype_of(x)})
 
     def avg_pool3d(self, name, call):
         """aten.avg_pool3d, which Inductor does not lower and calls as it is: cudnn.avg_pool3d."""
@@ -1396,6 +1398,20 @@ def _first(values, value):
     return [value] + [v for v in values if v != value]
 
 
+def _tf32_libraries(spec):
+    """The libraries whose f32 calls ran on TF32 in the capture: those whose switch the spec's precision turns on
+    (cudnn: torch.backends.cudnn.allow_tf32; cublas and cublaslt: torch.backends.cuda.matmul.allow_tf32). The
+    capture driver set torch's switches from the same precision before it compiled (inductor_capture.apply_precision),
+    so reading it here reads what torch had; this module never imports torch. A policy alone is PyTorch's defaults."""
+    precision = spec.get("precision")
+    if precision == "as-run":
+        precision = {"cudnn_tf32": True, "matmul_tf32": False}
+    if not isinstance(precision, dict):
+        return set()
+    return ({"cudnn"} if precision.get("cudnn_tf32") else set()) | \
+        ({"cublas", "cublaslt"} if precision.get("matmul_tf32") else set())
+
+
 def translate(output_code, spec, chosen=None, arg_names=None):
     """Inductor's output code for a problem -> {"source", "tunables", "notes", "constraints"} (see the module's
     docstring). `constraints` lists the sizes Inductor fixed in the code (`hidden == 768`): the program computes
@@ -1403,7 +1419,9 @@ def translate(output_code, spec, chosen=None, arg_names=None):
     name ({"triton_red_fused_sum_0": {"XBLOCK": 1, "R0_BLOCK": 2048, "num_warps": 16, "num_stages": 1}}), known
     only after a run: each tunable's first value (node 0's) is the chosen one. Without it, the choices recorded in
     the code are used, else the heuristics' first configuration. `arg_names`: the spec param each of call()'s
-    arguments is, where the capture saw it (state_names()), else None; without it, those recorded in the code."""
+    arguments is, where the capture saw it (state_names()), else None; without it, those recorded in the code.
+    A library step on f32 data takes "math": "tf32" where the spec's "precision" had its library's TF32 switch on
+    (_tf32_libraries): the math the captured torch.compile ran, which the run's precision allows."""
     if chosen is None:
         chosen = _chosen_in(output_code)
     if arg_names is None:
@@ -1474,6 +1492,7 @@ def translate(output_code, spec, chosen=None, arg_names=None):
                      + (", starting from its autotuner's choice" if picked else ""))
 
     steps = []
+    tf32_libraries = _tf32_libraries(spec)
     for step in plan.steps:
         if "kernel" in step:
             kernel = step["kernel"]
@@ -1487,10 +1506,14 @@ def translate(output_code, spec, chosen=None, arg_names=None):
             # still passes them, as Inductor's does.
         else:
             entry = {"library": step["library"], "args": [_ref(a) for a in step["args"]]}
-            if step["options"]:
-                entry["options"] = step["options"]
+            options = dict(step["options"])
+            tf32 = step.get("dtype") == "f32" and step["library"].split(".")[0] in tf32_libraries
+            if tf32:
+                options["math"] = "tf32"
+            if options:
+                entry["options"] = options
             steps.append(entry)
-            notes.append(f"extern_kernels -> {step['library']}")
+            notes.append(f"extern_kernels -> {step['library']}" + (" (TF32, as the capture ran)" if tf32 else ""))
 
     used = {id(a.root()) for s in plan.steps for a in s["args"] if isinstance(a, _Storage)}
     for storage in plan.storages:

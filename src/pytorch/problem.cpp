@@ -57,7 +57,8 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
   variant.dtype = options.dtype;
   variant.backward = options.backward;
   variant.with_forward = options.with_forward;
-  std::vector<std::string> args{"describe", "--module", absolute, "--device", device};
+  const PrecisionPolicy policy = options.precision.value_or(PrecisionPolicy::as_run);
+  std::vector<std::string> args{"describe", "--module", absolute, "--device", device, "--precision", to_string(policy)};
   for (std::string& a : pytorch::variant_args(variant)) args.push_back(std::move(a));
   const std::string text = pytorch::run_bridge(args, options.timeout_s);
   simdjson::dom::parser parser;
@@ -119,6 +120,17 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
     // 69 of KernelBench, a transposed convolution, ran under that count's floor on an H200): rates, no floor.
     spec.cost_flops_floor = false;
   }
+  // The switches the module runs under, as the bridge found them once the file was loaded under the policy.
+  Precision precision =
+      policy == PrecisionPolicy::as_run ? Precision::as_run_defaults() : Precision::strict_fp32();
+  if (simdjson::dom::object state; doc["precision"].get(state) == simdjson::SUCCESS) {
+    bool on = false;
+    if (state["cudnn_tf32"].get(on) == simdjson::SUCCESS) precision.cudnn_tf32 = on;
+    if (state["matmul_tf32"].get(on) == simdjson::SUCCESS) precision.matmul_tf32 = on;
+    if (std::string_view text; state["float32_matmul_precision"].get(text) == simdjson::SUCCESS)
+      precision.float32_matmul_precision = std::string(text);
+  }
+  spec.precision = precision;
   spec.reference = variant;
   spec.reference.file = absolute;
   spec.reference.source = read_file(absolute);

@@ -58,6 +58,12 @@ std::string find_python() {
               "interpreter with KE_PYTHON");
 }
 
+std::vector<std::string> bridge_problem_args(const Spec& spec) {
+  std::vector<std::string> out = variant_args(spec.reference);
+  out.insert(out.end(), {"--precision", to_string(spec.precision_in_effect().policy)});
+  return out;
+}
+
 std::vector<std::string> variant_args(const SourceRef& reference) {
   std::vector<std::string> out;
   if (reference.dtype) out.insert(out.end(), {"--dtype", to_string(*reference.dtype)});

@@ -20,6 +20,8 @@ std::string find_python();
 // The bridge's arguments that make `reference`'s problem of its module (SourceRef::dtype, backward,
 // with_forward): ["--dtype", "bf16", "--backward", ...], or none for the module's own forward.
 std::vector<std::string> variant_args(const SourceRef& reference);
+// What the bridge serving `spec`'s reference is told: its variant and the run's precision policy.
+std::vector<std::string> bridge_problem_args(const Spec& spec);
 
 // Runs `python -c bridge.py ARGS...` to its end and returns what it printed; throws Error(Internal)
 // with its error output when it crashes, or is killed after `timeout_s`.

@@ -31,7 +31,7 @@ SharedBridge::SharedBridge(const Spec& spec, const DeviceInfo& device) {
   std::vector<std::string> args{"serve",   "--module",      spec.reference.file,          "--device",
                                 device.id, "--arena-bytes", std::to_string(arena_bytes_), "--control-fd",
                                 "3"};
-  const std::vector<std::string> variant = variant_args(spec.reference);
+  const std::vector<std::string> variant = bridge_problem_args(spec);
   args.insert(args.end(), variant.begin(), variant.end());
   std::vector<int> fds{sv[1]};
   if (device.kind == "cpu") {

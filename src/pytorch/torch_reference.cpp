@@ -84,7 +84,7 @@ TorchReference::TorchReference(const Spec& spec, std::shared_ptr<Device> candida
   arena_bytes_ = std::max<std::size_t>(memory_footprint(spec_, cand).arena_bytes, kAlign);
   std::vector<std::string> bridge_args{"serve", "--module",      spec_.reference.file,        "--device",
                                        cand.id, "--arena-bytes", std::to_string(arena_bytes_)};
-  const std::vector<std::string> variant = variant_args(spec_.reference);
+  const std::vector<std::string> variant = bridge_problem_args(spec_);
   bridge_args.insert(bridge_args.end(), variant.begin(), variant.end());
   if (cand.kind == "cuda") {
     std::string handle;
@@ -350,6 +350,8 @@ LaunchResult TorchReference::launch(Kernel& kernel, void** args, const LaunchDim
       simdjson::dom::element doc;
       if (parser.parse(reply).get(doc) != simdjson::SUCCESS || doc["time_us"].get(r.time_us) != simdjson::SUCCESS) {
         r.ok = false, r.error = "the PyTorch bridge gave no time: " + reply.substr(0, 200);
+      } else if (doc["host_us"].get(r.host_us) != simdjson::SUCCESS) {
+        r.host_us = 0;
       }
     }
   } catch (const Error& e) {

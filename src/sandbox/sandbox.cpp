@@ -4,7 +4,7 @@
 // setup (its timing lock, opened with O_CREAT|O_RDWR) into a read-only open of that exact path.
 #include "kernelevolve/sandbox.hpp"
 
-#include "eval/threads.hpp"
+#include "core/threads.hpp"
 
 #include <fcntl.h>
 #include <linux/capability.h>
@@ -168,7 +168,7 @@ SandboxReport enter_sandbox_namespaces(SandboxMode mode, const std::vector<std::
   SandboxReport r;
   r.mode = mode;
   if (mode != SandboxMode::strict) return r;
-  if (const int threads = eval::thread_count(); threads > 1) {
+  if (const int threads = live_thread_count(); threads > 1) {
     r.missing.push_back("namespaces (the process already runs " + std::to_string(threads) +
                         " threads; they must be entered before any starts)");
     return r;

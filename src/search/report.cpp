@@ -80,12 +80,63 @@ double speedup_over(const Evaluation& baseline, const Node& best) {
   return std::exp(log_sum / static_cast<double>(baseline.timings.size()));
 }
 
+}  // namespace
+
+std::string precision_json(const Precision& p) {
+  return "{\"policy\": " + json_quote(to_string(p.policy)) + ", \"cudnn_tf32\": " + (p.cudnn_tf32 ? "true" : "false") +
+         ", \"matmul_tf32\": " + (p.matmul_tf32 ? "true" : "false") +
+         ", \"float32_matmul_precision\": " + json_quote(p.float32_matmul_precision) +
+         ", \"reference_error_factor\": " + number(kReferenceErrorFactor) + "}";
+}
+
+BestBaseline best_baseline(const std::vector<Baseline>& baselines, std::size_t workloads) {
+  BestBaseline out;
+  if (workloads == 0) return out;
+  out.time_us.assign(workloads, NAN);
+  out.name.assign(workloads, "");
+  for (const Baseline& b : baselines) {
+    if (b.evaluation.status != Status::ok || b.evaluation.timings.size() != workloads) continue;
+    for (std::size_t w = 0; w < workloads; ++w) {
+      const double t = b.evaluation.timings[w].median_us;
+      if (t > 0 && !(t >= out.time_us[w])) {  // NaN (none yet) compares false
+        out.time_us[w] = t;
+        out.name[w] = b.name;
+      }
+    }
+  }
+  for (const double t : out.time_us) {
+    if (std::isnan(t)) return {};
+  }
+  return out;
+}
+
+double speedup_over_best_baseline(const std::vector<Baseline>& baselines, const Evaluation& best) {
+  const BestBaseline mark = best_baseline(baselines, best.timings.size());
+  if (mark.empty()) return NAN;
+  double log_sum = 0;
+  for (std::size_t w = 0; w < mark.time_us.size(); ++w) {
+    if (!(best.timings[w].median_us > 0)) return NAN;
+    log_sum += std::log(mark.time_us[w] / best.timings[w].median_us);
+  }
+  return std::exp(log_sum / static_cast<double>(mark.time_us.size()));
+}
+
+namespace {
+
 const Baseline* find_baseline(const RunResult& result, const std::string& name) {
   for (const Baseline& b : result.baselines) {
     if (b.name == name) return &b;
   }
   return nullptr;
 }
+
+// The host's cost of one call on workload w (a baseline's Python call; LocalEvaluator's "host_ns.w<N>"), 0 if
+// not measured.
+double host_us(const Evaluation& e, std::size_t w) {
+  const auto it = e.resources.find("host_ns.w" + std::to_string(w));
+  return it == e.resources.end() ? 0.0 : static_cast<double>(it->second) / 1000.0;
+}
+bool has_host_time(const Evaluation& e) { return host_us(e, 0) > 0; }
 
 // Each workload's spread (the median absolute deviation of its timed runs), beside its median.
 std::string spread_array(const Evaluation& e) {
@@ -122,7 +173,8 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
   out << "{" << json_quote("spec") << ": " << json_quote(spec.name)
       << ", \"device\": " << json_quote(device.id + " " + device.name)
       << ", \"ceilings_moved\": " << (result.ceilings_moved.empty() ? "null" : json_quote(result.ceilings_moved))
-      << ", \"run\": " << run_id << ", \"evaluations\": " << graph.size() << ", \"status_counts\": {";
+      << ", \"run\": " << run_id << ", \"precision\": " << precision_json(spec.precision_in_effect())
+      << ", \"evaluations\": " << graph.size() << ", \"status_counts\": {";
   bool first = true;
   for (const auto& [k, v] : counts) {
     out << (first ? "" : ", ") << json_quote(k) << ": " << v;
@@ -171,6 +223,7 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
           << ": {\"status\": " << json_quote(to_string(e.status))
           << ", \"time_us\": " << (ok ? array(t.size(), [&](std::size_t w) { return number(t[w]); }) : "null")
           << ", \"spread_us\": " << (ok ? spread_array(e) : "null")
+          << ", \"host_us\": " << (ok && has_host_time(e) ? array(t.size(), [&](std::size_t w) { return number(host_us(e, w)); }) : "null")
           << ", \"reason\": " << (ok ? "null" : json_quote(e.message)) << "}";
     }
     out << "}";
@@ -206,6 +259,13 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
         out << ", \"speedup_vs_" << name << "\": " << number(speedup_over(b->evaluation, best));
       }
     }
+    if (const BestBaseline mark = best_baseline(result.baselines, best.evaluation.timings.size()); !mark.empty()) {
+      // The mark to beat: the faster of eager and compile on each workload, not the slower one a kernel beats easily.
+      out << ", \"speedup_vs_best_baseline\": " << number(speedup_over_best_baseline(result.baselines, best.evaluation))
+          << ", \"best_baseline\": "
+          << array(mark.name.size(), [&](std::size_t w) { return json_quote(mark.name[w]); })
+          << ", \"best_baseline_us\": " << array(mark.time_us.size(), [&](std::size_t w) { return number(mark.time_us[w]); });
+    }
     out << "}";
     out << ", \"unconfirmed\": "
         << array(result.unconfirmed.size(), [&](std::size_t i) { return confirmation_json(result.unconfirmed[i]); });
@@ -234,7 +294,8 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
   out << spec.name << " on " << device.id << " (" << device.name << "): " << graph.size() << " evaluations in "
       << elapsed << " s; stopped: " << result.stop_reason << "\n  statuses:";
   for (const auto& [k, v] : counts) out << " " << k << " " << v;
-  out << "\n";
+  out << "\n  precision: " << spec.precision_in_effect().text() << "; correct within the larger of the tolerance and "
+      << kReferenceErrorFactor << "x the reference's own error against float64\n";
   if (!result.ceilings_moved.empty()) {
     out << "  noisy machine: the device's ceilings moved since the previous measurement (" << result.ceilings_moved
         << "); confirmations took twice their rounds\n";
@@ -313,12 +374,29 @@ std::string run_report_text(const Spec& spec, const DeviceInfo& device, const Se
       std::snprintf(line, sizeof line, " %.1f us", t.median_us);
       out << line;
     }
+    if (has_host_time(b.evaluation)) {  // GPU time with the host ahead; the Python call's own cost apart
+      out << " (GPU time; the host's call:";
+      for (std::size_t w = 0; w < b.evaluation.timings.size(); ++w) {
+        std::snprintf(line, sizeof line, " %.1f us", host_us(b.evaluation, w));
+        out << line;
+      }
+      out << ")";
+    }
     const double over = speedup_over(b.evaluation, best);
     if (std::isfinite(over)) {
       out << "; the best is " << ratio_text(over) << " faster (geometric mean)\n";
     } else {
       out << "; no ratio to the best (not timed on the same workloads)\n";
     }
+  }
+  if (const BestBaseline mark = best_baseline(result.baselines, best.evaluation.timings.size()); !mark.empty()) {
+    out << "  the mark to beat, the faster of eager and torch.compile per workload:";
+    for (std::size_t w = 0; w < mark.time_us.size(); ++w) {
+      std::snprintf(line, sizeof line, " %.1f us (%s)", mark.time_us[w], mark.name[w].c_str());
+      out << line;
+    }
+    out << "; the best is " << ratio_text(speedup_over_best_baseline(result.baselines, best.evaluation))
+        << " faster (geometric mean)\n";
   }
   const std::vector<NodeId> fastest = fastest_per_workload(spec, graph, best);
   for (std::size_t w = 0; w < fastest.size(); ++w) {

@@ -1026,6 +1026,17 @@ std::optional<StoredMeasurement> Store::find_measurement(const std::string& hash
   return m;
 }
 
+Store::RecordedDigests Store::recorded_digests(std::int64_t row) const {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_, "SELECT n.key, s.hash FROM nodes n JOIN sources s ON s.id = n.source_id WHERE n.uid = ?");
+  s.bind(1, row);
+  if (!s.step())
+    throw Error(ErrorCode::BadUsage, path_ + ": has no node row " + std::to_string(row) + " with a source");
+  return {s.text(0), s.text(1)};
+}
+
+std::string Store::source_hash(const std::string& text) { return text_hash(text); }
+
 std::string Store::integrity_check() const {
   std::lock_guard lock(mutex_);
   Stmt s(db_, "PRAGMA integrity_check");

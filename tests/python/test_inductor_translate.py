@@ -739,5 +739,56 @@ class EmbeddingBagsSideBySide(unittest.TestCase):
                             f"table {t}: max difference {(got - expected[t]).abs().max().item()}")
 
 
+class TF32(unittest.TestCase):
+    """A library step on f32 data takes "math": "tf32" where the spec's precision, the switches the capture compiled
+    under (inductor_capture.apply_precision), has its library's on: node 0 computes what the user's torch.compile
+    does. The recorded fixtures are the code either way: cuDNN and cuBLAS are called alike with TF32 on or off."""
+
+    PYTORCH_DEFAULTS = {"policy": "as-run", "cudnn_tf32": True, "matmul_tf32": False,
+                        "float32_matmul_precision": "highest"}
+    MATMUL_ON = {"policy": "as-run", "cudnn_tf32": True, "matmul_tf32": True, "float32_matmul_precision": "high"}
+    STRICT = {"policy": "strict", "cudnn_tf32": False, "matmul_tf32": False, "float32_matmul_precision": "highest"}
+
+    def library_steps(self, code, spec, precision):
+        if precision is not None:
+            spec = dict(spec, precision=precision)
+        result = translate(code, spec)
+        return [s for s in plan_of(result["source"])["steps"] if "library" in s], result["notes"]
+
+    def maths(self, code, spec, precision):
+        return [s.get("options", {}).get("math") for s in self.library_steps(code, spec, precision)[0]]
+
+    def test_a_convolution_takes_tf32_where_cudnn_ran_it(self):
+        code, spec = fixture("conv3x3_bias_relu.dynamic")
+        self.assertEqual(self.maths(code, spec, self.PYTORCH_DEFAULTS), ["tf32"])
+        self.assertEqual(self.maths(code, spec, self.MATMUL_ON), ["tf32"])
+        self.assertEqual(self.maths(code, spec, dict(self.PYTORCH_DEFAULTS, cudnn_tf32=False)), [None])
+        self.assertEqual(self.maths(code, spec, self.STRICT), [None])
+        self.assertEqual(self.maths(code, spec, None), [None])  # no precision: the capture ran strict
+        self.assertEqual(self.maths(code, spec, "as-run"), ["tf32"])  # a policy alone: PyTorch's defaults
+        steps, notes = self.library_steps(code, spec, self.PYTORCH_DEFAULTS)
+        self.assertEqual(steps[0]["options"], {"stride": "1,1", "padding": "1,1", "dilation": "1,1", "groups": "1",
+                                               "math": "tf32"})
+        self.assertIn("extern_kernels -> cudnn.conv2d (TF32, as the capture ran)", notes)
+
+    def test_products_take_tf32_only_where_matmul_ran_it(self):
+        linear, linear_spec = fixture("linear_relu.static")
+        addmm = linear.replace("extern_kernels.mm(arg2_1, ", "extern_kernels.addmm(arg1_1, arg2_1, ")
+        for code, spec, library in ((linear, linear_spec, "cublas.gemm"), (addmm, linear_spec, "cublaslt.matmul"),
+                                    fixture("dlrm_interaction.static") + ("cublas.gemm_batched",)):
+            with self.subTest(library):
+                steps, _ = self.library_steps(code, spec, self.MATMUL_ON)
+                self.assertEqual([s["library"] for s in steps], [library])
+                self.assertEqual(steps[0]["options"]["math"], "tf32")
+                self.assertEqual(self.maths(code, spec, self.PYTORCH_DEFAULTS), [None])
+                self.assertEqual(self.maths(code, spec, self.STRICT), [None])
+
+    def test_not_on_16_bit_data(self):
+        code, spec = fixture("matmul_ab.static")
+        self.assertEqual(self.maths(code, spec, self.MATMUL_ON), ["tf32"])
+        bf16 = json.loads(json.dumps(spec).replace('"f32"', '"bf16"'))
+        self.assertEqual(self.maths(code.replace("torch.float32", "torch.bfloat16"), bf16, self.MATMUL_ON), [None])
+
+
 if __name__ == "__main__":
     unittest.main()

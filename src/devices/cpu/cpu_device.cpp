@@ -431,8 +431,22 @@ using cpu_detail::JitEngine;
 
 namespace {
 
-// Host memory between two inaccessible guard pages, its end flush against the upper one, so a kernel
-// that writes past either end of a buffer faults at once instead of corrupting the process quietly.
+// The byte a red zone holds at `address`: a function of the address, so that no two buffers' red zones hold the
+// same bytes, and a kernel that copies the bytes past the end of its input to past the end of its output still
+// changes what it overwrites.
+unsigned char red_zone_byte(std::uintptr_t address) {
+  std::uint64_t z = (address >> 3) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+  z ^= z >> 29;
+  return static_cast<unsigned char>(z >> (8 * (address & 7)));
+}
+
+// Host memory between two inaccessible guard pages, its end flush against the upper one (up to the 64-byte
+// rounding), so that a kernel that writes far past either end of a buffer faults at once instead of corrupting
+// the process quietly. The slack between the lower guard page and the data, and the rounding's slack after the
+// data, are red zones: filled with red_zone_byte, checked by check_red_zones, so that a small write outside the
+// buffer that the pages miss is caught too. Before the data there is either no slack (element -1 is in the guard
+// page) or at least 64 bytes of it.
 class CpuBuffer final : public Buffer {
  public:
   explicit CpuBuffer(std::size_t bytes) : bytes_(bytes) {
@@ -447,8 +461,42 @@ class CpuBuffer final : public Buffer {
     mprotect(base_, page, PROT_NONE);
     mprotect(base_ + page + data_pages, page, PROT_NONE);
     data_ = base_ + page + data_pages - rounded;  // 64-byte aligned: pages are, and so is `rounded`
+    front_ = data_pages - rounded;                // 0, or a multiple of 64 below a page
+    back_ = rounded - bytes;                      // 0 to 63; 64 for an empty buffer
+    pattern_.resize(front_ + back_);
+    for (std::size_t i = 0; i < front_; ++i) pattern_[i] = red_zone_byte(address(data_ - front_ + i));
+    for (std::size_t i = 0; i < back_; ++i) pattern_[front_ + i] = red_zone_byte(address(data_ + bytes_ + i));
+    arm();
   }
   ~CpuBuffer() override { munmap(base_, mapped_); }
+  RedZoneReport check_red_zones() override {
+    RedZoneReport r;
+    r.checked = true;
+    const unsigned char* front = data_ - front_;
+    const unsigned char* back = data_ + bytes_;
+    if (std::memcmp(front, pattern_.data(), front_) == 0 && std::memcmp(back, pattern_.data() + front_, back_) == 0)
+      return r;
+    r.intact = false;
+    // The damaged byte nearest the buffer: before it, the last of the front zone's that differs.
+    for (std::size_t i = front_; i-- > 0;) {
+      if (front[i] != pattern_[i]) {
+        r.before = true;
+        r.distance = front_ - i;
+        r.zone_bytes = front_;
+        arm();
+        return r;
+      }
+    }
+    for (std::size_t i = 0; i < back_; ++i) {
+      if (back[i] != pattern_[front_ + i]) {
+        r.distance = i;
+        r.zone_bytes = back_;
+        break;
+      }
+    }
+    arm();
+    return r;
+  }
   std::size_t bytes() const override { return bytes_; }
   void* data() override { return data_; }
   void* host_address() const override { return data_; }
@@ -484,10 +532,18 @@ class CpuBuffer final : public Buffer {
       throw Error(ErrorCode::BadUsage, std::string("cpu buffer ") + what + ": " + std::to_string(bytes) +
                                            " bytes into a buffer of " + std::to_string(bytes_));
   }
+  static std::uintptr_t address(const unsigned char* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  // Fills both red zones with their pattern.
+  void arm() {
+    std::memcpy(data_ - front_, pattern_.data(), front_);
+    std::memcpy(data_ + bytes_, pattern_.data() + front_, back_);
+  }
   std::size_t bytes_;
   std::size_t mapped_ = 0;
   unsigned char* base_ = nullptr;
   unsigned char* data_ = nullptr;
+  std::size_t front_ = 0, back_ = 0;    // the red zones' bytes, before the data and after it
+  std::vector<unsigned char> pattern_;  // what they hold: the front zone's bytes, then the back zone's
 };
 
 }  // namespace

@@ -27,7 +27,7 @@ using cublasHandle_t = struct cublasContext*;
 enum : int { kOpN = 0, kOpT = 1 };
 enum : int { kDefaultMath = 0 };  // CUBLAS_DEFAULT_MATH: no TF32 for fp32 (PyTorch's default)
 enum : int { kR32F = 0, kR16F = 2, kR16BF = 14 };
-enum : int { kCompute32F = 68 };
+enum : int { kCompute32F = 68, kCompute32FFastTF32 = 77 };
 enum : int { kGemmDefault = -1 };
 
 struct BlasApi {
@@ -107,7 +107,7 @@ std::string failure(const BlasApi& api, const char* function, cublasStatus_t sta
          std::to_string(status) + "); gemm " + call.dtype +
          (call.batch != 1 ? " batch=" + std::to_string(call.batch) : "") + " M=" + std::to_string(call.m) +
          " N=" + std::to_string(call.n) + " K=" + std::to_string(call.k) + (call.a_transposed ? " A^T" : "") +
-         (call.b_transposed ? " B^T" : "");
+         (call.b_transposed ? " B^T" : "") + (call.tf32 ? " tf32" : "");
 }
 
 }  // namespace
@@ -129,6 +129,8 @@ std::string gemm(void* stream, const MatmulCall& call) {
     else if (call.dtype == "bf16") data_type = kR16BF;
     else return "gemm: dtype '" + call.dtype + "' is not f32, f16 or bf16";
     if (call.epilogue != MatmulEpilogue::none) return "gemm: cuBLAS's GEMM has no epilogue (cublaslt.matmul has)";
+    if (call.tf32 && data_type != kR32F)
+      return "gemm: TF32 math is for f32 operands (f16 and bf16 run on tensor cores already)";
     if (call.m < 1 || call.n < 1 || call.k < 1 || call.batch < 1) return "gemm: sizes must be at least 1";
     // The classic API takes int sizes, leading dimensions and batch counts.
     if (call.m > INT_MAX || call.n > INT_MAX || call.k > INT_MAX || call.batch > INT_MAX)
@@ -163,11 +165,15 @@ std::string gemm(void* stream, const MatmulCall& call) {
     const int transa = call.b_transposed ? kOpT : kOpN, transb = call.a_transposed ? kOpT : kOpN;
     const int lda = call.b_transposed ? k : m, ldb = call.a_transposed ? n : k, ldc = m;
     const float alpha = 1.0f, beta = 0.0f;  // beta 0: C is not read, so D may hold anything (NaN) before
+    // f32 with TF32 goes through the Ex calls, whose compute type says so for this call alone: the handle's math
+    // mode, shared by every step, stays CUBLAS_DEFAULT_MATH.
+    const bool plain_f32 = data_type == kR32F && !call.tf32;
+    const int compute_type = call.tf32 ? kCompute32FFastTF32 : kCompute32F;
     if (call.batch > 1) {
       // Each product's operands follow the previous one's densely, as torch.bmm's contiguous operands do.
       const long long stride_b = call.k * call.n, stride_a = call.m * call.k, stride_d = call.m * call.n;
       const int batch = static_cast<int>(call.batch);
-      if (data_type == kR32F) {
+      if (plain_f32) {
         s = api.sgemm_strided_batched(state.handle, transa, transb, m, n, k, &alpha,
                                       static_cast<const float*>(device_ptr(call.b)), lda, stride_b,
                                       static_cast<const float*>(device_ptr(call.a)), ldb, stride_a, &beta,
@@ -176,17 +182,18 @@ std::string gemm(void* stream, const MatmulCall& call) {
       } else {
         s = api.gemm_strided_batched_ex(state.handle, transa, transb, m, n, k, &alpha, device_ptr(call.b), data_type,
                                         lda, stride_b, device_ptr(call.a), data_type, ldb, stride_a, &beta,
-                                        device_ptr(call.d), data_type, ldc, stride_d, batch, kCompute32F, kGemmDefault);
+                                        device_ptr(call.d), data_type, ldc, stride_d, batch, compute_type,
+                                        kGemmDefault);
         if (s != kSuccess) return failure(api, "cublasGemmStridedBatchedEx", s, call);
       }
-    } else if (data_type == kR32F) {
+    } else if (plain_f32) {
       s = api.sgemm(state.handle, transa, transb, m, n, k, &alpha, static_cast<const float*>(device_ptr(call.b)), lda,
                     static_cast<const float*>(device_ptr(call.a)), ldb, &beta, static_cast<float*>(device_ptr(call.d)),
                     ldc);
       if (s != kSuccess) return failure(api, "cublasSgemm", s, call);
     } else {
       s = api.gemm_ex(state.handle, transa, transb, m, n, k, &alpha, device_ptr(call.b), data_type, lda,
-                      device_ptr(call.a), data_type, ldb, &beta, device_ptr(call.d), data_type, ldc, kCompute32F,
+                      device_ptr(call.a), data_type, ldb, &beta, device_ptr(call.d), data_type, ldc, compute_type,
                       kGemmDefault);
       if (s != kSuccess) return failure(api, "cublasGemmEx", s, call);
     }

@@ -55,9 +55,9 @@ enum : int {
 // cublasOperation_t
 enum : std::int32_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 
-// cublasComputeType_t. CUBLAS_COMPUTE_32F is IEEE fp32 accumulation; only the _FAST_ variants
-// (CUBLAS_COMPUTE_32F_FAST_TF32 = 77) may round fp32 inputs to TF32.
-enum : int { CUBLAS_COMPUTE_32F = 68 };
+// cublasComputeType_t. CUBLAS_COMPUTE_32F is IEEE fp32 accumulation; only the _FAST_ variants may round fp32
+// inputs: CUBLAS_COMPUTE_32F_FAST_TF32 to TF32 (a step's "math": "tf32").
+enum : int { CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_FAST_TF32 = 77 };
 
 // cudaDataType_t (library_types.h)
 enum : int { CUDA_R_32F = 0, CUDA_R_16F = 2, CUDA_R_16BF = 14 };
@@ -257,8 +257,10 @@ struct PlanKey {
   MatmulEpilogue epilogue;
   std::uint32_t align_a, align_b, align_d, align_bias;
   std::size_t workspace_bytes;
+  bool tf32;  // the compute type: CUBLAS_COMPUTE_32F_FAST_TF32, else CUBLAS_COMPUTE_32F
   auto tie() const {
-    return std::tie(m, n, k, data_type, b_transposed, epilogue, align_a, align_b, align_d, align_bias, workspace_bytes);
+    return std::tie(m, n, k, data_type, b_transposed, epilogue, align_a, align_b, align_d, align_bias, workspace_bytes,
+                    tf32);
   }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
@@ -295,7 +297,8 @@ constexpr std::size_t kMaxPlans = 512;  // a search meets a handful of shapes; t
 
 std::string describe(const MatmulCall& call) {
   return "matmul " + call.dtype + " M=" + std::to_string(call.m) + " N=" + std::to_string(call.n) +
-         " K=" + std::to_string(call.k) + (call.b_transposed ? " B^T " : " ") + to_string(call.epilogue);
+         " K=" + std::to_string(call.k) + (call.b_transposed ? " B^T " : " ") + to_string(call.epilogue) +
+         (call.tf32 ? " tf32" : "");
 }
 
 std::string failure(const LtApi& api, const char* function, cublasStatus_t status, const MatmulCall& call) {
@@ -308,8 +311,10 @@ std::string make_plan(Lt& state, const MatmulCall& call, const PlanKey& key, Pla
   const LtApi& api = state.api;
   plan.api = &api;
   cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-  // The operands are fp32-scaled (alpha, beta are floats) and fp32-accumulated for every dtype.
-  if ((s = api.cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
+  // The operands are fp32-scaled (alpha, beta are floats) and fp32-accumulated for every dtype; f32 operands are
+  // rounded to TF32 only where the step asked (matmul() refuses tf32 for other dtypes).
+  const int compute_type = key.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  if ((s = api.cublasLtMatmulDescCreate(&plan.desc, compute_type, CUDA_R_32F)) != CUBLAS_STATUS_SUCCESS)
     return failure(api, "cublasLtMatmulDescCreate", s, call);
   const std::int32_t trans_first = call.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const std::int32_t trans_second = CUBLAS_OP_N;
@@ -618,6 +623,8 @@ std::string matmul(void* stream, const MatmulCall& call) {
     if (call.m < 1 || call.n < 1 || call.k < 1) return "matmul: sizes must be at least 1; " + describe(call);
     if (call.a_transposed || call.batch != 1)
       return "matmul: a transposed A and a batch are cuBLAS's GEMM's (gemm), not cuBLASLt's here; " + describe(call);
+    if (call.tf32 && data_type != CUDA_R_32F)
+      return "matmul: TF32 math is for f32 operands (f16 and bf16 run on tensor cores already); " + describe(call);
     if (!call.a || !call.b || !call.d) return "matmul: a null operand address; " + describe(call);
     if (has_bias(call.epilogue) && !call.bias) return "matmul: the epilogue needs a bias address; " + describe(call);
     if (call.workspace_bytes && !call.workspace)
@@ -648,7 +655,8 @@ std::string matmul(void* stream, const MatmulCall& call) {
                       alignment_of(call.b),
                       alignment_of(call.d),
                       has_bias(call.epilogue) ? alignment_of(call.bias) : 0u,
-                      call.workspace_bytes};
+                      call.workspace_bytes,
+                      call.tf32};
     auto& cache = plans();
     auto it = cache.find(key);
     if (it == cache.end()) {

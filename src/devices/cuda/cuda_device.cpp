@@ -440,7 +440,7 @@ class CudaDevice final : public gpu::GpuDevice {
 
   // cuMemAlloc memory is what cuIpcGetMemHandle exports (pool and managed memory are not).
   std::unique_ptr<Buffer> allocate_shared(std::size_t bytes, std::string& handle) override {
-    auto buffer = allocate(bytes);
+    auto buffer = allocate_unguarded(bytes);  // the handle opens the allocation's base: no red zone before it
     CUipcMemHandle ipc{};
     std::string error;
     {

@@ -33,7 +33,9 @@ enum : int { CUDNN_DATA_FLOAT = 0, CUDNN_DATA_HALF = 2, CUDNN_DATA_BFLOAT16 = 9 
 
 // cudnnMathType_t. CUDNN_DEFAULT_MATH permits TF32 tensor-core kernels for fp32 data on A100 and later;
 // CUDNN_FMA_MATH restricts the choice to kernels of FMA instructions: true fp32, which is what a f32
-// convolution here promises (PyTorch does the same with torch.backends.cudnn.allow_tf32 off).
+// convolution here promises (PyTorch does the same with torch.backends.cudnn.allow_tf32 off) unless its step asks
+// for "math": "tf32" (ConvCall::tf32): then CUDNN_DEFAULT_MATH and the heuristic's math types, as PyTorch's with the
+// switch on.
 enum : int { CUDNN_DEFAULT_MATH = 0, CUDNN_TENSOR_OP_MATH = 1, CUDNN_FMA_MATH = 3 };
 
 // cudnnTensorFormat_t
@@ -311,7 +313,7 @@ struct Plan {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
   cudnnFilterDescriptor_t filter = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  int math_type = CUDNN_DEFAULT_MATH;                     // the one this dtype asks for
+  int math_type = CUDNN_DEFAULT_MATH;                     // the one this dtype (and the call's tf32) asks for
   std::vector<cudnnConvolutionFwdAlgoPerf_t> algorithms;  // backward-data algorithms when transposed
   // The heuristic's first choice can be several times slower than the best (a transposed 5x5 convolution of
   // KernelBench's level 2 ran 3.5x eager's time): the first call measures them once, and its order replaces it.
@@ -329,11 +331,11 @@ struct Plan {
   }
 };
 
-// What decides the descriptors and the heuristic's answers: the mode, the dtype and every size and setting.
+// What decides the descriptors and the heuristic's answers: the mode, the dtype, the math and every size and setting.
 using PlanKey = std::vector<std::int64_t>;
 
 PlanKey key_of(const ConvCall& call, const Geometry& g, int data_type) {
-  PlanKey key = {g.dims, call.transposed ? 1 : 0, data_type, call.n, call.c, call.k, call.groups};
+  PlanKey key = {g.dims, call.transposed ? 1 : 0, data_type, call.tf32 ? 1 : 0, call.n, call.c, call.k, call.groups};
   for (int i = 0; i < g.dims; ++i)
     key.insert(key.end(), {g.in[i], g.filter[i], g.stride[i], g.pad[i], g.dilation[i], g.out_pad[i]});
   return key;
@@ -365,7 +367,7 @@ std::string describe(const ConvCall& call) {
       "," + list(g.in) + "] w[" + std::to_string(call.transposed ? call.c : call.k) + "," + std::to_string(per_group) +
       "," + list(g.filter) + "] stride " + list(g.stride) + " pad " + list(g.pad) + " dilation " + list(g.dilation);
   if (call.transposed) text += " output_padding " + list(g.out_pad);
-  return text + " groups " + std::to_string(call.groups);
+  return text + " groups " + std::to_string(call.groups) + (call.tf32 ? " tf32" : "");
 }
 
 // "function: STATUS (n); what".
@@ -408,6 +410,8 @@ std::string open_handle(Dnn& state, const std::string& name, const std::string& 
 std::string prepare(Dnn& state, const ConvCall& call, int& data_type, Geometry& g) {
   const std::string name = name_of(call);
   if (!data_type_of(call.dtype, data_type)) return name + ": dtype '" + call.dtype + "' is not f32, f16 or bf16";
+  if (call.tf32 && data_type != CUDNN_DATA_FLOAT)
+    return name + ": TF32 math is for f32 data (f16 and bf16 run on tensor cores already); " + describe(call);
   if (call.spatial_dims != 2 && call.spatial_dims != 3)
     return name + ": " + std::to_string(call.spatial_dims) + " spatial dimensions; 2 or 3 are supported";
   if (!output_extents(call, g)) return name + ": malformed sizes or an empty output; " + describe(call);
@@ -432,14 +436,14 @@ cudnnStatus_t set_packed(const DnnApi& api, cudnnTensorDescriptor_t desc, int da
 
 // The answers that ran (or may run) and honour the dtype's math, in cuDNN's order. cuDNN 7.4 and later pick
 // kernels by algorithm and math type together; for f32 only FMA kernels qualify: a TF32 one (tensor-op or
-// default math) would round the inputs to 10-bit mantissas.
+// default math) would round the inputs to 10-bit mantissas. A call with tf32 takes any, as PyTorch with TF32 on.
 std::vector<cudnnConvolutionFwdAlgoPerf_t> usable(const std::vector<cudnnConvolutionFwdAlgoPerf_t>& results,
-                                                  int returned, int data_type) {
+                                                  int returned, int data_type, bool tf32) {
   std::vector<cudnnConvolutionFwdAlgoPerf_t> kept;
   for (int j = 0; j < returned && j < static_cast<int>(results.size()); ++j) {
     const cudnnConvolutionFwdAlgoPerf_t& perf = results[static_cast<std::size_t>(j)];
     if (perf.status != CUDNN_STATUS_SUCCESS) continue;
-    if (data_type == CUDNN_DATA_FLOAT && perf.mathType != CUDNN_FMA_MATH) continue;
+    if (data_type == CUDNN_DATA_FLOAT && !tf32 && perf.mathType != CUDNN_FMA_MATH) continue;
     kept.push_back(perf);
   }
   return kept;
@@ -493,7 +497,10 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, const Geo
     return failure(api, "cudnnSetConvolutionNdDescriptor", s, call);
   if ((s = api.cudnnSetConvolutionGroupCount(plan.conv, i(call.groups))) != CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnSetConvolutionGroupCount", s, call);
-  plan.math_type = data_type == CUDNN_DATA_FLOAT ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  // PyTorch's choice (Descriptors.h): f32 with TF32 allowed keeps the default math, which lets cuDNN take TF32.
+  plan.math_type = data_type != CUDNN_DATA_FLOAT ? CUDNN_TENSOR_OP_MATH
+                   : call.tf32                   ? CUDNN_DEFAULT_MATH
+                                                 : CUDNN_FMA_MATH;
   if ((s = api.cudnnSetConvolutionMathType(plan.conv, plan.math_type)) != CUDNN_STATUS_SUCCESS)
     return failure(api, "cudnnSetConvolutionMathType", s, call);
 
@@ -530,7 +537,7 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, const Geo
                                                         &returned, results.data())) != CUDNN_STATUS_SUCCESS)
       return failure(api, "cudnnGetConvolutionForwardAlgorithm_v7", s, call);
   }
-  plan.algorithms = usable(results, returned, data_type);
+  plan.algorithms = usable(results, returned, data_type, call.tf32);
   return "";
 }
 
@@ -545,7 +552,7 @@ void measure(Dnn& state, const ConvCall& call, Plan& plan, int data_type) {
   if (!(call.transposed ? api.cudnnFindConvolutionBackwardDataAlgorithmEx != nullptr
                         : api.cudnnFindConvolutionForwardAlgorithmEx != nullptr))
     return;
-  // The descriptor's math type bounds what is timed: FMA alone for f32 (see usable()).
+  // The descriptor's math type bounds what is timed: FMA alone for f32 without tf32 (see usable()).
   if (api.cudnnSetConvolutionMathType(plan.conv, plan.math_type) != CUDNN_STATUS_SUCCESS) return;
   const int requested = algorithm_count(state, call);
   std::vector<cudnnConvolutionFwdAlgoPerf_t> results(static_cast<std::size_t>(requested));
@@ -561,7 +568,8 @@ void measure(Dnn& state, const ConvCall& call, Plan& plan, int data_type) {
                 state.handle, plan.x, device_ptr(call.x), plan.filter, device_ptr(call.filter), plan.conv, plan.y,
                 device_ptr(call.y), requested, &returned, results.data(), workspace, call.workspace_bytes);
   if (s != CUDNN_STATUS_SUCCESS) return;
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> timed = usable(results, std::min(returned, requested), data_type);
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> timed =
+      usable(results, std::min(returned, requested), data_type, call.tf32);
   if (!timed.empty()) plan.algorithms = std::move(timed);
 }
 

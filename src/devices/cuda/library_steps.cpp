@@ -126,14 +126,15 @@ class LibraryStep : public gpu::LibraryKernel {
 class MatmulStep final : public LibraryStep {
  public:
   MatmulStep(gpu::GpuDevice& device, std::vector<Param> signature, std::string name, MatmulEpilogue epilogue,
-             bool a_transposed, bool b_transposed)
+             bool a_transposed, bool b_transposed, bool tf32)
       : LibraryStep(device, std::move(signature), matmul_workspace_bytes()),
         name_(std::move(name)),
         lt_(name_ == "cublaslt.matmul"),
         batched_(name_ == "cublas.gemm_batched"),
         epilogue_(epilogue),
         a_transposed_(a_transposed),
-        b_transposed_(b_transposed) {}
+        b_transposed_(b_transposed),
+        tf32_(tf32) {}
   std::string check_arguments(void** args, const std::vector<std::size_t>& bytes) const override {
     const MatmulCall c = call(args);
     if (c.m < 1 || c.n < 1 || c.k < 1 || c.batch < 1) {
@@ -165,6 +166,7 @@ class MatmulStep final : public LibraryStep {
     c.dtype = to_string(signature_[0].dtype);
     c.a_transposed = a_transposed_, c.b_transposed = b_transposed_;
     c.epilogue = epilogue_;
+    c.tf32 = tf32_;
     c.a = ptr(args, 0), c.b = ptr(args, 1), c.d = ptr(args, 2);
     if (!batched_ && signature_.size() > 6) c.bias = ptr(args, 6);
     c.workspace = workspace(), c.workspace_bytes = workspace_bytes();
@@ -176,6 +178,7 @@ class MatmulStep final : public LibraryStep {
   MatmulEpilogue epilogue_;
   bool a_transposed_;
   bool b_transposed_;
+  bool tf32_;  // "math": "tf32"
 };
 
 // cudnn.conv2d, conv3d, conv_transpose2d and conv_transpose3d: args x, w, y, N, C, (D,) H, W, K, (T,) R, S, then the
@@ -283,6 +286,20 @@ std::string check_signature(const std::string& name, const std::vector<Param>& s
   return "";
 }
 
+// A step's "math": "fp32" (the default) or "tf32" into `tf32`; false when the text is neither.
+bool parse_math(const std::string& text, bool& tf32) {
+  if (text != "fp32" && text != "tf32") return false;
+  tf32 = text == "tf32";
+  return true;
+}
+
+// "" where the math fits the signature's dtype: TF32 is a rounding of f32 data (plan.cpp refuses it first).
+std::string check_math(const std::string& name, bool tf32, const std::vector<Param>& signature) {
+  if (!tf32 || signature.empty() || signature[0].dtype == DType::f32) return "";
+  return name + ": \"math\": \"tf32\" is for f32 data, not " + to_string(signature[0].dtype) +
+         " (f16 and bf16 run on tensor cores already)";
+}
+
 }  // namespace
 
 std::vector<std::string> find_vendor_library_dirs();
@@ -336,6 +353,8 @@ std::string prepare_vendor_libraries(gpu::GpuDevice& device, void* stream) {
         m.m = m.n = m.k = 4;
         m.a = m.b = m.d = p;
         if (std::string why = matmul(stream, m); !why.empty()) report += "cuBLASLt's first call: " + why + "\n";
+        m.tf32 = true;  // a step's "math": "tf32" may pick kernels of other families
+        if (std::string why = matmul(stream, m); !why.empty()) report += "cuBLASLt's TF32 call: " + why + "\n";
       }
       if (classic.ok) {
         MatmulCall m;
@@ -344,6 +363,9 @@ std::string prepare_vendor_libraries(gpu::GpuDevice& device, void* stream) {
         if (std::string why = gemm(stream, m); !why.empty()) report += "cuBLAS's first call: " + why + "\n";
         m.batch = 2;  // the strided batched GEMM too (4 KiB holds 2 x 4 x 4 floats)
         if (std::string why = gemm(stream, m); !why.empty()) report += "cuBLAS's batched call: " + why + "\n";
+        m.batch = 1;
+        m.tf32 = true;
+        if (std::string why = gemm(stream, m); !why.empty()) report += "cuBLAS's TF32 call: " + why + "\n";
       }
       if (dnn.ok) {
         ConvCall c;
@@ -353,6 +375,9 @@ std::string prepare_vendor_libraries(gpu::GpuDevice& device, void* stream) {
         c.pad_h = c.pad_w = 1;
         c.x = c.filter = c.y = p;
         if (std::string why = convolution(stream, c); !why.empty()) report += "cuDNN's first call: " + why + "\n";
+        c.tf32 = true;  // the default math's engines (TF32 tensor cores), which "math": "tf32" may take
+        if (std::string why = convolution(stream, c); !why.empty()) report += "cuDNN's TF32 call: " + why + "\n";
+        c.tf32 = false;
         // The backward-data path a transposed convolution takes, and the Nd one of 3-d: 4x4x4 floats at most.
         c.transposed = true;
         if (std::string why = convolution(stream, c); !why.empty()) report += "cuDNN's transposed call: " + why + "\n";
@@ -388,9 +413,11 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
       const bool classic = name != "cublaslt.matmul";  // cuBLAS's GEMM: no epilogue
       const bool batched = name == "cublas.gemm_batched";
       MatmulEpilogue epilogue = MatmulEpilogue::none;
-      bool a_transposed = false, b_transposed = false;
+      bool a_transposed = false, b_transposed = false, tf32 = false;
       for (const auto& [key, text] : options) {
-        if (key == "epilogue" && !classic) {
+        if (key == "math") {
+          if (!parse_math(text, tf32)) return error(name + ": math '" + text + "' is not \"fp32\" or \"tf32\"");
+        } else if (key == "epilogue" && !classic) {
           const auto e = parse_epilogue(text);
           if (!e)
             return error("cublaslt.matmul: epilogue '" + text +
@@ -401,8 +428,8 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
           (key == "a_transposed" ? a_transposed : b_transposed) = text == "true";
         } else {
           return error(name + " has no option '" + key + "' " +
-                       (classic ? "(a_transposed, b_transposed; cublaslt.matmul has epilogues)"
-                                : "(epilogue, b_transposed; cublas.gemm has a_transposed)"));
+                       (classic ? "(a_transposed, b_transposed, math; cublaslt.matmul has epilogues)"
+                                : "(epilogue, b_transposed, math; cublas.gemm has a_transposed)"));
         }
       }
       const bool bias = epilogue == MatmulEpilogue::bias || epilogue == MatmulEpilogue::bias_relu ||
@@ -412,9 +439,10 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
         return error(why);
       if (bias && signature.size() != 7)
         return error(std::string("cublaslt.matmul: the epilogue ") + to_string(epilogue) + " needs a bias");
+      if (std::string why = check_math(name, tf32, signature); !why.empty()) return error(why);
       const LibraryLoad load = classic ? load_cublas(vendor_library_dirs()) : load_cublaslt(vendor_library_dirs());
       if (!load.ok) return error(std::string(classic ? "cuBLAS" : "cuBLASLt") + " cannot be loaded: " + load.why);
-      return std::make_shared<MatmulStep>(device, signature, name, epilogue, a_transposed, b_transposed);
+      return std::make_shared<MatmulStep>(device, signature, name, epilogue, a_transposed, b_transposed, tf32);
     }
     if (name == "cudnn.conv2d" || name == "cudnn.conv3d" || name == "cudnn.conv_transpose2d" ||
         name == "cudnn.conv_transpose3d") {
@@ -438,19 +466,23 @@ std::shared_ptr<Kernel> make_library_step(gpu::GpuDevice& device, const std::str
         else if (key == "dilation") ok = setting(text, c.dil_d, c.dil_h, c.dil_w);
         else if (key == "output_padding" && c.transposed) ok = setting(text, c.out_pad_d, c.out_pad_h, c.out_pad_w);
         else if (key == "groups") ok = parse_tuple(text, 1, &c.groups);
+        else if (key == "math") ok = parse_math(text, c.tf32);
         else {
           return error(name + " has no option '" + key + "' (stride, padding, dilation, " +
-                       (c.transposed ? "output_padding, groups)" : "groups)"));
+                       (c.transposed ? "output_padding, groups, math)" : "groups, math)"));
         }
         if (!ok) {
           return error(name + ": " + key + " '" + text + "' is not " +
-                       (key == "groups" ? std::string("an integer") : "an integer (or " + dims + ")"));
+                       (key == "groups" ? std::string("an integer")
+                        : key == "math" ? std::string("\"fp32\" or \"tf32\"")
+                                        : "an integer (or " + dims + ")"));
         }
       }
       const char* layout =
           n == 3 ? "x, w, y, N, C, D, H, W, K, T, R, S[, bias]" : "x, w, y, N, C, H, W, K, R, S[, bias]";
       if (std::string why = check_signature(name, signature, 3, n == 3 ? 9 : 7, 1, layout); !why.empty())
         return error(why);
+      if (std::string why = check_math(name, c.tf32, signature); !why.empty()) return error(why);
       const LibraryLoad load = load_cudnn(vendor_library_dirs());
       if (!load.ok) return error("cuDNN cannot be loaded: " + load.why);
       return std::make_shared<ConvStep>(device, signature, name, c);

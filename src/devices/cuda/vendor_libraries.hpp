@@ -46,7 +46,9 @@ const char* to_string(MatmulEpilogue epilogue);
 // b_transposed (PyTorch's Linear weight). gemm() alone also takes A stored [K,M] (a_transposed: torch.mm(x.T, y))
 // and a batch: `batch` products, the operands of each following the previous one's densely (strides M·K, K·N and
 // M·N elements), as torch.bmm. dtype ("f32", "f16" or "bf16") is that of A, B, D and the bias
-// alike; accumulation is fp32 (CUBLAS_COMPUTE_32F), which for f32 operands is true fp32, never TF32.
+// alike; accumulation is fp32 (CUBLAS_COMPUTE_32F), which for f32 operands is true fp32, unless `tf32` asks for
+// CUBLAS_COMPUTE_32F_FAST_TF32 (f32 operands only: inputs rounded to TF32 on tensor cores, as PyTorch's products
+// with torch.backends.cuda.matmul.allow_tf32 on).
 // cuBLASLt's GELU is the tanh approximation (torch's gelu(approximate="tanh")), not the erf form.
 // Addresses are device pointers; bias is read only by the bias epilogues; workspace is a device buffer
 // of workspace_bytes (0 allowed: fewer algorithms qualify).
@@ -57,6 +59,7 @@ struct MatmulCall {
   bool a_transposed = false;  // gemm() only
   bool b_transposed = false;
   MatmulEpilogue epilogue = MatmulEpilogue::none;
+  bool tf32 = false;  // f32 only: TF32 math (a step's "math": "tf32"); refused for f16 and bf16
   std::uint64_t a = 0, b = 0, d = 0, bias = 0;
   std::uint64_t workspace = 0;
   std::size_t workspace_bytes = 0;
@@ -69,7 +72,7 @@ std::size_t matmul_workspace_bytes();
 // success, else one line naming the failed call and its status, e.g.
 // "cublasLtMatmul: CUBLAS_STATUS_NOT_SUPPORTED (15); matmul f32 M=33 N=65 K=17 bias_relu".
 // The descriptors and the algorithm are cached per shape, dtype, epilogue, transposition, operand
-// alignment and workspace size. The algorithm is the heuristic's first answer, the one PyTorch takes. With
+// alignment, workspace size and math. The algorithm is the heuristic's first answer, the one PyTorch takes. With
 // $KE_CUBLASLT_TUNE=1 (or =log) it is chosen by measurement on the first call for a key instead: each of the
 // heuristic's answers that fit the workspace (up to 8) runs on `stream`, 4 times each, into this call's D,
 // then the heuristic's first again, and another replaces the first only when 2% faster; D ends holding the
@@ -87,7 +90,8 @@ LibraryLoad load_cublas(const std::vector<std::string>& extra_dirs);
 
 // The product of `call` without an epilogue (call.epilogue must be none) through cuBLAS's classic GEMM:
 // cublasSgemm for f32 (CUBLAS_DEFAULT_MATH: true fp32, no TF32), cublasGemmEx with fp32 accumulation for
-// f16 and bf16; with a batch above 1, cublasSgemmStridedBatched and cublasGemmStridedBatchedEx. Those are the
+// f16 and bf16; with a batch above 1, cublasSgemmStridedBatched and cublasGemmStridedBatchedEx. An f32 call with
+// `tf32` runs cublasGemmEx (or its strided batched form) with CUBLAS_COMPUTE_32F_FAST_TF32. Those are the
 // calls PyTorch's torch.mm and torch.bmm make, so the kernel is the one cuBLAS's own heuristics give PyTorch;
 // nothing is timed or tuned. M, N, K and the batch must each be below 2^31. Enqueues on `stream`; "" or
 // one line naming the failed call. Loads the library (without extra directories) if no load_cublas call
@@ -110,7 +114,9 @@ LibraryLoad load_cudnn(const std::vector<std::string>& extra_dirs);
 //               with P = (H − 1)·stride_h − 2·pad_h + dil_h·(R−1) + out_pad_h + 1: the gradient of the forward
 //               convolution y → x with respect to its input, which cuDNN computes as cudnnConvolutionBackwardData.
 // Q and OD likewise. y = conv(x, w) + bias[K]. dtype "f32", "f16" or "bf16" for x, w, y and bias; accumulation is
-// fp32. f32 runs with CUDNN_FMA_MATH (no TF32, no tensor cores); f16 and bf16 with tensor cores.
+// fp32. f32 runs with CUDNN_FMA_MATH (no TF32, no tensor cores) unless `tf32` lets it take CUDNN_DEFAULT_MATH and
+// whatever math type the heuristic's algorithm has (TF32 tensor cores), as PyTorch does with
+// torch.backends.cudnn.allow_tf32 on; f16 and bf16 run with tensor cores.
 struct ConvCall {
   int spatial_dims = 2;     // 2 or 3
   bool transposed = false;  // a transposed convolution (conv_transpose2d / 3d)
@@ -119,6 +125,7 @@ struct ConvCall {
                dil_w = 1, groups = 1;
   std::int64_t out_pad_d = 0, out_pad_h = 0, out_pad_w = 0;  // transposed only
   std::string dtype = "f32";
+  bool tf32 = false;  // f32 only: TF32 math (a step's "math": "tf32"); refused for f16 and bf16
   std::uint64_t x = 0, filter = 0, y = 0, bias = 0;
   std::uint64_t workspace = 0;
   std::size_t workspace_bytes = 0;
@@ -141,7 +148,7 @@ std::size_t conv_workspace_bytes(const ConvCall& call);
 // Enqueues the convolution, then the bias, on `stream`: "" on success, else one line naming the failed
 // call and its status. The algorithm is the heuristic's (cudnnGetConvolutionForwardAlgorithm_v7, or
 // cudnnGetConvolutionBackwardDataAlgorithm_v7 when transposed) fastest that fits workspace_bytes; descriptors and
-// the heuristic's answers are cached per shape, mode and dtype.
+// the heuristic's answers are cached per shape, mode, dtype and math.
 std::string convolution(void* stream, const ConvCall& call);
 
 // cuDNN counts a tensor's elements in ints: a convolution or pooling whose input or output holds more than

@@ -40,6 +40,13 @@ extern "C" __global__ void ke_flush(const float4* __restrict__ p, unsigned long 
   }
   if (s == 1234.5f) sink[0] = s;  // the buffer holds zeros, so never; the compiler cannot know
 }
+// The hold before a timed launch (GpuDevice::hold_for_host): one thread spins for `cycles` of its SM's clock, so
+// that the host queues every step of the call before the first runs, and the events time the GPU's work alone.
+extern "C" __global__ void ke_spin(long long cycles) {
+  const long long start = clock64();
+  while (clock64() - start < cycles) {
+  }
+}
 )";
 
 const char* const kTensorKernels = R"(

@@ -2,6 +2,7 @@
 #include "devices/gpu/gpu_device.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstring>
@@ -20,14 +21,48 @@ using devices::ms_since;
 
 DevicePtr device_ptr(const void* p) { return static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(p)); }
 
+// The byte a red zone holds at device address `address`: a function of the address, so that no two buffers' red
+// zones hold the same bytes, and a kernel that copies the bytes past the end of its input to past the end of its
+// output still changes what it overwrites.
+unsigned char red_zone_byte(DevicePtr address) {
+  std::uint64_t z = (address >> 3) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
+  z ^= z >> 29;
+  return static_cast<unsigned char>(z >> (8 * (address & 7)));
+}
+
+// Red zones: kRedZoneBytes before a buffer (so its data keeps the allocation's alignment), and after it the
+// rounding up to kRedZoneBytes and kRedZoneBytes more.
+constexpr std::size_t kRedZoneBytes = 256;
+
 class GpuBuffer final : public Buffer {
  public:
-  GpuBuffer(std::shared_ptr<Context> ctx, std::size_t bytes) : ctx_(std::move(ctx)), bytes_(bytes) {
+  // `guarded`: between red zones (check_red_zones), which the kernel never sees; else data() is the allocation's
+  // base, as cuIpcGetMemHandle wants it.
+  GpuBuffer(std::shared_ptr<Context> ctx, std::size_t bytes, bool guarded = true)
+      : ctx_(std::move(ctx)), bytes_(bytes) {
+    const std::size_t used = std::max<std::size_t>(bytes, 1);
+    if (guarded) {
+      front_ = kRedZoneBytes;
+      back_ = (used + kRedZoneBytes - 1) / kRedZoneBytes * kRedZoneBytes - bytes + kRedZoneBytes;
+    }
     auto lock = ctx_->acquire();
-    const Status s = ctx_->driver().allocate(ptr_, std::max<std::size_t>(bytes, 1));
+    DevicePtr base = 0;
+    const Status s = ctx_->driver().allocate(base, front_ + std::max(used, bytes + back_));
     if (!s.ok()) {
       throw std::runtime_error(ctx_->id() + ": cannot allocate " + format_bytes(static_cast<double>(bytes)) + ": " +
                                ctx_->failed(s));
+    }
+    ptr_ = base + front_;
+    if (!guarded) return;
+    pattern_.resize(front_ + back_);
+    for (std::size_t i = 0; i < front_; ++i) pattern_[i] = red_zone_byte(base + i);
+    for (std::size_t i = 0; i < back_; ++i) pattern_[front_ + i] = red_zone_byte(ptr_ + bytes_ + i);
+    const Status armed = arm();
+    if (!armed.ok()) {
+      const std::string why = ctx_->failed(armed);
+      ctx_->driver().free(base);
+      throw std::runtime_error(ctx_->id() + ": cannot fill a buffer's red zones: " + why);
     }
   }
   // A view: `bytes` at `ptr` inside another buffer's allocation, freed with that one.
@@ -39,7 +74,36 @@ class GpuBuffer final : public Buffer {
       return;
     }
     auto lock = ctx_->acquire();
-    ctx_->driver().free(ptr_);  // fails harmlessly on a poisoned context
+    ctx_->driver().free(ptr_ - front_);  // fails harmlessly on a poisoned context
+  }
+  // Two small copies of the zones alone, and one wait.
+  RedZoneReport check_red_zones() override {
+    RedZoneReport r;
+    if (pattern_.empty()) return r;
+    r.checked = true;
+    std::vector<unsigned char> seen(pattern_.size());
+    auto lock = ctx_->acquire();
+    Driver& driver = ctx_->driver();
+    ctx_->check(driver.copy_to_host(seen.data(), ptr_ - front_, front_));
+    ctx_->check(driver.copy_to_host(seen.data() + front_, ptr_ + bytes_, back_));
+    ctx_->check(driver.synchronize());
+    if (seen == pattern_) return r;
+    r.intact = false;
+    // The damaged byte nearest the buffer: before it, the last of the front zone's that differs.
+    std::size_t i = front_;
+    while (i > 0 && seen[i - 1] == pattern_[i - 1]) --i;
+    if (i > 0) {
+      r.before = true;
+      r.distance = front_ - (i - 1);
+      r.zone_bytes = front_;
+    } else {
+      std::size_t j = 0;
+      while (j < back_ && seen[front_ + j] == pattern_[front_ + j]) ++j;
+      r.distance = j;
+      r.zone_bytes = back_;
+    }
+    ctx_->check(arm());
+    return r;
   }
   const std::shared_ptr<Context>& context() const { return ctx_; }
   DevicePtr ptr() const { return ptr_; }
@@ -116,11 +180,21 @@ class GpuBuffer final : public Buffer {
       throw Error(ErrorCode::BadUsage, ctx_->id() + " buffer " + what + ": " + std::to_string(bytes) +
                                            " bytes into a buffer of " + std::to_string(bytes_));
   }
+  // Fills both red zones with their pattern and waits; the caller holds the context's lock.
+  Status arm() {
+    Driver& driver = ctx_->driver();
+    Status s = driver.copy_to_device(ptr_ - front_, pattern_.data(), front_);
+    if (s.ok()) s = driver.copy_to_device(ptr_ + bytes_, pattern_.data() + front_, back_);
+    if (s.ok()) s = driver.synchronize();
+    return s;
+  }
   std::shared_ptr<Context> ctx_;
   std::size_t bytes_;
-  DevicePtr ptr_ = 0;
+  DevicePtr ptr_ = 0;  // the data, front_ bytes into the allocation
   bool owner_ = true;
   std::function<void()> released_;
+  std::size_t front_ = 0, back_ = 0;    // the red zones' bytes, before the data and after it; 0 without
+  std::vector<unsigned char> pattern_;  // what they hold: the front zone's bytes, then the back zone's
 };
 
 // A loaded module; unloaded when the last kernel from it is gone.
@@ -275,15 +349,22 @@ void GpuDevice::start(const Setup& setup) {
   KernelSource ks;
   ks.source = kCeilingKernels;
   ks.language = language_;
-  std::shared_ptr<Kernel>* slots[] = {&copy_kernel_, &fma_kernel_, &flush_kernel_};
-  const char* entries[] = {"ke_copy", "ke_fma", "ke_flush"};
-  for (int i = 0; i < 3; ++i) {
+  std::shared_ptr<Kernel>* slots[] = {&copy_kernel_, &fma_kernel_, &flush_kernel_, &spin_kernel_};
+  const char* entries[] = {"ke_copy", "ke_fma", "ke_flush", "ke_spin"};
+  for (int i = 0; i < 4; ++i) {
     ks.entry = entries[i];
     CompileResult r = compile(ks);
     if (!r.ok()) throw unavailable(setup.compiler + " cannot compile:\n" + r.log);
     *slots[i] = r.kernel;
   }
   flush_fn_ = static_cast<GpuKernel&>(*flush_kernel_).function();
+  if (const auto it = info_.properties.find("clock_mhz"); it != info_.properties.end()) {
+    try {
+      spin_cycles_per_us_ = std::stod(it->second);
+    } catch (const std::exception&) {
+      spin_cycles_per_us_ = 0;
+    }
+  }
   void* null_ptr = nullptr;
   unsigned long long zero = 0;
   void* args[] = {&null_ptr, &null_ptr, &zero};
@@ -309,6 +390,10 @@ const DeviceInfo& GpuDevice::info() {
 }
 
 std::unique_ptr<Buffer> GpuDevice::allocate(std::size_t bytes) { return std::make_unique<GpuBuffer>(ctx_, bytes); }
+
+std::unique_ptr<Buffer> GpuDevice::allocate_unguarded(std::size_t bytes) {
+  return std::make_unique<GpuBuffer>(ctx_, bytes, /*guarded=*/false);
+}
 
 std::unique_ptr<Buffer> GpuDevice::view(Buffer& parent, std::size_t offset, std::size_t bytes,
                                         std::function<void()> released) {
@@ -548,9 +633,18 @@ LaunchResult GpuDevice::run_steps(const std::vector<LaunchStep>& steps, bool tim
     if (time_them && flush) {
       if (const Status s = flush_l2(); !s.ok()) return fail(from, ctx_->failed("L2 flush", s.code)), false;
     }
+    if (time_them && spin_kernel_ && spin_cycles_per_us_ > 0) {
+      long long cycles = static_cast<long long>(std::max(kMinHoldUs, 2 * last_queue_us_) * spin_cycles_per_us_);
+      void* spin_args[] = {&cycles};
+      const unsigned one[3] = {1, 1, 1};
+      if (const Status s = driver.launch(static_cast<GpuKernel&>(*spin_kernel_).function(), one, one, 0, spin_args);
+          !s.ok())
+        return fail(from, ctx_->failed("the hold before a timed launch", s.code)), false;
+    }
     if (time_them) {
       if (const Status s = driver.record_start(); !s.ok()) return fail(from, ctx_->failed(s)), false;
     }
+    const auto queue_start = std::chrono::steady_clock::now();
     for (std::size_t i = from; i < to; ++i) {
       if (std::string why = enqueue(i); !why.empty()) {
         // A failed launch leaves nothing queued; what was queued before it is waited for.
@@ -559,6 +653,8 @@ LaunchResult GpuDevice::run_steps(const std::vector<LaunchStep>& steps, bool tim
       }
     }
     if (time_them) {
+      last_queue_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - queue_start).count();
+      result.host_us += last_queue_us_;
       if (const Status s = driver.record_stop(); !s.ok()) return fail(from, ctx_->failed(s)), false;
     }
     if (const Status s = driver.synchronize(); !s.ok()) {

@@ -226,6 +226,9 @@ class GpuDevice : public Device {
                               const std::vector<std::size_t>& divisible, std::string& log);
 
   Context& context() { return *ctx_; }
+  // An allocation without the red zones allocate() puts around a buffer: its data() is the allocation's base, as
+  // memory exported to another process must be (cuIpcGetMemHandle), whose offsets the other process shares.
+  std::unique_ptr<Buffer> allocate_unguarded(std::size_t bytes);
   // `bytes` at `ptr`, memory this device did not allocate (another process's, opened over IPC), as a buffer
   // of this device; `released` runs when it is destroyed.
   std::unique_ptr<Buffer> adopt(DevicePtr ptr, std::size_t bytes, std::function<void()> released);
@@ -267,7 +270,13 @@ class GpuDevice : public Device {
   int compute_units_ = 1;
   KernelCache cache_{256};
   std::once_flag ceilings_once_;
-  std::shared_ptr<Kernel> copy_kernel_, fma_kernel_, flush_kernel_;
+  std::shared_ptr<Kernel> copy_kernel_, fma_kernel_, flush_kernel_, spin_kernel_;
+  // Timing parity (issue 50): a timed call is queued behind ke_spin, held for twice the host's time to queue the
+  // last timed call (at least kMinHoldUs), so that its events time the GPU's work and not the host's launch gaps,
+  // as a PyTorch baseline's are (bridge.py's Timer). The host's own time is reported apart (LaunchResult::host_us).
+  static constexpr double kMinHoldUs = 20;
+  double spin_cycles_per_us_ = 0;  // the SM clock's, from the device's clock rate; 0: no hold
+  double last_queue_us_ = 0;       // the host's time to queue the last timed call's steps
   std::unique_ptr<Buffer> flush_buffer_;  // twice the L2, zeros
   FunctionHandle flush_fn_ = nullptr;     // ke_flush, once compiled; until then the flush is a memset
   std::once_flag verify_once_;
