@@ -1533,8 +1533,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "device", po::value(&options.device)->default_value("cpu"), "where the model runs: cpu or cuda[:N]")(
       "out", po::value(&options.out_dir),
       "the folder for the region files and manifest.json (default: MODEL.optimize beside the model, or in the "
-      "current folder where that is not writable); an earlier optimize's output there is replaced (its database "
-      "kept, to resume from), nothing else")("min-share", po::value(&options.min_share)->default_value(0.01, "0.01"),
+      "current folder where that is not writable); an earlier optimize's output of the same model there is replaced "
+      "(its stale region files removed, its database kept, to resume from); a folder of another model's optimize, "
+      "or holding anything else, is refused")("min-share", po::value(&options.min_share)->default_value(0.01, "0.01"),
                                              "skip regions below this share of the model's time (Amdahl)")(
       "budget", po::value(&options.budget_s)->default_value(2, "2"),
       "seconds spent timing the model, again the regions, and again the A/B of step 6")(
@@ -1580,6 +1581,8 @@ int cmd_optimize(const std::vector<std::string>& args) {
            "  (kernelevolve run, every run in OUT/optimize.db: a later optimize resumes from it), puts back only the\n"
            "  winners over eager and torch.compile (OUT/optimized.py), and proves the model's speedup: parity,\n"
            "  engagement, an interleaved A/B.\n"
+           "  The model file is imported, and its Model, get_inputs() and forward run, in the optimizer's own Python\n"
+           "  process, unconfined (outside the sandbox that confines the kernels): optimize only model files you trust.\n"
         << d;
     return vm.count("help") ? 0 : 2;
   }

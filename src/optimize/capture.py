@@ -37,6 +37,38 @@ def dtype_name(dtype):
     return DTYPES.get(dtype, str(dtype).replace("torch.", ""))
 
 
+class Tail:
+    """A text stream written through to `stream`, its last `keep` characters kept: what a model file printed."""
+
+    def __init__(self, stream, keep=4000):
+        self.stream, self.keep, self.text = stream, keep, ""
+
+    def write(self, text):
+        self.text = (self.text + text)[-self.keep:]
+        return self.stream.write(text)
+
+    def flush(self):
+        self.stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+    def last_lines(self, n=3):
+        """'; the last it printed: A / B / C', or nothing where it printed nothing."""
+        lines = [line.strip() for line in self.text.splitlines() if line.strip()]
+        return f"; the last it printed: {' / '.join(lines[-n:])[-600:]}" if lines else ""
+
+
+def exit_call(e):
+    """A SystemExit as the call that raised it, with the process's exit status: sys.exit(3), sys.exit() (status 0),
+    sys.exit('usage: ...') (status 1)."""
+    if e.code is None:
+        return "sys.exit(), status 0"
+    if isinstance(e.code, int):
+        return f"sys.exit({e.code}), status {e.code}"
+    return f"sys.exit({str(e.code)[:200]!r}), status 1"
+
+
 def load_model_file(path):
     if not os.path.isfile(path):
         raise Refusal("bad_model", f"{path}: no such file")
@@ -47,10 +79,22 @@ def load_model_file(path):
     if spec is None or spec.loader is None:
         raise Refusal("bad_model", f"{path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
+    # The file's import-time code runs here, in the optimizer's own Python, unconfined (the README says so): what it
+    # prints goes to stderr, its last lines kept to say why where it ends the process.
+    printed = Tail(sys.stderr)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = printed
     try:
         spec.loader.exec_module(module)
+    except SystemExit as e:
+        raise Refusal("bad_model", f"{path} exited at import ({exit_call(e)}) before the optimizer could use it: a model "
+                                   "file is imported, its code run, in the optimizer's own Python; it defines Model, "
+                                   "get_inputs() and get_init_inputs() and runs a script's own work only under "
+                                   "`if __name__ == \"__main__\":`" + printed.last_lines())
     except Exception as e:
         raise Refusal("bad_model", f"{path} does not import: {type(e).__name__}: {e}")
+    finally:
+        sys.stdout, sys.stderr = out, err
     for name in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, name):
             raise Refusal("bad_model", f"{path} defines no {name}: a model in KernelBench's format has "

@@ -583,6 +583,20 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
     put-back problem, its operator's database, run, node and signature, and its region_function (source, imports).
     `under_compile`: what each guard is under torch.compile (Guarded's `compiled`). `weights=False`: the code again
     for the same regions, OPTIMIZED_WEIGHTS as written (a model's weights can be gigabytes). Returns the file's path."""
+    text, state = optimized_source(capture, occurrences, regions, model_path, package_dir, under_compile)
+    if weights:
+        torch.save({k: t.detach().cpu() for k, t in state.items()}, os.path.join(directory, OPTIMIZED_WEIGHTS))
+    path = os.path.join(directory, OPTIMIZED)
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def optimized_source(capture, occurrences, regions, model_path, package_dir, under_compile="operator",
+                     state_global=None):
+    """The optimized model's file (write_optimized) as text, and its state dict: the capture's own tensors, where
+    they are. `state_global`: the Model takes its weights from that global of its module rather than from
+    OPTIMIZED_WEIGHTS (the proof's control, built in memory with no region put back, shares the model's weights)."""
     put_back = {p.hash: r["signature"] for p, r in regions}
     graph, attributes, modules, guards = optimized_graph(capture, occurrences, put_back)
     forward, imports, _, _ = graph_code(graph, "the optimized model")
@@ -597,7 +611,7 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
     names = [f"{name} ({r['hash']})" for name, r in table.items()]
     state, lines = {}, []
     for name, (kind, target) in attributes.items():
-        state[name] = attribute(capture, target).detach().cpu()
+        state[name] = attribute(capture, target).detach()
         if kind == "parameter":
             lines.append(f"self.{name} = nn.Parameter(state[{name!r}], requires_grad=False)")
         else:
@@ -608,9 +622,7 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
         lines.append(f"self.{name}.load_state_dict({{k[len({name + '.'!r}):]: v for k, v in state.items() "
                      f"if k.startswith({name + '.'!r})}})")
         for key, t in module.state_dict().items():
-            state[f"{name}.{key}"] = t.detach().cpu()
-    if weights:
-        torch.save(state, os.path.join(directory, OPTIMIZED_WEIGHTS))
+            state[f"{name}.{key}"] = t.detach()
     head = [
         f"# {os.path.basename(model_path)} optimized by `kernelevolve optimize` (issue 30): its captured graph with each "
         "put-back region's",
@@ -651,7 +663,8 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
         body += ["", ""] + source.splitlines()
     body += ["", "", "class Model(nn.Module):", "    def __init__(self, device=None, under_compile=None):",
              "        super().__init__()",
-             f"        state = torch.load(os.path.join(_HERE, {OPTIMIZED_WEIGHTS!r}), map_location=\"cpu\")"]
+             f"        state = torch.load(os.path.join(_HERE, {OPTIMIZED_WEIGHTS!r}), map_location=\"cpu\")"
+             if state_global is None else f"        state = {state_global}"]
     body += ["        " + line for line in lines]
     body += ["        for region in REGIONS.values():",
              "            # Each operator on the model's device, where that is of the kind it was verified on (elsewhere",
@@ -685,7 +698,4 @@ def write_optimized(directory, capture, occurrences, regions, model_path, packag
              "    \"\"\"The optimized model as a torch.fx GraphModule: its graph calls each guard as one module.\"\"\"",
              "    model = model if model is not None else load()",
              "    return torch.fx.GraphModule(model, _Tracer().trace(model))", ""]
-    path = os.path.join(directory, OPTIMIZED)
-    with open(path, "w") as f:
-        f.write("\n".join(body))
-    return path
+    return "\n".join(body), state

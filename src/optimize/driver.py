@@ -7,7 +7,8 @@
 # The six steps of issue 30: profile, cut, rank (each region written as a problem file, its weights beside it, and
 # manifest.json under DIR); evolve each kept region (`kernelevolve run` on its file, every run in DIR/optimize.db,
 # a region's run found again there by its hash); put back the winners (DIR/optimized.py); prove the model's speedup
-# (parity, engagement, interleaved A/B). It prints the manifest as one JSON object on stdout: the report. Or
+# (parity, engagement, an interleaved A/B whose control, the rebuilt graph with nothing put back, tells what the
+# kernels give from what the rebuild gives). It prints the manifest as one JSON object on stdout: the report. Or
 # {"error": ..., "kind": ...} naming why the model cannot be optimized. What the model prints goes to stderr.
 # Step 4 runs as many regions at once as --devices names devices (one region per device at a time; a device named
 # twice takes two). Under MPI (optimize.cpp) the steps are split over processes that share DIR: rank 0 runs steps
@@ -17,15 +18,18 @@
 # redone: it is what the hashes name, and gives the same regions), so that every rank works on the same ranking.
 import argparse
 import contextlib
+import hashlib
 import importlib.util
 import json
 import os
+import re
 import shlex
 import sqlite3
 import subprocess
 import sys
 import threading
 import time
+import types
 
 import torch
 
@@ -49,9 +53,29 @@ def evolve_file(directory, problem):
     return os.path.join(directory, f"evolve_{problem.hash}.json")
 
 
-def prepare_out(directory, new_files):
-    """The output folder: made if absent; an earlier optimize's (its manifest names it ours) has its own files
-    replaced and its stale regions removed; anything else in it is the user's and is never overwritten."""
+REGION_FILE = re.compile(r"region_[0-9a-f]{16}\.(py|pt)")  # what step 2 writes: a region's file and its weights
+
+
+def model_digest(path):
+    """The model file's SHA-256: with its path, what names the model whose output a folder holds (manifest.json)."""
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def same_model(earlier, model_path, digest):
+    """Whether an earlier optimize's manifest is this model's: the same file (the model, edited or not), or the same
+    text at another path (its folder moved). A manifest from before the digest was kept is judged by its path."""
+    path = earlier.get("model")
+    if isinstance(path, str) and os.path.realpath(path) == os.path.realpath(model_path):
+        return True
+    return earlier.get("model_sha256") is not None and earlier.get("model_sha256") == digest
+
+
+def prepare_out(directory, new_files, model_path, digest):
+    """The output folder: made if absent. An earlier optimize's of this model (same_model) has its stale region files
+    removed (those its manifest names that this run does not write; nothing else), the rest of its own kept for this
+    run to replace or resume from. A folder of another model's optimize is refused, as is one holding anything an
+    optimize did not write: optimize never deletes or overwrites what is not its own output for this model."""
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise Refusal("out_dir", f"--out {directory} is a file, not a folder")
     os.makedirs(directory, exist_ok=True)
@@ -66,17 +90,28 @@ def prepare_out(directory, new_files):
         if not isinstance(earlier, dict) or earlier.get("tool") != TOOL:
             raise Refusal("out_dir", f"{manifest} exists and is not an earlier optimize's: not overwriting it "
                                      "(choose another --out)")
+        if not same_model(earlier, model_path, digest):
+            raise Refusal("out_dir", (
+                f"--out {directory} holds the optimize output of another model, {earlier.get('model') or 'unnamed'} "
+                f"(its manifest.json, region files and optimized model): not replacing it with {model_path}'s "
+                f"(choose another --out; the default is {os.path.splitext(os.path.basename(model_path))[0]}"
+                ".optimize beside the model)"))
         ours = {MANIFEST}
         for r in earlier.get("regions", []):
-            ours |= {r.get("file"), r.get("weights_file")}
+            # Only a name step 2 writes, in this folder: a manifest edited by hand (or another tool's) cannot make
+            # optimize delete a file of the user's.
+            ours |= {name for name in (r.get("file"), r.get("weights_file"))
+                     if isinstance(name, str) and REGION_FILE.fullmatch(name)}
     listed = set(os.listdir(directory))
     own = OWN_FILES | {n for n in listed if n.startswith("evolve_") and n.endswith(".json")} if ours else set()
     foreign = sorted(listed - ours - own)
     if foreign:
         raise Refusal("out_dir", f"{directory} holds {', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''}, "
                                  "which an earlier optimize did not write: not overwriting it (choose another --out)")
-    for name in sorted(ours - set(new_files) - {MANIFEST, None}):
-        os.remove(os.path.join(directory, name))
+    for name in sorted(ours - set(new_files) - {MANIFEST}):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path) or os.path.islink(path):
+            os.remove(path)
 
 
 def occurrence_json(problem, occ, capture):
@@ -413,7 +448,7 @@ def put_back_and_prove(args, module, model, inputs, capture, occurrences, proble
               os.path.join(args.out, OPTIMIZED_WEIGHTS)), "regions": [p.name for p, _ in winners],
               "guards": sorted(guards)}
     with timed(steps, "prove"):
-        result.update(prove(args, module, model, optimized, guards, inputs, device))
+        result.update(prove(args, module, model, optimized, guards, inputs, device, capture, occurrences))
         result["under_compile"] = "operator"
         if guards and result["ab_compile"].get("status") == "done" and result["ab_compile"]["speedup"] < 1:
             again = stepping_aside(model, optimized, guards, inputs, device, args.budget, result["ab_compile"])
@@ -485,7 +520,7 @@ def export(optimized, inputs, directory):
     return {"status": "failed", "reason": "; ".join(failures)}
 
 
-def prove(args, module, model, optimized, guards, inputs, device):
+def prove(args, module, model, optimized, guards, inputs, device, capture, occurrences):
     out = {}
     # Parity on fresh inputs (another seed than the one the regions were cut and verified at).
     torch.manual_seed(INPUTS_SEED + 1)
@@ -508,15 +543,63 @@ def prove(args, module, model, optimized, guards, inputs, device):
                                 **({"why": g.why_fallback} if g.why_fallback else {})}
                          for name, g in guards.items()}
     out["engaged"] = all(v["launches"] > 0 for v in out["engagement"].values())
-    # The A/B: eager against the optimized model, interleaved in this process.
-    ab = interleaved([lambda: model(*inputs), lambda: optimized(*inputs)], device, args.budget)
-    out["ab_eager"] = {"rounds": ab["rounds"], "calls_per_sample": ab["calls_per_sample"],
-                       "eager_us": ab["time_us"][0], "optimized_us": ab["time_us"][1],
-                       "speedup": ab["speedups"][0]["median"], "spread": ab["speedups"][0]["spread"],
-                       "verdict": verdict(ab["speedups"][0])}
+    # The A/B: eager against the optimized model, with the rebuilt graph as its control, interleaved in this process.
+    control = control_model(args, capture, occurrences, device) if guards else optimized
+    out["ab_eager"] = ab_eager(model, control, optimized if guards else None, inputs, device, args.budget)
     out["ab_compile"] = ab_compile(model, optimized, inputs, device, args.budget)
     out["ab_graphs"] = ab_graphs(model, optimized, inputs, device, args.budget)
+    if not guards:  # the optimized model is the rebuilt graph: what these measure is the rebuild's
+        for ab in (out["ab_compile"], out["ab_graphs"]):
+            if ab.get("status") == "done":
+                ab["verdict"] += f"; {NO_KERNELS}: the rebuilt graph's, not a kernel's"
     return out
+
+
+NO_KERNELS = "no kernels put back"
+
+
+def control_model(args, capture, occurrences, device):
+    """The A/B's control: the captured graph rebuilt as optimized.py is (optimized_source), with no region put back,
+    each region's own code in its place; loaded as load() loads the optimized model, from its source in memory (no
+    file: it is optimized.py with REGIONS = {}), its weights the model's own tensors (no copy on the device)."""
+    text, state = optimized_source(capture, occurrences, [], args.model, args.package_dir, state_global="_STATE")
+    control = types.ModuleType("kernelevolve_control")
+    control.__file__ = os.path.join(os.path.abspath(args.out), "control.py")  # never written: its _HERE
+    control._STATE = state
+    exec(compile(text, "<the A/B's control: optimized.py with nothing put back>", "exec"), control.__dict__)
+    return control.load(str(device))
+
+
+def ab_eager(model, control, optimized, inputs, device, budget):
+    """Eager against the optimized model, with a control: the rebuilt graph with nothing put back (control_model).
+    The rebuild alone changes the time (its forward is one function: none of the submodules' calls the model's
+    forward makes), and a model with nothing put back measured 1.2x faster than itself: without the control, the
+    kernels were credited with it. The three interleaved round by round, every order in turn (round_order), each
+    warmed alike; three figures: the rebuild (the control over the model), the kernels (the optimized model over the
+    control: the headline) and in all (the optimized model over the model: `speedup`, `spread`, `verdict`).
+    `optimized` None: no kernel put back; the optimized model is the control, the two timed, the kernels' figure 1 by
+    construction and said so."""
+    runners = [lambda: model(*inputs), lambda: control(*inputs)]
+    if optimized is not None:
+        runners.append(lambda: optimized(*inputs))
+    ab = interleaved(runners, device, budget)
+    rebuild = ratio(ab, 0, 1)
+    if optimized is not None:
+        kernels, total = ratio(ab, 1, 2), ratio(ab, 0, 2)
+        kernels = {"put_back": True, "speedup": kernels["median"], "spread": kernels["spread"],
+                   "verdict": verdict(kernels)}
+    else:
+        total = rebuild
+        kernels = {"put_back": False, "speedup": 1.0, "spread": [1.0, 1.0],
+                   "verdict": f"{NO_KERNELS}: no gain from kernels (1x by construction: the optimized model is the "
+                              "rebuilt graph)"}
+    rebuild = {"speedup": rebuild["median"], "spread": rebuild["spread"], "verdict": verdict(rebuild)}
+    return {"rounds": ab["rounds"], "calls_per_sample": ab["calls_per_sample"],
+            "order": f"{len(runners)} runners interleaved, every order in turn",
+            "eager_us": ab["time_us"][0], "control_us": ab["time_us"][1], "optimized_us": ab["time_us"][-1],
+            "speedup": total["median"], "spread": total["spread"],
+            "verdict": f"{verdict(total)}; the kernels: {kernels['verdict']}; the rebuild: {rebuild['verdict']}",
+            "kernels": kernels, "rebuild": rebuild}
 
 
 def ab_graphs(model, optimized, inputs, device, budget):
@@ -694,6 +777,7 @@ def optimize(args, steps):
     if device.type not in ("cpu", "cuda"):
         raise Refusal("device", f"--device {args.device}: the optimizer runs on cpu or cuda[:N]")
     module = load_model_file(args.model)
+    args.model_sha256 = model_digest(args.model)
     size_note = check_size(module, device)
     model, inputs = build(module, device)
 
@@ -708,7 +792,8 @@ def optimize(args, steps):
         for p in problems:  # the forward first: it names the weights the files and the manifest use
             p.source = forward_source(p, capture)
         if earlier is None:
-            prepare_out(args.out, [n for p in problems for n in (p.file, p.weights_file)])
+            prepare_out(args.out, [n for p in problems for n in (p.file, p.weights_file)], args.model,
+                        args.model_sha256)
             for p in problems:
                 if not write_problem(p, capture, args.model, args.out):
                     p.weights_file = None
@@ -805,7 +890,8 @@ def manifest(args, device, profile, capture, occurrences, problems, ranking, ste
         })
     notes = [n for n in [size_note] if n] + capture.notes
     return {
-        "tool": TOOL, "version": 2, "model": os.path.abspath(args.model), "device": str(device),
+        "tool": TOOL, "version": 2, "model": os.path.abspath(args.model), "model_sha256": args.model_sha256,
+        "device": str(device),
         "torch": torch.__version__, "out_dir": os.path.abspath(args.out),
         "manifest": os.path.abspath(os.path.join(args.out, MANIFEST)),
         "seeds": {"model": MODEL_SEED, "inputs": INPUTS_SEED}, "min_share": args.min_share,
@@ -860,6 +946,10 @@ def main():
         text = json.dumps(report) if args.stage == "evolve" else write_manifest(report)
     except Refusal as e:
         text = json.dumps({"error": str(e), "kind": e.kind, "steps_s": steps})
+    except SystemExit as e:  # the model's own code (its constructor, get_inputs(), its forward) ended the process
+        text = json.dumps({"error": f"the model's code exited the optimizer's Python ({exit_call(e)}) after "
+                                    f"{', '.join(steps) or 'the import'}: a model's code runs in the optimizer's own "
+                                    "process, and must not end it", "kind": "bad_model", "steps_s": steps})
     except Exception as e:  # a bug of the optimizer's, not the model's: said as one, with where it happened
         import traceback
         where = traceback.extract_tb(e.__traceback__)[-1]
@@ -870,4 +960,5 @@ def main():
     report_out.flush()
 
 
-main()
+if __name__ == "__main__":  # `python3 -c SCRIPT` (optimize.cpp); a test imports the four files to call their parts
+    main()

@@ -154,8 +154,17 @@ void parse_put_back(simdjson::dom::element doc, OptimizeReport& r) {
 OptimizeReport parse_report(const std::string& text, const std::string& where) {
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
-  if (parser.parse(text).get(doc) != simdjson::SUCCESS)
+  if (parser.parse(text).get(doc) != simdjson::SUCCESS) {
+    // The script always reports, a refusal or its own failure included; a process that exits 0 having printed
+    // nothing was ended by something else in it: the model's own code (os._exit at import or in its forward).
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+      throw Error(ErrorCode::BadSpec,
+                  where +
+                      ": the optimizer's Python exited (status 0) without a report: something in its process "
+                      "ended it first, as the model file's own code does where it calls os._exit() at import or "
+                      "in its forward (a model file is imported, and its code run, in the optimizer's own Python)");
     throw Error(ErrorCode::Internal, where + ": the optimizer printed no JSON: " + text.substr(0, 600));
+  }
   if (std::string_view why; doc["error"].get(why) == simdjson::SUCCESS) {
     std::string_view kind;
     if (doc["kind"].get(kind) != simdjson::SUCCESS) kind = "";
@@ -233,6 +242,26 @@ std::string ops_text(const std::vector<std::string>& ops) {
   }
   if (out.empty()) return "views: " + std::to_string(quiet);
   return quiet ? out + " (+" + std::to_string(quiet) + " views)" : out;
+}
+
+// Step 6's A/B against eager in words: what the kernels give (the optimized model over its control, the rebuilt graph
+// with nothing put back: the headline), what the rebuild gives (the control over the model), and the two together.
+// The figures are the manifest's (put_back.ab_eager), read again from the report's JSON.
+std::string eager_ab_text(const OptimizeReport& r) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc, ab, kernels, rebuild;
+  if (parser.parse(r.json).get(doc) != simdjson::SUCCESS || doc["put_back"]["ab_eager"].get(ab) != simdjson::SUCCESS ||
+      ab["kernels"].get(kernels) != simdjson::SUCCESS || ab["rebuild"].get(rebuild) != simdjson::SUCCESS)
+    return "   vs eager, " + std::to_string(r.ab_rounds) + " interleaved rounds: " + r.verdict_vs_eager + "\n";
+  const bool put_back = true_if(kernels, "put_back");
+  const std::string verdict_in_all = r.verdict_vs_eager.substr(0, r.verdict_vs_eager.find("; the kernels:"));
+  return "   vs eager, " + std::to_string(r.ab_rounds) + " interleaved rounds of " +
+         (put_back ? "the model, the rebuilt graph with nothing put back (the control) and the optimized model"
+                   : "the model and the rebuilt graph (the optimized model: nothing put back)") +
+         ", every order in turn:\n" +
+         "     the kernels (the optimized model over the rebuilt graph): " + text_if(kernels, "verdict") + "\n" +
+         "     the rebuild (the rebuilt graph, nothing put back, over the model): " + text_if(rebuild, "verdict") +
+         "\n" + "     in all (the optimized model over the model): " + verdict_in_all + "\n";
 }
 
 }  // namespace
@@ -318,8 +347,22 @@ std::string joined(const std::vector<std::string>& items) {
 
 std::string run_optimizer(const std::vector<std::string>& args, const OptimizeOptions& options) {
   // The runs of the regions take most of the time: the process gets the whole timeout and a minute to report.
-  return run_script(pytorch::find_python(), optimize::kOptimizeScript, args, options.timeout_s + 60,
-                    "the model optimizer");
+  try {
+    return run_script(pytorch::find_python(), optimize::kOptimizeScript, args, options.timeout_s + 60,
+                      "the model optimizer");
+  } catch (const Error& e) {
+    // The script reports every failure of its own (sys.exit in the model's code too) as JSON and exits 0: a status
+    // or a signal is something else in its process, the model's code first among them.
+    const std::string what = e.what();
+    if (e.code() != ErrorCode::Internal || (what.find(") exited with status ") == std::string::npos &&
+                                            what.find(") was killed by signal ") == std::string::npos))
+      throw;
+    const std::size_t colon = what.find(":\n");
+    throw Error(e.code(), what.substr(0, colon) +
+                              " before it reported: the model file's own code runs in that process (imported, then "
+                              "called), and ends it where it calls os._exit() or crashes" +
+                              (colon == std::string::npos ? std::string() : what.substr(colon)));
+  }
 }
 
 #if defined(KE_WITH_MPI)
@@ -502,7 +545,7 @@ std::string format_report(const OptimizeReport& r) {
                      : std::string("every operator engaged: ") + (r.engaged ? "yes" : "NO"))
         << "\n";
       for (const std::string& place : r.not_engaged) o << "   not engaged: " << place << "\n";
-      o << "   vs eager, " << r.ab_rounds << " interleaved rounds: " << r.verdict_vs_eager << "\n";
+      o << eager_ab_text(r);
       o << "   vs torch.compile: " << r.verdict_vs_compile << "\n";
       if (!r.verdict_graphs.empty()) o << "   under CUDA graphs, vs eager: " << r.verdict_graphs << "\n";
       if (!r.verdict_compile_graphs.empty())

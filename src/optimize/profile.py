@@ -153,12 +153,22 @@ def amdahl(share):
     return 1.0 / (1.0 - share) if share < 1 else float("inf")
 
 
+def round_order(r, n):
+    """The order of `n` runners in round `r`: each rotation of 0..n-1 in turn, every other round reversed, so that
+    over 2n rounds each runner comes first and last, and before and after each other one, alike (for three, all six
+    orders). A runner always after the same one (the rotations alone) could gain by it: a warm cache, a clock."""
+    k = (r // 2) % n
+    order = list(range(k, n)) + list(range(k))
+    return order[::-1] if r % 2 else order
+
+
 def interleaved(runners, device, budget_s, min_rounds=15, max_rounds=400):
-    """Each runner's time, the runners interleaved in one process round by round (each round starting at another
-    one, so that none always follows the same), every sample as many calls as make about 5 ms; and each
-    runner's ratio to the first, round by round. Returns the rounds, per runner the median µs a call and, for
-    each runner after the first, the median ratio first/runner (its speedup over the first) with its 10th and 90th
-    percentiles over the rounds."""
+    """Each runner's time, the runners interleaved in one process round by round (round_order: every order in turn,
+    the rounds a whole number of its cycles), each first called until its time settles (warm), every sample as many
+    calls as make about 5 ms; and each runner's ratio to the first, round by round. Returns the rounds, per runner
+    the median µs a call and its samples (`times`, one a round), and for each runner after the first the median
+    ratio first/runner (its speedup over the first) with its 10th and 90th percentiles over the rounds (`ratio`
+    gives any other pair's)."""
     with torch.no_grad():
         one = max(warm(run, device) for run in runners)
         # Several calls a sample where one is short: a forward's steady rate, as a server calling it in a loop sees
@@ -167,6 +177,8 @@ def interleaved(runners, device, budget_s, min_rounds=15, max_rounds=400):
         calls = max(1, min(1000, int(5e-3 / max(one, 1e-7))))
         per_round = len(runners) * calls * one
         rounds = max(min_rounds, min(max_rounds, int(budget_s / max(per_round, 1e-7))))
+        cycle = 2 * len(runners)
+        rounds = -(-rounds // cycle) * cycle
 
         def sample(run):
             def many():
@@ -176,12 +188,19 @@ def interleaved(runners, device, budget_s, min_rounds=15, max_rounds=400):
 
         times = [[] for _ in runners]
         for r in range(rounds):
-            for k in range(len(runners)):
-                i = (k + r) % len(runners)
+            for i in round_order(r, len(runners)):
                 times[i].append(sample(runners[i]))
-    ratios = [[a / b for a, b in zip(times[0], t)] for t in times[1:]]
-    return {"rounds": rounds, "calls_per_sample": calls, "time_us": [statistics.median(t) for t in times],
-            "speedups": [{"median": statistics.median(r), "spread": spread(r)} for r in ratios]}
+    ab = {"rounds": rounds, "calls_per_sample": calls, "time_us": [statistics.median(t) for t in times],
+          "times": times}
+    ab["speedups"] = [ratio(ab, 0, i) for i in range(1, len(runners))]
+    return ab
+
+
+def ratio(ab, a, b):
+    """Runner b's speedup over runner a in an interleaved A/B: a's time over b's, round by round; the median with
+    its 10th and 90th percentiles."""
+    r = [x / y for x, y in zip(ab["times"][a], ab["times"][b])]
+    return {"median": statistics.median(r), "spread": spread(r)}
 
 
 def verdict(speedup):

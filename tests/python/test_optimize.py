@@ -7,11 +7,14 @@ the region's own code; the text report and the chart. Steps 1-3 (with --no-evolv
 the model (each region file's Model, given the model's own values, reproduces the model's intermediate values, and
 the regions composed in the manifest's order reproduce its outputs), the loader's acceptance of every region file
 (`kernelevolve import`, the CLI's derivation of a spec from a .py), the hashes' stability, the ranking, the report,
-and the refusals. Run by ctest (tests/test_optimize.cmake) with a Python that imports torch:
+and the refusals. Issue 49: the eager A/B's control (ControlTest: its parts called on mlp.py many times; with nothing
+put back no kernel gain is claimed), what --out may hold and what optimize may delete there (OutFolderTest), a model
+file that exits at import (ExitAtImportTest). Run by ctest (tests/test_optimize.cmake) with a Python that imports torch:
     KE_CLI=build/kernelevolve KE_WORK=/tmp/w python3 tests/python/test_optimize.py
 """
 
 import importlib.util
+import itertools
 import json
 import os
 import shutil
@@ -99,6 +102,32 @@ def compose(report, model, inputs):
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         env.update(zip(occurrence["outputs"], outputs))
     return env
+
+
+def assert_no_kernel_gain(test, ab):
+    """An eager A/B (put_back.ab_eager) with nothing put back: its kernels' figure 1 by construction and said so, no
+    speedup credited to kernels; whatever it measured against eager is the rebuilt graph's."""
+    kernels = ab["kernels"]
+    test.assertEqual((kernels["put_back"], kernels["speedup"], kernels["spread"]), (False, 1.0, [1.0, 1.0]), ab)
+    test.assertTrue(kernels["verdict"].startswith("no kernels put back: no gain from kernels"), kernels)
+    test.assertEqual((ab["speedup"], ab["spread"]), (ab["rebuild"]["speedup"], ab["rebuild"]["spread"]), ab)
+    test.assertEqual(ab["control_us"], ab["optimized_us"], ab)  # the optimized model is the control: timed once
+    test.assertIn("; the kernels: no kernels put back", ab["verdict"])
+    test.assertEqual(ab["order"], "2 runners interleaved, every order in turn")
+
+
+def optimizer_script():
+    """The optimizer's four scripts as one module, joined as src/CMakeLists.txt joins them into kOptimizeScript (its
+    main() runs only as __main__): for a test that calls its parts."""
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "optimize")
+    parts = []
+    for part in ("capture", "cut", "profile", "driver"):
+        with open(os.path.join(source, f"{part}.py")) as f:
+            parts.append(f.read())
+    text = "\n".join(parts)
+    module = types.ModuleType("kernelevolve_optimize_script")
+    exec(compile(text, os.path.join(source, "driver.py (the four joined)"), "exec"), module.__dict__)
+    return module
 
 
 def assert_close(test, got, expected, what):
@@ -490,6 +519,17 @@ class EndToEndTest(unittest.TestCase):
         self.assertGreaterEqual(ab["rounds"], 15)
         self.assertLessEqual(ab["spread"][0], ab["speedup"])
         self.assertLessEqual(ab["speedup"], ab["spread"][1])
+        # With its control, the rebuilt graph with nothing put back, timed in the same rounds: the kernels' figure
+        # (the optimized model over the control) and the rebuild's (the control over the model).
+        self.assertTrue(ab["kernels"]["put_back"], ab)
+        self.assertGreater(ab["control_us"], 0)
+        for figure in (ab["kernels"], ab["rebuild"]):
+            self.assertLessEqual(figure["spread"][0], figure["speedup"])
+            self.assertLessEqual(figure["speedup"], figure["spread"][1])
+        self.assertEqual(ab["order"], "3 runners interleaved, every order in turn")
+        self.assertEqual(ab["rounds"] % 6, 0)  # whole cycles of the six orders
+        self.assertIn(f"; the kernels: {ab['kernels']['verdict']}; the rebuild: {ab['rebuild']['verdict']}",
+                      ab["verdict"])
         # The A/B under CUDA graphs is CUDA's (tests/python/test_torch_operator_gpu.py captures an operator in one).
         self.assertEqual(proof["ab_graphs"], {"status": "unavailable", "reason": "CUDA graphs need a CUDA device"})
         self.assertNotIn("ab_compile_graphs", proof)
@@ -539,7 +579,10 @@ class EndToEndTest(unittest.TestCase):
             self.assertIn(text, done.stdout)
         if not SANITIZED:  # nothing put back, nothing to prove
             for text in ("6. prove", "put back: ", "parity with eager on fresh inputs: yes", "every operator engaged: yes",
-                         "interleaved rounds", "optimized.py",
+                         "interleaved rounds of the model, the rebuilt graph with nothing put back (the control) and "
+                         "the optimized model", "the kernels (the optimized model over the rebuilt graph): ",
+                         "the rebuild (the rebuilt graph, nothing put back, over the model): ",
+                         "in all (the optimized model over the model): ", "optimized.py",
                          "torch.export's program" if TORCH2 else "torch.export: torch"):
                 self.assertIn(text, done.stdout)
         with open(os.path.join(self.out, "time_by_region.svg")) as f:
@@ -571,6 +614,8 @@ class InModelTest(unittest.TestCase):
             self.assertEqual(report["put_back"]["guards"], [])
             with open(os.path.join(out, "optimized.py")) as f:
                 self.assertIn("REGIONS = {}", f.read())
+            # Nothing put back: whatever the A/B measures is the rebuilt graph's, and the report says so.
+            assert_no_kernel_gain(self, report["put_back"]["ab_eager"])
 
 
 class TimeoutTest(unittest.TestCase):
@@ -686,6 +731,204 @@ class RefusalTest(unittest.TestCase):
             f.write("mine\n")
         self.refused(MLP, out, "notes.txt", "not overwriting")
         self.assertEqual(os.listdir(out), ["notes.txt"])
+
+
+@unittest.skipIf(SANITIZED, "no uninstrumented Python loads a library built with AddressSanitizer")
+class ControlTest(unittest.TestCase):
+    """Step 6's eager A/B has a control: the rebuilt graph with nothing put back, timed beside the model and the
+    optimized model (issue 49). The rebuilt graph alone runs mlp.py faster than its module (one function, none of its
+    submodules' calls): once reported as the kernels' speedup with nothing put back. Here the A/B's own functions
+    (driver.py's ab_eager and control_model, profile.py's interleaved), called on mlp.py many times, short: with
+    nothing put back no kernel gain is ever claimed; with an "optimized" model that is a second copy of the control
+    (kernels that change nothing), the kernels' figure never shows a speedup beyond its spread, either way."""
+
+    RUNS = 20
+
+    @classmethod
+    def setUpClass(cls):
+        cls.script = d = optimizer_script()
+        package = os.path.join(os.path.dirname(os.path.abspath(CLI)), "python")
+        cls.device = torch.device("cpu")
+        module = d.load_model_file(MLP)
+        cls.model, cls.inputs = d.build(module, cls.device)
+        with torch.no_grad():
+            capture = d.capture_model(cls.model, cls.inputs)
+            occurrences, problems = d.cut(capture)
+            for p in problems:
+                p.source = d.forward_source(p, capture)
+        args = types.SimpleNamespace(model=MLP, out=os.path.join(WORK, "control"), package_dir=package)
+        cls.control = d.control_model(args, capture, occurrences, cls.device)
+        cls.copy = d.control_model(args, capture, occurrences, cls.device)
+
+    def ab(self, optimized):
+        return self.script.ab_eager(self.model, self.control, optimized, self.inputs, self.device, 0.2)
+
+    def test_the_control_is_the_model_with_nothing_put_back(self):
+        self.assertEqual([m for m in self.control.modules() if type(m).__name__ == "Guarded"], [])
+        with torch.no_grad():
+            assert_close(self, self.control(*self.inputs), self.model(*self.inputs), "the control")
+        # It shares the model's weights rather than copying them (a model may take half the device).
+        self.assertEqual({t.data_ptr() for t in self.control.state_dict().values()} -
+                         {t.data_ptr() for t in self.model.state_dict().values()}, set())
+
+    def test_nothing_put_back_claims_no_kernel_gain(self):
+        for _ in range(self.RUNS):
+            assert_no_kernel_gain(self, self.ab(None))
+
+    def test_kernels_that_change_nothing_show_no_gain(self):
+        verdicts = []
+        for _ in range(self.RUNS):
+            ab = self.ab(self.copy)
+            self.assertTrue(ab["kernels"]["put_back"])
+            self.assertEqual(ab["rounds"] % 6, 0, ab)
+            verdicts.append(ab["kernels"]["verdict"])
+        self.assertEqual([v for v in verdicts if not v.startswith("no speedup beyond the spread")], [], verdicts)
+
+    def test_optimize_with_nothing_put_back(self):
+        # Through the tool: no region kept (--min-share 0.99), none evolved or put back; the rebuilt graph is what the
+        # A/B measures against the model (the old report gave its 1.1x on this model as the model's speedup).
+        out = os.path.join(WORK, "nothing_put_back")
+        shutil.rmtree(out, ignore_errors=True)
+        done = optimize(MLP, out, "--min-share", "0.99", evolve=True)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(os.path.join(out, "manifest.json")) as f:
+            report = json.load(f)
+        self.assertEqual(report["put_back"]["guards"], [])
+        assert_no_kernel_gain(self, report["put_back"]["ab_eager"])
+        for text in ("interleaved rounds of the model and the rebuilt graph (the optimized model: nothing put back)",
+                     "the kernels (the optimized model over the rebuilt graph): no kernels put back: no gain from "
+                     "kernels", "the rebuild (the rebuilt graph, nothing put back, over the model): ",
+                     "in all (the optimized model over the model): "):
+            self.assertIn(text, done.stdout)
+
+    def test_every_order_in_turn(self):
+        orders = [tuple(self.script.round_order(r, 3)) for r in range(6)]
+        self.assertEqual(sorted(orders), sorted(itertools.permutations(range(3))))
+        self.assertEqual([tuple(self.script.round_order(r, 2)) for r in range(4)], [(0, 1), (1, 0), (1, 0), (0, 1)])
+
+
+def snapshot(directory):
+    """Every file under `directory`, by relative path, with its bytes."""
+    files = {}
+    for root, _, names in os.walk(directory):
+        for name in names:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, directory)] = f.read()
+    return files
+
+
+class OutFolderTest(unittest.TestCase):
+    """--out and what is already there (issue 49): optimize never deletes what it did not write. Another model's
+    optimize folder is refused whole (it once deleted that model's region files and left its optimized.py beside the
+    new manifest); in this model's own folder only the region files an earlier optimize of it wrote, stale now, go."""
+
+    def test_another_models_folder_is_refused_and_left_as_it_was(self):
+        out = os.path.join(WORK, "two_models")
+        shutil.rmtree(out, ignore_errors=True)
+        optimized(MLP, out)
+        with open(os.path.join(out, "optimized.py"), "w") as f:  # as steps 4-6 would leave it
+            f.write("# mlp.py's optimized model\n")
+        before = snapshot(out)
+        done = optimize(LINEAR_RELU, out)
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        for text in (f"--out {out} holds the optimize output of another model, {os.path.abspath(MLP)}",
+                     "choose another --out", "linear_relu.optimize"):
+            self.assertIn(text, done.stderr)
+        self.assertNotIn("Traceback", done.stderr)
+        self.assertEqual(snapshot(out), before)
+
+    def test_the_same_model_moved_is_the_same_model(self):
+        # Its text the same at another path (its folder moved): the model whose output the folder holds.
+        out = os.path.join(WORK, "moved")
+        shutil.rmtree(out, ignore_errors=True)
+        first = optimized(MLP, out)
+        moved = os.path.join(WORK, "moved_model", "mlp.py")
+        os.makedirs(os.path.dirname(moved), exist_ok=True)
+        shutil.copy(MLP, moved)
+        again = optimized(moved, out)
+        self.assertEqual(again["model"], moved)
+        self.assertEqual(again["model_sha256"], first["model_sha256"])
+        self.assertEqual(sorted(r["hash"] for r in again["regions"]), sorted(r["hash"] for r in first["regions"]))
+
+    def test_only_this_models_stale_region_files_are_removed(self):
+        out = os.path.join(WORK, "stale")
+        shutil.rmtree(out, ignore_errors=True)
+        optimized(MLP, out)
+        manifest = os.path.join(out, "manifest.json")
+        with open(manifest) as f:
+            earlier = json.load(f)
+        # A region an earlier optimize of this model wrote and this one does not (the model was edited since): its
+        # files go, as the README says.
+        stale = "region_0123456789abcdef"
+        for ext in (".py", ".pt"):
+            with open(os.path.join(out, stale + ext), "w") as f:
+                f.write("stale\n")
+        earlier["regions"].append({"file": stale + ".py", "weights_file": stale + ".pt"})
+        with open(manifest, "w") as f:
+            json.dump(earlier, f)
+        optimized(MLP, out)
+        self.assertFalse(os.path.exists(os.path.join(out, stale + ".py")))
+        self.assertFalse(os.path.exists(os.path.join(out, stale + ".pt")))
+        # A manifest that names the user's files as regions (edited by hand, or another tool's) deletes nothing: a
+        # file of the folder's that optimize did not write is refused, one outside it is never touched.
+        outside = os.path.join(WORK, "outside.txt")
+        with open(outside, "w") as f:
+            f.write("mine\n")
+        with open(os.path.join(out, "notes.txt"), "w") as f:
+            f.write("mine\n")
+        with open(manifest) as f:
+            earlier = json.load(f)
+        earlier["regions"].append({"file": "notes.txt", "weights_file": "../outside.txt"})
+        with open(manifest, "w") as f:
+            json.dump(earlier, f)
+        before = snapshot(out)
+        done = optimize(MLP, out)
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        self.assertIn("notes.txt", done.stderr)
+        self.assertIn("which an earlier optimize did not write", done.stderr)
+        self.assertEqual(snapshot(out), before)
+        self.assertTrue(os.path.exists(outside))
+        os.remove(os.path.join(out, "notes.txt"))  # without the user's file in the folder, optimize runs
+        optimized(MLP, out)
+        self.assertTrue(os.path.exists(outside))
+
+
+class ExitAtImportTest(unittest.TestCase):
+    """A model file whose import-time code ends the process (a script that runs its own main when imported): said
+    as such, with its exit status and the last it printed, rather than "the optimizer printed no JSON" (issue 49)."""
+
+    def model_file(self, name, body):
+        path = os.path.join(WORK, f"{name}.py")
+        with open(path, "w") as f:
+            f.write("import os\nimport sys\n\n" + body)
+        return path
+
+    def test_sys_exit_at_import(self):
+        for name, body, call in (
+                ("exits_3", "print('usage: exits_3.py DATA', file=sys.stderr)\nsys.exit(3)\n", "sys.exit(3), status 3"),
+                ("exits_0", "print('usage: exits_0.py DATA')\nsys.exit()\n", "sys.exit(), status 0")):
+            path = self.model_file(name, body)
+            done = optimize(path, os.path.join(WORK, name + ".optimize"))
+            self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+            for text in (f"{path} exited at import ({call})", f"the last it printed: usage: {name}.py DATA",
+                         "in the optimizer's own Python", "if __name__"):
+                self.assertIn(text, done.stderr)
+            self.assertNotIn("printed no JSON", done.stderr)
+            self.assertFalse(os.path.exists(os.path.join(WORK, name + ".optimize")))
+
+    def test_os_exit_at_import(self):
+        # os._exit ends the process with no Python after it: optimize.cpp says what can do that.
+        done = optimize(self.model_file("os_exits_0", "print('bye')\nos._exit(0)\n"), os.path.join(WORK, "os_exits_0"))
+        self.assertEqual(done.returncode, 2, done.stdout + done.stderr)
+        self.assertIn("exited (status 0) without a report", done.stderr)
+        self.assertIn("os._exit()", done.stderr)
+        self.assertNotIn("printed no JSON", done.stderr)
+        done = optimize(self.model_file("os_exits_4", "print('bye')\nos._exit(4)\n"), os.path.join(WORK, "os_exits_4"))
+        self.assertEqual(done.returncode, 1, done.stdout + done.stderr)
+        self.assertIn("exited with status 4 before it reported: the model file's own code runs in that process",
+                      done.stderr)
+        self.assertIn("bye", done.stderr)
 
 
 if __name__ == "__main__":
