@@ -818,6 +818,30 @@ def snapshot(directory):
     return files
 
 
+class JudgeTest(unittest.TestCase):
+    """Step 5's rule (issue 50): a region is put back only where its best beats the mark, the faster of eager and
+    torch.compile on each workload, not only each of them in the geometric mean."""
+
+    def test_the_mark_decides(self):
+        d = optimizer_script()
+
+        def judged(**evolve):
+            p = types.SimpleNamespace(evolve={"status": "evolved", **evolve}, reason="")
+            return d.judge(p)
+
+        ok, why = judged(speedup_vs_eager=2.0, speedup_vs_compile=1.2, speedup_vs_best_baseline=1.1)
+        self.assertTrue(ok, why)
+        self.assertIn("1.100x over the faster of the two", why)
+        # Faster than each in the geometric mean over two workloads, slower than the faster one on each.
+        ok, why = judged(speedup_vs_eager=1.3, speedup_vs_compile=1.3, speedup_vs_best_baseline=0.95)
+        self.assertFalse(ok)
+        self.assertIn("not faster than the mark", why)
+        ok, why = judged(speedup_vs_eager=2.0, speedup_vs_compile=0.9, speedup_vs_best_baseline=0.9)
+        self.assertFalse(ok)
+        ok, why = judged(speedup_vs_eager=2.0, speedup_vs_compile=1.5)  # a report from before the mark
+        self.assertTrue(ok, why)
+
+
 class OutFolderTest(unittest.TestCase):
     """--out and what is already there (issue 49): optimize never deletes what it did not write. Another model's
     optimize folder is refused whole (it once deleted that model's region files and left its optimized.py beside the
