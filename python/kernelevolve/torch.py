@@ -99,6 +99,7 @@ class Operator:
         self.calls = 0
         self.fallbacks = 0
         self.backward = None  # the Operator of the backward program (attach_backward), or None
+        self.gradient_of = None  # on a backward program's Operator: the forward Operator it differentiates, or None
         self._warned = set()
         self._module = None  # the problem's own module, made at the first fallback
         self._verified_sizes = {tuple(w.get(s) for s in program.sizes) for w in program.workloads}
@@ -332,8 +333,10 @@ class Operator:
 
     @property
     def backward_calls(self):
-        """How many times the backward program ran: its own launches, so that a compiled graph's calls count too
-        (torch.compile traces the autograd formula once and then calls the backward op without it)."""
+        """How many times the backward program ran: its own launches. Not a count kept in the autograd formula:
+        torch.compile (AOTAutograd) runs the formula once, on fake tensors, to trace the backward graph, which then
+        calls the backward operator at each step without the formula (a count there said 1 for every step but the
+        first, issue 49)."""
         return self.backward.calls if self.backward is not None else 0
 
     # Training: a backward program beside the forward one.
@@ -370,6 +373,7 @@ class Operator:
             gives.append(names[name[5:]])
         # Registered only once it is known to fit: a refused backward leaves no operator behind.
         backward = Operator(program, name=self.name + "_grad", fallback=False)
+        backward.gradient_of = self
         self.backward, self._backward_args, self._backward_gives = backward, plan, gives
         if HAS_CUSTOM_OP:
             # What torch.compile and torch.export differentiate; eager calls take _Differentiable below. Registered
@@ -405,15 +409,30 @@ class Operator:
         grads = [g.contiguous() if g is not None else torch.zeros(shape, dtype=dtype, device=device)
                  for g, (shape, dtype, device) in zip(grads, out_meta)]
         bargs = [args[k] if kind == "input" else grads[k] for kind, k in self._backward_args]
-        try:
-            outs = self.backward(*bargs)
-        except ValueError as e:
-            return self._module_gradients(args, grads, str(e))
+        # Where the program cannot take the call, the backward operator's own kernel answers from the module
+        # (_backward_fallback): a compiled backward graph, which holds that operator and not this formula, too.
+        outs = self.backward(*bargs)
         outs = outs if isinstance(outs, tuple) else (outs,)
         result = [None] * self._nargs
         for k, g in zip(self._backward_gives, outs):
             result[k] = g
         return result
+
+    def _backward_fallback(self, bargs, why):
+        """The backward operator's outputs where its program cannot take the call (`why`), from its own arguments:
+        autograd through the problem's module, given every forward input the module needs."""
+        args, grads = [None] * self._nargs, [None] * len(self.outputs)
+        for (kind, k), a in zip(self._backward_args, bargs):
+            (args if kind == "input" else grads)[k] = a
+        missing = [self.signature[k] for k, a in enumerate(args) if a is None]
+        if missing:
+            raise ValueError(f"{why}; and the backward is not given {', '.join(missing)}, which the problem's module "
+                             "needs to be differentiated instead")
+        found = self._module_gradients(args, grads, why)
+        outs = [found[k] if found[k] is not None else torch.zeros_like(args[k]) for k in self._backward_gives]
+        # An operator's outputs are new tensors: one that is an argument's storage (an identity's gradient) is copied.
+        ptrs = {a.data_ptr() for a in bargs if isinstance(a, torch.Tensor)}
+        return self._result([o.clone() if o.data_ptr() in ptrs else o for o in outs])
 
     def _module_gradients(self, args, grads, why):
         module = self._problem_module()
@@ -429,7 +448,10 @@ class Operator:
                       for a in args]
             outs = self._call_module(module, leaves)
             wanted = [k for k, a in enumerate(leaves) if isinstance(a, torch.Tensor) and a.requires_grad]
-            found = torch.autograd.grad(outs, [leaves[k] for k in wanted], grads, allow_unused=True)
+            # An output the backward takes no gradient of (a backward operator's call) contributes none.
+            given = [(o, g) for o, g in zip(outs, grads) if g is not None]
+            found = torch.autograd.grad([o for o, _ in given], [leaves[k] for k in wanted], [g for _, g in given],
+                                        allow_unused=True)
         result = [None] * self._nargs
         for k, g in zip(wanted, found):
             result[k] = g
@@ -451,6 +473,10 @@ class Operator:
         return list(out) if isinstance(out, (tuple, list)) else [out]
 
     def _fall_back(self, args, why):
+        if self.gradient_of is not None:
+            # A backward program attached to its forward: differentiated through the forward's module.
+            return self.gradient_of._backward_fallback(args, f"{self.qualname}: the program cannot take this call: "
+                                                              f"{why}")
         if self.strict or not self.use_fallback:
             raise ValueError(f"{self.qualname}: the program cannot take this call: {why}")
         ref = self.program.spec.get("reference", {})

@@ -562,15 +562,28 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   auto rescued_by_float64 = [&](const Comparison& missed) -> bool {
     const double tolerance = spec.tolerance.atol + spec.tolerance.rtol * std::abs(missed.expected);
     if (!may_rescue || !std::isfinite(missed.got) || !(missed.excess <= 99 * tolerance)) return false;
-    // The reference's own answers, kept on the candidate's device before float64 overwrites them.
-    std::vector<std::unique_ptr<Buffer>> reference_answer(n);
+    // The reference's own answers, kept before float64 overwrites them: on the candidate's device where it has room,
+    // else on the host (a baseline's device is the reference's arena, sized for its two blocks and no more: there a
+    // baseline under as-run, TF32 like the reference, was refused for want of the copy, as "wrong output").
+    struct Kept {
+      std::unique_ptr<Buffer> on_device;
+      std::vector<unsigned char> on_host;
+    };
+    std::vector<Kept> reference_answer(n);
     for (std::size_t i = 0; i < n; ++i) {
       if (!is_output(spec.params[i]) || !is_float(spec.params[i].dtype)) continue;
+      Kept& kept = reference_answer[i];
       try {
-        reference_answer[i] = device.allocate(std::max<std::size_t>(1, bytes(i)));
-        reference_answer[i]->copy_from(expected_output(i));
+        kept.on_device = device.allocate(std::max<std::size_t>(1, bytes(i)));
+        kept.on_device->copy_from(expected_output(i));
       } catch (const std::exception&) {
-        reference_answer[i].reset();  // no room for the copy: the spec's tolerance alone, as before
+        kept.on_device.reset();
+        try {
+          kept.on_host.resize(bytes(i));
+          expected_output(i).download(kept.on_host.data(), bytes(i));
+        } catch (const std::exception&) {
+          kept.on_host.clear();  // no room anywhere: the spec's tolerance alone, as before
+        }
       }
     }
     if (!problem->run_float64(ref_args.args.data()).empty()) return false;
@@ -578,13 +591,21 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
       const Param& p = spec.params[i];
       if (!is_output(p)) continue;
       rescue_tolerance[i] = tolerance_of(p);
-      if (reference_answer[i]) {
-        const double own_error =
-            eval::compare(device, *reference_answer[i], expected_output(i), p.dtype, count(i), Tolerance{0.0, 0.0})
-                .excess;
-        if (std::isfinite(own_error))
-          rescue_tolerance[i].atol = std::max(rescue_tolerance[i].atol, kReferenceErrorFactor * own_error);
+      const Kept& kept = reference_answer[i];
+      double own_error = NAN;  // the reference's largest error against the float64 answer
+      if (kept.on_device) {
+        own_error =
+            eval::compare(device, *kept.on_device, expected_output(i), p.dtype, count(i), Tolerance{0.0, 0.0}).excess;
+      } else if (!kept.on_host.empty()) {
+        std::vector<unsigned char> exact(bytes(i));
+        expected_output(i).download(exact.data(), bytes(i));
+        const eval::ArrayView answer{p.dtype, count(i), const_cast<unsigned char*>(kept.on_host.data())};
+        const eval::ArrayView truth{p.dtype, count(i), exact.data()};
+        own_error = 0;
+        for (std::size_t k = 0; k < count(i); ++k) own_error = std::max(own_error, std::abs(answer.get(k) - truth.get(k)));
       }
+      if (std::isfinite(own_error))
+        rescue_tolerance[i].atol = std::max(rescue_tolerance[i].atol, kReferenceErrorFactor * own_error);
       if (!eval::compare(device, *cand_args.buffers[i], expected_output(i), p.dtype, count(i), rescue_tolerance[i]).pass)
         return false;
     }

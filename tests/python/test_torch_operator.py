@@ -231,6 +231,8 @@ class ReplaceTest(unittest.TestCase):
 RMS_MODEL = os.environ.get("KE_TEST_RMS_MODEL")
 RMS_FWD_DB = os.environ.get("KE_TEST_RMS_FWD_DB")
 RMS_BWD_DB = os.environ.get("KE_TEST_RMS_BWD_DB")
+# torch.compile of a model that trains through the operator: PyTorch 2.4 and later (register_autograd).
+COMPILES = ket.HAS_CUSTOM_OP and hasattr(torch, "compile")
 
 
 @unittest.skipUnless(RMS_MODEL and RMS_FWD_DB and RMS_BWD_DB,
@@ -306,6 +308,55 @@ class TrainingTest(unittest.TestCase):
         self.assertTrue(any("differentiating the problem's own module" in str(w.message) for w in caught))
         for a, b in zip(got, expected):
             self.assertAlmostEqual(a, b, delta=1e-5 * abs(b) + 1e-6)
+
+    @unittest.skipUnless(COMPILES, ket.MISSING or "this PyTorch has no torch.compile")
+    def test_a_compiled_model_runs_the_backward_program_at_every_step(self):
+        # Issue 49: under torch.compile the backward graph is traced once (the autograd formula on fake tensors)
+        # and then calls the backward operator at each step; a count kept in the formula said only the first.
+        op, rms = self.op, self.rms
+        torch._dynamo.reset()
+        x = torch.randn(rms.batch_size, rms.seq_len, rms.hidden)
+        target = torch.randn_like(x)
+        eager, replaced = self.net(), self.net()
+        ket.replace(replaced, "norm", op)
+        compiled = torch.compile(replaced)
+        fallbacks = op.fallbacks
+        expected = self.train(eager, x, target, steps=3)
+        optimizer = torch.optim.SGD(replaced.parameters(), lr=0.5)
+        for step, want in enumerate(expected):
+            calls, backward_calls = op.calls, op.backward_calls
+            optimizer.zero_grad()
+            loss = ((compiled(x) - target) ** 2).mean()
+            loss.backward()
+            # Each step ran the forward program once and the backward program once, at the step itself.
+            self.assertEqual((op.calls - calls, op.backward_calls - backward_calls), (1, 1), f"step {step}")
+            # The gradients are this step's: the weights they trained stay with eager's.
+            self.assertAlmostEqual(loss.item(), want, delta=1e-4 * abs(want) + 1e-5, msg=f"step {step}")
+            optimizer.step()
+        self.assertEqual(op.fallbacks, fallbacks)
+        self.assertTrue(torch.allclose(replaced.norm.weight, eager.norm.weight, atol=1e-4, rtol=1e-4))
+        self.assertTrue(torch.allclose(replaced.proj.weight, eager.proj.weight, atol=1e-4, rtol=1e-4))
+
+    @unittest.skipUnless(COMPILES, ket.MISSING or "this PyTorch has no torch.compile")
+    def test_a_compiled_model_at_a_shape_it_was_not_verified_on_differentiates_the_module(self):
+        # The compiled backward graph calls the backward operator itself, whose kernel, where the program cannot
+        # take the call, differentiates the problem's module as the eager formula does (it raised before).
+        op, rms = self.op, self.rms
+        torch._dynamo.reset()
+        x = torch.randn(3, 5, rms.hidden)  # not the eager test's shape: each reason is warned once, and that test asks
+        target = torch.randn_like(x)
+        eager, replaced = self.net(), self.net()
+        ket.replace(replaced, "norm", op)
+        backward_calls, fallbacks = op.backward_calls, op.fallbacks
+        expected = self.train(eager, x, target, steps=2)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = self.train(torch.compile(replaced, dynamic=False), x, target, steps=2)
+        self.assertEqual(op.backward_calls, backward_calls)
+        self.assertEqual(op.fallbacks - fallbacks, 4)  # each step's forward and backward
+        for a, b in zip(got, expected):
+            self.assertAlmostEqual(a, b, delta=1e-5 * abs(b) + 1e-6)
+        self.assertTrue(torch.allclose(replaced.norm.weight, eager.norm.weight, atol=1e-5, rtol=1e-5))
 
     def test_what_is_not_its_backward_is_refused(self):
         with self.assertRaisesRegex(kernelevolve.Error, "is not a backward problem"):
