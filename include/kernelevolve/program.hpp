@@ -1,7 +1,8 @@
 // Program: what a candidate runs. One or more kernels of its source and the launch plan that runs them: the
 // steps in order on one stream (a kernel with its grid, block and shared memory, or a vendor library's call),
-// the arguments each step takes, and temporaries (workspaces the device allocates and poisons before every
-// call, which the reference never sees). A source declares its plan in a block marked `kernelevolve-plan`;
+// the arguments each step takes, and temporaries (workspaces the device allocates and poisons once, when a launch is
+// made, and which keep what the last call left, in verification as in a caller's process; the reference never
+// sees them). A source declares its plan in a block marked `kernelevolve-plan`;
 // a source that declares none runs the spec's one-kernel plan: its entry, launched by its `launch` rule with
 // the spec's params. docs/spec-format.md ("Programs") gives the format.
 #pragma once
