@@ -185,24 +185,9 @@ TEST_CASE("bounds: a kernel that starts writing out of bounds only after verific
 
 namespace {
 
-// y = x - mean(x) as the two-pass program of centre_program.hpp: CHUNK 256 over 1001 floats makes 4 partial sums,
-// 32 bytes of doubles, and 32 bytes of rounding after them.
-ke::Spec centre_spec(std::vector<ke::Bindings> workloads) {
-  ke::Spec s;
-  s.name = "centre";
-  s.language = ke::Language::c;
-  s.entry = "centre";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
-              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
-              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
-  s.workloads = std::move(workloads);
-  s.tolerance = {1e-4, 1e-4};
-  s.reference.source = ke_test::kCentreReference;
-  s.seed.source = ke_test::kCentreReference;
-  s.tunables = {{"CHUNK", {256, 1024}}};
-  s.validate();
-  return s;
-}
+// ke_test::centre_spec: y = x - mean(x) as the two-pass program of centre_program.hpp. CHUNK 256 over 1001 floats
+// makes 4 partial sums, 32 bytes of doubles, and 32 bytes of rounding after them.
+using ke_test::centre_spec;
 
 }  // namespace
 

@@ -43,35 +43,6 @@ double call_and_check(ke::CallableProgram& program, std::int64_t n, bool any_sha
   return worst;
 }
 
-// The centre problem's spec, built in C++: the reference in both roles, CHUNK a tunable only a plan reads.
-ke::Spec centre_spec() {
-  ke::Spec s;
-  s.name = "centre";
-  s.language = ke::Language::c;
-  s.entry = "centre";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
-              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
-              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
-  s.workloads = {{{"n", 10000}}, {{"n", 777}}};
-  s.tolerance = {1e-4, 1e-4};
-  s.reference.source = ke_test::kCentreReference;
-  s.seed.source = ke_test::kCentreReference;
-  s.tunables = {{"CHUNK", {256, 1024}}};
-  s.validate();
-  return s;
-}
-
-// A CLI run of the centre program (the two-pass seed) into `dir`/centre.db: its path.
-std::string centre_run(const ke_test::TempDir& dir) {
-  std::ofstream(dir / "centre_ref.c") << ke_test::kCentreReference;
-  std::ofstream(dir / "centre_seed.c") << ke_test::centre_two_pass();
-  std::ofstream(dir / "centre.json") << ke_test::kCentreSpecJson;
-  const std::string db = dir / "centre.db";
-  const auto run = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3");
-  REQUIRE_MESSAGE(run.code == 0, run.err);
-  return db;
-}
-
 // A copy of `db` at `to` (SQLite's backup: whatever its write-ahead log holds too), changed by `sql` behind the
 // store's back, as a person with sqlite3 would.
 std::string edited(const std::string& db, const std::string& to, const std::string& sql) {
@@ -103,7 +74,7 @@ TEST_CASE("a program that keeps state in a temporary from call to call is incorr
   // program that skips its work when its temporary is not NaN was `ok`, and then answered a user's second call
   // from the first. Now a workload's temporaries are poisoned once, as a call's are, and the trials' fresh inputs
   // catch it.
-  const ke::Spec spec = centre_spec();
+  const ke::Spec spec = ke_test::centre_spec();
   ke::EvalOptions options;
   options.trials = 3;
   options.max_reps = 10;
@@ -127,14 +98,7 @@ TEST_CASE(
     "a stored program is called on the host's own buffers, refuses sizes it was not verified on, and says "
     "where it came from") {
   ke_test::TempDir dir("ke_callable");
-  {
-    std::ofstream(dir / "centre_ref.c") << ke_test::kCentreReference;
-    std::ofstream(dir / "centre_seed.c") << ke_test::centre_two_pass();
-    std::ofstream(dir / "centre.json") << ke_test::kCentreSpecJson;
-  }
-  const std::string db = dir / "centre.db";
-  const auto run = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3");
-  REQUIRE_MESSAGE(run.code == 0, run.err);
+  const std::string db = ke_test::centre_run(dir);
 
   auto cpu = ke::open_device("cpu");
   const auto program = ke::CallableProgram::load(db, cpu);
@@ -203,7 +167,7 @@ TEST_CASE(
 
 TEST_CASE("a call with null data or an impossible size is refused by name, never run (issue 49)") {
   ke_test::TempDir dir("ke_callable_args");
-  const std::string db = centre_run(dir);
+  const std::string db = ke_test::centre_run(dir);
   const auto program = ke::CallableProgram::load(db, ke::open_device("cpu"));
   // Calls on changing inputs: each answers its own (a temporary keeps nothing a call depends on).
   CHECK(call_and_check(*program, 10000) < 1e-3);
@@ -251,7 +215,7 @@ TEST_CASE("a call with null data or an impossible size is refused by name, never
 
 TEST_CASE("a node edited in its database after the run, or whose evidence is not whole, is not loaded (issue 49)") {
   ke_test::TempDir dir("ke_callable_load");
-  const std::string db = centre_run(dir);
+  const std::string db = ke_test::centre_run(dir);
   auto cpu = ke::open_device("cpu");
   // Node 1 (a child of the seed, another CHUNK) is the one edited; node 0 beside it is not.
   const ke::CallableChoice one{1, 1};

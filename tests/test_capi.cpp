@@ -1581,12 +1581,7 @@ TEST_CASE(
 
 TEST_CASE("capi: a stored program refuses null data, impossible sizes and a database edited after the run") {
   ke_test::TempDir dir("ke_capi_program");
-  std::ofstream(dir / "centre_ref.c") << ke_test::kCentreReference;
-  std::ofstream(dir / "centre_seed.c") << ke_test::centre_two_pass();
-  std::ofstream(dir / "centre.json") << ke_test::kCentreSpecJson;
-  const std::string db = dir / "centre.db";
-  const auto run = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3");
-  REQUIRE_MESSAGE(run.code == 0, run.err);
+  const std::string db = ke_test::centre_run(dir);
 
   Owned<ke_program, ke_program_destroy> program;
   REQUIRE_MESSAGE(ke_program_load(program.out(), db.c_str(), nullptr) == KE_OK, ke_last_error());

@@ -19,27 +19,11 @@
 #include "support/cli_runner.hpp"
 
 namespace ke = kernelevolve;
+using ke_test::centre_spec;
 using ke_test::centre_two_pass;
 using ke_test::kCentreReference;
 
 namespace {
-
-ke::Spec centre_spec() {
-  ke::Spec s;
-  s.name = "centre";
-  s.language = ke::Language::c;
-  s.entry = "centre";
-  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
-              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
-              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
-  s.workloads = {{{"n", 10000}}, {{"n", 777}}};
-  s.tolerance = {1e-4, 1e-4};
-  s.reference.source = kCentreReference;
-  s.seed.source = kCentreReference;
-  s.tunables = {{"CHUNK", {256, 1024}}};
-  s.validate();
-  return s;
-}
 
 ke::EvalOptions quick() {
   ke::EvalOptions o;
@@ -542,11 +526,7 @@ TEST_CASE("a spec may forbid library steps; the field reads back, and anything b
 
 TEST_CASE("through the tool: a program is searched, stored, reused by a later run, and printed with its plan") {
   ke_test::TempDir dir("ke_program");
-  {
-    std::ofstream(dir / "centre_ref.c") << kCentreReference;
-    std::ofstream(dir / "centre_seed.c") << centre_two_pass();
-    std::ofstream(dir / "centre.json") << ke_test::kCentreSpecJson;
-  }
+  ke_test::write_centre_files(dir);
   const std::string db = dir / "centre.db";
   const auto first = ke_test::run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3 --json");
   REQUIRE_MESSAGE(first.code == 0, first.err);

@@ -1,7 +1,13 @@
 // The centre problem that the program tests share: y = x - mean(x), its C reference, a two-pass CPU program
 // of it (partial sums into a temporary, then the mean and the output), and a spec file that runs it.
 #pragma once
+#include <kernelevolve/spec.hpp>
+#include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
+
+#include "cli_runner.hpp"
 
 namespace ke_test {
 
@@ -57,5 +63,41 @@ inline const char* const kCentreSpecJson = R"({"name": "centre", "language": "c"
       "workloads": [{"n": 10000}, {"n": 777}], "tolerance": {"atol": 1e-4, "rtol": 1e-4},
       "reference": {"file": "centre_ref.c"}, "seed": {"file": "centre_seed.c"},
       "tunables": {"CHUNK": [256, 1024, 4096]}})";
+
+// The centre problem's spec built in C++, at `workloads` (by default the spec file's two): the reference in both
+// roles, CHUNK a tunable only a plan reads.
+inline kernelevolve::Spec centre_spec(std::vector<kernelevolve::Bindings> workloads = {{{"n", 10000}}, {{"n", 777}}}) {
+  namespace ke = kernelevolve;
+  ke::Spec s;
+  s.name = "centre";
+  s.language = ke::Language::c;
+  s.entry = "centre";
+  s.params = {{"x", ke::DType::f32, ke::Role::in, {"n"}, 0},
+              {"y", ke::DType::f32, ke::Role::out, {"n"}, 0},
+              {"n", ke::DType::i64, ke::Role::size, {}, 0}};
+  s.workloads = std::move(workloads);
+  s.tolerance = {1e-4, 1e-4};
+  s.reference.source = kCentreReference;
+  s.seed.source = kCentreReference;
+  s.tunables = {{"CHUNK", {256, 1024}}};
+  s.validate();
+  return s;
+}
+
+// The spec file and its two sources (kCentreSpecJson, the reference, the two-pass seed) written into `dir`.
+inline void write_centre_files(const TempDir& dir) {
+  std::ofstream(dir / "centre_ref.c") << kCentreReference;
+  std::ofstream(dir / "centre_seed.c") << centre_two_pass();
+  std::ofstream(dir / "centre.json") << kCentreSpecJson;
+}
+
+// A CLI run of the centre program (the two-pass seed, three evaluations) into `dir`/centre.db: its path.
+inline std::string centre_run(const TempDir& dir) {
+  write_centre_files(dir);
+  const std::string db = dir / "centre.db";
+  const auto run = run_cli_in("", "run " + dir / "centre.json" + " --db " + db + " --max-evals 3");
+  REQUIRE_MESSAGE(run.code == 0, run.err);
+  return db;
+}
 
 }  // namespace ke_test
