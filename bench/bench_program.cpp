@@ -1,9 +1,9 @@
 // The host cost of a program's plan (issue 28): two kernels with a temporary between them against the same
 // work fused into one kernel, through the evaluator's timing path (program::ProgramLaunch: the temporaries
-// poisoned once when it is made, then Device::launch_steps per call, timed), on an empty workload (n = 1: the launches' cost alone) and a
-// real one (n = 16M floats). Each benchmark reports the wall time per timed call and the device's own time
-// (events on a GPU) as `device_us`; the two-kernel plan's wall time over the fused one's, on the empty
-// workload, is what each extra launch costs the host.
+// poisoned once when it is made, then Device::launch_steps per call, timed), on an empty workload (n = 1: the launches'
+// cost alone) and a real one (n = 16M floats). Each benchmark reports the wall time per timed call and the device's own
+// time (events on a GPU) as `device_us`; the two-kernel plan's wall time over the fused one's, on the empty workload,
+// is what each extra launch costs the host.
 //
 //   bench/bench_program [--benchmark_filter=...]      KE_BENCH_DEVICE=cuda (default) or cpu
 #include <benchmark/benchmark.h>

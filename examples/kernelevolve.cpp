@@ -181,7 +181,7 @@ struct Common {
   std::string dtype;        // a PyTorch problem's floats cast to bf16 or fp16 (issue 32)
   bool backward = false;    // a PyTorch problem's backward, with_forward: and its forward, one problem
   bool with_forward = false;
-  std::string precision;    // as-run or strict (issue 50); empty: the spec's, or its kind's default
+  std::string precision;  // as-run or strict (issue 50); empty: the spec's, or its kind's default
   // --first compile chosen by run for a problem without a seed or a model, not asked for
   bool first_by_default = false;
 };
@@ -266,7 +266,8 @@ ke::Spec load_cli_problem(Common& c) {
   ke::Spec spec = ke::load_problem(c.spec_path, options);
   // A spec file's own policy gives way to --precision; a PyTorch module's was resolved under it already.
   if (policy && !pytorch && (!spec.precision || spec.precision->policy != *policy))
-    spec.precision = *policy == ke::PrecisionPolicy::as_run ? ke::Precision::as_run_defaults() : ke::Precision::strict_fp32();
+    spec.precision =
+        *policy == ke::PrecisionPolicy::as_run ? ke::Precision::as_run_defaults() : ke::Precision::strict_fp32();
   if (!c.device_given && !pytorch) {
     if (!ke::is_cpu_language(spec.language)) c.device = ke::device_kind(spec.language);  // Triton's: cuda
   }
@@ -1536,7 +1537,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "current folder where that is not writable); an earlier optimize's output of the same model there is replaced "
       "(its stale region files removed, its database kept, to resume from); a folder of another model's optimize, "
       "or holding anything else, is refused")("min-share", po::value(&options.min_share)->default_value(0.01, "0.01"),
-                                             "skip regions below this share of the model's time (Amdahl)")(
+                                              "skip regions below this share of the model's time (Amdahl)")(
       "budget", po::value(&options.budget_s)->default_value(2, "2"),
       "seconds spent timing the model, again the regions, and again the A/B of step 6")(
       "timeout", po::value(&options.timeout_s)->default_value(1800, "1800"),

@@ -341,7 +341,7 @@ TEST_CASE("gpu core: starting compiles the core's kernels and runs a flushed, ti
     FakeDevice device(g);
     CHECK(device.builds == 4);  // ke_copy, ke_fma, ke_flush, ke_spin
     CHECK(g->live_modules == 4);
-    CHECK(g->flushes == 1);           // the warm-up launch: timed and flushed
+    CHECK(g->flushes == 1);  // the warm-up launch: timed and flushed
     // Held first, so that the events time the GPU's work with the host ahead (issue 50): at least 20 us, here
     // 20,000 cycles of a 1000 MHz clock.
     REQUIRE(g->holds.size() == 1);

@@ -116,11 +116,13 @@ TEST_CASE("a plan that cannot run says what is wrong") {
   // Two plans are one too many; the word where the compiler would not see a plan's block is no plan (issue 49:
   // the scanner took it anywhere, in a string, a // comment or under #if 0).
   const std::string one = "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"a\"}, {\"kernel\": \"a\"}]} */\n";
-  CHECK_THROWS_AS(ke::plan_of(spec, one + "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"a\"}]} */", ke::Language::c),
-                  ke::PlanError);
+  CHECK_THROWS_AS(
+      ke::plan_of(spec, one + "/* kernelevolve-plan {\"steps\": [{\"kernel\": \"a\"}]} */", ke::Language::c),
+      ke::PlanError);
   for (const std::string& not_a_plan :
        {std::string("// kernelevolve-plan {\"steps\": 3}\n"), std::string("const char* s = \"kernelevolve-plan {\";\n"),
-        std::string("/* see kernelevolve-plan {\"steps\": 3} */\n"), std::string("char c = '\"'; // \"/* kernelevolve-plan\n"),
+        std::string("/* see kernelevolve-plan {\"steps\": 3} */\n"),
+        std::string("char c = '\"'; // \"/* kernelevolve-plan\n"),
         std::string("#if 0\n/* kernelevolve-plan {\"steps\": 3} */\n#endif\n"),
         std::string("#if 0\n#ifdef X\n#endif\n/* kernelevolve-plan {\"steps\": 3} */\n#endif\n")}) {
     CAPTURE(not_a_plan);

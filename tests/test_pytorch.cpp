@@ -236,8 +236,8 @@ TEST_CASE("pytorch: the tolerance follows the reference's own error against floa
     const std::string mask = std::to_string((1u << dropped_bits) - 1);
     const std::string half = std::to_string(1u << (dropped_bits - 1));
     return "#include <stdint.h>\n#include <string.h>\n"
-           "static float rounded(float v) { uint32_t b; memcpy(&b, &v, 4); b = (b + " + half + "u) & ~" + mask +
-           "u; memcpy(&v, &b, 4); return v; }\n" + ke::kernel_signature(spec) +
+           "static float rounded(float v) { uint32_t b; memcpy(&b, &v, 4); b = (b + " +
+           half + "u) & ~" + mask + "u; memcpy(&v, &b, 4); return v; }\n" + ke::kernel_signature(spec) +
            " {\n"
            "  for (int64_t i = 0; i < M; ++i)\n"
            "    for (int64_t j = 0; j < N; ++j) {\n"
@@ -287,8 +287,9 @@ TEST_CASE("pytorch: the precision policy reaches the stored run: the module's ow
     REQUIRE_MESSAGE(r.code == 0, r.err);
     return r.out;
   };
-  const std::string relu = "#include <stdint.h>\n" + ke::kernel_signature(as_run) +
-                           " {\n  for (int64_t i = 0; i < batch * features; ++i) out[i] = x[i] > 0 ? 2.0f * x[i] : 0.0f;\n}\n";
+  const std::string relu =
+      "#include <stdint.h>\n" + ke::kernel_signature(as_run) +
+      " {\n  for (int64_t i = 0; i < batch * features; ++i) out[i] = x[i] > 0 ? 2.0f * x[i] : 0.0f;\n}\n";
   const fs::path seed_file = fs::temp_directory_path() / ("ke_precision_seed_" + std::to_string(::getpid()) + ".c");
   std::ofstream(seed_file) << relu;
   const std::string with_seed = " --seed-kernel " + seed_file.string();
@@ -648,9 +649,9 @@ TEST_CASE("pytorch: a run measures PyTorch eager and torch.compile and reports t
   REQUIRE_MESSAGE(text.code == 0, text.err);
   CHECK_MESSAGE(text.out.find("PyTorch eager:") != std::string::npos, text.out);
   CHECK_MESSAGE(text.out.find("torch.compile:") != std::string::npos, text.out);
-  CHECK_MESSAGE(text.out.find("the mark to beat, the faster of eager and torch.compile per workload:") !=
-                    std::string::npos,
-                text.out);
+  CHECK_MESSAGE(
+      text.out.find("the mark to beat, the faster of eager and torch.compile per workload:") != std::string::npos,
+      text.out);
   CHECK_MESSAGE(text.out.find("precision: as-run") != std::string::npos, text.out);
 }
 

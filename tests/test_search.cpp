@@ -6,10 +6,10 @@
 #include <simdjson.h>
 #include <stdlib.h>
 
+#include <cmath>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/evolver.hpp>
 #include <kernelevolve/report.hpp>
-#include <cmath>
 #include <optional>
 #include <set>
 

@@ -623,8 +623,9 @@ TEST_CASE("precision: a policy, or the state a run stored; the default by the pr
   CHECK(as_run.precision->cudnn_tf32);
   CHECK_FALSE(as_run.precision->matmul_tf32);
   const Spec stored = parse_spec(
-      spec_json({{"precision",
-                  R"({"policy": "as-run", "cudnn_tf32": false, "matmul_tf32": true, "float32_matmul_precision": "high"})"}}),
+      spec_json(
+          {{"precision",
+            R"({"policy": "as-run", "cudnn_tf32": false, "matmul_tf32": true, "float32_matmul_precision": "high"})"}}),
       inline_path);
   REQUIRE(stored.precision);
   CHECK_FALSE(stored.precision->cudnn_tf32);

@@ -154,8 +154,8 @@ struct LaunchDims {
 
 struct LaunchResult {
   bool ok = true;
-  std::string error;            // the launch failure, when !ok
-  double time_us = 0;           // when timed: device events on a GPU, the host's steady clock on the CPU
+  std::string error;   // the launch failure, when !ok
+  double time_us = 0;  // when timed: device events on a GPU, the host's steady clock on the CPU
   // When timed, where known: the host's own cost of the call, kept apart from time_us (a PyTorch baseline's Python
   // call, whose GPU time is measured with the host ahead of it; issue 50). 0 where the launch has no such cost.
   double host_us = 0;

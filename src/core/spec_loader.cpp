@@ -179,8 +179,7 @@ class Loader {
     spec.path = path;
     Fields top = fields(root, "",
                         {"name", "language", "entry", "params", "workloads", "inputs", "tolerance", "reference", "seed",
-                         "launch", "tunables", "constraints", "cost", "notes", "family", "library_steps",
-                         "precision"});
+                         "launch", "tunables", "constraints", "cost", "notes", "family", "library_steps", "precision"});
     spec.name = string(required(top, "", "name"), "name");
     spec.language = language(required(top, "", "language"), "language");
     spec.entry = string(required(top, "", "entry"), "entry");
@@ -263,10 +262,11 @@ class Loader {
       p.float32_matmul_precision = string(*v, "precision.float32_matmul_precision");
       if (p.float32_matmul_precision != "highest" && p.float32_matmul_precision != "high" &&
           p.float32_matmul_precision != "medium")
-        fail("precision.float32_matmul_precision", "\"" + p.float32_matmul_precision +
-                                                       "\" is not one of PyTorch's: \"highest\", \"high\", \"medium\"");
+        fail("precision.float32_matmul_precision",
+             "\"" + p.float32_matmul_precision + "\" is not one of PyTorch's: \"highest\", \"high\", \"medium\"");
     }
-    if (p.policy == PrecisionPolicy::strict && (p.cudnn_tf32 || p.matmul_tf32 || p.float32_matmul_precision != "highest"))
+    if (p.policy == PrecisionPolicy::strict &&
+        (p.cudnn_tf32 || p.matmul_tf32 || p.float32_matmul_precision != "highest"))
       fail("precision", "strict is fp32 everywhere: it allows no TF32 switch");
     return p;
   }

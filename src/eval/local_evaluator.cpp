@@ -19,9 +19,9 @@
 #include <random>
 #include <sstream>
 
+#include "core/threads.hpp"
 #include "eval/buffer_ops.hpp"
 #include "eval/buffers.hpp"
-#include "core/threads.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
 #include "kernelevolve/program.hpp"
@@ -602,11 +602,13 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
         const eval::ArrayView answer{p.dtype, count(i), const_cast<unsigned char*>(kept.on_host.data())};
         const eval::ArrayView truth{p.dtype, count(i), exact.data()};
         own_error = 0;
-        for (std::size_t k = 0; k < count(i); ++k) own_error = std::max(own_error, std::abs(answer.get(k) - truth.get(k)));
+        for (std::size_t k = 0; k < count(i); ++k)
+          own_error = std::max(own_error, std::abs(answer.get(k) - truth.get(k)));
       }
       if (std::isfinite(own_error))
         rescue_tolerance[i].atol = std::max(rescue_tolerance[i].atol, kReferenceErrorFactor * own_error);
-      if (!eval::compare(device, *cand_args.buffers[i], expected_output(i), p.dtype, count(i), rescue_tolerance[i]).pass)
+      if (!eval::compare(device, *cand_args.buffers[i], expected_output(i), p.dtype, count(i), rescue_tolerance[i])
+               .pass)
         return false;
     }
     e.resources["float64_checks"] += 1;
@@ -823,8 +825,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   for (double x : times) deviations.push_back(std::abs(x - wt.median_us));
   wt.mad_us = median_of(deviations);
   // In nanoseconds, as resources are integers: the host's cost of one call, reported beside the GPU time.
-  if (!host_times.empty())
-    e.resources["host_ns.w" + std::to_string(w)] = std::llround(median_of(host_times) * 1000.0);
+  if (!host_times.empty()) e.resources["host_ns.w" + std::to_string(w)] = std::llround(median_of(host_times) * 1000.0);
   if (options.check_roofline) {
     const double floor_us = roofline_floor_us(spec, workload, cand.tunables, device.info());
     if (floor_us > 0 && wt.median_us < floor_us) {

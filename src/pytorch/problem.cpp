@@ -121,8 +121,7 @@ Spec load_pytorch_problem(const std::string& path, const PytorchProblemOptions& 
     spec.cost_flops_floor = false;
   }
   // The switches the module runs under, as the bridge found them once the file was loaded under the policy.
-  Precision precision =
-      policy == PrecisionPolicy::as_run ? Precision::as_run_defaults() : Precision::strict_fp32();
+  Precision precision = policy == PrecisionPolicy::as_run ? Precision::as_run_defaults() : Precision::strict_fp32();
   if (simdjson::dom::object state; doc["precision"].get(state) == simdjson::SUCCESS) {
     bool on = false;
     if (state["cudnn_tf32"].get(on) == simdjson::SUCCESS) precision.cudnn_tf32 = on;

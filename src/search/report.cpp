@@ -222,8 +222,8 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
       out << (i ? ", " : "") << json_quote(result.baselines[i].name)
           << ": {\"status\": " << json_quote(to_string(e.status))
           << ", \"time_us\": " << (ok ? array(t.size(), [&](std::size_t w) { return number(t[w]); }) : "null")
-          << ", \"spread_us\": " << (ok ? spread_array(e) : "null")
-          << ", \"host_us\": " << (ok && has_host_time(e) ? array(t.size(), [&](std::size_t w) { return number(host_us(e, w)); }) : "null")
+          << ", \"spread_us\": " << (ok ? spread_array(e) : "null") << ", \"host_us\": "
+          << (ok && has_host_time(e) ? array(t.size(), [&](std::size_t w) { return number(host_us(e, w)); }) : "null")
           << ", \"reason\": " << (ok ? "null" : json_quote(e.message)) << "}";
     }
     out << "}";
@@ -262,9 +262,9 @@ std::string run_report_json(const Spec& spec, const DeviceInfo& device, const Se
     if (const BestBaseline mark = best_baseline(result.baselines, best.evaluation.timings.size()); !mark.empty()) {
       // The mark to beat: the faster of eager and compile on each workload, not the slower one a kernel beats easily.
       out << ", \"speedup_vs_best_baseline\": " << number(speedup_over_best_baseline(result.baselines, best.evaluation))
-          << ", \"best_baseline\": "
-          << array(mark.name.size(), [&](std::size_t w) { return json_quote(mark.name[w]); })
-          << ", \"best_baseline_us\": " << array(mark.time_us.size(), [&](std::size_t w) { return number(mark.time_us[w]); });
+          << ", \"best_baseline\": " << array(mark.name.size(), [&](std::size_t w) { return json_quote(mark.name[w]); })
+          << ", \"best_baseline_us\": "
+          << array(mark.time_us.size(), [&](std::size_t w) { return number(mark.time_us[w]); });
     }
     out << "}";
     out << ", \"unconfirmed\": "

@@ -1,8 +1,8 @@
 // The centre problem that the program tests share: y = x - mean(x), its C reference, a two-pass CPU program
 // of it (partial sums into a temporary, then the mean and the output), and a spec file that runs it.
 #pragma once
-#include <kernelevolve/spec.hpp>
 #include <fstream>
+#include <kernelevolve/spec.hpp>
 #include <string>
 #include <utility>
 #include <vector>

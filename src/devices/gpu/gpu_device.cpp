@@ -653,7 +653,8 @@ LaunchResult GpuDevice::run_steps(const std::vector<LaunchStep>& steps, bool tim
       }
     }
     if (time_them) {
-      last_queue_us_ = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - queue_start).count();
+      last_queue_us_ =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - queue_start).count();
       result.host_us += last_queue_us_;
       if (const Status s = driver.record_stop(); !s.ok()) return fail(from, ctx_->failed(s)), false;
     }

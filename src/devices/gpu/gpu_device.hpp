@@ -275,8 +275,8 @@ class GpuDevice : public Device {
   // last timed call (at least kMinHoldUs), so that its events time the GPU's work and not the host's launch gaps,
   // as a PyTorch baseline's are (bridge.py's Timer). The host's own time is reported apart (LaunchResult::host_us).
   static constexpr double kMinHoldUs = 20;
-  double spin_cycles_per_us_ = 0;  // the SM clock's, from the device's clock rate; 0: no hold
-  double last_queue_us_ = 0;       // the host's time to queue the last timed call's steps
+  double spin_cycles_per_us_ = 0;         // the SM clock's, from the device's clock rate; 0: no hold
+  double last_queue_us_ = 0;              // the host's time to queue the last timed call's steps
   std::unique_ptr<Buffer> flush_buffer_;  // twice the L2, zeros
   FunctionHandle flush_fn_ = nullptr;     // ke_flush, once compiled; until then the flush is a memset
   std::once_flag verify_once_;
