@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""PyTorch baselines for the GPU problem suite, and the tables of bench/gpu_suite.sh and bench/triton_h200.sh.
+"""PyTorch baselines for the GPU problem suite, and the tables of bench/gpu_suite.sh and
+bench/runs/2026-11-triton-vs-cuda-vs-eager-gpu.sh.
 
   gpu_baselines.py torch SPEC... --out torch.json [--device cuda|cpu]
       time the PyTorch operator of each spec (cuda.json or triton.json; cpu.json with --device cpu, to check

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The KernelBench census (issue 27, README "KernelBench census"): every problem file of a KernelBench
+# The KernelBench census (issue 27, docs/kernelbench.md): every problem file of a KernelBench
 # checkout imported (or refused, and why), its derived signature and bytes, and PyTorch eager's and
 # torch.compile's times under our protocol (`kernelevolve baseline --json`), with the run's peak device
 # memory on a GPU. KernelBench is not part of this repository: git clone https://github.com/ScalingIntelligence/KernelBench

@@ -17,8 +17,9 @@
 # a second one holds the first attempt's failure in full), NAME.baseline.json where asked.
 # Resumable: a problem with a row in rows.tsv is skipped (FORCE=1 measures it again).
 # Environment: CLI (default build-gpu/kernelevolve), KE_PYTHON (default /opt/torch/.venv/bin/python3, as
-# bench/gpu_issue27.sh), DEVICE (cuda), LIMIT (seconds per problem's run, default 300), BUDGET (seconds:
-# start no problem after this many, default 0: no limit), BASELINE=always (ask `baseline` every time).
+# bench/runs/2026-11-issue27-kernelbench-census-memory-gpu.sh), DEVICE (cuda), LIMIT (seconds per problem's run,
+# default 300), BUDGET (seconds: start no problem after this many, default 0: no limit), BASELINE=always (ask
+# `baseline` every time).
 set -uo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a run holds on the GPU (README, "What a run holds on the device"; issue 27): `kernelevolve run` of
+# What a run holds on the GPU (docs/devices.md, "What a run holds on the device"; issue 27): `kernelevolve run` of
 # PyTorch problems of several GB at their own size, with the default jobs, while nvidia-smi is polled; the
 # peak device memory over the problem's bytes. Cases (made here, in a temporary directory):
 #   relu    out = relu(x): no weights; x and out half each of --gb.

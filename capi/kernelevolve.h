@@ -99,7 +99,7 @@ KE_API ke_status ke_version(int* major, int* minor, int* patch);
 
 /* ---------------------------------------------------------------------------------------------------
  * Spec: the problem. Loaded from a spec file or built field by field. The spec file's JSON format, every
- * field, is described in spec-format.md, installed with the library in <prefix>/share/doc/kernelevolve/
+ * field, is described in spec-format.md, installed with the library in <prefix>/share/doc/kernelevolve/docs/
  * (docs/spec-format.md in the source tree), beside the README. Names of dtypes, roles, languages and
  * distributions are those of the spec file: "f32", "in", "c", ...
  *
@@ -122,8 +122,8 @@ KE_API ke_status ke_version(int* major, int* minor, int* patch);
 typedef struct ke_spec ke_spec;
 
 /* Loads and validates a spec file; paths inside it are relative to the file. A path ending in .py is a
- * PyTorch problem in KernelBench's format, its spec derived for C kernels on the CPU (README, "Bring your
- * PyTorch module"); KE_ERROR_DEVICE_UNAVAILABLE when no Python imports torch. KE_ERROR_INTERNAL (I/O) when
+ * PyTorch problem in KernelBench's format, its spec derived for C kernels on the CPU (docs/pytorch.md,
+ * "Bring your PyTorch module"); KE_ERROR_DEVICE_UNAVAILABLE when no Python imports torch. KE_ERROR_INTERNAL (I/O) when
  * `path` does not exist or cannot be read, naming it; KE_ERROR_BAD_SPEC when its content is wrong, a
  * source file it names that cannot be read included. */
 KE_API ke_status ke_spec_load(ke_spec** out, const char* path);

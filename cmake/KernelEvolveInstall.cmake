@@ -6,7 +6,7 @@
 #   libexec/kernelevolve/libkernelevolve_confine.so           the sandbox for Triton's compile helper, beside it
 #   bin/kernelevolve                                          the command-line tool
 #   share/kernelevolve/knowledge/                             the model mutator's knowledge base
-#   share/doc/kernelevolve/spec-format.md, README.md          the spec format and the README
+#   share/doc/kernelevolve/README.md, docs/*.md               the README and every page of docs/ (spec-format.md ...)
 #   lib/cmake/KernelEvolve/                                   find_package(KernelEvolve)
 #   lib/pkgconfig/kernelevolve.pc, kernelevolve_cxx.pc       pkg-config
 include(CMakePackageConfigHelpers)
@@ -49,10 +49,13 @@ if(EXISTS ${PROJECT_SOURCE_DIR}/knowledge)
     FILES_MATCHING PATTERN "*.md")
 endif()
 
-# The spec format, which kernelevolve.h points to, and the README: a host that has only the installed
-# package (a Rust or Go binding, say) still has the reference for the files it must write.
-install(FILES ${PROJECT_SOURCE_DIR}/docs/spec-format.md ${PROJECT_SOURCE_DIR}/README.md
-  DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/kernelevolve)
+# The README and the manual (docs/*.md, among them the spec format, which kernelevolve.h points to), laid out as in
+# the source tree so that the README's links to docs/ resolve: a host that has only the installed package (a Rust or
+# Go binding, say) still has the reference for the files it must write. CONFIGURE_DEPENDS: a page added to docs/ is
+# installed without a fresh configure.
+file(GLOB ke_doc_pages CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/docs/*.md)
+install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/kernelevolve)
+install(FILES ${ke_doc_pages} DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/kernelevolve/docs)
 
 set(KE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/KernelEvolve)
 install(EXPORT KernelEvolveTargets NAMESPACE KernelEvolve:: DESTINATION ${KE_CMAKE_DIR})

@@ -186,8 +186,8 @@ struct Common {
   bool first_by_default = false;
 };
 
-// The problem a PyTorch module makes: its precision, its backward (README, "Precision: bf16 and fp16 problems" and
-// "Training: backward problems").
+// The problem a PyTorch module makes: its precision, its backward (docs/pytorch-precision.md, "Precision: bf16 and
+// fp16 problems", and docs/pytorch-training.md, "Training: backward problems").
 void add_problem_variant(po::options_description& d, Common& c) {
   d.add_options()("dtype", po::value(&c.dtype),
                   "bf16 or fp16: a PyTorch problem's float inputs and weights cast to it, as KernelBench's precision "
@@ -973,7 +973,8 @@ int cmd_run(const std::vector<std::string>& args) {
       }
       run = r.id;
       checkpoint = store->resume(run);
-      // The run goes on at the prices it began with, whatever this command line says (README: cost).
+      // The run goes on at the prices it began with, whatever this command line says (docs/model-mutator.md, "Cost in
+      // dollars").
       for (const std::string& line : ke::keep_run_prices(*store, run, *mut)) std::fprintf(stderr, "%s\n", line.c_str());
     } else {
       // The sandbox's mode is stored with the run's options, named even when it was the default.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# CI's second half, run by the README's test command after the plain build, ctest and the suite table:
+# CI's second half, run by scripts/ci.sh after the plain build, ctest and the suite table:
 #
 #   tidy      scripts/ci-tidy.sh: clang-tidy and clang-format on the C/C++ files changed since origin/main
 #             (or HEAD~1), with the plain build's build/compile_commands.json. About 30-60 s.

@@ -16,7 +16,16 @@ endfunction()
 
 run("cmake --install" ${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
 set(expected include/kernelevolve.h include/kernelevolve/kernelevolve.hpp bin/kernelevolve
-  share/doc/kernelevolve/spec-format.md share/doc/kernelevolve/README.md)
+  share/doc/kernelevolve/docs/spec-format.md share/doc/kernelevolve/README.md)
+# Every page of the source tree's docs/, in docs/ beside the README as in the source tree (its links resolve).
+file(GLOB doc_pages ${CONSUMER_DIR}/../../docs/*.md)
+if(NOT doc_pages)
+  message(FATAL_ERROR "no docs/*.md found beside ${CONSUMER_DIR}/../..")
+endif()
+foreach(page IN LISTS doc_pages)
+  get_filename_component(name ${page} NAME)
+  list(APPEND expected share/doc/kernelevolve/docs/${name})
+endforeach()
 if(EXISTS ${CONSUMER_DIR}/../../knowledge)
   list(APPEND expected share/kernelevolve/knowledge/README.md)
 endif()

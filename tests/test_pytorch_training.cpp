@@ -511,7 +511,7 @@ TEST_CASE(
 
 TEST_CASE("training: a suite problem runs with --dtype bf16 and a C seed that reads bf16 (matmul_ab)" *
           doctest::skip(!have_torch())) {
-  // The suite's fp32 module, cast: no bf16 files ship, --dtype makes the problem (README, "Precision").
+  // The suite's fp32 module, cast: no bf16 files ship, --dtype makes the problem (docs/pytorch-precision.md).
   ke_test::TempDir dir("ke_training_bf16_suite");
   const std::string seed = R"(#include <stdint.h>
 void matmul_ab_bf16(const __bf16* a, const __bf16* b, __bf16* out, int64_t M, int64_t K, int64_t N) {

@@ -73,7 +73,7 @@ struct EvalOptions {
   std::size_t device_memory_bytes = 0;
 };
 
-// What a run holds on its device for a problem (README, "What a run holds on the device"). Sizes are of
+// What a run holds on its device for a problem (docs/devices.md, "What a run holds on the device"). Sizes are of
 // the problem's largest workload: a worker's buffers are made per workload and freed after it.
 struct MemoryFootprint {
   // The problem's bytes: one copy of each buffer param (inputs, weights, outputs).
@@ -191,8 +191,8 @@ struct WorkerOptions {
   SandboxMode sandbox = SandboxMode::strict;
   // Nsight Compute's path (find_nsight_compute()), for hardware_counters(); empty: none are collected.
   std::string nsight_compute;
-  // A PyTorch problem's workers share one reference process and one arena (README, "What a run holds on
-  // the device"): unset, on a CUDA GPU; true or false to say. $KE_SHARE_REFERENCE=0 or 1 when unset.
+  // A PyTorch problem's workers share one reference process and one arena (docs/devices.md, "What a run
+  // holds on the device"): unset, on a CUDA GPU; true or false to say. $KE_SHARE_REFERENCE=0 or 1 when unset.
   std::optional<bool> share_reference;
 };
 

@@ -196,7 +196,8 @@ class LlmMutator final : public Mutator {
   std::map<std::string, LlmPrice> prices() const override;
   void set_prices(const std::map<std::string, LlmPrice>& prices) override;
   std::int64_t tokens_used() const;
-  // Of those, the prompt's and the answer's (as the server reported them; see the README for estimates).
+  // Of those, the prompt's and the answer's (as the server reported them; docs/model-mutator.md, "Cost in dollars",
+  // says how a reply without them is estimated).
   std::int64_t prompt_tokens_used() const;
   std::int64_t completion_tokens_used() const;
   double cost_used_usd() const;
@@ -259,7 +260,7 @@ class MixMutator final : public Mutator {
 };
 
 // The request a model or command gets about a parent, or, with no parent, for the first kernel: the same
-// facts in the same JSON for every mutator (the README's "The command mutator" lists its fields).
+// facts in the same JSON for every mutator (docs/command-mutator.md lists its fields).
 std::string mutation_request_json(const MutationContext& context);
 
 }  // namespace kernelevolve

@@ -23,14 +23,14 @@ struct PytorchProblemOptions {
   std::optional<PrecisionPolicy> precision;
 };
 
-// The spec derived from `path` (README, "Bring your PyTorch module"): the inputs of get_inputs() and the
+// The spec derived from `path` (docs/pytorch.md, "Bring your PyTorch module"): the inputs of get_inputs() and the
 // module's weights (state-dict keys, '.' as '_') as `in` buffers, the outputs as `out`/`out0`..., ints
 // and floats as scalars, each dimension named after the module's int global of that value; a workload per
 // entry of get_workloads() if the module has one, else the sizes observed. No seed (a mutator writes the
 // first kernel) and, for a GPU language, a one-dimensional launch over the first output. With options' dtype
 // or backward, the problem's name says so (relu_bf16, rms_norm_backward), its params are cast, and a backward's
-// are the inputs and weights, grad_<output> in, and grad_<input>, grad_<weight> out (README, "Precision and
-// training"). Throws
+// are the inputs and weights, grad_<output> in, and grad_<input>, grad_<weight> out (docs/pytorch-precision.md
+// and docs/pytorch-training.md). Throws
 // Error(BadSpec) naming what cannot be mapped (a data-dependent output shape, an output written in place, a
 // result that is not tensors, a workload that names an unknown global or changes the signature),
 // Error(DeviceUnavailable) when no Python imports torch.

@@ -241,11 +241,11 @@ bool model_policy_available();
 std::unique_ptr<SelectionPolicy> make_policy(const std::string& name, const PolicyOptions& options = {});
 std::vector<std::string> policy_names();
 // The policy `kernelevolve run` uses when none is named: greedy, the winner of bench/search_quality on the
-// CPU problems (ucb ties it within the noise; README, "Selection policies and stop rules").
+// CPU problems (ucb ties it within the noise; docs/search.md, "Selection policies and stop rules").
 std::string default_policy_name();
 // The policy for a search of a space of `space_points` points (tunable_space(spec).size()): the model
 // where this build has it and the space has at least model_default_threshold() points (bench/search_quality:
-// it needs fewer evaluations than greedy at every size measured from there up; README, "Selection
+// it needs fewer evaluations than greedy at every size measured from there up; docs/search.md, "Selection
 // policies and stop rules"), greedy otherwise. What `kernelevolve run` uses when no --policy is named.
 std::string default_policy_name(std::size_t space_points);
 std::size_t model_default_threshold();

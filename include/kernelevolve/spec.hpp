@@ -114,10 +114,10 @@ struct SourceRef {
   // A reference only: `source` is a PyTorch module in KernelBench's format (class Model, get_inputs,
   // get_init_inputs) read from `file`, run by PyTorch beside the worker (include/kernelevolve/pytorch.hpp).
   bool pytorch = false;
-  // A PyTorch reference only, the problem its module makes (README, "Precision: bf16 and fp16 problems" and "Training:
-  // backward problems"): with `dtype` (bf16 or f16) its float inputs and weights cast to it, the reference running in
-  // it; with `backward` its backward (the params grad_<output> in, grad_<input> and grad_<weight> out; the reference
-  // autograd in float64); with `with_forward` (and `backward`) the forward's outputs too. Spec files write them in the
+  // A PyTorch reference only, the problem its module makes (docs/pytorch-precision.md and docs/pytorch-training.md):
+  // with `dtype` (bf16 or f16) its float inputs and weights cast to it, the reference running in it; with `backward`
+  // its backward (the params grad_<output> in, grad_<input> and grad_<weight> out; the reference autograd in
+  // float64); with `with_forward` (and `backward`) the forward's outputs too. Spec files write them in the
   // reference: "dtype": "bf16", "backward": true, "with_forward": true.
   std::optional<DType> dtype;
   bool backward = false;

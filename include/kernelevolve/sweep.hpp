@@ -2,7 +2,7 @@
 // small text file that any machine can replay (bench/search_quality compares the selection policies on
 // them), or that a search can take as prior knowledge. `kernelevolve sweep` writes them, resumably.
 //
-// The file (tab-separated; README, "Recorded sweeps"):
+// The file (tab-separated; docs/search.md, "Recorded sweeps"):
 //   # kernelevolve sweep 1
 //   # spec: matmul                      the spec's name, and the file it was read from
 //   # spec_file: problems/level1/matmul/cuda.json

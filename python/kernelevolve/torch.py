@@ -516,7 +516,7 @@ class Operator:
             self._module = namespace.Model(*namespace.get_init_inputs()).eval()
             if ref.get("dtype") in _DTYPES:  # a --dtype problem: its module cast as its reference was
                 self._module = self._module.to(_DTYPES[ref["dtype"]])
-            # Spec params name the state dict's entries with '.' as '_' (README, "Bring your PyTorch module").
+            # Spec params name the state dict's entries with '.' as '_' (docs/pytorch.md, "The signature").
             self._weights = {k.replace(".", "_"): k for k in self._module.state_dict()}
         return self._module
 

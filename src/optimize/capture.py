@@ -79,8 +79,8 @@ def load_model_file(path):
     if spec is None or spec.loader is None:
         raise Refusal("bad_model", f"{path} is not a Python file")
     module = importlib.util.module_from_spec(spec)
-    # The file's import-time code runs here, in the optimizer's own Python, unconfined (the README says so): what it
-    # prints goes to stderr, its last lines kept to say why where it ends the process.
+    # The file's import-time code runs here, in the optimizer's own Python, unconfined (docs/optimize.md says so): what
+    # it prints goes to stderr, its last lines kept to say why where it ends the process.
     printed = Tail(sys.stderr)
     out, err = sys.stdout, sys.stderr
     sys.stdout = sys.stderr = printed

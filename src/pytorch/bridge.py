@@ -2,7 +2,7 @@
 # that imports torch. It is trusted code running a trusted module; candidates never run in this process.
 #
 #   describe --module FILE [--device D] [--sizes JSON] [--dtype bf16|f16] [--backward [--with-forward]]
-#       prints the kernel signature derived from the module (README, "Bring your PyTorch module"): on the
+#       prints the kernel signature derived from the module (docs/pytorch.md, "The signature"): on the
 #       meta device where it can (else by a real call on D, saying why in "derivation"), each dimension named
 #       after the global it follows or an expression over them, with the cost ("bytes", "flops" where
 #       PyTorch counts them), the module's constants, and its workloads: one per entry of the problem's
@@ -209,10 +209,10 @@ def call(model, params, args):
 
 
 class Variant:
-    """The problem a module makes (README, "Precision: bf16 and fp16 problems" and "Training: backward
-    problems"). With `dtype` (bf16 or f16) its float inputs and weights are cast to it, as KernelBench's
-    precision option casts them (the module `.to(dtype)`, each floating-point input `.to(dtype)`; integer
-    inputs untouched), so the reference runs in that dtype.
+    """The problem a module makes (docs/pytorch-precision.md, "Precision: bf16 and fp16 problems", and
+    docs/pytorch-training.md, "Training: backward problems"). With `dtype` (bf16 or f16) its float inputs and
+    weights are cast to it, as KernelBench's precision option casts them (the module `.to(dtype)`, each
+    floating-point input `.to(dtype)`; integer inputs untouched), so the reference runs in that dtype.
     With `backward` the problem is the module's backward: given the gradient of each differentiable output
     (`grad_<output>`, an input), the gradients of its float inputs (those get_inputs() marks requires_grad,
     else all of them) and of its weights (its parameters), each `grad_<name>`, an output; with `with_forward`
@@ -247,7 +247,7 @@ def gradient_weights(model, state):
     return [k for k, p in model.named_parameters() if k in state and p.requires_grad and p.is_floating_point()]
 
 
-# The parts a sparse gradient is written as (README, "Training: backward problems"): autograd's sparse
+# The parts a sparse gradient is written as (docs/pytorch-training.md, "A sparse gradient"): autograd's sparse
 # gradient coalesced (each row once, in ascending order, its contributions summed), padded to a capacity fixed
 # by the shapes, the number of index positions that reach the table, so that every element has one right value:
 # grad_<w>_indices the rows (then -1), grad_<w>_values their gradients (then zeros), grad_<w>_nnz how many.

@@ -10,7 +10,7 @@
 #   d. $OUT/summary.md: a table of a-c (problem, seed, best, eager, compile, best over each), rebuilt after
 #      every run (--stages d alone rebuilds it from what $OUT holds, e.g. the results of separate calls merged)
 #
-#   KE_BUILD=build-gpu OUT=DIR bench/issue32_gpu.sh [--quick] [--stages a,b,c,d] [--device cuda|cpu]
+#   KE_BUILD=build-gpu OUT=DIR bench/runs/2026-11-issue32-bf16-backward-training-gpu.sh [--quick] [--stages a,b,c,d] [--device cuda|cpu]
 #
 # KE_BUILD: the build (default build-gpu: scripts/bundle-gpu.sh, with the ke_python target). OUT: where
 # everything goes (required). PYTHON: a Python that imports torch (default python3). --quick: fewer evaluations
@@ -22,7 +22,7 @@
 #
 # On the lent GPU (10 minutes a command), one stage a call, OUT kept on the machine between calls (an ignored
 # folder that is not carried, so it stays while the machine is warm) and copied to the tool's $OUT after each:
-#   OUT=$PWD/build-issue32 timeout 570 bench/issue32_gpu.sh --quick --stages b; cp -r build-issue32/. "$OUT"/
+#   OUT=$PWD/build-issue32 timeout 570 bench/runs/2026-11-issue32-bf16-backward-training-gpu.sh --quick --stages b; cp -r build-issue32/. "$OUT"/
 # A stage cut off by the timeout resumes where it stopped when called again.
 #
 # Each run is `kernelevolve run SPEC --device D --db $OUT/db/NAME.db --max-evals N --max-time T --json`; its
@@ -36,7 +36,7 @@
 # as a kernel is.
 set -uo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 quick=0
 stages=a,b,c,d
 device=cuda

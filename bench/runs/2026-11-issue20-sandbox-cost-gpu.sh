@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The sandbox's cost on a GPU worker (issue 20): start, start plus first evaluation, a cached candidate,
 # with the sandbox off, basic and strict; then the GPU sandbox tests with a cold NVRTC cache.
-#   bash bench/probe_cuda_cache.sh      (on the lent GPU, with build-gpu carried)
+#   bash bench/runs/2026-11-issue20-sandbox-cost-gpu.sh      (on the lent GPU, with build-gpu carried)
 set -u
+cd "$(dirname "$0")/../.."  # the repository root, where build-gpu is carried
 B=./build-gpu
 export LD_LIBRARY_PATH=$B:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -3,9 +3,9 @@
 # Compute (the candidate's launch, not a same-named reference's), then a CUDA run with --counters whose new
 # bests are profiled, `show` of the run and of its best node, and the counters in `export`.
 #
-#   bench/counters_gpu.sh    (KE_BUILD: default build-gpu, from scripts/bundle-gpu.sh; OUT: where to write)
+#   bench/runs/2026-11-issue18-hardware-counters-gpu.sh    (KE_BUILD: default build-gpu, from scripts/bundle-gpu.sh; OUT: where to write)
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KE_BUILD:-$root/build-gpu}
 out=${OUT:-/tmp/ke-counters-gpu}
 spec=${SPEC:-problems/level1/row_sum/cuda.json}

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# The H200 table of README "Bring your PyTorch module": each problems/pytorch problem's CUDA seed, a
+# The H200 table of docs/pytorch.md ("Baselines in every run"): each problems/pytorch problem's CUDA seed, a
 # parameter search of at most 40 evaluations or 45 s, with PyTorch eager and torch.compile measured in the
 # same run. Writes one JSON (and log) per problem under OUT (default bench/results/runs/pytorch_h200), named
 # as bench/suite.sh names its runs, so `bench/suite.sh --device cuda --only '^pytorch/' --reuse --runs OUT`
 # makes the table from them.
 #
-#   bench/pytorch_h200.sh [--cli PATH] [--out DIR] [--deadline SEC] [PROBLEM...]
+#   bench/runs/2026-11-pytorch-problems-vs-eager-gpu.sh [--cli PATH] [--out DIR] [--deadline SEC] [PROBLEM...]
 # --deadline: start no problem after this many seconds (the device tool's calls are 10 minutes).
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 cli=$root/build/kernelevolve out=$root/bench/results/runs/pytorch_h200 deadline=0
 while [ $# -gt 0 ]; do
   case "$1" in

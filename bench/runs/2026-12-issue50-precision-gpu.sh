@@ -7,13 +7,13 @@
 #           default policy, as-run                                                                 -> $OUT/as-run.{md,jsonl}
 #   strict  the same sample under --precision strict                                              -> $OUT/strict.{md,jsonl}
 #
-#   KB=kernelbench/KernelBench KE_BUILD=build-gpu EVERY=8 MAX_EVALS=2 DEADLINE=240 bench/issue50_gpu.sh [STAGE...]
+#   KB=kernelbench/KernelBench KE_BUILD=build-gpu EVERY=8 MAX_EVALS=2 DEADLINE=240 bench/runs/2026-12-issue50-precision-gpu.sh [STAGE...]
 #
 # KB: a KernelBench checkout (git clone https://github.com/ScalingIntelligence/KernelBench; never committed).
 # Each table stage starts no run after DEADLINE seconds and resumes from its .jsonl when called again on the same
 # machine (RESULTS, default build-issue50/, is an ignored folder that stays while the machine is warm).
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KE_BUILD:-$root/build-gpu}
 kb=${KB:-$root/kernelbench/KernelBench}
 every=${EVERY:-8}
@@ -40,6 +40,6 @@ for stage in "$@"; do
       cp "$results/$stage.md" "$results/$stage.jsonl" "$out"/ 2>/dev/null
       sed -n '/## Summary/,/^fast_p/p' "$results/$stage.md"
       ;;
-    *) echo "issue50_gpu.sh: stages are tests, as-run, strict" >&2; exit 2 ;;
+    *) echo "2026-12-issue50-precision-gpu.sh: stages are tests, as-run, strict" >&2; exit 2 ;;
   esac
 done

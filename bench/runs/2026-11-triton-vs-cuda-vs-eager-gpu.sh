@@ -8,7 +8,7 @@
 # Triton best's achieved GB/s or TFLOP/s; last, their geometric means and how many problems Triton's best
 # wins against eager and against CUDA's best. Times are medians of single launches with the L2 flushed.
 #
-#   KE_PYTHON=/opt/torch/.venv/bin/python3 bench/triton_h200.sh [problem ...]
+#   KE_PYTHON=/opt/torch/.venv/bin/python3 bench/runs/2026-11-triton-vs-cuda-vs-eager-gpu.sh [problem ...]
 #
 # Problems are folders under problems/ (level1/relu, or just relu); default: every one with a triton.json
 # (21). KernelEvolve finds Triton through KE_PYTHON, which also runs gpu_baselines.py (default python3).
@@ -25,7 +25,7 @@
 # values); KE_DB=1 to keep each run's database in KE_OUT (for `kernelevolve show`; default none); DEVICE
 # (default cuda).
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KE_BUILD:-$root/build-gpu}
 out=${KE_OUT:-${OUT:-/tmp/ke-triton-h200}}
 python=${KE_PYTHON:-python3}
@@ -103,7 +103,7 @@ for p in "${problems[@]}"; do
 done
 
 commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-made_by="Made by \`MAX_EVALS=$evals JOBS=${JOBS:-8} MAX_TIME=$max_time LANGS=\"${langs[*]}\" bench/triton_h200.sh${*:+ $*}\`"
+made_by="Made by \`MAX_EVALS=$evals JOBS=${JOBS:-8} MAX_TIME=$max_time LANGS=\"${langs[*]}\" bench/runs/2026-11-triton-vs-cuda-vs-eager-gpu.sh${*:+ $*}\`"
 made_by+=" at $commit on $(date -u '+%Y-%m-%d %H:%M UTC'), $(( $(date +%s) - started )) s in all (PyTorch and the searches)."
 table_args=(triton-table --out "$out/triton_suite" --made-by "$made_by")
 [ "${TORCH:-1}" = 1 ] && table_args+=(--torch "$out/torch.json")

@@ -4,9 +4,9 @@
 # every CUDA problem, a seed that poisons its context (the reference must still be judged, in a new
 # worker), and the recommendation-model level's suite rows.
 #
-#   bench/trust_gpu.sh              (KE_BUILD: default build-gpu, from scripts/bundle-gpu.sh; OUT: where to write)
+#   bench/runs/2026-11-issue15-trust-under-attack-gpu.sh              (KE_BUILD: default build-gpu, from scripts/bundle-gpu.sh; OUT: where to write)
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${KE_BUILD:-$root/build-gpu}
 out=${OUT:-/tmp/ke-trust-gpu}
 mkdir -p "$out/check"

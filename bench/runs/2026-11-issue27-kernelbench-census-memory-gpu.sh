@@ -4,9 +4,10 @@
 # census's baselines (eager and torch.compile at each problem's own size) until the call's budget is spent.
 # Carry build-gpu (scripts/bundle-gpu.sh) and a KernelBench checkout's levels (kernelbench/, git-ignored).
 #
-#   bench/gpu_issue27.sh [--budget SEC] [STEP...]     steps: imports tests memory baselines (default: all),
+#   bench/runs/2026-11-issue27-kernelbench-census-memory-gpu.sh [--budget SEC] [STEP...]     steps: imports tests memory baselines (default: all),
 #                                                     and retry (the imports that failed, imported again)
 set -uo pipefail
+cd "$(dirname "$0")/../.."  # the repository root: every path below is relative to it
 export KE_PYTHON=${KE_PYTHON:-/opt/torch/.venv/bin/python3} PYTHONUNBUFFERED=1
 out=${OUT:-/tmp/ke-issue27}; mkdir -p "$out"
 budget=540 steps=() start=$(date +%s)
