@@ -84,8 +84,20 @@ class Parallel:
         # Every region once in the database: none lost, none evolved twice.
         self.assertEqual({h: len(ids) for h, ids in runs(report).items()}, {r["hash"]: 1 for r in report["regions"]})
         # The same winners, each the same kernel (the writer's: node 0 of one evaluation).
-        before = {r["hash"]: (r["put_back"], r["evolve"]["node"]) for r in sequential["regions"]}
-        self.assertEqual({r["hash"]: (r["put_back"], r["evolve"]["node"]) for r in report["regions"]}, before)
+        before = {r["hash"]: r["evolve"]["node"] for r in sequential["regions"]}
+        self.assertEqual({r["hash"]: r["evolve"]["node"] for r in report["regions"]}, before)
+        # Whether a winner is put back is a timing verdict, and regions evolved at once on one CPU share its cores:
+        # the same kernel can beat its region's PyTorch code in one run and not in the other (CI saw it flip under
+        # load). What the wiring owes is a verdict that follows each run's own measurements, with its reason.
+        for r in report["regions"]:
+            e = r["evolve"]
+            if r["put_back"]:
+                self.assertGreater(e["speedup_vs_eager"], 1, r)
+                for mark in ("speedup_vs_compile", "speedup_vs_best_baseline"):
+                    if e.get(mark) is not None:
+                        self.assertGreater(e[mark], 1, (mark, r))
+            else:
+                self.assertTrue(r["put_back_reason"], r)
         if report["put_back"]["regions"]:
             self.assertTrue(report["put_back"]["parity"]["ok"], report["put_back"]["parity"])
             self.assertTrue(report["put_back"]["engaged"])
