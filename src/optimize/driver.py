@@ -223,11 +223,11 @@ def evolve(args, problems, deadline):
     is refused is recorded with why; the next region goes on. Under --stage evolve a region is this process's only
     where it claims it when it is ready for the next one (the others are left as None: other ranks')."""
     evals = region_evals(args, problems)
-    queue = []
     for p in problems:
         p.evolve = None
-        if p.kept:
-            queue.append(p)
+    # Largest share first: what a region can give the model is bounded by its share, and a --timeout that ends the
+    # step early should have spent it where the most was to gain. The graph's order is no measure of that.
+    queue = sorted((p for p in problems if p.kept), key=lambda p: -p.share)
     lock = threading.Lock()
 
     def next_region():

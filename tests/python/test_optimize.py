@@ -41,6 +41,7 @@ ANCHORS = {"linear", "addmm", "mm", "bmm", "matmul", "baddbmm", "einsum", "conv1
 BUDGET = ["--budget", "0.5"]  # seconds of timing: enough for a ranking of these small models
 STEPS_1_3 = ["--no-evolve"]  # the cut's and the ranking's tests
 LINEAR_RELU = os.path.join(FIXTURES, "linear_relu.py")
+LINEAR_THEN_BLOCK = os.path.join(FIXTURES, "linear_then_block.py")
 BLOCK_LINEAR = os.path.join(FIXTURES, "block_linear.py")
 BLOCK = "linear layer_norm gelu"
 WRITER = os.path.join(FIXTURES, "kernel_writer.py")
@@ -618,6 +619,28 @@ class InModelTest(unittest.TestCase):
             assert_no_kernel_gain(self, report["put_back"]["ab_eager"])
 
 
+class OrderTest(unittest.TestCase):
+    """linear_then_block.py: the graph reaches a Linear alone first, then a block four times as wide. The regions are
+    evolved largest share first, whatever the graph's order (issue 52): with a short timeout, the order decides
+    which regions get their turn."""
+
+    def test_regions_are_evolved_largest_share_first(self):
+        out = os.path.join(WORK, "linear_then_block")
+        shutil.rmtree(out, ignore_errors=True)
+        report = optimized(LINEAR_THEN_BLOCK, out, *writer("block=fast linear=fast"), evolve=True)
+        kept = [r for r in report["regions"] if r["kept"]]
+        self.assertEqual(sorted(" ".join(r["ops"]) for r in kept), ["linear", BLOCK], report["regions"])
+        # The fixture is what makes the test able to fail: the graph reaches the smaller region first.
+        block, linear = by_ops(report)[BLOCK], by_ops(report)["linear"]
+        self.assertEqual(report["order"][0]["region"], linear["name"], report["order"])
+        self.assertGreater(block["share"], linear["share"])
+        for r in kept:
+            self.assertIn("started_at", r["evolve"], r["evolve"])
+        started = sorted(kept, key=lambda r: r["evolve"]["started_at"])
+        self.assertEqual([" ".join(r["ops"]) for r in started], [BLOCK, "linear"],
+                         [(r["ops"], r["share"], r["evolve"]["started_at"]) for r in kept])
+
+
 class TimeoutTest(unittest.TestCase):
     """A --timeout that leaves step 4 no time: the regions are not run, each says why, and the optimizer still
     reports (steps 5-6 keep their part of the time rather than the process being killed for it)."""
@@ -883,7 +906,7 @@ class OutFolderTest(unittest.TestCase):
         with open(manifest) as f:
             earlier = json.load(f)
         # A region an earlier optimize of this model wrote and this one does not (the model was edited since): its
-        # files go, as the README says.
+        # files go, as docs/optimize.md says.
         stale = "region_0123456789abcdef"
         for ext in (".py", ".pt"):
             with open(os.path.join(out, stale + ext), "w") as f:
