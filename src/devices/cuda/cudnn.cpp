@@ -543,11 +543,16 @@ std::string make_plan(Dnn& state, const ConvCall& call, int data_type, const Geo
 
 // Orders `plan`'s algorithms by cuDNN's timing of each on the call's own operands within its workspace, once per
 // plan. The heuristic's order stays where cuDNN cannot measure (no Find function, an error, none usable), or where
-// $KE_CUDNN_FIND=0 asks for it (PyTorch's choice without cudnn.benchmark). The call's output is written meanwhile,
-// as the call itself is about to write it. The caller holds state.mutex and has set the stream.
+// $KE_CUDNN_FIND=0 asks for it (PyTorch's choice without cudnn.benchmark). A TF32 step keeps the heuristic's order
+// too, unless $KE_CUDNN_FIND=1: that is the choice the user's PyTorch makes for the same call (cudnn.benchmark is off
+// by default), and on an H100 Find with the default math type ranked FMA kernels first, 2.3x slower than the
+// heuristic's TF32 kernel on a small convolution (issue 50). The call's output is written meanwhile, as the call
+// itself is about to write it. The caller holds state.mutex and has set the stream.
 void measure(Dnn& state, const ConvCall& call, Plan& plan, int data_type) {
   plan.measured = true;
-  if (const char* setting = std::getenv("KE_CUDNN_FIND"); setting && std::string(setting) == "0") return;
+  const char* setting = std::getenv("KE_CUDNN_FIND");
+  if (setting && std::string(setting) == "0") return;
+  if (call.tf32 && !(setting && std::string(setting) == "1")) return;
   const DnnApi& api = state.api;
   if (!(call.transposed ? api.cudnnFindConvolutionBackwardDataAlgorithmEx != nullptr
                         : api.cudnnFindConvolutionForwardAlgorithmEx != nullptr))
