@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "kernelevolve/error.hpp"
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 
 namespace kernelevolve::wire {
 

@@ -27,8 +27,8 @@
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/program.hpp"
-#include "kernelevolve/report.hpp"
 #include "pytorch/shared_bridge.hpp"
 
 extern char** environ;

@@ -17,7 +17,7 @@
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 #include "pytorch/torch_reference.hpp"
 #include "sandbox/worker_sandbox.hpp"
 #include "triton/triton_compiler.hpp"

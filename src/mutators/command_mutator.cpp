@@ -4,9 +4,9 @@
 
 #include "core/subprocess.hpp"
 #include "kernelevolve/error.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/program.hpp"
-#include "kernelevolve/report.hpp"
 #include "mutators/answer.hpp"
 
 namespace kernelevolve {

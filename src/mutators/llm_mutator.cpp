@@ -20,6 +20,7 @@
 #include "eval/buffers.hpp"
 #include "kernelevolve/counters.hpp"
 #include "kernelevolve/error.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/program.hpp"
 #include "kernelevolve/report.hpp"

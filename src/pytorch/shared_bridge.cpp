@@ -12,7 +12,7 @@
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 #include "pytorch/python.hpp"
 
 namespace kernelevolve::pytorch {
