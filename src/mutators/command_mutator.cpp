@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "core/subprocess.hpp"
+#include "core/tunables.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/json.hpp"
 #include "kernelevolve/mutator.hpp"
@@ -188,7 +189,7 @@ Mutation CommandMutator::mutate(const MutationContext& ctx) {
   }
   Candidate child = base;
   child.source = parsed.source;
-  child.tunables = mutators::live_tunables(ctx.spec, child.source, child.language, base.tunables);
+  child.tunables = live_tunables(ctx.spec, child.source, child.language, base.tunables);
   m.child = std::move(child);
   m.note = "command (" + parsed.form + ")";
   return m;

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/tunables.hpp"
 #include "devices/gpu/common.hpp"
 #include "eval/buffers.hpp"
 #include "kernelevolve/counters.hpp"
@@ -920,7 +921,7 @@ Mutation LlmMutator::mutate(const MutationContext& ctx) {
   Candidate child = base;
   child.source = parsed.source;
   // The tunables it still reads, and those it declares: a dead one would only be searched in vain.
-  child.tunables = mutators::live_tunables(ctx.spec, child.source, child.language, base.tunables);
+  child.tunables = live_tunables(ctx.spec, child.source, child.language, base.tunables);
   m.child = std::move(child);
   // The model's one-sentence account, before its code.
   std::string first = answer.substr(0, answer.find("```"));
