@@ -1,4 +1,6 @@
-// `kernelevolve run`: a search, from the command line's options to the report.
+// `kernelevolve run`: a search, from the command line's options to the report. The run itself is assembled as the
+// C API assembles one (src/run/run_assembly.hpp); this file checks the options, makes the mutator and says what
+// happens.
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 
 #include "cli.hpp"
 #include "progress.hpp"
+#include "run/run_assembly.hpp"
 
 namespace cli {
 
@@ -364,37 +367,23 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("plateau")) rules.push_back(ke::plateau(plateau));
   if (vm.count("max-tokens")) rules.push_back(ke::token_budget(max_tokens));
   if (vm.count("max-cost")) rules.push_back(ke::cost_budget(max_cost));
-  std::shared_ptr<ke::FitnessEvaluator> evaluator;
-  int concurrent = jobs;
-  const bool device_list = ke::is_device_list(c.device);
-  std::vector<std::string> device_ids;  // of a device list, in the order its evaluations are counted
+  ke::RunEvaluator made;  // the devices' workers, or (--mpi) the other ranks
   std::shared_ptr<ke::MpiEvaluator> mpi;
-  std::shared_ptr<ke::MultiDeviceEvaluator> multi_devices;
   if (use_mpi) {
     ke::MpiOptions mo;
     mo.rank_silence_s = mpi_rank_timeout;
     mpi = std::make_shared<ke::MpiEvaluator>(spec, wo, mo);
-    concurrent = mpi->live_ranks();
-    std::fprintf(stderr, "MPI: %d evaluation ranks\n", concurrent);
+    made.slots = mpi->live_ranks();
+    std::fprintf(stderr, "MPI: %d evaluation ranks\n", made.slots);
     for (const auto& lost : mpi->lost_ranks()) std::fprintf(stderr, "MPI: lost %s\n", lost.c_str());
-    evaluator = mpi;
-  } else if (in_process) {
-    if (device_list)
-      throw ke::Error(ke::ErrorCode::BadUsage, "--in-process evaluates on one device: give one --device");
-    evaluator = std::make_shared<ke::LocalEvaluator>(spec, ke::open_device(c.device));
-  } else if (device_list) {
-    // One worker per device and `jobs` per device: every device kept busy, each timing only its own.
-    device_ids = ke::expand_device_list(c.device);
-    auto multi = std::make_shared<ke::MultiDeviceEvaluator>(spec, device_ids, wo, jobs);
-    concurrent = multi->slots();
-    evaluator = multi;
-    multi_devices = multi;
+    made.evaluator = mpi;
   } else {
-    auto workers = std::make_shared<ke::WorkerEvaluator>(spec, c.device, wo);
-    concurrent = workers->jobs();  // lowered where the device's memory holds fewer (it said so)
-    evaluator = workers;
+    if (in_process && ke::is_device_list(c.device))
+      throw ke::Error(ke::ErrorCode::BadUsage, "--in-process evaluates on one device: give one --device");
+    made = ke::make_run_evaluator(spec, c.device, wo,
+                                  in_process ? std::optional<ke::EvalOptions>(ke::EvalOptions{}) : std::nullopt);
   }
-  const ke::DeviceInfo info = evaluator->device_info();
+  const ke::DeviceInfo info = made.evaluator->device_info();
   // What the model is told of the device: the ceilings a kernel can reach, the toolchain, the limits.
   llm.device_description = ke::describe_device_for_model(info, spec.language, &wo);
   std::shared_ptr<ke::Mutator> mut;
@@ -432,77 +421,57 @@ int cmd_run(const std::vector<std::string>& args) {
   // The database is opened once the device is: a run that cannot start leaves no file behind.
   std::shared_ptr<ke::Store> store;
   if (!no_db) store = open_store(db.empty() ? ke::default_store_path(c.spec_path) : db, db.empty());
-  ke::RunId run = 1;
-  std::optional<ke::Checkpoint> checkpoint;
-  std::shared_ptr<ke::ReusingEvaluator> reusing;
-  if (store) {
-    if (resume) {
-      std::optional<ke::RunId> found = vm.count("run") ? std::optional<ke::RunId>(run_id) : store->latest_run(spec);
-      if (!found) {
-        throw ke::Error(ke::ErrorCode::BadUsage, store->path() + " holds no run of this spec (" + spec.name +
-                                                     ") to resume; drop --resume to start one");
-      }
-      const ke::RunInfo r = store->run(*found);
-      if (r.spec_hash != ke::spec_hash(spec)) {
-        throw ke::Error(ke::ErrorCode::BadUsage,
-                        "run " + std::to_string(r.id) + " of " + store->path() + " was of another spec (" +
-                            r.spec_name + ", or this one since edited): it cannot be resumed with " + c.spec_path);
-      }
-      if (r.device.kind != info.kind || r.device.name != info.name) {
-        throw ke::Error(ke::ErrorCode::BadUsage, "run " + std::to_string(r.id) + " of " + store->path() + " ran on " +
-                                                     r.device.id + " (" + r.device.name + "), not on " + info.id +
-                                                     " (" + info.name +
-                                                     "): resume it there, or drop --resume to start a run here");
-      }
+  ke::RunKeeping keeping;
+  keeping.store = store;
+  keeping.reuse = !no_reuse;
+  if (store && resume) {
+    keeping.resume = vm.count("run") ? std::optional<ke::RunId>(run_id) : store->latest_run(spec);
+    if (!keeping.resume) {
+      throw ke::Error(ke::ErrorCode::BadUsage, store->path() + " holds no run of this spec (" + spec.name +
+                                                   ") to resume; drop --resume to start one");
+    }
+    keeping.spec_named = c.spec_path;
+    keeping.other_device_hint = ": resume it there, or drop --resume to start a run here";
+    keeping.check = [&](const ke::RunInfo& r) {
       if (vm.count("max-cost") && r.settings.llm_prices.empty() && llm_price_texts.empty()) {
         throw ke::Error(ke::ErrorCode::BadUsage, "--max-cost: run " + std::to_string(r.id) +
                                                      " has no price for its "
                                                      "models; give one with --llm-price IN,OUT");
       }
-      run = r.id;
-      checkpoint = store->resume(run);
-      // The run goes on at the prices it began with, whatever this command line says (README: cost).
-      for (const std::string& line : ke::keep_run_prices(*store, run, *mut)) std::fprintf(stderr, "%s\n", line.c_str());
-    } else {
-      // The sandbox's mode is stored with the run's options, named even when it was the default.
-      const std::string options_text =
-          joined(args) + (vm["sandbox"].defaulted() && !in_process ? " --sandbox strict" : "");
-      run = store->begin_run(spec, info, {policy, mutator, seed, options_text, mut->prices()});
-    }
-    if (!no_reuse) {
-      reusing = std::make_shared<ke::ReusingEvaluator>(evaluator, store, spec);
-      evaluator = reusing;
-    }
+    };
+    // The run goes on at the prices it began with, whatever this command line says (README: cost).
+    keeping.on_prices_kept = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
+    keeping.on_resume = [&](ke::RunId run, std::size_t nodes) {
+      if (!c.json)
+        std::fprintf(stderr, "resuming run %lld of %s: %zu nodes\n", (long long)run, store->path().c_str(), nodes);
+    };
+  } else if (store) {
+    // The sandbox's mode is stored with the run's options, named even when it was the default.
+    const std::string options_text =
+        joined(args) + (vm["sandbox"].defaulted() && !in_process ? " --sandbox strict" : "");
+    keeping.settings = {policy, mutator, seed, options_text, mut->prices()};
   }
   ke::EvolverOptions options;
   options.seed = seed;
-  options.jobs = std::max(1, concurrent);
+  options.jobs = std::max(1, made.slots);
   options.warm_start = std::move(warm);
   options.hardware_counters = counters;
-  ke::Evolver evolver(spec, evaluator, mut, pol, ke::any_of(rules), options);
-  if (checkpoint) {
-    if (!c.json) {
-      std::fprintf(stderr, "resuming run %lld of %s: %zu nodes\n", (long long)run, store->path().c_str(),
-                   checkpoint->graph.size());
-    }
-    evolver.resume(std::move(*checkpoint));
-  }
+  const ke::AssembledRun assembled =
+      ke::assemble_run(spec, made.evaluator, info, mut, pol, ke::any_of(rules), options, keeping);
+  const ke::RunId run = store ? assembled.run : 1;
+  const std::shared_ptr<ke::ReusingEvaluator>& reusing = assembled.reusing;
+  ke::Evolver& evolver = *assembled.evolver;
   Progress progress(max_evals, vm.count("max-time") ? max_time : 0, false);
   evolver.add_observer(&progress);
-  std::optional<ke::StoreRecorder> recorder;
-  if (store) {
-    recorder.emplace(store, run, reusing.get());
-    evolver.add_observer(&*recorder);
-  }
   const ke::RunResult result = evolver.run();
   if (mpi) {
     for (const auto& lost : mpi->lost_ranks()) std::fprintf(stderr, "MPI: lost %s\n", lost.c_str());
   }
-  if (multi_devices) {  // on stderr, so that --json output stays one document
-    const std::vector<long> counts = multi_devices->evaluations_per_device();
+  if (made.devices) {  // on stderr, so that --json output stays one document
+    const std::vector<long> counts = made.devices->evaluations_per_device();
     std::string line = "evaluations per device:";
-    for (std::size_t i = 0; i < device_ids.size() && i < counts.size(); ++i) {
-      line += (i ? ", " : " ") + device_ids[i] + " " + std::to_string(counts[i]);
+    for (std::size_t i = 0; i < made.device_ids.size() && i < counts.size(); ++i) {
+      line += (i ? ", " : " ") + made.device_ids[i] + " " + std::to_string(counts[i]);
     }
     std::fprintf(stderr, "%s\n", line.c_str());
   }
