@@ -1,5 +1,6 @@
 // The C API: the calling thread's last error, the names of statuses, the version. Every entry point of
-// capi/ runs its body inside guard() (internal.hpp), which records a failure here; nothing throws past it.
+// capi/ runs its body inside guard() (internal.hpp), which records a failure (internal.cpp) that
+// ke_last_error reads back; nothing throws past it.
 #include "internal.hpp"
 
 #include <string>
@@ -10,40 +11,10 @@ static_assert(KE_VERSION_MAJOR == KE_PROJECT_VERSION_MAJOR && KE_VERSION_MINOR =
                   KE_VERSION_PATCH == KE_PROJECT_VERSION_PATCH,
               "kernelevolve.h's KE_VERSION_* must match the project's version in CMakeLists.txt");
 
-namespace capi {
-
-namespace {
-
-thread_local std::string t_last_error;
-
-}  // namespace
-
-[[noreturn]] void fail(ke_status status, std::string message) { throw Failure{status, std::move(message)}; }
-
-ke_status record(ke_status status, const char* function, const std::string& message) noexcept {
-  try {
-    t_last_error = std::string(function) + ": " + message;
-  } catch (...) {
-    t_last_error.clear();  // out of memory: an empty message is better than none at all
-  }
-  return status;
-}
-
-ke_status status_of(ke::ErrorCode code) {
-  switch (code) {
-    case ke::ErrorCode::BadSpec: return KE_ERROR_BAD_SPEC;
-    case ke::ErrorCode::BadUsage: return KE_ERROR_INVALID_ARGUMENT;
-    case ke::ErrorCode::DeviceUnavailable: return KE_ERROR_DEVICE_UNAVAILABLE;
-    default: return KE_ERROR_INTERNAL;
-  }
-}
-
-}  // namespace capi
-
 // ---------------------------------------------------------------------------------------------------
 // Status, errors, version. The definitions take their C linkage from the declarations in the header.
 
-KE_API const char* ke_last_error(void) { return t_last_error.c_str(); }
+KE_API const char* ke_last_error(void) { return last_error(); }
 
 KE_API ke_status ke_status_name(const char** out, ke_status status) {
   return guard(__func__, [&] {

@@ -1,4 +1,5 @@
-// The argument checks and conversions that capi/internal.hpp declares, shared by every family of entry points.
+// What capi/internal.hpp declares and every family of entry points shares: the error plumbing under guard()
+// (the calling thread's last error), the argument checks and the conversions.
 #include "internal.hpp"
 
 #include <cerrno>
@@ -11,6 +12,34 @@
 #include <unistd.h>
 
 namespace capi {
+
+namespace {
+
+thread_local std::string t_last_error;
+
+}  // namespace
+
+[[noreturn]] void fail(ke_status status, std::string message) { throw Failure{status, std::move(message)}; }
+
+ke_status record(ke_status status, const char* function, const std::string& message) noexcept {
+  try {
+    t_last_error = std::string(function) + ": " + message;
+  } catch (...) {
+    t_last_error.clear();  // out of memory: an empty message is better than none at all
+  }
+  return status;
+}
+
+const char* last_error() noexcept { return t_last_error.c_str(); }
+
+ke_status status_of(ke::ErrorCode code) {
+  switch (code) {
+    case ke::ErrorCode::BadSpec: return KE_ERROR_BAD_SPEC;
+    case ke::ErrorCode::BadUsage: return KE_ERROR_INVALID_ARGUMENT;
+    case ke::ErrorCode::DeviceUnavailable: return KE_ERROR_DEVICE_UNAVAILABLE;
+    default: return KE_ERROR_INTERNAL;
+  }
+}
 
 std::string need_string(const char* text, const char* name) {
   if (!text) fail(KE_ERROR_INVALID_ARGUMENT, std::string("'") + name + "' is NULL");

@@ -59,6 +59,8 @@ struct Aborted {
 
 // Sets the calling thread's last error to "function: message" and returns `status`.
 ke_status record(ke_status status, const char* function, const std::string& message) noexcept;
+// The calling thread's last error, as record() set it ("" when none): what ke_last_error returns.
+const char* last_error() noexcept;
 
 ke_status status_of(ke::ErrorCode code);
 

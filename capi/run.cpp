@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include "run/run_assembly.hpp"
+
 using namespace capi;
 
 namespace {
@@ -64,28 +66,27 @@ class CallbackObserver final : public ke::Observer {
   ke::SearchState state_;
 };
 
-std::shared_ptr<ke::FitnessEvaluator> make_evaluator(const ke_evolver& ev) {
+// The run's evaluator: the host's callback, or the library's own on the evolver's device (run_assembly.hpp).
+ke::RunEvaluator make_evaluator(const ke_evolver& ev) {
   if (ev.evaluate) {
-    return make_callback_evaluator(ev.spec.workloads.size(), ev.evaluate_device, ev.evaluate, ev.evaluate_data);
+    ke::RunEvaluator made;
+    made.evaluator =
+        make_callback_evaluator(ev.spec.workloads.size(), ev.evaluate_device, ev.evaluate, ev.evaluate_data);
+    return made;
   }
   ke::EvalOptions eval;
   eval.trials = ev.trials;
   // One lock file per device, shared by every run on this host (as the command-line tool does).
   eval.timing_lock = ev.timing_lock ? *ev.timing_lock : ke::default_timing_lock(ev.device);
-  const bool list = ke::is_device_list(ev.device);
-  if (ev.in_process && list)
+  if (ev.in_process && ke::is_device_list(ev.device))
     fail(KE_ERROR_INVALID_ARGUMENT, "in_process evaluates on one device, not on '" + ev.device + "'");
-  if (ev.in_process) return std::make_shared<ke::LocalEvaluator>(ev.spec, ke::open_device(ev.device), eval);
   ke::WorkerOptions wo;
   wo.jobs = ev.jobs;
   wo.timeout_s = ev.timeout_s;
   wo.worker_path = ev.worker_path;
   wo.eval = eval;
-  if (list) {
-    // A worker (jobs of them) per device, each device with its own timing lock.
-    return std::make_shared<ke::MultiDeviceEvaluator>(ev.spec, ke::expand_device_list(ev.device), wo, ev.jobs);
-  }
-  return std::make_shared<ke::WorkerEvaluator>(ev.spec, ev.device, wo);
+  return ke::make_run_evaluator(ev.spec, ev.device, wo,
+                                ev.in_process ? std::optional<ke::EvalOptions>(eval) : std::nullopt);
 }
 
 }  // namespace
@@ -99,61 +100,37 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
   ev.last.reset();
   if (resume && !ev.store) fail(KE_ERROR_INVALID_ARGUMENT, "the evolver has no store to resume a run from");
   const auto start = std::chrono::steady_clock::now();
-  std::shared_ptr<ke::FitnessEvaluator> evaluator = make_evaluator(ev);
-  const ke::DeviceInfo device = evaluator->device_info();
-  std::int64_t run_id = 0;
-  std::optional<ke::Checkpoint> checkpoint;
-  std::shared_ptr<ke::ReusingEvaluator> reusing;
+  const ke::RunEvaluator made = make_evaluator(ev);
+  const ke::DeviceInfo device = made.evaluator->device_info();
   const std::shared_ptr<ke::Mutator> mutator = ev.mutator.for_run(device, ev.spec.language);
-  if (ev.store) {
-    if (resume) {
-      std::optional<ke::RunId> found =
-          *resume > 0 ? std::optional<ke::RunId>(*resume) : ev.store->latest_run(ev.spec, &device);
-      if (!found) {
-        fail(KE_ERROR_NOT_FOUND, ev.store->path() + " holds no run of " + ev.spec.name + " on " + device.id + " (" +
-                                     device.name + ") to resume");
-      }
-      const ke::RunInfo stored = ev.store->run(*found);
-      if (stored.spec_hash != ke::spec_hash(ev.spec)) {
-        fail(KE_ERROR_INVALID_ARGUMENT, "run " + std::to_string(stored.id) + " of " + ev.store->path() +
-                                            " was of another spec (" + stored.spec_name +
-                                            ", or this one since edited): it cannot be resumed with this one");
-      }
-      if (stored.device.kind != device.kind || stored.device.name != device.name) {
-        fail(KE_ERROR_INVALID_ARGUMENT, "run " + std::to_string(stored.id) + " of " + ev.store->path() + " ran on " +
-                                            stored.device.id + " (" + stored.device.name + "), not on " + device.id +
-                                            " (" + device.name + ")");
-      }
-      run_id = stored.id;
-      checkpoint = ev.store->resume(run_id);
-      ke::keep_run_prices(*ev.store, run_id, *mutator);  // the run goes on at the prices it began with
-    } else {
-      run_id = ev.store->begin_run(ev.spec, device, {ev.policy, ev.mutator.name, ev.seed, "C API", mutator->prices()});
+  ke::RunKeeping keeping;
+  keeping.store = ev.store;
+  keeping.reuse = ev.reuse;
+  if (ev.store && resume) {
+    keeping.resume = *resume > 0 ? std::optional<ke::RunId>(*resume) : ev.store->latest_run(ev.spec, &device);
+    if (!keeping.resume) {
+      fail(KE_ERROR_NOT_FOUND, ev.store->path() + " holds no run of " + ev.spec.name + " on " + device.id + " (" +
+                                   device.name + ") to resume");
     }
-    if (ev.reuse) {
-      reusing = std::make_shared<ke::ReusingEvaluator>(evaluator, ev.store, ev.spec);
-      evaluator = reusing;
-    }
-    ev.runs = run_id;
   } else {
-    run_id = ++ev.runs;
+    keeping.settings = {ev.policy, ev.mutator.name, ev.seed, "C API", mutator->prices()};
   }
+  // A run kept nowhere is numbered by the evolver.
+  std::int64_t run_id = ev.store ? 0 : ++ev.runs;
   ke::EvolverOptions options;
   options.seed = ev.seed;
-  options.jobs = ev.jobs;
-  if (const auto multi = std::dynamic_pointer_cast<ke::MultiDeviceEvaluator>(evaluator)) options.jobs = multi->slots();
+  options.jobs = made.devices ? made.slots : ev.jobs;
   options.max_consecutive_mutator_failures = ev.max_consecutive_mutator_failures;
   options.confirm_rounds = ev.confirm_rounds;
   options.confirm_parent_rounds = ev.confirm_parent_rounds;
   options.warm_start = ev.warm_start;
-  ke::Evolver evolver_cxx(ev.spec, evaluator, mutator, ke::make_policy(ev.policy, ev.policy_options), ev.stop, options);
-  if (checkpoint) evolver_cxx.resume(std::move(*checkpoint));
-  // The store records a node before the host's callback sees it, so a callback that aborts loses nothing.
-  std::optional<ke::StoreRecorder> recorder;
-  if (ev.store) {
-    recorder.emplace(ev.store, run_id, reusing.get());
-    evolver_cxx.add_observer(&*recorder);
-  }
+  const ke::AssembledRun run =
+      ke::assemble_run(ev.spec, made.evaluator, device, mutator, ke::make_policy(ev.policy, ev.policy_options), ev.stop,
+                       options, keeping);
+  if (ev.store) ev.runs = run_id = run.run;
+  ke::Evolver& evolver_cxx = *run.evolver;
+  // After the store's recorder: a node is committed before the host's callback sees it, so a callback that
+  // aborts loses nothing.
   std::optional<CallbackObserver> observer;
   if (ev.progress) {
     observer.emplace(ev.progress, ev.progress_data);
@@ -166,8 +143,8 @@ void run_search(ke_result** out, ke_evolver& ev, std::optional<std::int64_t> res
                           run_id, false);
   };
   try {
-    const ke::RunResult run = evolver_cxx.run();
-    ev.last = make_result(ev.spec, evolver_cxx.graph(), run, evaluator->device_info(), run_id, false);
+    const ke::RunResult result = evolver_cxx.run();
+    ev.last = make_result(ev.spec, evolver_cxx.graph(), result, run.evaluator->device_info(), run_id, false);
   } catch (const Aborted& e) {
     keep_partial(e.message);
     throw;
@@ -205,7 +182,7 @@ KE_API ke_status ke_evolver_check(ke_result** out, ke_evolver* evolver) {
     ev.last.reset();
     const std::int64_t run_id = 0;  // a check is not a run: it is neither numbered nor stored
     const auto start = std::chrono::steady_clock::now();
-    std::shared_ptr<ke::FitnessEvaluator> evaluator = make_evaluator(ev);
+    const std::shared_ptr<ke::FitnessEvaluator> evaluator = make_evaluator(ev).evaluator;
     const ke::DeviceInfo info = evaluator->device_info();
     ke::SearchGraph graph;
     ke::Node seed;

@@ -1,6 +1,9 @@
 #!/bin/sh
 # CI's second half, run by scripts/ci.sh after the plain build, ctest and the suite table:
 #
+#   layering  scripts/check-layering.sh: the #include lines of src/ and include/kernelevolve/ against the layers
+#             that src/CMakeLists.txt states (core <- devices <- eval <- search, in full on its `# layers:` line).
+#             Grep and awk, a second or two: first, so that an include running the wrong way fails at once.
 #   tidy      scripts/ci-tidy.sh: clang-tidy and clang-format on the C/C++ files changed since origin/main
 #             (or HEAD~1), with the plain build's build/compile_commands.json. About 30-60 s.
 #   fuzz      libFuzzer on the spec loader and on the expression parser (tests/fuzz), KE_FUZZ_SECONDS each
@@ -21,7 +24,7 @@
 #             plain ctest before this script runs all of them. The tests' own files compile at -O0
 #             there, and the long tests start first (tests/ci_tuning.cmake).
 #
-#   scripts/ci-extra.sh [tidy] [fuzz] [repeat] [sanitize]     (no argument: all four, in that order)
+#   scripts/ci-extra.sh [layering] [tidy] [fuzz] [repeat] [sanitize]   (no argument: all five, in that order)
 #
 # Each stage prints what it ran, how long it took, and PASSED or FAILED; the script stops at the first failure.
 set -eu
@@ -31,6 +34,11 @@ fuzz_seconds=${KE_FUZZ_SECONDS:-30}
 
 banner() { printf '\n==== %s ====\n' "$*"; }
 now() { date +%s; }
+
+stage_layering() {
+  banner "layering: the includes against src/CMakeLists.txt's layers"
+  scripts/check-layering.sh
+}
 
 stage_tidy() { scripts/ci-tidy.sh; }
 
@@ -154,14 +162,15 @@ stage_sanitize() {
   echo "sanitize: PASSED in $(($(now) - start)) s (build $((built - start)) s, ctest $(($(now) - built)) s, $jobs at a time)"
 }
 
-[ $# -gt 0 ] || set -- tidy fuzz repeat sanitize
+[ $# -gt 0 ] || set -- layering tidy fuzz repeat sanitize
 for stage in "$@"; do
   case $stage in
+    layering) stage_layering ;;
     tidy) stage_tidy ;;
     fuzz) stage_fuzz ;;
     repeat) stage_repeat ;;
     sanitize) stage_sanitize ;;
-    *) echo "usage: scripts/ci-extra.sh [tidy] [fuzz] [repeat] [sanitize]" >&2; exit 2 ;;
+    *) echo "usage: scripts/ci-extra.sh [layering] [tidy] [fuzz] [repeat] [sanitize]" >&2; exit 2 ;;
   esac
 done
 banner "ci-extra: $* PASSED"

@@ -10,11 +10,11 @@
 #             the base and the work tree.
 #   format    scripts/format.sh --check on the changed files that are ours (it holds the list of data files
 #             it leaves alone: the kernels under problems/ and tests/fixtures/).
-#   tidy      clang-tidy-14 on the changed .c/.cpp files of src/, capi/ and include/ that the build compiles,
+#   tidy      clang-tidy-14 on the changed .c/.cpp files of src/, capi/, include/ and tools/ that the build compiles,
 #             with build/compile_commands.json (KE_TIDY_BUILD names another build folder; one that has none
 #             is configured, not built). A changed header is checked through one .cpp file that includes
 #             it, its warnings being reported through HeaderFilterRegex. Every kept check is an error
-#             (WarningsAsErrors), and the whole of src/, capi/ and include/ passes them.
+#             (WarningsAsErrors), and the whole of src/, capi/, include/ and tools/ passes them.
 #             KE_TIDY_JOBS files at a time (default 2), by run-clang-tidy-14 where there is one. Changed
 #             files of tests/, bench/ and examples/ are format-checked, not linted (nobody has run the
 #             checks over them yet).
@@ -60,8 +60,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Ours and C/C++ (format.sh's filter), changed, not deleted.
 git diff --name-only --diff-filter=d "$base" -- | xargs -r scripts/format.sh --list >"$work/changed"
-# What clang-tidy reads: the library's own code.
-grep -E '^(src|capi|include)/' "$work/changed" >"$work/lintable" || true
+# What clang-tidy reads: the library's own code and the command-line tool's.
+grep -E '^(src|capi|include|tools)/' "$work/changed" >"$work/lintable" || true
 
 banner "tidy: clang-tidy and clang-format on the $(wc -l <"$work/changed") C/C++ files changed since $short ($from)"
 sed 's/^/  /' "$work/changed"
@@ -94,21 +94,21 @@ while IFS= read -r file; do
     *)
       # A header: the first compiled unit of ours that includes it by its name.
       name=$(basename "$file")
-      unit=$(grep -E "^$root/(src|capi)/" "$work/units" | while IFS= read -r u; do
+      unit=$(grep -E "^$root/(src|capi|tools)/" "$work/units" | while IFS= read -r u; do
         if grep -qE "#include [<\"]([^\">]*/)?${name}[\">]" "$u" 2>/dev/null; then echo "$u"; break; fi
       done)
       if [ -n "$unit" ]; then
         echo "  ($file: checked through ${unit#"$root"/})"
         echo "$unit" >>"$work/lint"
       else
-        echo "  ($file: no compiled file of src/ or capi/ includes it, not linted)"
+        echo "  ($file: no compiled file of src/, capi/ or tools/ includes it, not linted)"
       fi ;;
   esac
 done <"$work/lintable"
 sort -u "$work/lint" -o "$work/lint"
 units=$(wc -l <"$work/lint")
 # Warnings from our headers, not from system or third-party ones (anchored here, where .clang-tidy cannot be).
-filter="^$root/(include|src|capi)/"
+filter="^$root/(include|src|capi|tools)/"
 
 if [ "$units" -gt 0 ]; then
   runner=$(pick run-clang-tidy-14 run-clang-tidy) || runner=

@@ -10,6 +10,7 @@
 #include <kernelevolve/program.hpp>
 #include <set>
 
+#include "core/tunables.hpp"
 #include "mutators/answer.hpp"
 #include "mutators/knowledge.hpp"
 #include "support/fake_model_server.hpp"
@@ -583,7 +584,7 @@ TEST_CASE(
 }
 
 TEST_CASE("live tunables: a tunable belongs to a candidate while its source, or the spec's rules, read it") {
-  using ke::mutators::tunable_is_live;
+  using ke::tunable_is_live;
   ke::Spec spec = colsum();
   const std::string guard = "#ifndef BLOCK\n#define BLOCK 1\n#endif\n";
   CHECK_FALSE(tunable_is_live(spec, guard + "void colsum() {}\n", ke::Language::c, "BLOCK"));
@@ -604,15 +605,14 @@ TEST_CASE("live tunables: a tunable belongs to a candidate while its source, or 
   CHECK_FALSE(tunable_is_live(spec, "import triton\n# BLOCK was here\n", ke::Language::triton, "BLOCK"));
   CHECK(tunable_is_live(spec, "", ke::Language::triton, "num_warps"));
   // A rewrite keeps what it reads and what it declares, and drops the rest.
-  const ke::Bindings kept =
-      ke::mutators::live_tunables(spec, "// ke:tunable CHUNK 8 16\nvoid colsum() { int c = CHUNK; }\n", ke::Language::c,
-                                  {{"BLOCK", 4}, {"THREADS", 64}});
+  const ke::Bindings kept = ke::live_tunables(spec, "// ke:tunable CHUNK 8 16\nvoid colsum() { int c = CHUNK; }\n",
+                                              ke::Language::c, {{"BLOCK", 4}, {"THREADS", 64}});
   CHECK(kept == ke::Bindings{{"CHUNK", 8}, {"THREADS", 64}});
   // A declared tunable keeps the parent's value while the declaration lists it, else starts at its first.
   const std::string reads = "void colsum() { int c = CHUNK; }\n";
-  CHECK(ke::mutators::live_tunables(spec, "// ke:tunable CHUNK 8 16 32\n" + reads, ke::Language::c, {{"CHUNK", 16}}) ==
+  CHECK(ke::live_tunables(spec, "// ke:tunable CHUNK 8 16 32\n" + reads, ke::Language::c, {{"CHUNK", 16}}) ==
         ke::Bindings{{"CHUNK", 16}});
-  CHECK(ke::mutators::live_tunables(spec, "// ke:tunable CHUNK 4 8\n" + reads, ke::Language::c, {{"CHUNK", 16}}) ==
+  CHECK(ke::live_tunables(spec, "// ke:tunable CHUNK 4 8\n" + reads, ke::Language::c, {{"CHUNK", 16}}) ==
         ke::Bindings{{"CHUNK", 4}});
 }
 
@@ -625,7 +625,7 @@ TEST_CASE("live tunables: the parameter search never varies a tunable its parent
   seed.mutator = "seed";
   // As the evolver makes node 0: the seed's live tunables only (BLOCK; UNROLL is dead).
   seed.candidate = {spec.seed.source, ke::Language::c,
-                    ke::mutators::live_tunables(spec, spec.seed.source, ke::Language::c, spec.seed_tunables())};
+                    ke::live_tunables(spec, spec.seed.source, ke::Language::c, spec.seed_tunables())};
   CHECK(seed.candidate.tunables == ke::Bindings{{"BLOCK", 1}});
   seed.evaluation.status = ke::Status::ok;
   graph.add(seed);

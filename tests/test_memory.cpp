@@ -13,7 +13,7 @@
 #include <fstream>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
-#include <kernelevolve/report.hpp>
+#include <kernelevolve/json.hpp>
 #include <kernelevolve/spec.hpp>
 #include <memory>
 #include <sstream>

@@ -14,7 +14,7 @@
 #include <optional>
 #include <string>
 
-#include "mutators/answer.hpp"
+#include "core/tunables.hpp"
 #include "support/centre_program.hpp"
 #include "support/cli_runner.hpp"
 
@@ -455,8 +455,8 @@ TEST_CASE("the plan is code: it is part of a node's identity, and a tunable it r
   const ke::Candidate c{"// a note\n" + centre_two_pass(), ke::Language::c, {{"CHUNK", 256}}};
   CHECK(a.code_key() == c.code_key());
   // CHUNK appears in the plan only (the kernels take it as an argument), and is live.
-  CHECK(ke::mutators::tunable_is_live(spec, centre_two_pass(), ke::Language::c, "CHUNK"));
-  CHECK_FALSE(ke::mutators::tunable_is_live(spec, kCentreReference, ke::Language::c, "CHUNK"));
+  CHECK(ke::tunable_is_live(spec, centre_two_pass(), ke::Language::c, "CHUNK"));
+  CHECK_FALSE(ke::tunable_is_live(spec, kCentreReference, ke::Language::c, "CHUNK"));
 }
 
 TEST_CASE("a two-pass CPU program with a temporary is verified and timed, with each step's share") {

@@ -10,6 +10,7 @@
 #include "kernelevolve/evolver.hpp"
 #include "kernelevolve/expr.hpp"
 #include "kernelevolve/fitness.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/optimize.hpp"
 #include "kernelevolve/pytorch.hpp"

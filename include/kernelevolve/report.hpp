@@ -6,6 +6,7 @@
 
 #include "kernelevolve/device.hpp"
 #include "kernelevolve/evolver.hpp"
+#include "kernelevolve/json.hpp"
 
 namespace kernelevolve {
 
@@ -14,11 +15,6 @@ namespace kernelevolve {
 // knows it (compute_peak), else the FMA peak (0 when the spec has no cost).
 double roofline_share(const Spec& spec, const Bindings& workload, const Bindings& tunables, double time_us,
                       const DeviceInfo& device);
-
-// JSON string literal for `text`, quotes included.
-std::string json_quote(const std::string& text);
-// A JSON object of name -> integer (tunables, workload sizes, resources).
-std::string json_object(const Bindings& values);
 
 // A run's precision (spec.hpp) as the JSON object of `--json`'s "precision", with the reference error factor.
 std::string precision_json(const Precision& precision);

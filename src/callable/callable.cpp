@@ -13,8 +13,8 @@
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/evolver.hpp"
 #include "kernelevolve/fitness.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/program.hpp"
-#include "kernelevolve/report.hpp"
 #include "program/program_run.hpp"
 
 namespace kernelevolve {

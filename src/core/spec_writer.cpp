@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/spec.hpp"
 
 namespace kernelevolve {

@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 
 namespace kernelevolve {
 

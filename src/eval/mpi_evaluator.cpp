@@ -18,7 +18,7 @@
 #include "eval/wire.hpp"
 #include "kernelevolve/distributed.hpp"
 #include "kernelevolve/error.hpp"
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 
 #ifdef KE_WITH_MPI
 #include <mpi.h>

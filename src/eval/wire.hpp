@@ -20,10 +20,6 @@ bool write_frame(int fd, const std::string& payload);
 enum class ReadStatus { ok, closed, timeout, error };
 // Reads one frame, waiting at most timeout_ms (negative: forever).
 ReadStatus read_frame(int fd, std::string& payload, int timeout_ms);
-// Passes descriptors over a Unix socket (SCM_RIGHTS, with one byte); false if the peer is gone.
-bool send_fds(int socket_fd, const std::vector<int>& fds);
-// Receives what send_fds sent, waiting at most timeout_ms; empty on failure.
-std::vector<int> receive_fds(int socket_fd, int timeout_ms);
 
 std::string to_json(const Evaluation& evaluation);
 Evaluation evaluation_from_json(const std::string& json);

@@ -22,13 +22,14 @@
 #include <sstream>
 #include <thread>
 
+#include "core/fd_passing.hpp"
 #include "core/shipped_file.hpp"
 #include "core/subprocess.hpp"
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/program.hpp"
-#include "kernelevolve/report.hpp"
 #include "pytorch/shared_bridge.hpp"
 
 extern char** environ;
@@ -143,7 +144,7 @@ struct WorkerEvaluator::Impl {
     std::vector<int> fds{socket_fd};
     if (memfd >= 0) fds.push_back(memfd);
     const bool sent = wire::write_frame(w.fd, "{\"type\": \"bridge\", \"arena\": " + pytorch::to_json(arena) + "}") &&
-                      wire::send_fds(w.fd, fds);
+                      send_fds(w.fd, fds);
     ::close(socket_fd);
     if (!sent)
       throw Error(ErrorCode::Internal, "the worker " + worker_path + " ended before it had the shared reference");

@@ -12,12 +12,13 @@
 #include <simdjson.h>
 #include <string>
 
+#include "core/fd_passing.hpp"
 #include "core/text_file.hpp"
 #include "core/threads.hpp"
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 #include "pytorch/torch_reference.hpp"
 #include "sandbox/worker_sandbox.hpp"
 #include "triton/triton_compiler.hpp"
@@ -139,7 +140,7 @@ std::shared_ptr<ke::Device> shared_reference(const ke::Spec& spec, const std::sh
     throw ke::Error(ke::ErrorCode::Internal, "no shared reference came from the host");
   }
   ke::pytorch::SharedArena arena = ke::pytorch::shared_arena_from_json(simdjson::to_string(msg["arena"].value()));
-  const std::vector<int> fds = wire::receive_fds(wire::kWorkerFd, 60000);
+  const std::vector<int> fds = ke::receive_fds(wire::kWorkerFd, 60000);
   if (fds.empty()) throw ke::Error(ke::ErrorCode::Internal, "the shared reference's descriptors did not come");
   arena.socket_fd = fds[0];
   arena.memfd = fds.size() > 1 ? fds[1] : -1;

@@ -1,12 +1,8 @@
 // Turning a model's (or a command's) answer into a child's source: a full source in a fenced code
 // block, or SEARCH/REPLACE edits on the parent. Anything else is the mutator's recorded failure.
 #pragma once
-#include <cstdint>
-#include <map>
+#include <cstddef>
 #include <string>
-
-#include <vector>
-#include "kernelevolve/spec.hpp"
 
 namespace kernelevolve::mutators {
 
@@ -27,21 +23,6 @@ struct ParsedAnswer {
 // c++, cuda, hip, python, triton (or untagged) is the new source. An answer that changes nothing is an error.
 ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_source);
 
-// Tunables a kernel declares for itself, one per line: `// ke:tunable NAME v1 v2 ...` (`# ke:tunable` in
-// a Triton source; the first value is its default). Malformed lines are ignored.
-std::map<std::string, std::vector<std::int64_t>> declared_tunables(const std::string& source);
-
-// Whether a candidate's tunable is live: its source reads it (a C macro outside its own `#ifndef`/`#define`
-// default and outside comments; a Triton constexpr anywhere in the code), or the spec's launch rule, cost or
-// constraints read it, or it is one of Triton's options (num_warps, num_stages). A dead tunable changes
-// nothing about the kernel: the parameter search leaves it alone and a rewrite drops it.
-bool tunable_is_live(const Spec& spec, const std::string& source, Language language, const std::string& name);
-
-// The candidate's tunables, its dead ones dropped: what a rewrite's child is first evaluated at (the rule the
-// prompt states, kTunableRule). A tunable it still reads keeps the parent's value, and so does one its source
-// declares (`ke:tunable NAME v1 v2 ...`) where the declaration lists that value; a declared one the parent
-// lacks, or whose value the declaration no longer lists, starts at the first value declared.
-Bindings live_tunables(const Spec& spec, const std::string& source, Language language, const Bindings& from);
 // live_tunables' rule as a model's prompt states it.
 inline constexpr const char* kTunableRule =
     "A new kernel is evaluated first at the parent's value of each tunable it still uses, where its declaration (if "

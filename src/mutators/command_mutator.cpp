@@ -3,10 +3,11 @@
 #include <sstream>
 
 #include "core/subprocess.hpp"
+#include "core/tunables.hpp"
 #include "kernelevolve/error.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/program.hpp"
-#include "kernelevolve/report.hpp"
 #include "mutators/answer.hpp"
 
 namespace kernelevolve {
@@ -188,7 +189,7 @@ Mutation CommandMutator::mutate(const MutationContext& ctx) {
   }
   Candidate child = base;
   child.source = parsed.source;
-  child.tunables = mutators::live_tunables(ctx.spec, child.source, child.language, base.tunables);
+  child.tunables = live_tunables(ctx.spec, child.source, child.language, base.tunables);
   m.child = std::move(child);
   m.note = "command (" + parsed.form + ")";
   return m;

@@ -16,10 +16,12 @@
 #include <sstream>
 #include <thread>
 
+#include "core/tunables.hpp"
 #include "devices/gpu/common.hpp"
 #include "eval/buffers.hpp"
 #include "kernelevolve/counters.hpp"
 #include "kernelevolve/error.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/mutator.hpp"
 #include "kernelevolve/program.hpp"
 #include "kernelevolve/report.hpp"
@@ -919,7 +921,7 @@ Mutation LlmMutator::mutate(const MutationContext& ctx) {
   Candidate child = base;
   child.source = parsed.source;
   // The tunables it still reads, and those it declares: a dead one would only be searched in vain.
-  child.tunables = mutators::live_tunables(ctx.spec, child.source, child.language, base.tunables);
+  child.tunables = live_tunables(ctx.spec, child.source, child.language, base.tunables);
   m.child = std::move(child);
   // The model's one-sentence account, before its code.
   std::string first = answer.substr(0, answer.find("```"));

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/tunables.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/mutator.hpp"
-#include "mutators/answer.hpp"
 
 namespace kernelevolve {
 
@@ -45,7 +45,7 @@ std::vector<Bindings> tunable_space(const Spec& spec, std::size_t limit) {
   const Language language = spec.seed.language.value_or(spec.language);
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> axes;
   for (const auto& [name, values] : spec.tunables) {
-    if (mutators::tunable_is_live(spec, spec.seed.source, language, name)) axes.emplace_back(name, values);
+    if (tunable_is_live(spec, spec.seed.source, language, name)) axes.emplace_back(name, values);
   }
   double total = 1;
   for (const auto& [name, values] : axes) total *= static_cast<double>(values.size());
@@ -75,7 +75,7 @@ Mutation ParamMutator::mutate(const MutationContext& ctx) {
   const Node& parent = ctx.graph.node(ctx.parents.at(0));
   // The spec's tunables, and any the parent's source declares for itself (a model's new structure).
   std::map<std::string, std::vector<std::int64_t>> tunables = ctx.spec.tunables;
-  for (auto& [name, values] : mutators::declared_tunables(parent.candidate.source)) tunables.emplace(name, values);
+  for (auto& [name, values] : declared_tunables(parent.candidate.source)) tunables.emplace(name, values);
   if (tunables.empty()) {
     m.exhausted = true;
     m.error = "the spec has no tunables";
@@ -84,7 +84,7 @@ Mutation ParamMutator::mutate(const MutationContext& ctx) {
   // Only live ones: a point that differs in a tunable the parent does not read is the parent again.
   for (auto it = tunables.begin(); it != tunables.end();) {
     const Candidate& p = parent.candidate;
-    it = mutators::tunable_is_live(ctx.spec, p.source, p.language, it->first) ? std::next(it) : tunables.erase(it);
+    it = tunable_is_live(ctx.spec, p.source, p.language, it->first) ? std::next(it) : tunables.erase(it);
   }
   if (tunables.empty()) {
     m.exhausted = true;

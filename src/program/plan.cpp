@@ -11,8 +11,8 @@
 #include <sstream>
 
 #include "kernelevolve/error.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/program.hpp"
-#include "kernelevolve/report.hpp"  // json_quote
 
 namespace kernelevolve {
 namespace {

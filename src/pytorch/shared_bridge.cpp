@@ -9,10 +9,10 @@
 #include <cerrno>
 #include <cstring>
 
-#include "eval/wire.hpp"
+#include "core/fd_passing.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 #include "pytorch/python.hpp"
 
 namespace kernelevolve::pytorch {
@@ -83,7 +83,7 @@ int SharedBridge::connect() {
     throw Error(ErrorCode::Internal, std::string("socketpair: ") + std::strerror(errno));
   }
   // The bridge's end goes over the control socket; the bridge reads it at once.
-  const bool sent = wire::send_fds(control_, {sv[1]});
+  const bool sent = send_fds(control_, {sv[1]});
   const int saved = errno;
   ::close(sv[1]);
   if (!sent) {

@@ -10,7 +10,7 @@
 
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/fitness.hpp"
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 
 namespace kernelevolve::pytorch {
 

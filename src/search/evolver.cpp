@@ -1,5 +1,4 @@
 #include "kernelevolve/evolver.hpp"
-#include "mutators/answer.hpp"
 
 #include "search/confirm.hpp"
 
@@ -16,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/tunables.hpp"
 #include "kernelevolve/error.hpp"
 
 namespace kernelevolve {
@@ -443,7 +443,7 @@ RunResult Evolver::run() {
     // Its live tunables only, as every mutator's child has: a step in a tunable the seed does not read would
     // measure the seed again.
     seed.candidate.tunables =
-        mutators::live_tunables(s.spec, seed.candidate.source, seed.candidate.language, s.spec.seed_tunables());
+        live_tunables(s.spec, seed.candidate.source, seed.candidate.language, s.spec.seed_tunables());
     launch(std::move(seed));
     collect();
   } else {

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "kernelevolve/json.hpp"
+
 namespace kernelevolve {
 
 double roofline_share(const Spec& spec, const Bindings& workload, const Bindings& tunables, double time_us,

@@ -7,7 +7,7 @@
 
 #include "kernelevolve/counters.hpp"
 #include "kernelevolve/error.hpp"
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/store.hpp"
 
 namespace kernelevolve {

@@ -15,6 +15,7 @@
 
 #include "eval/wire.hpp"
 #include "kernelevolve/error.hpp"
+#include "kernelevolve/json.hpp"
 #include "kernelevolve/report.hpp"
 
 namespace kernelevolve {

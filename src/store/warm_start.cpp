@@ -7,9 +7,9 @@
 #include <optional>
 #include <unordered_set>
 
+#include "core/tunables.hpp"
 #include "kernelevolve/error.hpp"
 #include "kernelevolve/store.hpp"
-#include "mutators/answer.hpp"
 
 namespace kernelevolve {
 
@@ -43,7 +43,7 @@ bool same_signature(const Spec& spec, const Spec& stored) {
 // The kernel's tunables as this problem has them: those this spec (or the source itself) declares and the
 // source reads, at the value it was measured with; a declared one it reads but had no value for, at its first.
 Bindings tunables_here(const Spec& spec, const Candidate& kernel) {
-  const auto declared = mutators::declared_tunables(kernel.source);
+  const auto declared = declared_tunables(kernel.source);
   auto first_value = [&](const std::string& name) -> std::optional<std::int64_t> {
     if (const auto it = spec.tunables.find(name); it != spec.tunables.end() && !it->second.empty())
       return it->second.front();
@@ -52,13 +52,13 @@ Bindings tunables_here(const Spec& spec, const Candidate& kernel) {
   };
   Bindings out;
   for (const auto& [name, value] : kernel.tunables) {
-    if (first_value(name) && mutators::tunable_is_live(spec, kernel.source, kernel.language, name)) out[name] = value;
+    if (first_value(name) && tunable_is_live(spec, kernel.source, kernel.language, name)) out[name] = value;
   }
   std::vector<std::string> names;
   for (const auto& [name, values] : spec.tunables) names.push_back(name);
   for (const auto& [name, values] : declared) names.push_back(name);
   for (const std::string& name : names) {
-    if (out.count(name) || !mutators::tunable_is_live(spec, kernel.source, kernel.language, name)) continue;
+    if (out.count(name) || !tunable_is_live(spec, kernel.source, kernel.language, name)) continue;
     if (const auto v = first_value(name)) out[name] = *v;
   }
   return out;
@@ -120,9 +120,9 @@ std::vector<WarmKernel> find_warm_kernels(const std::vector<std::string>& stores
   std::string seed_key;
   if (!spec.seed.source.empty()) {
     const Language language = kernel_language(spec);
-    seed_key = Candidate{spec.seed.source, language,
-                         mutators::live_tunables(spec, spec.seed.source, language, spec.seed_tunables())}
-                   .key();
+    seed_key =
+        Candidate{spec.seed.source, language, live_tunables(spec, spec.seed.source, language, spec.seed_tunables())}
+            .key();
   }
   std::unordered_set<std::string> sources;
   std::vector<WarmKernel> kept;

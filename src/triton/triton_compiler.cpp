@@ -8,7 +8,7 @@
 
 #include "core/shipped_file.hpp"
 #include "kernelevolve/error.hpp"
-#include "kernelevolve/report.hpp"
+#include "kernelevolve/json.hpp"
 
 namespace kernelevolve::triton {
 

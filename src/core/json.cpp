@@ -1,8 +1,8 @@
-// JSON string quoting, shared by every writer of JSON in the library (reports, the worker protocol, specs).
+// json_quote and json_object (kernelevolve/json.hpp).
+#include "kernelevolve/json.hpp"
+
 #include <cstdio>
 #include <string>
-
-#include "kernelevolve/report.hpp"
 
 namespace kernelevolve {
 
