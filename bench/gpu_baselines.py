@@ -237,7 +237,7 @@ def cmd_torch(args):
     dst = torch.empty_like(src)
     t = time_us(lambda: dst.copy_(src), torch, flush, 20, dev)
     out["copy_gbps"] = 2 * n * 4 / (t * 1e-6) / 1e9
-    del src, dst
+    src = dst = None  # the copy's buffers freed before the problems run
     failed = 0
     for spec_path in args.specs:
         spec = load_spec(spec_path)

@@ -1,5 +1,5 @@
 """Makes a spec whose seed is the program translated from Inductor's output code (issue 31's first program,
-src/pytorch/inductor_program.py): the spec `kernelevolve import` derived, with the translation's source as its
+src/pytorch/ke_inductor): the spec `kernelevolve import` derived, with the translation's source as its
 seed, its tunables, and its constraints. Prints what was translated, or why not (exit 3).
 
     python3 bench/inductor_first_program.py SPEC.json OUTPUT_CODE.py OUT.json
@@ -9,7 +9,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "pytorch"))
-import inductor_program  # noqa: E402
+import ke_inductor  # noqa: E402
 
 
 def main():
@@ -19,8 +19,8 @@ def main():
     with open(code_path) as f:
         code = f.read()
     try:
-        result = inductor_program.translate(code, spec)
-    except inductor_program.Untranslatable as e:
+        result = ke_inductor.translate(code, spec)
+    except ke_inductor.Untranslatable as e:
         print(f"untranslatable: {e}")
         sys.exit(3)
     source_path = os.path.splitext(out_path)[0] + "_program.py"

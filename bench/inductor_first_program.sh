@@ -1,6 +1,6 @@
 #!/bin/sh
 # Issue 31 on a GPU with PyTorch 2.x: for each PyTorch problem, capture what torch.compile generates (sizes
-# dynamic), translate it into a program (src/pytorch/inductor_program.py), and run the search from it: node 0 is
+# dynamic), translate it into a program (src/pytorch/ke_inductor), and run the search from it: node 0 is
 # the translated program, verified and timed by the protocol, then the parameter search. Prints each run's
 # summary (node 0's status, the best, eager and torch.compile) into OUT/NAME/run.txt and a table at the end.
 #   bench/inductor_first_program.sh BUILD OUT [NAME...]     (KE_PYTHON: a Python with torch 2.x; MAX_EVALS, default 8)

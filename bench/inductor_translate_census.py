@@ -14,7 +14,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "pytorch"))
-from inductor_program import Untranslatable, translate  # noqa: E402
+from ke_inductor import Untranslatable, translate  # noqa: E402
 
 
 def level_of(name, index):

@@ -19,7 +19,7 @@ one() {
   f=$1
   name=$(basename "$(dirname "$f")")_$(basename "$f" .py)
   start=$(date +%s%N)
-  timeout 600 "$python" "$here/src/pytorch/bridge.py" describe --module "$f" --device cpu >"$out/$name.json" 2>"$out/$name.err"
+  PYTHONPATH="$here/src/pytorch" timeout 600 "$python" -m ke_bridge describe --module "$f" --device cpu >"$out/$name.json" 2>"$out/$name.err"
   echo "$? $(( ($(date +%s%N) - start) / 1000000 ))" >"$out/$name.time"
 }
 export -f one

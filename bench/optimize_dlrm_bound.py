@@ -8,7 +8,7 @@ what each layer of a put-back call costs the CPU against the ATen call it replac
 1. The model's forward: CUDA events around 50 forwards (the GPU's time, per forward) against the CPU's time to queue
    them; then torch.profiler's table of the GPU time by operator. Where the CPU's time is the larger, a kernel that
    takes the GPU less time leaves the forward as long as it was.
-2. The eight lookups alone, ATen's, against the translated embedding-bag kernel (inductor_program.py's, launched by
+2. The eight lookups alone, ATen's, against the translated embedding-bag kernel (ke_inductor's, launched by
    Triton from Python: the CPU's time per launch is Triton's, not ours) at several configurations, on the model's
    own tables and inputs (each table read once a round, as the forward reads them).
 3. problems/pytorch/emb_bag_sum run for 2 evaluations (node 0 torch.compile's program, translated), its best loaded
@@ -26,7 +26,7 @@ import torch
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 build = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(root, "build-gpu"))
 sys.path[:0] = [os.path.join(build, "python"), os.path.join(root, "src", "pytorch"), os.path.join(root, "bench")]
-import inductor_program  # noqa: E402
+from ke_inductor.embedding_bag import _EMBEDDING_BAG_SUM  # noqa: E402
 from dlrm_timing import load, per_call, queued  # noqa: E402
 import kernelevolve.torch as ket  # noqa: E402
 import triton  # noqa: E402
@@ -47,7 +47,7 @@ def main():
         kernel_file = os.path.join(tmp, "ke_embedding_bag.py")
         with open(kernel_file, "w") as f:
             f.write("import triton\nimport triton.language as tl\n\n@triton.jit\n" +
-                    inductor_program._EMBEDDING_BAG_SUM + "\n")
+                    _EMBEDDING_BAG_SUM + "\n")
         kernel = load(kernel_file, "ke_embedding_bag").ke_embedding_bag_sum
         dlrm = load(os.path.join(root, "problems", "models", "dlrm", "model.py"), "dlrm")
         torch.manual_seed(1)

@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "pytorch"))
-from inductor_capture import capture_settings, compile_and_capture  # noqa: E402
+from ke_inductor.capture import capture_settings, compile_and_capture  # noqa: E402
 
 
 def name_of(path):
@@ -42,7 +42,7 @@ def capture(out, path, modes):
     import torch
     from torch._inductor.utils import run_and_get_code
 
-    # As the first program is captured (src/pytorch/inductor_capture.py).
+    # As the first program is captured (src/pytorch/ke_inductor/capture.py).
     capture_settings(torch)
     name = name_of(path)
     m = load(path)

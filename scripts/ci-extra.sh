@@ -4,6 +4,11 @@
 #   layering  scripts/check-layering.sh: the #include lines of src/ and include/kernelevolve/ against the layers
 #             that src/CMakeLists.txt states (core <- devices <- eval <- search, in full on its `# layers:` line).
 #             Grep and awk, a second or two: first, so that an include running the wrong way fails at once.
+#   pyflakes  pyflakes3 (Debian's pyflakes3) on every Python file of ours in the repository: the packages the
+#             library embeds (src/), the kernelevolve package (python/), tests, benchmarks, scripts and problems;
+#             not Inductor's output code kept as test input (tests/fixtures/inductor*/, read by the translator as
+#             text). Any report fails CI: an unused import or variable, an undefined name, a redefinition. A few
+#             seconds.
 #   tidy      scripts/ci-tidy.sh: clang-tidy and clang-format on the C/C++ files changed since origin/main
 #             (or HEAD~1), with the plain build's build/compile_commands.json. About 30-60 s.
 #   fuzz      libFuzzer on the spec loader and on the expression parser (tests/fuzz), KE_FUZZ_SECONDS each
@@ -24,7 +29,7 @@
 #             plain ctest before this script runs all of them. The tests' own files compile at -O0
 #             there, and the long tests start first (tests/ci_tuning.cmake).
 #
-#   scripts/ci-extra.sh [layering] [tidy] [fuzz] [repeat] [sanitize]   (no argument: all five, in that order)
+#   scripts/ci-extra.sh [layering] [pyflakes] [tidy] [fuzz] [repeat] [sanitize]   (no argument: all six, in that order)
 #
 # Each stage prints what it ran, how long it took, and PASSED or FAILED; the script stops at the first failure.
 set -eu
@@ -38,6 +43,23 @@ now() { date +%s; }
 stage_layering() {
   banner "layering: the includes against src/CMakeLists.txt's layers"
   scripts/check-layering.sh
+}
+
+stage_pyflakes() {
+  start=$(now)
+  banner "pyflakes: the Python files of ours (pyflakes3)"
+  command -v pyflakes3 >/dev/null || { echo "pyflakes: FAILED: no pyflakes3 (scripts/install-deps.sh installs it)"; exit 1; }
+  # The tracked files, so that build folders and a KernelBench checkout are never read. Inductor's output code, as
+  # recorded or hand-written in its form, is data: its unused imports are Inductor's. The capture script beside it is
+  # ours. (No file of ours has a space in its name.)
+  files="$(git ls-files '*.py' ':(exclude)tests/fixtures/inductor' ':(exclude)tests/fixtures/inductor_cpu')
+tests/fixtures/inductor_cpu/capture.py"
+  # shellcheck disable=SC2086
+  if ! pyflakes3 $files; then
+    echo "pyflakes: FAILED (the reports above: an unused import or variable, an undefined name, a redefinition)"
+    exit 1
+  fi
+  echo "pyflakes: PASSED in $(($(now) - start)) s ($(echo "$files" | wc -l) files, no report)"
 }
 
 stage_tidy() { scripts/ci-tidy.sh; }
@@ -162,15 +184,16 @@ stage_sanitize() {
   echo "sanitize: PASSED in $(($(now) - start)) s (build $((built - start)) s, ctest $(($(now) - built)) s, $jobs at a time)"
 }
 
-[ $# -gt 0 ] || set -- layering tidy fuzz repeat sanitize
+[ $# -gt 0 ] || set -- layering pyflakes tidy fuzz repeat sanitize
 for stage in "$@"; do
   case $stage in
     layering) stage_layering ;;
+    pyflakes) stage_pyflakes ;;
     tidy) stage_tidy ;;
     fuzz) stage_fuzz ;;
     repeat) stage_repeat ;;
     sanitize) stage_sanitize ;;
-    *) echo "usage: scripts/ci-extra.sh [layering] [tidy] [fuzz] [repeat] [sanitize]" >&2; exit 2 ;;
+    *) echo "usage: scripts/ci-extra.sh [layering] [pyflakes] [tidy] [fuzz] [repeat] [sanitize]" >&2; exit 2 ;;
   esac
 done
 banner "ci-extra: $* PASSED"

@@ -22,9 +22,10 @@ $SUDO apt-get install -y -qq --no-install-recommends patchelf >/dev/null
 $SUDO apt-get install -y -qq --no-install-recommends openmpi-bin libopenmpi-dev >/dev/null
 # CI's fuzzing (scripts/ci-extra.sh fuzz): libFuzzer and the sanitizer runtimes that clang-16 links.
 $SUDO apt-get install -y -qq --no-install-recommends libclang-rt-16-dev >/dev/null
-# CI's lint stage (scripts/ci-tidy.sh, run by scripts/ci-extra.sh after its layering check): Debian 12's
-# clang-format and clang-tidy.
+# CI's lint stage (scripts/ci-tidy.sh, run by scripts/ci-extra.sh): Debian 12's clang-format and clang-tidy.
 $SUDO apt-get install -y -qq --no-install-recommends clang-format-14 clang-tidy-14 >/dev/null
+# CI's Python lint stage (scripts/ci-extra.sh pyflakes): the pyflakes3 command (its package pulls in python3-pyflakes).
+$SUDO apt-get install -y -qq --no-install-recommends pyflakes3 python3-pyflakes >/dev/null
 # PyTorch problems (src/pytorch/): the reference runs in PyTorch; Debian's is 1.13, CPU only, for
 # /usr/bin/python3 (KernelEvolve finds it there when the python3 on PATH lacks torch).
 $SUDO apt-get install -y -qq --no-install-recommends python3-torch >/dev/null

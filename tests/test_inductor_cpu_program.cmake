@@ -1,6 +1,6 @@
 # Issue 31 on the CPU, without Inductor: the C++ programs translated from Inductor's recorded CPU output code
 # (tests/fixtures/inductor_cpu, captured with torch 2.6) compile on our CPU device and compute what the module
-# computes. Each is translated by src/pytorch/inductor_cpu.py, then `kernelevolve check MODEL.py --language cpp
+# computes. Each is translated by src/pytorch/ke_inductor/cpu.py, then `kernelevolve check MODEL.py --language cpp
 # --seed-kernel` verifies it against the PyTorch reference (torch 1.13 will do: only the reference runs there).
 # A softmax whose division is turned into a product must fail the same check, so the check is not a formality;
 # a layer norm is checked with FP_REASSOCIATE 1 too (its tunable). Without a Python whose torch imports: skipped.
@@ -19,7 +19,7 @@ function(translate fixture out edit)
   string(REGEX REPLACE "\\..*" "" problem "${fixture}")
   execute_process(
     COMMAND ${CMAKE_COMMAND} -E env PYTHONPATH=${SOURCE_DIR}/src/pytorch ${python} -c
-            "import json, sys\nfrom inductor_cpu import translate_cpu\ncode = open(sys.argv[1]).read()\nspec = json.load(open(sys.argv[2]))\ns = translate_cpu(code, spec)['source']\n${edit}\nopen(sys.argv[3], 'w').write(s)"
+            "import json, sys\nfrom ke_inductor import translate_cpu\ncode = open(sys.argv[1]).read()\nspec = json.load(open(sys.argv[2]))\ns = translate_cpu(code, spec)['source']\n${edit}\nopen(sys.argv[3], 'w').write(s)"
             ${SOURCE_DIR}/tests/fixtures/inductor_cpu/${fixture}.py ${SOURCE_DIR}/tests/fixtures/inductor/specs/${problem}.json
             ${WORK_DIR}/${out}.cpp
     RESULT_VARIABLE rc ERROR_VARIABLE err)

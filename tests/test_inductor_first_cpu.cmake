@@ -1,6 +1,6 @@
 # Issue 31 on the CPU with PyTorch 2.x: for an element-wise problem, a reduction and two normalizations of
 # problems/pytorch, `kernelevolve run MODEL.py --device cpu` with no seed and no model captures the C++ that
-# torch.compile (Inductor) writes, translates it (src/pytorch/inductor_cpu.py), and makes it node 0: the test asserts
+# torch.compile (Inductor) writes, translates it (src/pytorch/ke_inductor/cpu.py), and makes it node 0: the test asserts
 # that node 0 came from torch.compile and was verified, that the plan calls Inductor's kernels, that the run timed
 # torch.compile on the CPU, and that a module with a matrix product is refused naming the extern call. Where this
 # Python's torch has no Inductor (Debian 12's 1.13), it is skipped and says why; on a Debian 12 machine run it in

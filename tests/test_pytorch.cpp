@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <kernelevolve/error.hpp>
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/pytorch.hpp>
@@ -61,6 +62,37 @@ TEST_CASE("a script longer than Linux takes as one argument runs whole, as `-c` 
     CHECK_NOTHROW(said = ke::run_script("python3", script, {"a", "b c"}, 60, "a long script"));
     CHECK(said == "__main__ -c ['a', 'b c'] 0\n");
   }
+}
+
+TEST_CASE("a package of ours runs from the library's copy, as `python -m` would, whatever folder is on sys.path") {
+  // The bridge, the capture and the optimizer are packages built into the library (core/python_package.hpp): a
+  // host needs no file of ours, and a folder of the same name where Python looks first is not what runs.
+  static constexpr ke::PythonFile kFiles[] = {
+      {"ke_probe/__init__.py", "WHERE = 'the library'\n"},
+      {"ke_probe/__main__.py",
+       "import sys\nimport traceback\n\nfrom . import WHERE\nfrom .inner import fail\n\n"
+       "print(__name__, __package__, sys.argv[0], sys.argv[1:], WHERE)\n"
+       "try:\n    fail()\nexcept ValueError:\n    print(traceback.format_exc())\n"},
+      {"ke_probe/inner.py", "def fail():\n    raise ValueError('from the package')\n"},
+  };
+  static const ke::PythonPackage kProbe{"ke_probe", kFiles, std::size(kFiles)};
+  const fs::path disk = fs::temp_directory_path() / ("ke_probe_" + std::to_string(::getpid()));
+  fs::create_directories(disk / "ke_probe");
+  std::ofstream(disk / "ke_probe" / "__init__.py") << "WHERE = 'a folder'\n";
+  std::ofstream(disk / "ke_probe" / "__main__.py") << "print('the folder ran')\n";
+  const char* before = std::getenv("PYTHONPATH");
+  const std::string kept = before ? before : "";
+  ::setenv("PYTHONPATH", disk.c_str(), 1);
+  std::string said;
+  CHECK_NOTHROW(said = ke::run_script("python3", kProbe, {"a", "b c"}, 60, "the probe package"));
+  if (before) ::setenv("PYTHONPATH", kept.c_str(), 1);
+  else ::unsetenv("PYTHONPATH");
+  fs::remove_all(disk);
+  CHECK(said.rfind("__main__ ke_probe -c ['a', 'b c'] the library\n", 0) == 0);
+  // A traceback names the module's file in the package and shows its line, as for a file on disk.
+  CHECK_MESSAGE(said.find("File \"<kernelevolve>/ke_probe/inner.py\", line 2, in fail\n"
+                          "    raise ValueError('from the package')") != std::string::npos,
+                said);
 }
 
 TEST_CASE("pytorch: the signature derived from a module: inputs, weights by state-dict key, outputs, named sizes" *

@@ -29,7 +29,7 @@
 # JSON is NAME.json, its progress NAME.log. A run whose tool fails keeps its log and the next run goes on; the
 # script exits 1 if any run or the training check failed.
 #
-# What the baselines are for a backward problem (src/pytorch/bridge.py, run_backward): eager is the module in
+# What the baselines are for a backward problem (src/pytorch/ke_bridge/server.py, run_backward): eager is the module in
 # the problem's dtype with its forward run untimed and `torch.autograd.grad` of the outputs timed (what
 # loss.backward() runs for it; the sparse bag's includes coalescing its gradient), and torch.compile the same
 # through the torch.compile'd module (AOTAutograd's compiled backward). Each is judged against float64 autograd

@@ -19,7 +19,7 @@ extern char** environ;
 
 namespace kernelevolve {
 
-ScriptChild spawn_script(const std::string& python, const std::string& script, const std::vector<std::string>& args,
+ScriptChild spawn_script(const std::string& python, const PythonProgram& program, const std::vector<std::string>& args,
                          const std::vector<int>& fds) {
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0) throw Error(ErrorCode::Internal, std::string("pipe: ") + std::strerror(errno));
@@ -36,16 +36,26 @@ ScriptChild spawn_script(const std::string& python, const std::string& script, c
   for (std::size_t i = 0; i < fds.size(); ++i) {
     if (fds[i] >= 0) posix_spawn_file_actions_adddup2(&fa, fds[i], 3 + static_cast<int>(i));
   }
-  // Linux takes no single argument over 128 KiB (MAX_ARG_STRLEN): a longer script (the model optimizer's four files
-  // are one) is read from a memory file the child inherits past the caller's fds, by a short `-c` that runs it as
-  // `-c` would have (in __main__, with the same sys.argv).
+  // A package's files, and a script over 128 KiB (Linux takes no single argument longer: MAX_ARG_STRLEN), are read
+  // from a memory file the child inherits past the caller's fds, by a short `-c`: the package's bootstrap, or one that
+  // runs the script as `-c` would have (in __main__, with the same sys.argv).
+  const std::string& script = program.script();
+  const int child_fd = 3 + static_cast<int>(fds.size());
+  std::string payload, bootstrap;
+  if (const PythonPackage* package = program.package()) {
+    payload = package_payload(*package);
+    bootstrap = package_bootstrap(*package, child_fd);
+  } else if (script.size() > kLongScript) {
+    payload = script;
+    bootstrap = "import os\nwith os.fdopen(" + std::to_string(child_fd) +
+                ", 'rb') as _f:\n    _s = _f.read()\nexec(compile(_s, '<string>', 'exec'))\n";
+  }
   int script_fd = -1;
-  std::string bootstrap;
-  if (script.size() > kLongScript) {
+  if (!bootstrap.empty()) {
     script_fd = ::memfd_create("kernelevolve-script", MFD_CLOEXEC);
     bool written = script_fd >= 0;
-    for (std::size_t done = 0; written && done < script.size();) {
-      const ssize_t n = ::write(script_fd, script.data() + done, script.size() - done);
+    for (std::size_t done = 0; written && done < payload.size();) {
+      const ssize_t n = ::write(script_fd, payload.data() + done, payload.size() - done);
       if (n < 0 && errno == EINTR) continue;
       written = n > 0;
       if (written) done += static_cast<std::size_t>(n);
@@ -56,13 +66,11 @@ ScriptChild spawn_script(const std::string& python, const std::string& script, c
       ::close(in[0]), ::close(in[1]), ::close(out[0]), ::close(out[1]);
       if (err >= 0) ::close(err);
       posix_spawn_file_actions_destroy(&fa);
+      const std::string what = program.package() ? std::string("the package ") + program.package()->name : "a script";
       throw Error(ErrorCode::Internal,
-                  "cannot hand a script of " + std::to_string(script.size()) + " bytes to " + python + ": " + why);
+                  "cannot hand " + what + " of " + std::to_string(payload.size()) + " bytes to " + python + ": " + why);
     }
-    const int child_fd = 3 + static_cast<int>(fds.size());
     posix_spawn_file_actions_adddup2(&fa, script_fd, child_fd);
-    bootstrap = "import os\nwith os.fdopen(" + std::to_string(child_fd) +
-                ", 'rb') as _f:\n    _s = _f.read()\nexec(compile(_s, '<string>', 'exec'))\n";
   }
   std::vector<std::string> argv_text = {python, "-c", script_fd >= 0 ? bootstrap : script};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
@@ -95,9 +103,9 @@ std::string stderr_tail(int fd, std::size_t keep) {
   return text;
 }
 
-std::string run_script(const std::string& python, const std::string& script, const std::vector<std::string>& args,
+std::string run_script(const std::string& python, const PythonProgram& program, const std::vector<std::string>& args,
                        double timeout_s, const std::string& what) {
-  ScriptChild s = spawn_script(python, script, args, {});
+  ScriptChild s = spawn_script(python, program, args, {});
   ::close(s.to);
   std::string out;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
@@ -139,10 +147,10 @@ std::string run_script(const std::string& python, const std::string& script, con
   return out;
 }
 
-ScriptProcess::ScriptProcess(const std::string& python, const std::string& script, const std::vector<std::string>& args,
-                             const std::vector<int>& fds, std::string what)
+ScriptProcess::ScriptProcess(const std::string& python, const PythonProgram& program,
+                             const std::vector<std::string>& args, const std::vector<int>& fds, std::string what)
     : what_(std::move(what)) {
-  ScriptChild s = spawn_script(python, script, args, fds);
+  ScriptChild s = spawn_script(python, program, args, fds);
   pid_ = s.pid, to_ = s.to, from_ = s.from, err_ = s.err;
 }
 

@@ -547,7 +547,7 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   // far the float32 reference's own rounding took it. A long float32 sum with cancellation can miss the exact
   // answer by more than KernelBench's 1e-4 (level 2, problem 18), and a candidate that sums exactly then
   // "fails". Not with an inout param, which the float32 reference has already overwritten, nor for a backward,
-  // whose reference is autograd in float64 already (bridge.py, Server.run_backward).
+  // whose reference is autograd in float64 already (ke_bridge/server.py, Server.run_backward).
   const bool may_rescue =
       problem && !spec.reference.backward &&
       std::none_of(spec.params.begin(), spec.params.end(), [](const Param& p) { return p.role == Role::inout; });

@@ -1,5 +1,5 @@
-// The model optimizer (optimize.hpp): issue 30 runs in a Python process of its own (kOptimizeScript:
-// src/optimize/capture.py, cut.py, profile.py and driver.py, built into the library as the PyTorch bridge is), which
+// The model optimizer (optimize.hpp): issue 30 runs in a Python process of its own (kOptimizePackage: the package
+// src/optimize/ke_optimize, built into the library as the PyTorch bridge is, run as `python -m ke_optimize`), which
 // runs the kernelevolve command on each region it evolves; its report, the manifest it writes, becomes an
 // OptimizeReport.
 #include "kernelevolve/optimize.hpp"
@@ -28,7 +28,7 @@
 namespace kernelevolve {
 
 namespace optimize {
-extern const char* const kOptimizeScript;
+extern const PythonPackage kOptimizePackage;
 }
 
 namespace {
@@ -348,7 +348,7 @@ std::string joined(const std::vector<std::string>& items) {
 std::string run_optimizer(const std::vector<std::string>& args, const OptimizeOptions& options) {
   // The runs of the regions take most of the time: the process gets the whole timeout and a minute to report.
   try {
-    return run_script(pytorch::find_python(), optimize::kOptimizeScript, args, options.timeout_s + 60,
+    return run_script(pytorch::find_python(), optimize::kOptimizePackage, args, options.timeout_s + 60,
                       "the model optimizer");
   } catch (const Error& e) {
     // The script reports every failure of its own (sys.exit in the model's code too) as JSON and exits 0: a status

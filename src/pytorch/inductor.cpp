@@ -1,6 +1,6 @@
 // The first program from torch.compile (pytorch.hpp, seed_from_torch_compile): the capture and translation run in
-// a Python process of their own (kInductorScript: src/pytorch/inductor_program.py and inductor_capture.py), as the
-// bridge does; its reply becomes the spec's seed, tunables and constraints.
+// a Python process of their own (kInductorPackage: the package src/pytorch/ke_inductor, run as `python -m
+// ke_inductor`), as the bridge does; its reply becomes the spec's seed, tunables and constraints.
 #include <simdjson.h>
 #include <unistd.h>
 
@@ -16,7 +16,7 @@
 namespace kernelevolve {
 
 namespace pytorch {
-extern const char* const kInductorScript;
+extern const PythonPackage kInductorPackage;
 }
 
 namespace {
@@ -51,7 +51,7 @@ void seed_from_torch_compile(Spec& spec, const std::string& device, double timeo
   if (!spec.reference.pytorch)
     throw Error(ErrorCode::BadUsage, where + ": the problem is not a PyTorch module (it has nothing to compile)");
   // On a GPU Inductor writes Triton; on the CPU, C++ kernels, captured scalar and on one thread so that they stand
-  // alone (src/pytorch/inductor_cpu.py says why).
+  // alone (src/pytorch/ke_inductor/cpu.py says why).
   const bool on_cpu = device.rfind("cpu", 0) == 0;
   if (on_cpu && spec.language != Language::cpp)
     throw Error(ErrorCode::BadUsage, where + ": on the CPU Inductor writes C++: the problem's language must be cpp");
@@ -74,7 +74,7 @@ void seed_from_torch_compile(Spec& spec, const std::string& device, double timeo
   // writes the program of that dtype (cuBLAS's bf16 GEMM, kernels loading bf16).
   if (spec.reference.dtype) args.insert(args.end(), {"--dtype", to_string(*spec.reference.dtype)});
   const std::string text =
-      run_script(pytorch::find_python(), pytorch::kInductorScript, args, timeout_s, "torch.compile's capture");
+      run_script(pytorch::find_python(), pytorch::kInductorPackage, args, timeout_s, "torch.compile's capture");
   simdjson::dom::parser parser;
   simdjson::dom::element doc;
   if (parser.parse(text).get(doc) != simdjson::SUCCESS)

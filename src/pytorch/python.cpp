@@ -73,7 +73,7 @@ std::vector<std::string> variant_args(const SourceRef& reference) {
 }
 
 std::string run_bridge(const std::vector<std::string>& args, double timeout_s) {
-  return run_script(find_python(), kBridgeScript, args, timeout_s, "the PyTorch module");
+  return run_script(find_python(), kBridgePackage, args, timeout_s, "the PyTorch module");
 }
 
 }  // namespace kernelevolve::pytorch

@@ -12,8 +12,7 @@ import re
 import sys
 import unittest
 
-from inductor_cpu import translate_cpu
-from inductor_program import Untranslatable
+from ke_inductor import Untranslatable, translate_cpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "fixtures", "inductor_cpu")

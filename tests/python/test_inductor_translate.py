@@ -8,11 +8,12 @@ import ast
 import json
 import os
 import re
+import subprocess
+import sys
 import textwrap
 import unittest
 
-import inductor_program
-from inductor_program import Untranslatable, translate
+from ke_inductor import Untranslatable, binding, output_code, program, translate
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "inductor")
 
@@ -100,44 +101,22 @@ class EveryFixture(unittest.TestCase):
             self.assertIn(name + ".dynamic", TRANSLATED)
 
 
-class EmbeddedScript(unittest.TestCase):
-    """The library runs inductor_program.py, inductor_cpu.py and inductor_capture.py as one script
-    (kInductorScript, src/CMakeLists.txt joins them in this order), so a name defined in two of them is silently
-    the later one's: inductor_cpu.py's own `_kernels_of` once replaced the Triton translator's, and every GPU
-    capture was refused as "a CPU capture's kernels are C++" while these tests, importing each file alone, passed."""
+class Package(unittest.TestCase):
+    """The library runs the package ke_inductor from the files it embeds (src/core/python_package.hpp), as
+    `python -m ke_inductor`. Its files were once pasted into one script, where a name defined in two of them was
+    silently the later one's: the CPU translator's own `_kernels_of` once replaced the Triton translator's, and every
+    GPU capture was refused as "a CPU capture's kernels are C++". As modules, each reads its own names."""
 
-    PARTS = ("inductor_program.py", "inductor_cpu.py", "inductor_capture.py")
+    def test_each_translator_reads_its_own_kernels(self):
+        from ke_inductor import cpu
+        self.assertIs(program._kernels_of, output_code._kernels_of)
+        self.assertEqual(cpu._cpp_kernels_of.__module__, "ke_inductor.cpu")
 
-    def texts(self):
-        here = os.path.dirname(os.path.abspath(inductor_program.__file__))
-        out = []
-        for name in self.PARTS:
-            with open(os.path.join(here, name)) as f:
-                out.append((name, f.read()))
-        return out
-
-    def test_no_top_level_name_is_defined_in_two_parts(self):
-        owner = {}
-        for name, text in self.texts():
-            for node in ast.parse(text).body:
-                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-                    defined = [node.name]
-                elif isinstance(node, ast.Assign):
-                    defined = [t.id for t in node.targets if isinstance(t, ast.Name)]
-                else:
-                    continue
-                for d in defined:
-                    if d != "__all__":
-                        self.assertNotIn(d, owner, f"{d} is defined in {owner.get(d)} and in {name}")
-                        owner[d] = name
-
-    def test_the_fixtures_translate_through_the_joined_script_as_alone(self):
-        scope = {"__name__": "kernelevolve_inductor_script"}  # not __main__: the capture's main stays unrun
-        exec(compile("\n\n".join(text for _, text in self.texts()), "kInductorScript", "exec"), scope)
-        for name in sorted(TRANSLATED):
-            with self.subTest(fixture=name):
-                code, spec = fixture(name)
-                self.assertEqual(scope["translate"](code, spec), translate(code, spec))
+    def test_the_driver_loads_without_torch(self):
+        """`python -m ke_inductor` imports every module of the package; torch only once it runs."""
+        code = "import sys, ke_inductor.capture, ke_inductor.__main__; print('torch' in sys.modules)"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        self.assertEqual((done.returncode, done.stdout.strip()), (0, "False"), done.stderr)
 
 
 class ExpectedPlans(unittest.TestCase):
@@ -239,7 +218,7 @@ class ExpectedPlans(unittest.TestCase):
     def test_each_kernel_starts_from_its_own_warps(self):
         code, spec = fixture("mean_middle_dim.dynamic")
         code = re.sub(r"^# kernelevolve-chosen: .*$", "", code, flags=re.M)
-        first, second = list(inductor_program._kernels_of(ast.parse(code)))
+        first, second = list(output_code._kernels_of(ast.parse(code)))
         chosen = {first: {"XBLOCK": 64, "R0_BLOCK": 8, "num_warps": 16, "num_stages": 1},
                   second: {"XBLOCK": 1024, "num_warps": 2, "num_stages": 1}}
         tunables = translate(code, spec, chosen)["tunables"]
@@ -291,12 +270,17 @@ class ExpectedPlans(unittest.TestCase):
         self.assertEqual(static["steps"][0]["args"], ["features", "features", "buf0", "256", "27", "27", "64"])
 
     def test_no_torch(self):
-        with open(inductor_program.__file__) as f:
-            tree = ast.parse(f.read())
-        imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-                    for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
-                                         if isinstance(n, ast.ImportFrom) and n.module}
-        self.assertFalse(imported & {"torch", "triton"})
+        """The translation, every module of the package but the capture, imports neither torch nor triton."""
+        folder = os.path.dirname(os.path.abspath(program.__file__))
+        for name in sorted(os.listdir(folder)):
+            if not name.endswith(".py") or name in ("capture.py", "__main__.py"):
+                continue
+            with open(os.path.join(folder, name)) as f:
+                tree = ast.parse(f.read())
+            imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
+                        for a in n.names} | {n.module.split(".")[0] for n in ast.walk(tree)
+                                             if isinstance(n, ast.ImportFrom) and n.module}
+            self.assertFalse(imported & {"torch", "triton"}, name)
 
 
 class Patterns(unittest.TestCase):
@@ -537,15 +521,15 @@ class Patterns(unittest.TestCase):
         unrecorded = re.sub(r"^# kernelevolve-args: .*$", "", code, flags=re.M)
         self.assertEqual(plan_of(translate(unrecorded, spec)["source"])["steps"][0]["args"][:6],
                          ["x", "bn_weight", "bn_bias", "bn_running_mean", "bn_running_var", "out"])
-        names = inductor_program.state_names(["input 0", "state bn.running_mean", "state bn.running_var",
-                                              "state bn.weight", "state bn.bias"])
+        names = program.state_names(["input 0", "state bn.running_mean", "state bn.running_var",
+                                     "state bn.weight", "state bn.bias"])
         self.assertEqual(names, ["input 0", "bn_running_mean", "bn_running_var", "bn_weight", "bn_bias"])
         self.assertEqual(plan_of(translate(unrecorded, spec, arg_names=names)["source"])["steps"][0]["args"][:6],
                          statistics_first)
         # A record that does not fit call()'s arguments is not used.
         self.assertEqual(plan_of(translate(unrecorded, spec, arg_names=names[:3])["source"])["steps"][0]["args"][1],
                          "bn_weight")
-        self.assertEqual(inductor_program.state_names(["state 0.weight", None]), ["p_0_weight", None])
+        self.assertEqual(program.state_names(["state 0.weight", None]), ["p_0_weight", None])
 
     def test_same_shaped_inputs_and_state_are_paired_by_what_the_capture_saw(self):
         # 33_VanillaRNN's region: its input, its initial hidden state and the hidden-state buffer it overwrites have
@@ -575,13 +559,13 @@ class Patterns(unittest.TestCase):
                            {"name": "hidden_size", "dtype": "i64", "role": "size"}],
                 "workloads": [{"batch_size": 8, "hidden_size": 48}]}
         tree = ast.parse(code)
-        call = inductor_program._function(tree, "call", in_class="Runner")
+        call = output_code._function(tree, "call", in_class="Runner")
 
         def paired(identities):
-            binding = inductor_program._Binding(spec)
-            inductor_program._match_tensors(call, inductor_program._example_args(tree), binding,
-                                            inductor_program.state_names(identities) if identities else None)
-            return binding.tensor_of
+            bound = binding._Binding(spec)
+            binding._match_tensors(call, output_code._example_args(tree), bound,
+                                   program.state_names(identities) if identities else None)
+            return bound.tensor_of
         self.assertEqual(paired(["state hidden", "input 1", "input 0"]),
                          {"arg0_1": "hidden", "arg1_1": "x", "arg2_1": "initial_hidden"})
         # Without the record: the spec's order, all that can be known.
@@ -589,8 +573,9 @@ class Patterns(unittest.TestCase):
 
     def test_a_zero_dimensional_buffer_is_a_temporary_of_one_element(self):
         # A full reduction's result (37_FrobeniusNorm_'s sum): a plan's temporary has a non-empty shape.
-        zero_d = inductor_program._Storage("buf0", [], [], "f32")
-        self.assertEqual(inductor_program._temporary_shape(None, zero_d), ["1"])
+        from ke_inductor.plan import _Storage
+        zero_d = _Storage("buf0", [], [], "f32")
+        self.assertEqual(program._temporary_shape(None, zero_d), ["1"])
 
     def test_a_float_of_the_module_is_named(self):
         code, spec = pattern("leaky_relu_slope")
@@ -741,7 +726,7 @@ class EmbeddingBagsSideBySide(unittest.TestCase):
 
 class TF32(unittest.TestCase):
     """A library step on f32 data takes "math": "tf32" where the spec's precision, the switches the capture compiled
-    under (inductor_capture.apply_precision), has its library's on: node 0 computes what the user's torch.compile
+    under (ke_inductor/capture.py, apply_precision), has its library's on: node 0 computes what the user's torch.compile
     does. The recorded fixtures are the code either way: cuDNN and cuBLAS are called alike with TF32 on or off."""
 
     PYTORCH_DEFAULTS = {"policy": "as-run", "cudnn_tf32": True, "matmul_tf32": False,

@@ -118,17 +118,16 @@ def assert_no_kernel_gain(test, ab):
 
 
 def optimizer_script():
-    """The optimizer's four scripts as one module, joined as src/CMakeLists.txt joins them into kOptimizeScript (its
-    main() runs only as __main__): for a test that calls its parts."""
+    """The optimizer's four modules (the package ke_optimize, which the library runs as `python -m ke_optimize`) as
+    one namespace, each part by its name: for a test that calls its parts."""
     source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "optimize")
-    parts = []
-    for part in ("capture", "cut", "profile", "driver"):
-        with open(os.path.join(source, f"{part}.py")) as f:
-            parts.append(f.read())
-    text = "\n".join(parts)
-    module = types.ModuleType("kernelevolve_optimize_script")
-    exec(compile(text, os.path.join(source, "driver.py (the four joined)"), "exec"), module.__dict__)
-    return module
+    if source not in sys.path:
+        sys.path.insert(0, source)
+    from ke_optimize import capture, cut, driver, profile
+    parts = {}
+    for module in (capture, cut, profile, driver):
+        parts.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
+    return types.SimpleNamespace(**parts)
 
 
 def assert_close(test, got, expected, what):
@@ -326,13 +325,12 @@ class ConvnetTest(Optimized, unittest.TestCase):
 
 
 class ProfileRowsTest(unittest.TestCase):
-    """Step 1's table of operators from torch.profiler's averages (src/optimize/profile.py's operator_rows), on
+    """Step 1's table of operators from torch.profiler's averages (src/optimize/ke_optimize/profile.py's operator_rows), on
     averages made here: a GPU's profile lists each kernel as a row of its own, on the device, whose time is already
     its operator's."""
 
     def test_a_gpu_profiles_kernels_are_not_counted_again(self):
-        profile = load(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "src", "optimize",
-                                    "profile.py"), "kernelevolve_optimize_profile")
+        profile = optimizer_script()  # operator_rows among its parts
 
         def event(key, device_type, us, shapes=()):
             return types.SimpleNamespace(key=key, device_type=device_type, self_device_time_total=us,

@@ -273,7 +273,8 @@ class GpuDevice : public Device {
   std::shared_ptr<Kernel> copy_kernel_, fma_kernel_, flush_kernel_, spin_kernel_;
   // Timing parity (issue 50): a timed call is queued behind ke_spin, held for twice the host's time to queue the
   // last timed call (at least kMinHoldUs), so that its events time the GPU's work and not the host's launch gaps,
-  // as a PyTorch baseline's are (bridge.py's Timer). The host's own time is reported apart (LaunchResult::host_us).
+  // as a PyTorch baseline's are (ke_bridge/timing.py's Timer). The host's own time is reported apart
+  // (LaunchResult::host_us).
   static constexpr double kMinHoldUs = 20;
   double spin_cycles_per_us_ = 0;         // the SM clock's, from the device's clock rate; 0: no hold
   double last_queue_us_ = 0;              // the host's time to queue the last timed call's steps

@@ -3,7 +3,7 @@
 # has it, else torch.fx's symbolic trace (what torch 1.13 has). Each node's value is recorded (shape, dtype,
 # and the scale a region's get_inputs() draws at), the graph's own output checked against the model's, and
 # values that are not tensors (x.size(0)) folded into constants, so that every edge between regions is a
-# tensor. Read with cut.py, profile.py and driver.py: the four are one script (kOptimizeScript).
+# tensor. Read with cut.py, profile.py and driver.py, the other modules of the ke_optimize package.
 import contextlib
 import importlib.util
 import os

@@ -12,7 +12,7 @@ CPU has no library steps), ATen operators Inductor calls as they are, kernels th
 Why the kernels stand alone. Inductor's kernels include cpp_prefix.h, which pulls in ATen's and c10's headers
 (Vectorized, BFloat16, Philox, the AOTI shim): our Clang has none of them, and a candidate's source must compile as
 it is stored, since a model rewrites it. The capture therefore asks for what needs none of them
-(inductor_capture.py, cpu_capture_settings): no vectorization (`cpp.simdlen = 1`: plain scalar loops, which Clang
+(capture.py, cpu_capture_settings): no vectorization (`cpp.simdlen = 1`: plain scalar loops, which Clang
 -O3 vectorizes for the host where it may, instead of at::vec::Vectorized<float>) and one thread (`cpp.threads = 1`:
 no `#pragma omp`, since our CPU device calls a program on one thread, as the bridge times eager and
 torch.compile). What a scalar kernel still uses of the prefix is small: NaN-propagating max and min, Welford's
@@ -26,7 +26,7 @@ vectorize `acc = acc + x` over floats unless it may reassociate it. Where a kern
 vectorize the sum, in another order: verification judges the result. Without a reduction, no tunable: one that
 changes nothing would only cost evaluations.
 
-Standard library only, as inductor_program.py: this runs where PyTorch has no Inductor (CI's torch 1.13) and never
+Standard library only, as the Triton translation: this runs where PyTorch has no Inductor (CI's torch 1.13) and never
 imports torch.
 """
 
@@ -34,15 +34,11 @@ import ast
 import json
 import re
 
-if "_Plan" not in globals():  # alone (tests, scripts); in kInductorScript, inductor_program.py's text came first
-    from inductor_program import (_Binding, _Plan, _Storage, _TORCH_DTYPES, Untranslatable, _dotted,
-                                  _match_tensors, _temporary_shape, _tie_sizes, _value)
-
-__all__ = ["translate_cpu"]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The kernels
+from .binding import _Binding, _match_tensors, _tie_sizes
+from .errors import Untranslatable
+from .output_code import _dotted, _TORCH_DTYPES, _value
+from .plan import _Plan, _Storage
+from .program import _temporary_shape
 
 
 class _CppKernel:
@@ -155,10 +151,6 @@ def _call_function(tree):
     raise Untranslatable("call()", "the output code has no such function")
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# call(): buffers and kernel calls, into plan steps (inductor_program.py's _Plan, with the CPU's forms)
-
-
 class _CpuPlan(_Plan):
     def statement(self, node):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
@@ -206,10 +198,6 @@ def _plain_args(call):
             node = inner
         args.append(node)
     return ast.Call(func=call.func, args=args, keywords=[])
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The program's source
 
 
 def translate_cpu(output_code, spec, arg_names=None):
@@ -301,6 +289,7 @@ inline bool ke_isnan(T x) {
   else return false;
 }
 """
+
 
 _REASSOCIATE = """
 #if FP_REASSOCIATE

@@ -16,6 +16,8 @@ import re
 import torch
 import torch.fx
 
+from .capture import Refusal, VIEW_OPS, dtype_name, op_name, target_text
+
 
 ANCHOR_OPS = {
     "linear", "addmm", "mm", "bmm", "matmul", "baddbmm", "addbmm", "addmv", "mv", "dot", "einsum", "tensordot",

@@ -1,9 +1,10 @@
-# The model optimizer's driver (after capture.py, cut.py and profile.py, in one script: kOptimizeScript), run by
-# src/optimize/optimize.cpp with the interpreter that imports torch:
-#   python3 -c SCRIPT --model MODEL.py --device cpu|cuda[:N] --out DIR [--min-share F] [--budget SEC]
-#                     [--cli KERNELEVOLVE] [--package-dir DIR] [--no-evolve] [--max-evals N] [--total-evals N]
-#                     [--run-option ARG]... [--timeout SEC] [--devices D1,D2,...]
-#                     [--stage all|evolve|finish --session ID [--rank R]]
+# The model optimizer's driver (after capture.py, cut.py and profile.py), run by src/optimize/optimize.cpp with the
+# interpreter that imports torch, as `python -m ke_optimize` would run it (the package is built into the library:
+# src/core/python_package.hpp):
+#   python3 -m ke_optimize --model MODEL.py --device cpu|cuda[:N] --out DIR [--min-share F] [--budget SEC]
+#                          [--cli KERNELEVOLVE] [--package-dir DIR] [--no-evolve] [--max-evals N] [--total-evals N]
+#                          [--run-option ARG]... [--timeout SEC] [--devices D1,D2,...]
+#                          [--stage all|evolve|finish --session ID [--rank R]]
 # The six steps of issue 30: profile, cut, rank (each region written as a problem file, its weights beside it, and
 # manifest.json under DIR); evolve each kept region (`kernelevolve run` on its file, every run in DIR/optimize.db,
 # a region's run found again there by its hash); put back the winners (DIR/optimized.py); prove the model's speedup
@@ -32,6 +33,12 @@ import time
 import types
 
 import torch
+
+from .capture import (INPUTS_SEED, MODEL_SEED, Refusal, build, capture_model, check_size, dtype_name, exit_call,
+                      first_line, load_model_file, tensors_in, timed)
+from .cut import (OPTIMIZED, OPTIMIZED_WEIGHTS, attribute, cut, forward_source, occurrence_weights, optimized_source,
+                  region_function, region_weights, write_optimized, write_problem)
+from .profile import interleaved, load_region, profile_model, rank, ratio, verdict
 
 MANIFEST = "manifest.json"
 TOOL = "kernelevolve optimize"
@@ -966,7 +973,3 @@ def main():
                                     f"(line {where.lineno}, in {where.name})", "kind": "internal", "steps_s": steps})
     report_out.write(text + "\n")
     report_out.flush()
-
-
-if __name__ == "__main__":  # `python3 -c SCRIPT` (optimize.cpp); a test imports the four files to call their parts
-    main()

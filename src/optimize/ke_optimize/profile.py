@@ -11,6 +11,8 @@ import time
 
 import torch
 
+from .capture import INPUTS_SEED
+
 
 def synchronize(device):
     if device.type == "cuda":

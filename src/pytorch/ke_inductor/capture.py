@@ -1,14 +1,21 @@
-# The driver of the first program from torch.compile (issue 31), run after inductor_program.py's text in one
-# script (built into the library: kInductorScript): it compiles the module with Inductor, the sizes marked
-# dynamic, captures the output code of that one compile, translates it (translate(), above) for the spec's
-# params, and prints one JSON object: {"source", "tunables", "constraints", "notes"}, or {"error", "part"}.
-#   python3 -c SCRIPT --module model.py --device cuda --spec spec.json
-# On the CPU (--device cpu) it captures C++ kernels under cpu_capture_settings() and translates them with
-# inductor_cpu.py's translate_cpu(), whose text comes between the two in the script.
+"""The driver of the first program from torch.compile (issue 31): it compiles the module with Inductor, the sizes
+marked dynamic, captures the output code of that one compile, translates it (program.translate) for the
+spec's params, and prints one JSON object: {"source", "tunables", "constraints", "notes"}, or
+{"error", "part"}.
+  python -m ke_inductor --module model.py --device cuda --spec spec.json [--dtype bf16|f16]
+On the CPU (--device cpu) it captures C++ kernels under cpu_capture_settings() and translates them with
+cpu.translate_cpu().
+"""
+
+import json
+
+from .cpu import translate_cpu
+from .errors import Untranslatable
+from .program import state_names, translate
 
 
 def apply_precision(torch, precision=None):
-    """The TF32 switches of the run's precision (the spec's "precision", as the run resolved it; bridge.py's
+    """The TF32 switches of the run's precision (the spec's "precision", as the run resolved it; ke_bridge's
     precision_state()): the program captured is the one the user's torch.compile runs under them, so node 0 is what
     the user already has. No precision given: fp32, TF32 off (the strict policy)."""
     precision = precision or {}
@@ -40,7 +47,7 @@ def capture_settings(torch):
 def cpu_capture_settings(torch):
     """What a capture on the CPU sets besides capture_settings() (tests/fixtures/inductor_cpu/capture.py records
     fixtures under the same), so that the C++ Inductor writes stands alone in a candidate our Clang compiles
-    (src/pytorch/inductor_cpu.py says why): no at::vec (simdlen 1 picks no vector ISA: plain scalar loops, which
+    (cpu.py says why): no at::vec (simdlen 1 picks no vector ISA: plain scalar loops, which
     Clang vectorizes itself where it may) and one thread (no `#pragma omp`: our CPU device calls a program on one
     thread, and the bridge times eager and torch.compile on one, KE_TORCH_THREADS)."""
     import torch._inductor.config as config
@@ -71,7 +78,7 @@ def autotuners():
     return [obj for obj in gc.get_objects() if issubclass(type(obj), CachingAutotuner)]
 
 
-def _capture_main():
+def main():
     import argparse
     import importlib.util
     import sys
@@ -121,7 +128,7 @@ def _capture_main():
         with device:
             model = module.Model(*module.get_init_inputs()).to(device).eval()
             inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
-        if args.dtype:  # as the reference of a --dtype problem casts (bridge.py's Variant): floats only
+        if args.dtype:  # as the reference of a --dtype problem casts (ke_bridge's Variant): floats only
             dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[args.dtype]
             model = model.to(dtype)
             inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
@@ -173,7 +180,7 @@ def _compile_and_translate(torch, run_and_get_code, model, inputs, spec, dynamic
     if len(codes) != 1:
         raise Untranslatable("graph break", f"torch.compile wrote {len(codes)} graphs for the module: one program "
                              "is one graph")
-    if on_cpu:  # C++ kernels (inductor_cpu.py), no autotuner
+    if on_cpu:  # C++ kernels (cpu.py), no autotuner
         return translate_cpu(codes[0], spec, state_names(identities) if identities else None)
     return translate(codes[0], spec, chosen, state_names(identities) if identities else None)
 
@@ -236,7 +243,3 @@ def _holds_at(constraints, workload):
         except Exception:
             return False
     return True
-
-
-if __name__ == "__main__":
-    _capture_main()
