@@ -5,32 +5,15 @@
 #include <string>
 #include <vector>
 
+#include "core/text_lines.hpp"
+
 namespace kernelevolve::mutators {
 
 namespace {
 
-std::string trim(const std::string& s) {
-  std::size_t a = 0, b = s.size();
-  while (a < b && std::isspace(static_cast<unsigned char>(s[a]))) ++a;
-  while (b > a && std::isspace(static_cast<unsigned char>(s[b - 1]))) --b;
-  return s.substr(a, b - a);
-}
-
-std::vector<std::string> split_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::size_t start = 0;
-  for (std::size_t i = 0; i <= text.size(); ++i) {
-    if (i == text.size() || text[i] == '\n') {
-      std::string line = text.substr(start, i - start);
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      lines.push_back(line);
-      start = i + 1;
-    }
-  }
-  return lines;
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+using text::split_lines;
+using text::starts_with;
+using text::trim;
 
 std::string join(const std::vector<std::string>& lines, std::size_t from, std::size_t to) {
   std::string out;
