@@ -563,15 +563,15 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
   // measured once. The checked timed runs reuse it: measuring means a copy of the reference's answer, on the host
   // where the device has no room (4 GB for KernelBench level 2's 1), and on every checked run that cost minutes.
   std::vector<double> own_error_of(n, NAN);
-  int own_error_trial = -1;  // the last verification trial whose own error was measured
+  // Where it was last measured: kNotYet, a verification trial, or kTimedRun (a timed run that came before any).
+  constexpr int kNotYet = -1, kTimedRun = -2;
+  int own_error_measured_in = kNotYet;
   // `trial`: the verification trial, or -1 for a checked timed run.
   auto rescued_by_float64 = [&](const Comparison& missed, int trial) -> bool {
     const double tolerance = spec.tolerance.atol + spec.tolerance.rtol * std::abs(missed.expected);
     if (!may_rescue || !std::isfinite(missed.got) || !(missed.excess <= 99 * tolerance)) return false;
-    const bool measured_before =
-        std::any_of(own_error_of.begin(), own_error_of.end(), [](double v) { return !std::isnan(v); });
-    const bool measure_own_error = trial < 0 ? !measured_before : own_error_trial != trial;
-    if (measure_own_error && trial >= 0) own_error_trial = trial;
+    const bool measure_own_error = trial < 0 ? own_error_measured_in == kNotYet : own_error_measured_in != trial;
+    if (measure_own_error) own_error_measured_in = trial < 0 ? kTimedRun : trial;
     if (measure_own_error) e.resources["reference_error_measured"] += 1;
     // The reference's own answers, kept before float64 overwrites them: on the candidate's device where it has room,
     // else on the host (a baseline's device is the reference's arena, sized for its two blocks and no more: there a
