@@ -438,7 +438,8 @@ TEST_CASE("gpu core: buffers upload, download, fill, copy and rotate on the devi
     const int allocations = g->live_allocations;
     bool released = false;
     {
-      auto v = device.view(*a, 4, 8, [&] { released = true; });
+      auto v = device.view(
+          *a, 4, 8, [&] { released = true; }, 0, 0);
       REQUIRE(v);
       CHECK(v->bytes() == 8);
       CHECK(static_cast<unsigned char*>(v->data()) == static_cast<unsigned char*>(a->data()) + 4);
@@ -452,9 +453,11 @@ TEST_CASE("gpu core: buffers upload, download, fill, copy and rotate on the devi
     CHECK(got[4] == 0xee);
     CHECK(got[11] == 0xee);
     CHECK(got[12] == 12);
-    CHECK(device.view(*a, 10, 8, nullptr) == nullptr);  // past the end
+    CHECK(device.view(*a, 10, 8, nullptr, 0, 0) == nullptr);  // past the end
+    CHECK(device.view(*a, 4, 8, nullptr, 0, 8) == nullptr);   // its red zone past the end
+    CHECK(device.view(*a, 4, 8, nullptr, 5, 0) == nullptr);   // its red zone before the start
     HostBuffer host(std::vector<unsigned char>(16));
-    CHECK(device.view(host, 0, 8, nullptr) == nullptr);  // not this device's
+    CHECK(device.view(host, 0, 8, nullptr, 0, 0) == nullptr);  // not this device's
   }
 }
 
@@ -1139,11 +1142,40 @@ TEST_CASE("gpu core: red zones around every buffer catch a write past its end or
     CHECK(r.before);
     CHECK(r.distance == 1);
     CHECK(r.zone_bytes == 256);
-    // A view of it has none of its own.
-    auto v = device.view(*b, 0, 1, nullptr);
+    // A view of it has none of its own, unless it is given some.
+    auto v = device.view(*b, 0, 1, nullptr, 0, 0);
     REQUIRE(v);
     CHECK_FALSE(v->check_red_zones().checked);
   }
+  // A view with red zones (a PyTorch problem's buffer carved from the reference's arena): the zones lie in the
+  // parent, around the view, and are filled, checked and re-armed as an allocation's are; the parent's bytes
+  // outside them are not the view's.
+  auto arena = device.allocate(4096);
+  auto* base = static_cast<unsigned char*>(arena->data());
+  std::fill(base, base + 4096, static_cast<unsigned char>(0));
+  auto v = device.view(*arena, 1024, 60, nullptr, 256, 452);
+  REQUIRE(v);
+  auto* data = static_cast<unsigned char*>(v->data());
+  CHECK(data == base + 1024);
+  ke::RedZoneReport r = v->check_red_zones();
+  CHECK(r.checked);
+  CHECK(r.intact);
+  CHECK(base[1024 - 256] != 0);  // filled
+  CHECK(base[1024 + 60 + 451] != 0);
+  CHECK(base[1024 - 257] == 0);  // not the view's
+  CHECK(base[1024 + 60 + 452] == 0);
+  data[60] = 0;
+  r = v->check_red_zones();
+  CHECK_FALSE(r.intact);
+  CHECK_FALSE(r.before);
+  CHECK(r.distance == 0);
+  CHECK(r.zone_bytes == 452);
+  CHECK(v->check_red_zones().intact);  // re-armed
+  data[-3] = 0;
+  r = v->check_red_zones();
+  CHECK(r.before);
+  CHECK(r.distance == 3);
+  CHECK(r.zone_bytes == 256);
 }
 
 TEST_CASE(

@@ -135,14 +135,19 @@ TEST_CASE("the footprint is the documented formula") {
     gpu.kind = "cuda";
     gpu.properties["l2_cache_bytes"] = std::to_string(50 * MiB);
     const ke::MemoryFootprint g = ke::memory_footprint(torch, gpu);
-    CHECK(g.arena_bytes == 2 * 4 * n * 4);  // each buffer on 64 bytes, as the arena carves it: already aligned
+    // Each buffer between red zones of 256 bytes, as the arena carves it: n floats are already on 256 bytes.
+    CHECK(g.arena_bytes == 2 * 4 * (256 + n * 4 + 256));
     CHECK(g.worker_bytes == g.arena_bytes + g.problem_bytes);
-    CHECK(g.worker_bytes <= 3 * g.problem_bytes);
+    CHECK(g.worker_bytes <= 3 * g.problem_bytes + 2 * 4 * 512);  // three copies, and the zones of two blocks
     CHECK(g.fixed_bytes == 512 * MiB + 100 * MiB + 1024 * MiB + 100 * MiB);
-    // Odd sizes: the arena rounds each buffer up to 64 bytes.
+    // Odd sizes: the zone after a buffer takes its rounding up to 256 bytes too.
     ke::Spec odd = spec_with(kHonest, 1001);
     odd.reference.pytorch = true;
-    CHECK(ke::memory_footprint(odd, gpu).arena_bytes == 2 * 4 * ((1001 * 4 + 63) / 64 * 64));
+    CHECK(ke::memory_footprint(odd, gpu).arena_bytes == 2 * 4 * (256 + (1001 * 4 + 255) / 256 * 256 + 256));
+    const ke::ArenaSlot slot = ke::arena_slot(1001 * 4);
+    CHECK(slot.front == 256);
+    CHECK(slot.back == 256 + (1001 * 4 + 255) / 256 * 256 - 1001 * 4);
+    CHECK(slot.reserved == slot.front + 1001 * 4 + slot.back);
   }
 }
 
@@ -402,8 +407,8 @@ TEST_CASE("pytorch: the arena is two blocks, and a kernel's and a baseline's eva
   const auto cpu = ke::open_device("cpu");
   ke::pytorch::TorchReference reference(spec, cpu);
   CHECK(reference.arena_bytes() == ke::memory_footprint(spec, cpu->info()).arena_bytes);
-  // x and out of the larger workload, each on 64 bytes, twice.
-  const std::size_t block = 2 * ((8ull * 24 * 40 * 56 * 4 + 63) / 64 * 64);
+  // x and out of the larger workload, each between red zones of 256 bytes, twice.
+  const std::size_t block = 2 * ke::arena_slot(8ull * 24 * 40 * 56 * 4).reserved;
   CHECK(reference.arena_bytes() == 2 * block);
   // In a worker, confined as a run's are: giving the arena's second half back is the bridge's to do.
   ke::WorkerOptions wo;

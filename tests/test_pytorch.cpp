@@ -747,6 +747,24 @@ TEST_CASE("pytorch: on a CUDA GPU the reference runs in the candidate device's o
   wrong.replace(relu, 5, "fminf");
   const ke::Evaluation bad = evaluator.evaluate({wrong, ke::Language::cuda, spec.seed_tunables()}, 4);
   CHECK(bad.status == ke::Status::incorrect);
+  // The buffers carved from the arena have red zones, as the device's own allocations do: one element past the
+  // output (257 x 129 floats, no multiple of 256 bytes) or element -1 of an input lands in a zone, not in the
+  // rounding or in the buffer beside it.
+  const auto last = spec.seed.source.rfind('}');
+  REQUIRE(last != std::string::npos);
+  for (const std::string& write : {std::string("if (j == 0 && i0 == 0) out[batch_size * N] = 0.f;"),
+                                   std::string("if (j == 0 && i0 == 0) ((float*)fc_bias)[-1] = 0.f;")}) {
+    CAPTURE(write);
+    std::string outside = spec.seed.source;
+    outside.insert(last, write + "\n");
+    const ke::Evaluation e = evaluator.evaluate({outside, ke::Language::cuda, spec.seed_tunables()}, 6);
+    CHECK(e.status == ke::Status::incorrect);
+    const bool past = write.find("out[") != std::string::npos;
+    CHECK_MESSAGE(e.message.find(past ? "wrote past the end of output 'out' (byte 0 of the"
+                                      : "wrote before the start of input 'fc_bias' (byte -1, in the 256 before it") !=
+                      std::string::npos,
+                  e.message);
+  }
   const ke::Evaluation eager = evaluator.evaluate({"eager", ke::Language::pytorch, spec.seed_tunables()}, 5);
   REQUIRE_MESSAGE(eager.status == ke::Status::ok, eager.message);
   CHECK(eager.timings.size() == 2);

@@ -258,10 +258,12 @@ class Device {
     return nullptr;
   }
   // `bytes` at `offset` in `parent` (a buffer of this device) as a buffer of this device, owning nothing:
-  // it must not outlive `parent`. `released` runs when it is destroyed. Null where the device cannot.
+  // it must not outlive `parent`. `released` runs when it is destroyed. The `front_zone` bytes before it and
+  // the `back_zone` bytes after it, which the caller leaves unused in `parent`, are its red zones
+  // (check_red_zones), as an allocation's are; 0 for none. Null where the device cannot.
   virtual std::unique_ptr<Buffer> view(Buffer& parent, std::size_t offset, std::size_t bytes,
-                                       std::function<void()> released) {
-    (void)parent, (void)offset, (void)bytes, (void)released;
+                                       std::function<void()> released, std::size_t front_zone, std::size_t back_zone) {
+    (void)parent, (void)offset, (void)bytes, (void)released, (void)front_zone, (void)back_zone;
     return nullptr;
   }
   // buffer_digest() of the first `bytes` bytes: equal contents give equal digests on every device.

@@ -91,6 +91,15 @@ struct MemoryFootprint {
   std::size_t per_worker() const { return worker_bytes + fixed_bytes; }
   std::size_t for_jobs(std::size_t jobs) const { return shared_bytes + jobs * per_worker(); }
 };
+// Where one buffer of `bytes` lies in a PyTorch reference's arena (pytorch/torch_reference.cpp), which
+// memory_footprint sizes: its data `front` bytes into the `reserved` it takes, on 256 bytes. On a GPU, where a
+// kernel's buffers are carved from the arena, the bytes around the data are red zones, as a GPU allocation's are:
+// a write just outside a buffer is caught there as anywhere else.
+struct ArenaSlot {
+  std::size_t front = 0, back = 0, reserved = 0;
+};
+ArenaSlot arena_slot(std::size_t bytes);
+
 // `shared_reference`: a PyTorch problem's workers share one reference process and arena (WorkerOptions).
 MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device, bool shared_reference = false);
 // The device's memory in bytes: `told` when not 0, else $KE_DEVICE_MEMORY (bytes, or with a K, M, G or T

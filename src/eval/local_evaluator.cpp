@@ -869,9 +869,6 @@ bool LocalEvaluator::Impl::run_workload(std::size_t w, Device& device, const pro
 
 namespace {
 
-// As the PyTorch reference's arena carves its blocks (torch_reference.cpp): each buffer on 64 bytes.
-std::size_t arena_aligned(std::size_t bytes) { return (std::max<std::size_t>(bytes, 1) + 63) / 64 * 64; }
-
 std::size_t property_bytes(const DeviceInfo& device, const std::string& name) {
   const auto it = device.properties.find(name);
   if (it == device.properties.end()) return 0;
@@ -937,6 +934,15 @@ std::string gb(std::size_t bytes) {
 
 }  // namespace
 
+ArenaSlot arena_slot(std::size_t bytes) {
+  constexpr std::size_t kZone = 256;  // as a GPU allocation's red zones (gpu_device.cpp): they keep its alignment
+  ArenaSlot slot;
+  slot.front = kZone;
+  slot.back = (std::max<std::size_t>(bytes, 1) + kZone - 1) / kZone * kZone - bytes + kZone;
+  slot.reserved = slot.front + bytes + slot.back;
+  return slot;
+}
+
 MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device, bool shared_reference) {
   MemoryFootprint f;
   std::size_t aligned_total = 0;  // of the workload with the most, for the arena
@@ -946,7 +952,7 @@ MemoryFootprint memory_footprint(const Spec& spec, const DeviceInfo& device, boo
       if (!p.is_buffer()) continue;
       const std::size_t bytes =
           std::max<std::size_t>(1, static_cast<std::size_t>(spec.element_count(p, w))) * dtype_size(p.dtype);
-      aligned += arena_aligned(bytes);
+      aligned += arena_slot(bytes).reserved;
       (p.role == Role::in ? in : p.role == Role::out ? out : inout) += bytes;
     }
     aligned_total = std::max(aligned_total, aligned);
@@ -1033,8 +1039,9 @@ int jobs_that_fit(const Spec& spec, const DeviceInfo& device, std::size_t device
   const std::size_t by_device = f.per_worker() > 0 ? room / f.per_worker() : static_cast<std::size_t>(jobs);
   // Workers past the first overlap only compilation with the device's work (verification and timing hold the
   // device alone): worth their memory while the run stays within three times the problem's bytes, or a
-  // quarter of the device for a small problem.
-  const std::size_t budget = std::max(3 * f.problem_bytes, device_bytes / 4);
+  // quarter of the device for a small problem. A PyTorch problem's block (half its arena) is its bytes with their
+  // red zones, which would otherwise tip a problem of exactly three blocks over.
+  const std::size_t budget = std::max(3 * std::max(f.problem_bytes, f.arena_bytes / 2), device_bytes / 4);
   const std::size_t by_budget = f.worker_bytes > 0 ? budget / f.worker_bytes : static_cast<std::size_t>(jobs);
   const int fit =
       static_cast<int>(std::max<std::size_t>(1, std::min({static_cast<std::size_t>(jobs), by_device, by_budget})));

@@ -17,7 +17,6 @@ namespace kernelevolve::pytorch {
 namespace {
 
 constexpr std::size_t kAlign = 64;
-std::size_t aligned(std::size_t bytes) { return (std::max<std::size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign; }
 
 // The module "compiled": the bridge holds it; the kernel says how to run it.
 class TorchKernel final : public Kernel {
@@ -152,7 +151,8 @@ CompileResult TorchReference::compile(const KernelSource& source) {
 
 std::unique_ptr<Buffer> TorchReference::allocate(std::size_t bytes) {
   std::lock_guard lock(mutex_);
-  const std::size_t reserved = aligned(bytes);
+  const ArenaSlot slot = arena_slot(bytes);
+  const std::size_t reserved = slot.reserved;
   if (shared() && !holding_) {
     // Until the arena is ours: the other workers' evaluations use it in turn.
     const std::string why = ask("{\"op\": \"acquire\"}");
@@ -163,12 +163,13 @@ std::unique_ptr<Buffer> TorchReference::allocate(std::size_t bytes) {
     throw Error(ErrorCode::Internal, "the PyTorch reference's shared memory (" + std::to_string(arena_bytes_) +
                                          " bytes) is full: one evaluation's buffers were expected to fit");
   }
-  const std::size_t at = arena_used_;
+  const std::size_t at = arena_used_ + slot.front;
   arena_used_ += reserved;
   high_water_ = std::max(high_water_, arena_used_);
   live_buffers_ += 1;
   if (device_arena_) {
-    auto view = candidate_device_->view(*device_arena_, at, bytes, [this, reserved] { release(reserved); });
+    auto view = candidate_device_->view(
+        *device_arena_, at, bytes, [this, reserved] { release(reserved); }, slot.front, slot.back);
     if (!view) throw Error(ErrorCode::Internal, "the PyTorch reference's arena: the device made no view of it");
     return view;
   }

@@ -59,19 +59,24 @@ class GpuBuffer final : public Buffer {
     }
     ptr_ = base + front_;
     if (!guarded) return;
-    pattern_.resize(front_ + back_);
-    for (std::size_t i = 0; i < front_; ++i) pattern_[i] = red_zone_byte(base + i);
-    for (std::size_t i = 0; i < back_; ++i) pattern_[front_ + i] = red_zone_byte(ptr_ + bytes_ + i);
-    const Status armed = arm();
+    const Status armed = fill_pattern();
     if (!armed.ok()) {
       const std::string why = ctx_->failed(armed);
       ctx_->driver().free(base);
       throw std::runtime_error(ctx_->id() + ": cannot fill a buffer's red zones: " + why);
     }
   }
-  // A view: `bytes` at `ptr` inside another buffer's allocation, freed with that one.
-  GpuBuffer(std::shared_ptr<Context> ctx, DevicePtr ptr, std::size_t bytes, std::function<void()> released)
-      : ctx_(std::move(ctx)), bytes_(bytes), ptr_(ptr), owner_(false), released_(std::move(released)) {}
+  // A view: `bytes` at `ptr` inside another buffer's allocation, freed with that one; with red zones of
+  // `front` and `back` bytes around it where the owner of that allocation left them unused.
+  GpuBuffer(std::shared_ptr<Context> ctx, DevicePtr ptr, std::size_t bytes, std::function<void()> released,
+            std::size_t front = 0, std::size_t back = 0)
+      : ctx_(std::move(ctx)), bytes_(bytes), ptr_(ptr), owner_(false), released_(std::move(released)) {
+    if (front + back == 0) return;
+    front_ = front, back_ = back;
+    auto lock = ctx_->acquire();
+    const Status armed = fill_pattern();
+    if (!armed.ok()) throw std::runtime_error(ctx_->id() + ": cannot fill a view's red zones: " + ctx_->failed(armed));
+  }
   ~GpuBuffer() override {
     if (!owner_) {
       if (released_) released_();
@@ -183,6 +188,13 @@ class GpuBuffer final : public Buffer {
     if (bytes > bytes_)
       throw Error(ErrorCode::BadUsage, ctx_->id() + " buffer " + what + ": " + std::to_string(bytes) +
                                            " bytes into a buffer of " + std::to_string(bytes_));
+  }
+  // Works out the red zones' pattern from their addresses and fills them; the caller holds the context's lock.
+  Status fill_pattern() {
+    pattern_.resize(front_ + back_);
+    for (std::size_t i = 0; i < front_; ++i) pattern_[i] = red_zone_byte(ptr_ - front_ + i);
+    for (std::size_t i = 0; i < back_; ++i) pattern_[front_ + i] = red_zone_byte(ptr_ + bytes_ + i);
+    return arm();
   }
   // Fills both red zones with their pattern and waits; the caller holds the context's lock.
   Status arm() {
@@ -400,10 +412,10 @@ std::unique_ptr<Buffer> GpuDevice::allocate_unguarded(std::size_t bytes) {
 }
 
 std::unique_ptr<Buffer> GpuDevice::view(Buffer& parent, std::size_t offset, std::size_t bytes,
-                                        std::function<void()> released) {
+                                        std::function<void()> released, std::size_t front_zone, std::size_t back_zone) {
   auto* p = dynamic_cast<GpuBuffer*>(&parent);
-  if (!p || p->context() != ctx_ || offset + bytes > p->bytes()) return nullptr;
-  return std::make_unique<GpuBuffer>(ctx_, p->ptr() + offset, bytes, std::move(released));
+  if (!p || p->context() != ctx_ || front_zone > offset || offset + bytes + back_zone > p->bytes()) return nullptr;
+  return std::make_unique<GpuBuffer>(ctx_, p->ptr() + offset, bytes, std::move(released), front_zone, back_zone);
 }
 
 std::unique_ptr<Buffer> GpuDevice::adopt(DevicePtr ptr, std::size_t bytes, std::function<void()> released) {

@@ -162,8 +162,8 @@ class GpuDevice : public Device {
   const DeviceInfo& info() override;
   CompileResult compile(const KernelSource& ks) final;
   std::unique_ptr<Buffer> allocate(std::size_t bytes) final;
-  std::unique_ptr<Buffer> view(Buffer& parent, std::size_t offset, std::size_t bytes,
-                               std::function<void()> released) final;
+  std::unique_ptr<Buffer> view(Buffer& parent, std::size_t offset, std::size_t bytes, std::function<void()> released,
+                               std::size_t front_zone, std::size_t back_zone) final;
   LaunchResult launch(Kernel& kernel, void** args, const LaunchDims& dims, bool timed = false,
                       bool flush_cache = false) final;
   LaunchResult launch_steps(const std::vector<LaunchStep>& steps, bool timed = false, bool flush_cache = false,
