@@ -369,6 +369,15 @@ TEST_CASE("the best's diagnosis: in run --json, under show's table, and any node
   const auto absent = kernelevolve("show " + db + " --node 99");
   CHECK(absent.code == 2);
   CHECK(absent.err.find("has no node 99") != std::string::npos);
+  // The runs, as scripts read them (optimize's driver asks whether a region's run finished): one JSON line each.
+  const auto runs = kernelevolve("show " + db + " --runs");
+  REQUIRE_MESSAGE(runs.code == 0, runs.err);
+  REQUIRE(parser.parse(runs.out).get(doc) == simdjson::SUCCESS);  // one run: one line
+  CHECK(doc["id"].get_int64().value() == 1);
+  CHECK(doc["problem"].get_string().value() == "colsum");
+  CHECK(doc["nodes"].get_int64().value() == 4);
+  CHECK_FALSE(doc["finished_at"].is_null());
+  CHECK(doc["stop_reason"].get_string().value().find("evaluations") != std::string_view::npos);
   std::filesystem::remove_all(dir);
 }
 

@@ -42,6 +42,7 @@ const char* const kUsage =
     "                        measure every valid point of the tunable space into FILE (resumes it if it exists)\n"
     "  kernelevolve show DB [--run ID] [--limit N]         a table of the run's nodes, the best one's diagnosis and lineage\n"
     "  kernelevolve show DB [--run ID] --node N            one node in full: times, diagnosis, resources, compiler log\n"
+    "  kernelevolve show DB --runs                         the database's runs, one JSON object per line\n"
     "  kernelevolve best DB [--run ID] [-o FILE]           the best kernel's source, tunables as #defines (a comment for Triton)\n"
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
     "  kernelevolve export DB [--run ID] [--node N] --format torch -o op.py   the best node as a PyTorch operator\n"

@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shlex
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -158,16 +157,25 @@ def region_evals(args, problems):
     return {p.hash: args.max_evals for p in kept}
 
 
-def run_in_database(database, run, name):
-    """Whether the database holds run `run` of the problem `name`, finished."""
+def run_in_database(cli, database, run, name):
+    """Whether the database holds run `run` of the problem `name`, finished. Asked of `kernelevolve show --runs`:
+    the database's schema is the store's (src/store/), not ours to read."""
     if not os.path.exists(database):
         return False
     try:
-        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
-            row = db.execute("SELECT finished_at FROM runs WHERE id = ? AND spec_name = ?", (run, name)).fetchone()
-    except sqlite3.Error:
+        done = subprocess.run([cli, "show", database, "--runs"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
         return False
-    return row is not None and row[0] is not None
+    if done.returncode != 0:
+        return False
+    for line in done.stdout.splitlines():
+        try:
+            info = json.loads(line)
+        except ValueError:
+            continue
+        if info.get("id") == run and info.get("problem") == name:
+            return info.get("finished_at") is not None
+    return False
 
 
 def last_lines(text, n=3):
@@ -200,8 +208,8 @@ def resumed(args, p):
     with open(record) as f:
         earlier = json.load(f)
     name = os.path.splitext(p.file)[0]
-    if earlier.get("status") != "evolved" or not run_in_database(os.path.join(args.out, DATABASE), earlier["run"],
-                                                                    name):
+    if earlier.get("status") != "evolved" or not run_in_database(args.cli, os.path.join(args.out, DATABASE),
+                                                                    earlier["run"], name):
         return None
     return dict(earlier, status="resumed", seconds=0.0,
                 note=f"evolved by an earlier optimize (run {earlier['run']} of {DATABASE}): not again")
