@@ -350,6 +350,9 @@ TEST_CASE("a version-1 database is migrated: its runs gain the confirmation and 
         "nodes DROP COLUMN model", "mutator_calls DROP COLUMN cost_usd", "mutator_calls DROP COLUMN model"}) {
     exec_sql(path, std::string("ALTER TABLE ") + column);
   }
+  // Nor the rounds' tables of version 5.
+  exec_sql(path, "DROP TABLE model_requests");
+  exec_sql(path, "DROP TABLE model_answers");
   exec_sql(path, "PRAGMA user_version = 1");
   CHECK(ke::Store::file_schema_version(path) == 1);
   {
@@ -359,6 +362,9 @@ TEST_CASE("a version-1 database is migrated: its runs gain the confirmation and 
   CHECK(ke::Store::file_schema_version(path) == ke::Store::kSchemaVersion);
   CHECK(query_int(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'confirmation'") == 1);
   CHECK(query_int(path, "SELECT count(*) FROM pragma_table_info('runs') WHERE name = 'best_node'") == 1);
+  CHECK(query_int(path,
+                  "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('model_requests', "
+                  "'model_answers')") == 2);
 }
 
 TEST_CASE("show, best and export name the best the run chose, not the graph's fastest, once confirmation moved it") {

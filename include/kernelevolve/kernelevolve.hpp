@@ -15,6 +15,7 @@
 #include "kernelevolve/optimize.hpp"
 #include "kernelevolve/pytorch.hpp"
 #include "kernelevolve/report.hpp"
+#include "kernelevolve/rounds.hpp"
 #include "kernelevolve/sandbox.hpp"
 #include "kernelevolve/search_graph.hpp"
 #include "kernelevolve/selection.hpp"

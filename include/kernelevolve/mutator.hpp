@@ -95,6 +95,10 @@ struct Mutation {
   // Parents of the child when they differ from the context's (a mutator that tunes its own last
   // structure, say); empty: the context's parents.
   std::vector<NodeId> parents;
+  // A model's request kept to be answered later (a round, rounds.hpp) in place of an answer: no child, and no
+  // failure. `stop_run`, when set, ends the run here with that reason: the round has all the requests it wants.
+  bool deferred = false;
+  std::string stop_run;
 };
 
 class Mutator {
@@ -149,6 +153,21 @@ class CommandMutator final : public Mutator {
   double timeout_s_;
 };
 
+// A model request that is not sent: the prompt and the chat-completions body a deferred call would have posted
+// (LlmOptions::defer), for the parent(s) it is about (none for a first kernel).
+struct DeferredRequest {
+  std::vector<NodeId> parents;
+  std::string model;
+  std::string prompt;  // as a node keeps it: "[system]\n...\n\n[user]\n..."
+  std::string body;    // the request's JSON body: model, messages, max_tokens, temperature
+};
+
+// What became of a deferred request: the id it is kept under, and, when the round is full, why the run stops.
+struct DeferredReceipt {
+  std::string id;
+  std::string stop_run;
+};
+
 // How a model is reached and what it is told. The key is read from the environment variable named in
 // api_key_env at each request; it never reaches the store, a log or the output.
 struct LlmOptions {
@@ -171,6 +190,9 @@ struct LlmOptions {
   std::size_t knowledge_budget_chars = 6000;
   std::string device_description;  // the device and its roofline, for the prompt
   LlmPrice price;                  // what its tokens cost (Mutation::cost_usd, the cost budget)
+  // Rounds (rounds.hpp): when set, no request is sent; each is handed here, kept to be answered later (a
+  // batch), and the mutation is a deferred one (Mutation::deferred), so no device waits on a model.
+  std::function<DeferredReceipt(const DeferredRequest&)> defer;
 };
 
 // The device as a model's prompt states it (LlmOptions::device_description): the ceilings a kernel can reach

@@ -90,6 +90,26 @@ struct MutatorCallRecord {
   double seconds = 0;
 };
 
+// A request of a round (rounds.hpp), kept until its answer comes: the model's prompt and the chat-completions body
+// that a batch sends, for the node it is about.
+struct ModelRequest {
+  std::string id;      // the Batch API's custom_id, unique across runs and databases
+  std::string prefix;  // what every request id of its run starts with
+  std::int64_t round = 0;
+  std::int64_t seq = 0;  // its order in the run
+  NodeId parent = -1;    // -1: the first kernel of a problem without a seed
+  std::string model, prompt, body;
+  std::string state = "pending";  // pending, answered or failed
+  std::string outcome;            // what its answer became, or why it failed
+};
+
+// An answer line (or file) a run took, and what came of it: "evaluated as node N", or why not.
+struct ModelAnswerRecord {
+  std::string request_id;  // empty for a line that names none
+  std::string source;      // FILE:LINE, or the answer's file
+  std::string outcome;
+};
+
 // A measurement found in the store for a candidate.
 struct StoredMeasurement {
   RunId run = -1;
@@ -102,7 +122,7 @@ class Store {
  public:
   // The schema this build writes. Opening a database with another version migrates an older one
   // where a migration exists and refuses the rest with Error(BadUsage) naming the file and both versions.
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
   enum class Mode { read_write, read_only };
 
   // Opens (creating it in read_write mode) the database at `path`. Throws Error(BadUsage) for a file
@@ -152,6 +172,13 @@ class Store {
   // new nodes continue the sequence, and marks it unfinished.
   Checkpoint resume(RunId run);
   std::vector<MutatorCallRecord> mutator_calls(RunId run) const;
+  // Rounds (rounds.hpp): a run's requests to the model, in the order asked, and the answers it took.
+  void add_model_request(RunId run, const ModelRequest& request);
+  std::vector<ModelRequest> model_requests(RunId run) const;
+  // Settles a pending request: "answered" or "failed", with what came of it.
+  void settle_model_request(RunId run, const std::string& id, const std::string& state, const std::string& outcome);
+  void record_model_answer(RunId run, const ModelAnswerRecord& answer);
+  std::vector<ModelAnswerRecord> model_answers(RunId run) const;
 
   // The latest measurement of this candidate by any run with the same measurement_hash on a device of
   // the same class (kind and model name, FitnessEvaluator::device_class), whose status is worth keeping:

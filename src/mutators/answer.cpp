@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/text_lines.hpp"
+#include "core/tunables.hpp"
 
 namespace kernelevolve::mutators {
 
@@ -112,6 +113,25 @@ ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_s
     r.error = "the answer's source is empty";
   }
   return r;
+}
+
+ModelChild model_child(const Spec& spec, const Candidate& base, const std::string& answer) {
+  ModelChild made;
+  const ParsedAnswer parsed = apply_answer(answer, base.source);
+  if (!parsed.ok) {
+    made.error = "the model's answer was not usable: " + parsed.error;
+    return made;
+  }
+  Candidate child = base;
+  child.source = parsed.source;
+  // The tunables it still reads, and those it declares: a dead one would only be searched in vain.
+  child.tunables = live_tunables(spec, child.source, child.language, base.tunables);
+  made.child = std::move(child);
+  // The model's one-sentence account, before its code.
+  std::string first = answer.substr(0, answer.find("```"));
+  first = first.substr(0, first.find('\n'));
+  made.note = "llm (" + parsed.form + ")" + (first.empty() ? "" : ": " + first.substr(0, 120));
+  return made;
 }
 
 }  // namespace kernelevolve::mutators

@@ -2,7 +2,11 @@
 // block, or SEARCH/REPLACE edits on the parent. Anything else is the mutator's recorded failure.
 #pragma once
 #include <cstddef>
+#include <optional>
 #include <string>
+
+#include "kernelevolve/candidate.hpp"
+#include "kernelevolve/spec.hpp"
 
 namespace kernelevolve::mutators {
 
@@ -22,6 +26,16 @@ struct ParsedAnswer {
 // Each SEARCH text must occur in the parent. Without edits, the longest fenced block tagged c, cpp,
 // c++, cuda, hip, python, triton (or untagged) is the new source. An answer that changes nothing is an error.
 ParsedAnswer apply_answer(const std::string& answer, const std::string& parent_source);
+
+// A model's answer made a child of `base` (the parent's candidate; for a first kernel, an empty source), as the
+// model mutator makes one, whether the answer came live or from a round's results file (rounds.hpp): the
+// child with the tunables it still reads and those it declares, and its note; or why the answer was not usable.
+struct ModelChild {
+  std::optional<Candidate> child;
+  std::string note;
+  std::string error;
+};
+ModelChild model_child(const Spec& spec, const Candidate& base, const std::string& answer);
 
 // live_tunables' rule as a model's prompt states it.
 inline constexpr const char* kTunableRule =

@@ -885,6 +885,15 @@ Mutation LlmMutator::mutate(const MutationContext& ctx) {
   const std::string system = impl_->system_prompt(ctx.spec, first_kernel);
   const std::string user = first_kernel ? impl_->first_kernel_prompt(ctx) : impl_->user_prompt(ctx);
   m.prompt = "[system]\n" + system + "\n\n[user]\n" + user;
+  if (impl_->options.defer) {  // a round: the request is kept to be answered later, and no one waits on it
+    const DeferredReceipt receipt = impl_->options.defer(
+        DeferredRequest{ctx.parents, impl_->options.model, m.prompt, impl_->request_body(system, user)});
+    m.deferred = true;
+    m.model = impl_->options.model;
+    m.note = "asked the model: request " + receipt.id;
+    m.stop_run = receipt.stop_run;
+    return m;
+  }
   {
     std::unique_lock lock(impl_->mutex);
     impl_->slot_free.wait(lock, [&] { return impl_->in_flight < impl_->options.max_in_flight; });
@@ -913,20 +922,13 @@ Mutation LlmMutator::mutate(const MutationContext& ctx) {
   // A first kernel has nothing to edit: only a full source will do.
   const Candidate base = first_kernel ? Candidate{"", ctx.spec.language, ctx.spec.seed_tunables()}
                                       : ctx.graph.node(ctx.parents.at(0)).candidate;
-  const mutators::ParsedAnswer parsed = mutators::apply_answer(answer, base.source);
-  if (!parsed.ok) {
-    m.error = "the model's answer was not usable: " + parsed.error;
+  mutators::ModelChild made = mutators::model_child(ctx.spec, base, answer);
+  if (!made.child) {
+    m.error = made.error;
     return m;
   }
-  Candidate child = base;
-  child.source = parsed.source;
-  // The tunables it still reads, and those it declares: a dead one would only be searched in vain.
-  child.tunables = live_tunables(ctx.spec, child.source, child.language, base.tunables);
-  m.child = std::move(child);
-  // The model's one-sentence account, before its code.
-  std::string first = answer.substr(0, answer.find("```"));
-  first = first.substr(0, first.find('\n'));
-  m.note = "llm (" + parsed.form + ")" + (first.empty() ? "" : ": " + first.substr(0, 120));
+  m.child = std::move(made.child);
+  m.note = std::move(made.note);
   return m;
 }
 

@@ -357,6 +357,11 @@ RunResult Evolver::run() {
       Mutation m =
           s.mutator->mutate(MutationContext{s.spec, s.graph, {}, rng, failed, s.policy.get(), result.baselines});
       const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
+      if (m.deferred) {  // a round (rounds.hpp): the request waits in the store for its answer; no attempt spent
+        if (!m.stop_run.empty()) return "no first kernel yet: " + m.stop_run;
+        --attempt;
+        continue;
+      }
       result.state.tokens += m.tokens;
       result.state.cost_usd += m.cost_usd;
       const std::string by = m.mutator.empty() ? s.mutator->name() : m.mutator;
@@ -544,6 +549,12 @@ RunResult Evolver::run() {
     Mutation m = s.mutator->mutate(
         MutationContext{s.spec, s.graph, parents, rng, {}, s.policy.get(), result.baselines, confirm_for_prompt});
     const double mutation_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - mutate_start).count();
+    // A round (rounds.hpp): the model's request was kept to be answered later, neither a child nor a failure. The
+    // round ends the run once it holds all its requests, so that no device waits on the model.
+    if (m.deferred) {
+      if (!m.stop_run.empty()) return finish(m.stop_run);
+      continue;
+    }
     result.state.tokens += m.tokens;
     result.state.cost_usd += m.cost_usd;
     for (Observer* o : s.observers) o->on_mutator_call(m, parents, mutation_s);

@@ -125,6 +125,54 @@ CREATE TABLE mutator_calls(
 );
 CREATE INDEX mutator_calls_by_run ON mutator_calls(run_id);
 CREATE INDEX mutator_calls_by_node ON mutator_calls(node);
+CREATE TABLE IF NOT EXISTS model_requests(  -- version 5: a round's requests to the model (rounds.hpp)
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  request_id TEXT NOT NULL,  -- the Batch API's custom_id
+  prefix TEXT NOT NULL,      -- what every request id of the run starts with
+  round INTEGER NOT NULL,
+  seq INTEGER NOT NULL,      -- its order in the run
+  parent INTEGER NOT NULL,   -- the graph id of the node it is about; -1 for a first kernel
+  model TEXT NOT NULL,
+  prompt TEXT NOT NULL,
+  body TEXT NOT NULL,        -- the chat-completions request body, JSON
+  state TEXT NOT NULL,       -- pending, answered or failed
+  outcome TEXT NOT NULL,     -- what its answer became, or why it failed
+  PRIMARY KEY(run_id, request_id)
+);
+CREATE TABLE IF NOT EXISTS model_answers(  -- version 5: every answer line a run took, and what came of it
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  request_id TEXT NOT NULL,  -- empty for a line that names none
+  source TEXT NOT NULL,      -- the answers file and line, or the answer file
+  outcome TEXT NOT NULL      -- evaluated, or the failure: missing, duplicate, unknown id, garbled, an error
+);
+CREATE INDEX IF NOT EXISTS model_answers_by_run ON model_answers(run_id);
+)sql";
+
+// Version 5's tables, for a file migrated from an older one.
+const std::string kRoundTables = R"sql(
+CREATE TABLE IF NOT EXISTS model_requests(  -- version 5: a round's requests to the model (rounds.hpp)
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  request_id TEXT NOT NULL,  -- the Batch API's custom_id
+  prefix TEXT NOT NULL,      -- what every request id of the run starts with
+  round INTEGER NOT NULL,
+  seq INTEGER NOT NULL,      -- its order in the run
+  parent INTEGER NOT NULL,   -- the graph id of the node it is about; -1 for a first kernel
+  model TEXT NOT NULL,
+  prompt TEXT NOT NULL,
+  body TEXT NOT NULL,        -- the chat-completions request body, JSON
+  state TEXT NOT NULL,       -- pending, answered or failed
+  outcome TEXT NOT NULL,     -- what its answer became, or why it failed
+  PRIMARY KEY(run_id, request_id)
+);
+CREATE TABLE IF NOT EXISTS model_answers(  -- version 5: every answer line a run took, and what came of it
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  request_id TEXT NOT NULL,  -- empty for a line that names none
+  source TEXT NOT NULL,      -- the answers file and line, or the answer file
+  outcome TEXT NOT NULL      -- evaluated, or the failure: missing, duplicate, unknown id, garbled, an error
+);
+CREATE INDEX IF NOT EXISTS model_answers_by_run ON model_answers(run_id);
 )sql";
 
 // Migrations, in order: each takes a database from `from` to `from + 1` in the transaction that opens it.
@@ -145,6 +193,8 @@ const std::vector<Migration> kMigrations = {
      "ALTER TABLE nodes ADD COLUMN model TEXT NOT NULL DEFAULT '';"
      "ALTER TABLE mutator_calls ADD COLUMN cost_usd REAL NOT NULL DEFAULT 0;"
      "ALTER TABLE mutator_calls ADD COLUMN model TEXT NOT NULL DEFAULT ''"},
+    // 5: the requests of rounds, which ask the model in batches (rounds.hpp), and the answers they took.
+    {4, kRoundTables.c_str()},
 };
 
 const char* kNodeColumns =
@@ -954,6 +1004,61 @@ Checkpoint Store::resume(RunId run) {
   return cp;
 }
 
+void Store::add_model_request(RunId run, const ModelRequest& r) {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_,
+         "INSERT INTO model_requests(run_id, request_id, prefix, round, seq, parent, model, prompt, body, state, "
+         "outcome) VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  s.bind(1, run).bind(2, r.id).bind(3, r.prefix).bind(4, r.round).bind(5, r.seq).bind(6, r.parent);
+  s.bind(7, r.model).bind(8, r.prompt).bind(9, r.body).bind(10, r.state).bind(11, r.outcome).run();
+}
+
+std::vector<ModelRequest> Store::model_requests(RunId run) const {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_,
+         "SELECT request_id, prefix, round, seq, parent, model, prompt, body, state, outcome FROM model_requests "
+         "WHERE run_id = ? ORDER BY seq");
+  s.bind(1, run);
+  std::vector<ModelRequest> out;
+  while (s.step()) {
+    ModelRequest r;
+    r.id = s.text(0);
+    r.prefix = s.text(1);
+    r.round = s.i64(2);
+    r.seq = s.i64(3);
+    r.parent = s.i64(4);
+    r.model = s.text(5);
+    r.prompt = s.text(6);
+    r.body = s.text(7);
+    r.state = s.text(8);
+    r.outcome = s.text(9);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void Store::settle_model_request(RunId run, const std::string& id, const std::string& state,
+                                 const std::string& outcome) {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_, "UPDATE model_requests SET state = ?3, outcome = ?4 WHERE run_id = ?1 AND request_id = ?2");
+  s.bind(1, run).bind(2, id).bind(3, state).bind(4, outcome).run();
+}
+
+void Store::record_model_answer(RunId run, const ModelAnswerRecord& a) {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_, "INSERT INTO model_answers(run_id, request_id, source, outcome) VALUES(?, ?, ?, ?)");
+  s.bind(1, run).bind(2, a.request_id).bind(3, a.source).bind(4, a.outcome).run();
+}
+
+std::vector<ModelAnswerRecord> Store::model_answers(RunId run) const {
+  std::lock_guard lock(mutex_);
+  Stmt s(db_, "SELECT request_id, source, outcome FROM model_answers WHERE run_id = ? ORDER BY id");
+  s.bind(1, run);
+  std::vector<ModelAnswerRecord> out;
+  while (s.step()) out.push_back({s.text(0), s.text(1), s.text(2)});
+  return out;
+}
+
 std::vector<MutatorCallRecord> Store::mutator_calls(RunId run) const {
   std::lock_guard lock(mutex_);
   std::unordered_map<std::int64_t, NodeId> seq_of;
@@ -1067,7 +1172,8 @@ void StoreRecorder::on_node(const Node& node, const SearchState& state) {
 }
 
 void StoreRecorder::on_mutator_call(const Mutation& m, const std::vector<NodeId>& parents, double seconds) {
-  if (m.child || m.exhausted) return;  // a child is recorded with its node; running out is not a failure
+  // A child is recorded with its node; running out is not a failure, nor a request kept for a round.
+  if (m.child || m.exhausted || m.deferred) return;
   const double now = elapsed_before_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   store_->record_mutator_failure(run_, mutator_, m, parents, now, seconds);
 }

@@ -1,7 +1,7 @@
 // What the command-line tool's commands share: the usage text, the options of the commands that take a problem
 // (Common), loading that problem, and each command's entry point. A file per command or family of commands:
 // run.cpp (with progress.hpp, its progress bar), check.cpp, sweep.cpp, import.cpp, baseline.cpp, stored_run.cpp
-// (show, best and export), devices.cpp and optimize.cpp; main.cpp reads the command and dispatches.
+// (show, best and export), devices.cpp, optimize.cpp and ask.cpp; main.cpp reads the command and dispatches.
 #pragma once
 #include <boost/program_options.hpp>
 #include <kernelevolve/kernelevolve.hpp>
@@ -60,5 +60,6 @@ int cmd_best(const std::vector<std::string>& args);
 int cmd_export(const std::vector<std::string>& args);
 int cmd_devices(const std::vector<std::string>& args);
 int cmd_optimize(const std::vector<std::string>& args);
+int cmd_ask(const std::vector<std::string>& args);  // ask.cpp: the waiting requests of several runs, one batch
 
 }  // namespace cli

@@ -24,6 +24,8 @@ const char* const kUsage =
     "                        [--mpi [--mpi-rank-timeout SEC]]   (under mpirun: rank 0 searches, the others evaluate)\n"
     "                        [--sandbox strict|basic|off] [--warm-start DB [--warm-start-max N]] [--seed N] [--json]\n"
     "                        [--counters [--ncu PATH]]   (a GPU's hardware counters of each new best, by Nsight Compute)\n"
+    "                        [--ask FILE.jsonl [--ask-count N]] [--resume --answers RESULTS.jsonl|DIR]   (rounds: the\n"
+    "                        model asked in batches, docs/rounds.md)\n"
     "  kernelevolve check SPEC [--device ...] [--sandbox MODE] [--json]   evaluate the reference and the seed only\n"
     "  kernelevolve import PROBLEM.py -o DIR [--device cpu|cuda] [--language c|cpp|cuda|triton]\n"
     "                        [--dtype bf16|fp16] [--backward [--with-forward]]\n"
@@ -47,6 +49,8 @@ const char* const kUsage =
     "  kernelevolve export DB [--run ID] --format json|dot [-o FILE]   the run's graph for tools or Graphviz\n"
     "  kernelevolve export DB [--run ID] [--node N] --format torch -o op.py   the best node as a PyTorch operator\n"
     "  kernelevolve devices [--json] [--sandbox-info]    the devices found, with their properties; the sandbox\n"
+    "  kernelevolve ask DB... -o FILE.jsonl              the model requests runs left waiting (run --ask), of several\n"
+    "                        databases, as one OpenAI Batch API input file (docs/rounds.md)\n"
     "  kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F] [--max-evals N]\n"
     "                        [--mutator M --command CMD ...] [--no-evolve] [--devices D1,D2] [--mpi] [--json]\n"
     "                        a whole model (KernelBench format) profiled, cut into regions, each written as a\n"
@@ -78,6 +82,7 @@ int main(int argc, char** argv) {
     if (command == "export") return cli::cmd_export(args);
     if (command == "devices") return cli::cmd_devices(args);
     if (command == "optimize") return cli::cmd_optimize(args);
+    if (command == "ask") return cli::cmd_ask(args);
     if (command == "--help" || command == "-h" || command == "help") {
       std::cout << cli::kUsage;
       return 0;

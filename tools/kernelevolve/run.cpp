@@ -10,7 +10,9 @@
 #include <cstdlib>
 #include <iostream>
 #include <kernelevolve/distributed.hpp>
+#include <kernelevolve/rounds.hpp>
 #include <kernelevolve/store.hpp>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -132,6 +134,8 @@ int cmd_run(const std::vector<std::string>& args) {
   std::vector<std::string> warm_stores;
   int warm_max = 3;
   std::string prior_sweep;
+  std::string ask_file, answers_path;  // rounds (docs/rounds.md)
+  int ask_count = 1;
   d.add_options()("max-evals", po::value(&max_evals)->default_value(64),
                   "stop after N evaluations (the seed included)")(
       "max-time", po::value(&max_time), "stop after SEC seconds")("target-speedup", po::value(&target),
@@ -180,6 +184,13 @@ int cmd_run(const std::vector<std::string>& args) {
                                        "model requests at once, at most")(
       "llm-param-steps", po::value(&llm_param_steps)->default_value(4),
       "mix: parameter steps on each new structure before the model runs again")(
+      "ask", po::value(&ask_file),
+      "rounds: no model call waits; the run stops where it needs the model, its requests kept in the database and "
+      "written to FILE.jsonl in the OpenAI Batch API's request format (docs/rounds.md)")(
+      "ask-count", po::value(&ask_count)->default_value(1), "with --ask: the requests a round gathers before it stops")(
+      "answers", po::value(&answers_path),
+      "with --resume: the answers to the run's requests, a Batch API results file (JSONL) or a folder of files named "
+      "by request id; each is evaluated as a child of its request's parent, then the run goes on")(
       "command", po::value(&command), "the command mutator's program, run through /bin/sh once per child")(
       "command-timeout", po::value(&command_timeout)->default_value(300), "time limit of one command run, seconds")(
       "jobs", po::value(&jobs),
@@ -251,6 +262,24 @@ int cmd_run(const std::vector<std::string>& args) {
     throw ke::Error(ke::ErrorCode::BadUsage, "--no-db cannot go with --db or --resume");
   if (vm.count("run") && !resume) throw ke::Error(ke::ErrorCode::BadUsage, "--run ID goes with --resume");
   popt.features = split_list(features);
+  // Rounds: the model's requests are answered later, in a batch (docs/rounds.md).
+  if (vm.count("ask") || vm.count("answers")) {
+    if (mutator != "llm" && mutator != "mix")
+      throw ke::Error(ke::ErrorCode::BadUsage, "--ask and --answers are for a model's run: --mutator llm or mix");
+    if (llm_models.empty()) throw ke::Error(ke::ErrorCode::BadUsage, "--ask and --answers need --llm-model NAME");
+    if (no_db)
+      throw ke::Error(ke::ErrorCode::BadUsage, "--ask and --answers keep the requests in the database: drop --no-db");
+    if (vm.count("answers") && !resume)
+      throw ke::Error(ke::ErrorCode::BadUsage, "--answers FILE answers a stored run's requests: add --resume");
+    if (ask_count < 1) throw ke::Error(ke::ErrorCode::BadUsage, "--ask-count must be at least 1");
+    for (const std::string& api : llm_apis) {
+      if (vm.count("ask") && api != "openai") {
+        throw ke::Error(
+            ke::ErrorCode::BadUsage,
+            "--ask writes OpenAI Batch API requests (chat completions): --llm-api " + api + " has no such format here");
+      }
+    }
+  }
   // The mutator's choice is checked before any worker starts.
   if (mutator != "param" && mutator != "command" && mutator != "llm" && mutator != "mix") {
     throw ke::Error(ke::ErrorCode::BadUsage, "unknown mutator '" + mutator + "' (known: param, command, llm, mix)");
@@ -386,6 +415,11 @@ int cmd_run(const std::vector<std::string>& args) {
   const ke::DeviceInfo info = made.evaluator->device_info();
   // What the model is told of the device: the ceilings a kernel can reach, the toolchain, the limits.
   llm.device_description = ke::describe_device_for_model(info, spec.language, &wo);
+  std::shared_ptr<ke::Rounds> rounds;
+  if (vm.count("ask") || vm.count("answers")) {
+    rounds = std::make_shared<ke::Rounds>(spec, ask_file, ask_count);
+    if (vm.count("ask")) llm.defer = rounds->sink();  // no request is sent: each waits in the store for its answer
+  }
   std::shared_ptr<ke::Mutator> mut;
   std::shared_ptr<ke::Mutator> writer;  // what writes new structures, for llm and mix
   if (mutator == "llm" || (mutator == "mix" && !llm_models.empty())) {
@@ -404,6 +438,8 @@ int cmd_run(const std::vector<std::string>& args) {
     } else {
       writer = std::make_shared<ke::ModelPoolMutator>(models);  // refuses a model given twice
     }
+    // The answers a round took come first, each as the model's child of its request's parent.
+    if (rounds) writer = rounds->answering(writer);
   } else if (mutator == "command" || mutator == "mix") {
     writer = std::make_shared<ke::CommandMutator>(command, command_timeout);
   }
@@ -446,6 +482,22 @@ int cmd_run(const std::vector<std::string>& args) {
       if (!c.json)
         std::fprintf(stderr, "resuming run %lld of %s: %zu nodes\n", (long long)run, store->path().c_str(), nodes);
     };
+    if (rounds) {
+      // Before the run is resumed: an answer that fails is recorded now, its tokens in the run's totals.
+      rounds->attach(store, *keeping.resume);
+      if (vm.count("answers")) {
+        std::map<std::string, ke::LlmPrice> prices = store->run(*keeping.resume).settings.llm_prices;
+        prices.merge(mut->prices());  // the run's own prices first, as the run goes on at them
+        const ke::AnswerTally tally = rounds->take_answers(answers_path, prices);
+        std::fprintf(stderr, "answers %s: %s\n", answers_path.c_str(), tally.text().c_str());
+      } else if (const std::size_t waiting = rounds->pending(); waiting > 0) {
+        throw ke::Error(ke::ErrorCode::BadUsage,
+                        "run " + std::to_string(*keeping.resume) + " of " + store->path() + " has " +
+                            std::to_string(waiting) +
+                            " model requests waiting for their answers: give them with --answers FILE (a missing "
+                            "answer is recorded as one)");
+      }
+    }
   } else if (store) {
     // The sandbox's mode is stored with the run's options, named even when it was the default.
     const std::string options_text =
@@ -460,11 +512,26 @@ int cmd_run(const std::vector<std::string>& args) {
   const ke::AssembledRun assembled =
       ke::assemble_run(spec, made.evaluator, info, mut, pol, ke::any_of(rules), options, keeping);
   const ke::RunId run = store ? assembled.run : 1;
+  if (rounds && !resume) rounds->attach(store, run);
   const std::shared_ptr<ke::ReusingEvaluator>& reusing = assembled.reusing;
   ke::Evolver& evolver = *assembled.evolver;
   Progress progress(max_evals, vm.count("max-time") ? max_time : 0, false);
   evolver.add_observer(&progress);
   const ke::RunResult result = evolver.run();
+  std::size_t asked = 0;
+  if (rounds) {
+    rounds->settle_unused(result.stop_reason);
+    if (vm.count("ask") && rounds->asked() > 0) {
+      asked = rounds->write_requests();
+      std::fprintf(stderr,
+                   "asked the model: %zu request%s in %s (answer them, then: kernelevolve run ... --resume "
+                   "--answers RESULTS --ask NEXT.jsonl)\n",
+                   asked, asked == 1 ? "" : "s", ask_file.c_str());
+    } else if (vm.count("ask")) {
+      std::fprintf(stderr, "no requests to ask: the run stopped first (%s); %s not written\n",
+                   result.stop_reason.c_str(), ask_file.c_str());
+    }
+  }
   if (mpi) {
     for (const auto& lost : mpi->lost_ranks()) std::fprintf(stderr, "MPI: lost %s\n", lost.c_str());
   }
@@ -501,7 +568,7 @@ int cmd_run(const std::vector<std::string>& args) {
       std::cout << "\n";
     }
   }
-  return result.best ? 0 : 1;
+  return result.best || asked > 0 ? 0 : 1;  // a round that asked for the first kernel has no best yet
 }
 
 }  // namespace cli
