@@ -6,10 +6,15 @@ tests/fixtures/inductor/specs/NAME.json, the params `kernelevolve import problem
 (the same for every language). That the programs compile and compute the module is test_inductor_cpu_program's.
 """
 
+import ctypes
 import json
+import math
 import os
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import unittest
 
 from ke_inductor import Untranslatable, translate_cpu
@@ -22,6 +27,8 @@ TRANSLATED = {
     "gelu_tanh.dynamic", "gelu_tanh.static", "layer_norm_affine.dynamic", "layer_norm_affine.static",
     "mean_middle_dim.dynamic", "mean_middle_dim.static", "relu_nchw.dynamic", "relu_nchw.static",
     "softmax_last_dim.dynamic", "softmax_last_dim.static",
+    # Outputs that are views (issue 52): copied into the dense outputs by relayout steps.
+    "scale_transpose.dynamic", "scale_transpose.static", "split_heads.dynamic", "split_heads.static",
 }
 # The CPU has no library steps: the products and convolutions are refused by the call's name.
 REFUSED = {
@@ -33,9 +40,11 @@ REFUSED = {
     "linear_residual_layernorm.dynamic": "extern_kernels.addmm",
     "linear_residual_layernorm.static": "extern_kernels.addmm",
     "matmul_ab.dynamic": "extern_kernels.mm", "matmul_ab.static": "extern_kernels.mm",
+    "qkv_projection.dynamic": "extern_kernels.addmm", "qkv_projection.static": "extern_kernels.addmm",
 }
 
-DYNAMIC_FIXED = {"layer_norm_affine.dynamic": ["hidden == 768"]}
+# The heads of split_heads: its views fix them, and no input's shape gives them.
+DYNAMIC_FIXED = {"layer_norm_affine.dynamic": ["hidden == 768"], "split_heads.dynamic": ["heads == 4"]}
 
 
 def fixture(name):
@@ -132,6 +141,75 @@ class Programs(unittest.TestCase):
             {"kernel": "cpp_fused_mean_0", "args": ["out", "x", "batch_size", "dim2", "dim1"]}]})
         # c10::convert<float>(n) is a static_cast: the source names nothing of c10.
         self.assertIn("static_cast<float>(", result["source"])
+
+
+class StridedOutputs(unittest.TestCase):
+    """call() returns views (issue 52): a transposed one (scale_transpose) and three into one buffer at offsets 0, 48
+    and 96 (split_heads: q, k and v of a [B, S, 3C] activation, as heads). The program writes Inductor's buffer as a
+    temporary and a relayout kernel of ours copies each view into its dense output."""
+
+    def test_a_transposed_output(self):
+        result = translate_cpu(*fixture("scale_transpose.dynamic"))
+        n = "batch_size * rows * cols"
+        self.assertEqual(plan_of(result["source"]), {
+            "temporaries": [{"name": "buf0", "dtype": "f32", "shape": ["batch_size", "rows", "cols"]}],
+            "steps": [{"kernel": "cpp_fused_add_mul_0", "args": ["x", "buf0", "batch_size", "rows", "cols"]},
+                      {"kernel": "ke_relayout_3d_f32",
+                       "args": ["buf0", "out", n, "batch_size", "cols", "rows", "rows * cols", "1", "cols", "0"]}]})
+        self.assertIn('extern "C" void ke_relayout_3d_f32(const float* src, float* dst, const int64_t numel',
+                      result["source"])
+
+    def test_a_split_into_three_views(self):
+        result = translate_cpu(*fixture("split_heads.static"))
+        plan = plan_of(result["source"])
+        self.assertEqual(plan["temporaries"], [{"name": "buf0", "dtype": "f32", "shape": ["2", "16", "144"]}])
+        self.assertEqual(plan["steps"][1:], [
+            {"kernel": "ke_relayout_4d_f32",
+             "args": ["buf0", out, "1536", "2", "4", "16", "12", "2304", "12", "144", "1", offset]}
+            for out, offset in (("out0", "0"), ("out1", "48"), ("out2", "96"))])
+        self.assertEqual(functions_of(result["source"]), ["cpp_fused_gelu_0", "ke_relayout_4d_f32"])
+
+    def test_the_split_computes_the_module(self):
+        """The static split's program compiled and called as the plan says (ctypes), against the module computed
+        here in Python: each head of q, k and v, element by element."""
+        compiler = shutil.which("clang++") or shutil.which("c++")
+        if compiler is None:
+            self.skipTest("no C++ compiler")
+        result = translate_cpu(*fixture("split_heads.static"))
+        plan = plan_of(result["source"])
+        with tempfile.TemporaryDirectory() as folder:
+            source, library = os.path.join(folder, "program.cpp"), os.path.join(folder, "program.so")
+            with open(source, "w") as f:
+                f.write(result["source"])
+            done = subprocess.run([compiler, "-std=c++17", "-O1", "-shared", "-fPIC", source, "-o", library],
+                                  capture_output=True, text=True, timeout=300)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            program = ctypes.CDLL(library)
+            b, s, heads, width = 2, 16, 4, 48
+            x = [math.sin(i * 0.37) * 3 for i in range(b * s * 3 * width)]
+            buffers = {"x": (ctypes.c_float * len(x))(*x), "buf0": (ctypes.c_float * len(x))()}
+            for name in ("out0", "out1", "out2"):
+                buffers[name] = (ctypes.c_float * (b * s * width))(*([float("nan")] * (b * s * width)))
+            for step in plan["steps"]:
+                args = [buffers[a] if a in buffers else ctypes.c_int64(int(a)) for a in step["args"]]
+                getattr(program, step["kernel"])(*args)
+        d = width // heads
+        for j, name in enumerate(("out0", "out1", "out2")):
+            got = buffers[name]
+            for bi in range(b):
+                for h in range(heads):
+                    for si in range(s):
+                        for di in range(d):
+                            v = x[(bi * s + si) * 3 * width + j * width + h * d + di]
+                            want = 0.5 * v * (1 + math.erf(v / math.sqrt(2)))
+                            at = ((bi * heads + h) * s + si) * d + di
+                            self.assertAlmostEqual(got[at], want, places=5, msg=f"{name}[{bi}, {h}, {si}, {di}]")
+
+    def test_the_qkv_projection_is_refused_for_its_product(self):
+        # On the CPU the product is what stops it (no library steps), not its views.
+        with self.assertRaises(Untranslatable) as caught:
+            translate_cpu(*fixture("qkv_projection.dynamic"))
+        self.assertEqual(caught.exception.part, "extern_kernels.addmm")
 
 
 class Helpers(unittest.TestCase):

@@ -403,13 +403,16 @@ class Patterns(unittest.TestCase):
         # The same view under a name of its own (`# reuse`): the same buffer.
         reused = code.replace(f"return ({view}, )", f"buf1 = {view}; del buf0  # reuse\n        return (buf1, )")
         self.assertEqual(self.translated("matmul_3d", reused)[1], plan)
-        # A view at an offset, or of part of the buffer, is not the output.
-        for other, part in ((view.replace(", 0)", ", 24)"), "call()'s results: a view at an offset into a buffer"),
-                            (view.replace("(s0, s1, s3), (s1*s3, s3, 1)", "(s0, s1 - 1, s3), (s1*s3 - s3, s3, 1)"),
-                             "the output buf0")):
+        # A view at an offset, or of part of the buffer, is not the output itself: a relayout step copies it, where
+        # it stays within the buffer and has the output's extents (StridedOutputs); these do not.
+        for other, part, why in (
+                (view.replace(", 0)", ", 24)"), "the output " + view.replace(", 0)", ", 24)"), "a view larger than buf0"),
+                (view.replace("(s0, s1, s3), (s1*s3, s3, 1)", "(s0, s1 - 1, s3), (s1*s3 - s3, s3, 1)"),
+                 "the output reinterpret_tensor(buf0, (s0, s1 - 1, s3), (s1 * s3 - s3, s3, 1), 0)",
+                 "its extents [4, 47, 24] are not the spec's output's [4, 48, 24]")):
             with self.assertRaises(Untranslatable) as caught:
                 self.translated("matmul_3d", code.replace(view, other))
-            self.assertEqual(caught.exception.part, part)
+            self.assertEqual((caught.exception.part, caught.exception.why), (part.replace("s1*s3", "s1 * s3"), why))
 
     def test_a_grid_whose_y_overflows_into_z(self):
         result, plan = self.translated("scale_rows_unsqueezed")
@@ -722,6 +725,246 @@ class EmbeddingBagsSideBySide(unittest.TestCase):
             got = torch.from_numpy(buffers[f"out_{t}"].buffer.reshape(bags, dim))
             self.assertTrue(torch.allclose(got, expected[t], rtol=1e-5, atol=1e-5),
                             f"table {t}: max difference {(got - expected[t]).abs().max().item()}")
+
+
+STRIDED = os.path.join(FIXTURES, "..", "inductor_strided")
+
+
+def run_plan(source, spec, sizes, tensors):
+    """A translated program run on the CPU: its kernel steps through triton_numpy's stand-in for Triton, at each
+    tunable's first value (node 0's), its cuBLAS steps in numpy (float64, rounded to float32). `tensors`: the
+    spec's inputs by name (numpy arrays); returns its outputs, shaped as the spec says, each first filled with NaN so
+    that an element no step writes is seen."""
+    import numpy as np
+    import triton_numpy
+    scope = {}
+    with triton_numpy.standing_in():
+        exec(compile(source, "program.py", "exec"), scope)
+    plan = plan_of(source)
+    tunables = {}
+    for statement in ast.parse(source).body:
+        if isinstance(statement, ast.FunctionDef):
+            for arg in statement.args.args:
+                if arg.annotation is not None:
+                    tunables.setdefault(arg.arg, None)
+    names = dict(sizes)
+    buffers = {}
+    for param in spec["params"]:
+        if param["role"] == "in":
+            buffers[param["name"]] = np.ascontiguousarray(tensors[param["name"]], np.float32).ravel().copy()
+        elif param["role"] == "out":
+            shape = [triton_numpy.expression(d.replace("/", "//"), names) for d in param["shape"]]
+            buffers[param["name"]] = np.full(int(np.prod(shape)), np.nan, np.float32)
+    for temporary in plan.get("temporaries", []):
+        count = int(np.prod([triton_numpy.expression(d.replace("/", "//"), names) for d in temporary["shape"]]))
+        buffers[temporary["name"]] = np.full(count, np.nan, np.float32)
+    return plan, buffers, scope, names
+
+
+def execute(source, spec, sizes, tensors, first):
+    """run_plan's steps, `first`: each tunable's value (the translation's first, node 0's)."""
+    import numpy as np
+    import triton_numpy
+    plan, buffers, scope, names = run_plan(source, spec, sizes, tensors)
+
+    def value(arg):
+        return buffers[arg] if arg in buffers else triton_numpy.expression(arg.replace("/", "//"), names)
+
+    for step in plan["steps"]:
+        if "kernel" in step:
+            kernel = scope[step["kernel"]]
+            constexprs = [a for a in kernel.__code__.co_varnames[:kernel.__code__.co_argcount]
+                          if a.endswith("BLOCK")]
+            constants = {c: first[next(k for k in first if k == c or k.endswith("_" + c))] for c in constexprs}
+            grid = [triton_numpy.expression(g, {**names, **{k: v for k, v in first.items()}}) for g in step["grid"]]
+            args = [triton_numpy.Pointer(buffers[a]) if a in buffers else np.int64(value(a)) for a in step["args"]]
+            triton_numpy.launch(kernel, grid, args, constants)
+        elif step["library"] in ("cublas.gemm", "cublaslt.matmul"):
+            a, b, out, m, n, k = (value(x) for x in step["args"][:6])
+            options = step.get("options", {})
+            left = a[:m * k].reshape((k, m) if options.get("a_transposed") else (m, k)).astype(np.float64)
+            right = b[:k * n].reshape((n, k) if options.get("b_transposed") else (k, n)).astype(np.float64)
+            product = (left.T if options.get("a_transposed") else left) @ (right.T if options.get("b_transposed")
+                                                                              else right)
+            if options.get("epilogue") == "bias":
+                product += value(step["args"][6])[:n].astype(np.float64)
+            out[:m * n] = product.astype(np.float32).ravel()
+        else:
+            raise AssertionError(f"no stand-in for {step['library']}")
+    return {p["name"]: buffers[p["name"]].reshape(
+        [triton_numpy.expression(d.replace("/", "//"), names) for d in p["shape"]])
+        for p in spec["params"] if p["role"] == "out"}
+
+
+def strided_module(name, sizes):
+    """tests/fixtures/inductor_strided/NAME.py's Model, its size globals set to `sizes`."""
+    with open(os.path.join(STRIDED, name + ".py")) as f:
+        text = f.read()
+    for key, number in sizes.items():
+        text = re.sub(rf"^{key} = .*$", f"{key} = {number}", text, flags=re.M)
+    scope = {}
+    exec(compile(text, name + ".py", "exec"), scope)
+    return scope
+
+
+class StridedOutputs(unittest.TestCase):
+    """call() returns views (issue 52, "every region can start"): a transposed one, and three into one buffer (a QKV
+    projection split into heads). The program writes Inductor's buffer as a temporary and our relayout kernel
+    copies each view into its dense output; the results are checked against PyTorch's with triton_numpy's
+    stand-in for Triton (no GPU here)."""
+
+    def translated(self, name, code=None, spec=None):
+        pattern_code, pattern_spec = pattern(name)
+        result = translate(code or pattern_code, spec or pattern_spec)
+        return result, plan_of(result["source"])
+
+    def test_a_transposed_output(self):
+        result, plan = self.translated("transpose_scale")
+        n = "batch_size * rows * cols"
+        self.assertEqual(plan["temporaries"], [{"name": "buf0", "dtype": "f32", "shape": ["batch_size", "rows", "cols"]}])
+        self.assertEqual(plan["steps"][1], {
+            "kernel": "ke_relayout_3d", "grid": [f"cdiv({n}, K1_XBLOCK)"], "num_warps": "K1_num_warps",
+            "num_stages": "K1_num_stages",
+            "args": ["buf0", "out", n, "batch_size", "cols", "rows", "rows * cols", "1", "cols", "0"]})
+        self.assertEqual(plan["steps"][0]["args"], ["x", "buf0", n])
+        self.assertEqual(result["tunables"]["K1_XBLOCK"], [1024, 512, 2048, 256])
+        self.assertEqual(result["constraints"], [])
+        self.assertIn("ke_relayout_3d: ours, a view call() returns copied into its dense output", result["notes"])
+
+    def test_a_split_into_three_views(self):
+        result, plan = self.translated("qkv_split")
+        self.assertEqual(plan["temporaries"], [{"name": "buf0", "dtype": "f32", "shape": ["batch_size * seq_len", "144"]}])
+        self.assertEqual(plan["steps"][0]["library"], "cublaslt.matmul")
+        self.assertEqual(plan["steps"][0]["args"][2], "buf0")
+        n = "4 * 12 * batch_size * seq_len"
+        self.assertEqual(plan["steps"][1:], [
+            {"kernel": "ke_relayout_4d", "grid": [f"cdiv({n}, XBLOCK)"],
+             "args": ["buf0", out, n, "batch_size", "4", "seq_len", "12", "144 * seq_len", "12", "144", "1", offset]}
+            for out, offset in (("out0", "0"), ("out1", "48"), ("out2", "96"))])
+        # One kernel for the three; the heads, which no input's shape gives, are fixed where the spec has them.
+        self.assertEqual(functions_of(result["source"]), ["ke_relayout_4d"])
+        self.assertEqual(result["constraints"], ["hidden == 48", "3 * hidden == 144", "heads == 4",
+                                                 "hidden / heads == 12"])
+
+    def numpy_and_torch(self):
+        try:
+            import importlib
+            import torch
+            for needed in ("numpy", "triton_numpy"):
+                importlib.import_module(needed)
+        except ImportError as e:
+            self.skipTest(f"numpy and torch are needed to run the program on the CPU ({e})")
+        return torch
+
+    def first(self, result):
+        return {k: v[0] for k, v in result["tunables"].items()}
+
+    def test_the_transposed_output_is_pytorchs(self):
+        torch = self.numpy_and_torch()
+        result, _ = self.translated("transpose_scale")
+        _, spec = pattern("transpose_scale")
+        # At the workload and at sizes of no block's multiple: the program is dynamic.
+        for sizes in ({"batch_size": 4, "rows": 24, "cols": 40}, {"batch_size": 3, "rows": 5, "cols": 7}):
+            with self.subTest(**sizes):
+                torch.manual_seed(0)
+                x = torch.randn(sizes["batch_size"], sizes["rows"], sizes["cols"])
+                expected = strided_module("scale_transpose", sizes)["Model"]()(x)
+                self.assertFalse(expected.is_contiguous())
+                for first in (self.first(result), dict(self.first(result), K1_XBLOCK=256)):
+                    got = execute(result["source"], spec, sizes, {"x": x.numpy()}, first)["out"]
+                    self.assertTrue(torch.equal(torch.from_numpy(got), expected.contiguous()))
+
+    def test_the_split_views_are_pytorchs(self):
+        torch = self.numpy_and_torch()
+        result, _ = self.translated("qkv_split")
+        _, spec = pattern("qkv_split")
+        for sizes in ({"batch_size": 2, "seq_len": 16, "hidden": 48, "heads": 4},
+                      {"batch_size": 3, "seq_len": 5, "hidden": 48, "heads": 4}):
+            with self.subTest(**sizes):
+                torch.manual_seed(0)
+                module = strided_module("qkv_projection", sizes)
+                model = module["Model"]()
+                x = torch.randn(sizes["batch_size"], sizes["seq_len"], sizes["hidden"])
+                with torch.no_grad():
+                    expected = model(x)
+                tensors = {"x": x.numpy(), "qkv_weight": model.qkv.weight.detach().numpy(),
+                           "qkv_bias": model.qkv.bias.detach().numpy()}
+                got = execute(result["source"], spec, sizes, tensors, self.first(result))
+                for name, want in zip(("out0", "out1", "out2"), expected):
+                    self.assertFalse(want.is_contiguous())
+                    self.assertTrue(torch.allclose(torch.from_numpy(got[name]), want, rtol=1e-5, atol=1e-5),
+                                    f"{name}: max difference {(torch.from_numpy(got[name]) - want).abs().max()}")
+
+    def test_a_buffer_returned_as_itself_and_as_a_view(self):
+        # One buffer, two outputs: the dense one is the buffer (the kernel writes the first output), the transposed
+        # one is copied out of it after.
+        torch = self.numpy_and_torch()
+        code, spec = pattern("transpose_scale")
+        view = "reinterpret_tensor(buf0, (s77, s53, s27), (s27*s53, 1, s53), 0)"
+        code = code.replace(f"return ({view}, )", f"return (buf0, {view}, )")
+        out = next(p for p in spec["params"] if p["role"] == "out")
+        spec = dict(spec, params=[p for p in spec["params"] if p["role"] != "out"] + [
+            dict(out, name="same", shape=["batch_size", "rows", "cols"]), out])
+        result, plan = self.translated("transpose_scale", code, spec)
+        self.assertNotIn("temporaries", plan)
+        self.assertEqual([s["args"][:2] for s in plan["steps"]], [["x", "same"], ["same", "out"]])
+        sizes = {"batch_size": 3, "rows": 5, "cols": 7}
+        x = torch.randn(3, 5, 7)
+        got = execute(result["source"], spec, sizes, {"x": x.numpy()}, self.first(result))
+        self.assertTrue(torch.equal(torch.from_numpy(got["same"]), x * 2.0 + 1.0))
+        self.assertTrue(torch.equal(torch.from_numpy(got["out"]), (x * 2.0 + 1.0).transpose(1, 2).contiguous()))
+
+    def test_what_a_relayout_cannot_express_is_named(self):
+        code, spec = pattern("transpose_scale")
+        view = "reinterpret_tensor(buf0, (s77, s53, s27), (s27*s53, 1, s53), 0)"
+        cases = (
+            # Past the buffer's end: the offset moves the whole transposed view out of it.
+            (view.replace(", 0)", ", 5)"), "a view larger than buf0"),
+            # Other extents than the spec's output: it would write more or fewer elements than the output holds.
+            ("reinterpret_tensor(buf0, (s77, s27, s53), (s27*s53, s53, 1), 0)",
+             "its extents [4, 24, 40] are not the spec's output's [4, 40, 24]"),
+            # A negative stride (Inductor's flips copy; a view like this has none to copy from).
+            ("reinterpret_tensor(buf0, (s77, s53, s27), (s27*s53, -1, s53), 39)",
+             "a view with a negative stride or offset"))
+        for other, why in cases:
+            with self.subTest(why):
+                with self.assertRaises(Untranslatable) as caught:
+                    translate(code.replace(view, other), spec)
+                self.assertEqual(caught.exception.why, why)
+        # Seven dimensions: the relayout kernels take one to six.
+        seven = "reinterpret_tensor(buf0, (s77, s53, 1, 1, 1, 1, s27), (s27*s53, 1, 1, 1, 1, 1, s53), 0)"
+        spec7 = json.loads(json.dumps(spec).replace('"shape": ["batch_size", "cols", "rows"]',
+                                                    '"shape": ["batch_size", "cols", 1, 1, 1, 1, "rows"]'))
+        with self.assertRaises(Untranslatable) as caught:
+            translate(code.replace(view, seven), spec7)
+        self.assertEqual(caught.exception.part, "an output view of 7 dimensions")
+        # Another dtype than the spec's output: still refused, naming both.
+        with self.assertRaises(Untranslatable) as caught:
+            translate(code.replace("(s27*s53, s53, 1), torch.float32)", "(s27*s53, s53, 1), torch.float16)"), spec)
+        self.assertEqual(caught.exception.why, "dtype f16, the spec's f32")
+
+    def test_a_view_at_an_offset_passed_to_a_step_is_refused(self):
+        # Only call()'s results may be views at an offset: a plan passes whole buffers to its steps.
+        code, spec = pattern("transpose_scale")
+        launch = "triton_poi_fused_add_mul_0.run(arg3_1, buf0, "
+        code = code.replace(launch, "buf1 = reinterpret_tensor(buf0, (s77, s27, s53), (s27*s53, s53, 1), 0)\n"
+                            "            buf2 = reinterpret_tensor(buf1, (s27, s53), (s53, 1), s53)\n"
+                            "            " + launch.replace("buf0, ", "buf2, "))
+        with self.assertRaises(Untranslatable) as caught:
+            translate(code, spec)
+        self.assertEqual(caught.exception.part, "buf2 = reinterpret_tensor(...): a view at an offset into a buffer, "
+                                                "passed to triton_poi_fused_add_mul_0.run")
+        self.assertEqual(caught.exception.why, "a plan passes whole buffers")
+
+    def test_a_padded_buffer_is_a_temporary_of_its_extent(self):
+        # Strides with gaps (Inductor's stride padding): the temporary holds the furthest element plus one.
+        code, spec = pattern("transpose_scale")
+        code = code.replace("buf0 = empty_strided_cuda((s77, s27, s53), (s27*s53, s53, 1)",
+                            "buf0 = empty_strided_cuda((s77, s27, s53), (s27*s53 + 8*s27, s53 + 8, 1)")
+        code = code.replace("(s27*s53, 1, s53), 0)", "(s27*s53 + 8*s27, 1, s53 + 8), 0)")
+        _, plan = self.translated("transpose_scale", code)
+        self.assertEqual(plan["temporaries"][0]["shape"],
+                         ["1 + (batch_size - 1) * (rows * cols + 8 * rows) + (rows - 1) * (cols + 8) + cols - 1"])
 
 
 class TF32(unittest.TestCase):

@@ -39,6 +39,7 @@ from .errors import Untranslatable
 from .output_code import _dotted, _TORCH_DTYPES, _value
 from .plan import _Plan, _Storage
 from .program import _temporary_shape
+from .relayout import cpp_relayout_name, cpp_relayout_source
 
 
 class _CppKernel:
@@ -176,6 +177,15 @@ class _CpuPlan(_Plan):
         if func in ("empty_strided_cuda", "empty_strided_xpu"):
             raise Untranslatable(func, "a GPU buffer in a CPU capture")
         return super().assign(name, value)
+
+    def relayout_kernel(self, rank, dtype):
+        """The C++ relayout of a view of that rank and element type (relayout.py), one in the program each."""
+        name = cpp_relayout_name(rank, dtype)
+        kernel = next((k for k in self.launched if k.name == name), None)
+        if kernel is None:
+            kernel = _CppKernel(name, [], cpp_relayout_source(rank, dtype))
+            self.launched.append(kernel)
+        return kernel
 
 
 def _refused_call(func):

@@ -1,19 +1,21 @@
 """call(): its buffers, launches and extern calls, into plan steps (_Plan)."""
 
 import ast
+import functools
 import re
 
 from .binding import _statements
 from .embedding_bag import _embedding_bag_kernel
 from .errors import Untranslatable
 from .output_code import _dotted, _TORCH_DTYPES, _value
-from .size_expressions import _dense_strides, _evaluate, _expr, _FUNCTIONS, _is_atom, _unwrap
+from .relayout import triton_relayout_kernel
+from .size_expressions import _dense_strides, _evaluate, _expr, _FUNCTIONS, _is_atom, _spec_value, _unwrap
 
 
 class _Storage:
     """A buffer call() allocates; `name` is its temporary's name, or the out param it is returned as."""
 
-    def __init__(self, name, shape_nodes, stride_nodes, dtype, alias_of=None):
+    def __init__(self, name, shape_nodes, stride_nodes, dtype, alias_of=None, offset_nodes=()):
         self.name = name
         self.shape_nodes = shape_nodes
         self.stride_nodes = stride_nodes
@@ -22,6 +24,10 @@ class _Storage:
         # `buf3 = reinterpret_tensor(buf1, shape, stride, 0)`: buf1's memory under another shape. Kernels get the
         # same pointer; a library step reads this shape.
         self.alias_of = alias_of
+        # A view at an offset into its root (`reinterpret_tensor(buf0, ..., 48)`, k of a split): the offsets, in
+        # elements, summed from the root on. Only call()'s results may be such views (a relayout step copies them);
+        # a step that is passed one is refused, since a plan passes whole buffers.
+        self.offset_nodes = list(offset_nodes)
 
     def root(self):
         return self.alias_of.root() if self.alias_of else self
@@ -46,7 +52,11 @@ class _Plan:
             if node.id in self.binding.tensor_of:
                 return self.binding.tensor_of[node.id]
             if node.id in self.buffers:
-                return self.buffers[node.id]
+                storage = self.buffers[node.id]
+                if self.offset_of(storage):
+                    raise Untranslatable(f"{node.id} = reinterpret_tensor(...): a view at an offset into a buffer, "
+                                         f"passed to {what}", "a plan passes whole buffers")
+                return storage
         raise Untranslatable(what, f"the argument {ast.unparse(node)} is not a buffer of the program")
 
     def dtype_of(self, ref):
@@ -120,20 +130,16 @@ class _Plan:
         if func == "extern_kernels.convolution":
             return self.convolution(name, value)
         if func == "reinterpret_tensor" and isinstance(value.args[0], ast.Name) and value.args[0].id in self.buffers:
-            # `buf3 = reinterpret_tensor(buf1, ...); del buf1  # reuse`, or `# alias`: the same memory.
+            # `buf3 = reinterpret_tensor(buf1, ...); del buf1  # reuse`, or `# alias`: the same memory. At an offset,
+            # only call()'s results may use it (tensor() refuses it to a step).
             base = self.buffers[value.args[0].id]
-            if self.value(value.args[3]) != 0:
-                raise Untranslatable(f"{name} = reinterpret_tensor(...): a view at an offset into a buffer",
-                                     "a plan passes whole buffers")
-            view_numel = 1
-            for node in value.args[1].elts:
-                view_numel *= self.value(node)
-            root_numel = 1
-            for node in base.root().shape_nodes or []:
-                root_numel *= self.value(node)
-            if base.root().shape_nodes is None or view_numel > root_numel:
+            shape, stride, offset = list(value.args[1].elts), list(value.args[2].elts), value.args[3]
+            offsets = base.offset_nodes + ([offset] if self.value(offset) != 0 else [])
+            root = base.root()
+            if root.shape_nodes is None or self.extent(shape, stride, offsets) > self.extent(root.shape_nodes,
+                                                                                           root.stride_nodes):
                 raise Untranslatable(f"{name} = reinterpret_tensor(...)", "a view larger than its buffer")
-            storage = _Storage(name, list(value.args[1].elts), list(value.args[2].elts), base.dtype, alias_of=base)
+            storage = _Storage(name, shape, stride, base.dtype, alias_of=base, offset_nodes=offsets)
             self.buffers[name] = storage
             return
         if func == "torch.ops.aten.avg_pool3d.default":
@@ -406,6 +412,10 @@ class _Plan:
     # Outputs --------------------------------------------------------------------------------------------------
 
     def outputs(self, node):
+        """call()'s results into the spec's outputs. A buffer it wrote, dense and all of it (or a view that is), is
+        the output param itself. Anything else it returns (a strided view, a view at an offset, one of several views
+        into one buffer, a buffer returned twice, a view of an input) is copied into its output param by a relayout
+        step of ours after the others: the buffer stays a temporary of its own extent."""
         returned = node.elts if isinstance(node, ast.Tuple) else [node]
         outs = [p for p in self.binding.spec["params"] if p["role"] == "out"]
         if len(returned) != len(outs):
@@ -414,32 +424,116 @@ class _Plan:
             view = None
             if isinstance(result, ast.Call) and _dotted(result.func) == "reinterpret_tensor":
                 # A view of a buffer it wrote (a 1-d pool's result without its unsqueezed dimension, a batched
-                # product's [B * M, N] as [B, M, N]): that buffer is the output, where the view is all of it.
+                # product's [B * M, N] as [B, M, N], q, k or v of a split).
                 view, result = result, result.args[0]
+            if isinstance(result, ast.Name) and result.id in self.binding.tensor_of:
+                self.output_of_input(result.id, view, param)
+                continue
             if not (isinstance(result, ast.Name) and result.id in self.buffers):
                 raise Untranslatable("call()'s results", f"{ast.unparse(view or result)} is not a buffer it wrote")
             storage = self.buffers[result.id]
-            if storage.root().shape_nodes is None:
+            root = storage.root()
+            if root.shape_nodes is None:
                 raise Untranslatable(f"the output {result.id}", "call() asserts no shape for it")
+            if root.dtype != param["dtype"]:
+                raise Untranslatable(f"the output {result.id}", f"dtype {root.dtype}, the spec's {param['dtype']}")
+            offsets = list(storage.offset_nodes)
             if view is not None:
-                if self.value(view.args[3]) != 0:
-                    raise Untranslatable("call()'s results: a view at an offset into a buffer",
-                                         "a plan passes whole buffers")
                 shape_nodes, stride_nodes = list(view.args[1].elts), list(view.args[2].elts)
+                if self.value(view.args[3]) != 0:
+                    offsets.append(view.args[3])
             else:
                 shape_nodes, stride_nodes = storage.shape_nodes, storage.stride_nodes
             shape = [self.value(s) for s in shape_nodes]
-            if [self.value(s) for s in stride_nodes] != _dense_strides(shape):
-                raise Untranslatable(f"the output {result.id}", "it is not laid out row-major, as our outputs are")
-            root = storage.root()
-            if (view is not None or root is not storage) and not self.same_numel(shape_nodes, root.shape_nodes):
-                raise Untranslatable(f"the output {result.id}", f"{ast.unparse(view) if view else result.id} "
-                                     f"is not all of {root.name}")
-            if root.dtype != param["dtype"]:
-                raise Untranslatable(f"the output {result.id}", f"dtype {root.dtype}, the spec's {param['dtype']}")
-            if root.output is not None:
-                raise Untranslatable(f"the output {result.id}", "one buffer returned as two outputs")
-            root.output = param["name"]
+            what = f"the output {ast.unparse(view) if view is not None else result.id}"
+            self.check_extents(what, shape_nodes, param)
+            whole = (view is None and root is storage) or self.same_numel(shape_nodes, root.shape_nodes)
+            if (not offsets and [self.value(s) for s in stride_nodes] == _dense_strides(shape) and whole and
+                    root.output is None):
+                root.output = param["name"]
+                continue
+            self.within(what, (shape_nodes, stride_nodes, offsets), (root.shape_nodes, root.stride_nodes), root.name)
+            self.relayout(what, root, param, shape_nodes, stride_nodes, offsets)
+
+    def output_of_input(self, name, view, param):
+        """An input returned as it is, or a view of it: copied into the output."""
+        ref = self.binding.tensor_of[name]
+        shape_nodes, stride_nodes = self.shape_of(ref)
+        offsets = []
+        if view is not None:
+            if self.value(view.args[3]) != 0:
+                offsets.append(view.args[3])
+            view_shape, view_stride = list(view.args[1].elts), list(view.args[2].elts)
+            self.within(f"the output {ast.unparse(view)}", (view_shape, view_stride, offsets),
+                        (shape_nodes, stride_nodes), f"the input {ref}")
+            shape_nodes, stride_nodes = view_shape, view_stride
+        if self.dtype_of(ref) != param["dtype"]:
+            raise Untranslatable(f"the output {name}", f"dtype {self.dtype_of(ref)}, the spec's {param['dtype']}")
+        self.relayout(f"the output {ast.unparse(view) if view is not None else name}", ref, param, shape_nodes,
+                      stride_nodes, offsets)
+
+    def relayout(self, what, source, param, shape_nodes, stride_nodes, offset_nodes):
+        """A step of our relayout kernel: the view (sizes, strides and offset over `source`, a _Storage root or an
+        input's name) copied into the output param, dense."""
+        self.check_extents(what, shape_nodes, param, fix=True)
+        if not shape_nodes:  # a 0-d view at an offset: one element
+            shape_nodes, stride_nodes = [ast.Constant(1)], [ast.Constant(0)]
+        kernel = self.relayout_kernel(len(shape_nodes), param["dtype"])
+        numel = functools.reduce(lambda a, b: ast.BinOp(a, ast.Mult(), b), shape_nodes)
+        offset = functools.reduce(lambda a, b: ast.BinOp(a, ast.Add(), b), offset_nodes or [ast.Constant(0)])
+        args = [source, param["name"]] + [self.size_arg(n) for n in [numel] + shape_nodes + stride_nodes + [offset]]
+        self.steps.append({"kernel": kernel, "args": args, "numels": dict(zip(kernel.params, args))})
+
+    def size_arg(self, node):
+        """An integer argument in our names; one over no size of the spec (a static capture's) as its value."""
+        text = _unwrap(self.expr(node))
+        return text if re.search(r"[A-Za-z_]", text) else str(self.value(node))
+
+    def relayout_kernel(self, rank, dtype):
+        """The Triton relayout kernel of that rank, one in the program whatever its dtype (the CPU's: cpu.py)."""
+        name = f"ke_relayout_{rank}d"
+        kernel = next((k for k in self.launched if k.name == name), None)
+        if kernel is None:
+            kernel = triton_relayout_kernel(rank)
+            self.launched.append(kernel)
+        return kernel
+
+    def check_extents(self, what, shape_nodes, param, fix=False):
+        """What call() returns has the extents of the spec's output (at the workload): another shape would put the
+        elements elsewhere, or more or fewer of them than the output holds. `fix`: a relayout's extents are its
+        arguments, and those the code fixed join the constraints."""
+        dims = param.get("shape")
+        if dims is None:
+            return
+        shape = [self.value(s) for s in shape_nodes]
+        wanted = [_spec_value(d, self.binding.workload) for d in dims]
+        if shape != wanted:
+            raise Untranslatable(what, f"its extents {shape} are not the spec's output's {wanted}")
+        for node, dim in zip(shape_nodes, dims if fix else []):
+            if not re.search(r"[A-Za-z_]", self.expr(node)):
+                # An extent the code fixed (the heads of a split, which no input's shape gives): the program holds
+                # where the spec's output has it.
+                self.binding.specialise(self.value(node), dim)
+
+    def within(self, what, view, base, base_name):
+        """A view (shape, strides, offsets) must reach no element before or past its base's (shape, strides)."""
+        shape_nodes, stride_nodes, offsets = view
+        if any(self.value(s) < 0 for s in stride_nodes) or sum(self.value(o) for o in offsets) < 0:
+            raise Untranslatable(what, "a view with a negative stride or offset")
+        if self.extent(shape_nodes, stride_nodes, offsets) > self.extent(*base):
+            raise Untranslatable(what, f"a view larger than {base_name}")
+
+    def offset_of(self, storage):
+        return sum(self.value(o) for o in storage.offset_nodes)
+
+    def extent(self, shape_nodes, stride_nodes, offset_nodes=()):
+        """How many elements from the buffer's start a layout reaches (its furthest element plus one), at the
+        example's sizes: a view must stay within its buffer's."""
+        shape = [self.value(s) for s in shape_nodes]
+        if any(s == 0 for s in shape):
+            return 0
+        strides = [self.value(s) for s in stride_nodes] if stride_nodes is not None else _dense_strides(shape)
+        return 1 + sum(self.value(o) for o in offset_nodes) + sum((s - 1) * abs(t) for s, t in zip(shape, strides))
 
     def same_numel(self, shape, other):
         """Whether two shapes hold as many elements: at the example's sizes and at other sizes too, so that a

@@ -46,15 +46,28 @@ def _grid(kernel, numels, tunable):
 
 
 def _temporary_shape(plan, storage):
-    """A temporary holds its buffer's extent: the product of its shape where its strides are a permutation of
-    dense ones (a channels-last layout too), else the furthest element plus one."""
+    """A temporary holds its buffer's extent: its shape where its strides are a permutation of dense ones (a
+    channels-last layout too), else (a layout with gaps: padded strides, a buffer of which call() returns views)
+    the furthest element plus one, as one dimension."""
     shape = [plan.value(s) for s in storage.shape_nodes]
     strides = [plan.value(s) for s in storage.stride_nodes]
     order = sorted(range(len(shape)), key=lambda i: (strides[i], shape[i]))
     step = 1
     for i in order:
         if shape[i] != 1 and strides[i] != step:
-            raise Untranslatable(f"the buffer {storage.name}", "a layout with gaps")
+            if any(s < 0 for s in strides) or 0 in shape:
+                raise Untranslatable(f"the buffer {storage.name}", "a layout with negative strides or no elements")
+            extent = ast.Constant(1)
+            for size, stride in zip(storage.shape_nodes, storage.stride_nodes):
+                if plan.value(size) == 1 and isinstance(size, ast.Constant):
+                    continue
+                reach = ast.BinOp(size, ast.Sub(), ast.Constant(1))
+                if not (isinstance(stride, ast.Constant) and stride.value == 1):
+                    reach = ast.BinOp(reach, ast.Mult(), stride)
+                extent = ast.BinOp(extent, ast.Add(), reach)
+            if all(isinstance(n, ast.Constant) for n in storage.shape_nodes + storage.stride_nodes):
+                return [str(plan.value(extent))]  # a static capture's: its value
+            return [_unwrap(plan.expr(extent))]
         step *= shape[i]
     # A 0-d buffer (a full reduction's result, as Frobenius norm's sum) holds one element.
     return [_unwrap(plan.expr(s)) for s in storage.shape_nodes] or ["1"]
@@ -194,7 +207,8 @@ def translate(output_code, spec, chosen=None, arg_names=None):
             values = ([picked[key]] if isinstance(picked.get(key), int) else []) + [c[key] for c in configs]
             tunables[options[kernel.name][key] if several else key] = list(dict.fromkeys(values))
         if isinstance(kernel, _OwnKernel):
-            notes.append(f"{kernel.name}: ours, where Inductor calls ATen, {len(configs)} configuration(s)")
+            notes.append(f"{kernel.name}: {getattr(kernel, 'note', 'ours, where Inductor calls ATen')}, "
+                         f"{len(configs)} configuration(s)")
             continue
         notes.append(f"{kernel.name}: {kernel.heuristic}, {len(configs)} configuration(s) of Inductor's heuristics"
                      + (", starting from its autotuner's choice" if picked else ""))
