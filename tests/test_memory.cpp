@@ -15,6 +15,7 @@
 #include <kernelevolve/fitness.hpp>
 #include <kernelevolve/json.hpp>
 #include <kernelevolve/spec.hpp>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -425,28 +426,49 @@ TEST_CASE("pytorch: the arena is two blocks, and a kernel's and a baseline's eva
 namespace {
 
 // The processes this one started that are a PyTorch bridge serving workers: shared ones (a control socket,
-// children of this process) and a worker's own (children of a worker).
+// children of this process) and a worker's own (children of a worker). Only this process's descendants count:
+// ctest runs other tests beside this one, and their bridges are theirs (CI's plain stage saw a bridge of
+// another test counted as a worker's own).
 struct Bridges {
   int shared = 0, own = 0;
 };
 Bridges count_bridges() {
-  Bridges b;
-  const std::string me = std::to_string(::getpid());
+  struct Process {
+    std::string ppid;
+    bool bridge = false, shared = false;
+  };
+  std::map<std::string, Process> processes;
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string pid = entry.path().filename().string();
     if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
     std::ifstream cmd(entry.path() / "cmdline");
     std::string cmdline((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
     for (char& c : cmdline) c = c ? c : ' ';
-    if (cmdline.find(" serve --module ") == std::string::npos) continue;
     std::ifstream stat(entry.path() / "stat");
     std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
     const std::size_t close = text.rfind(')');
     std::istringstream rest(close == std::string::npos ? "" : text.substr(close + 2));
-    std::string state, ppid;
-    rest >> state >> ppid;
-    if (cmdline.find("--control-fd") != std::string::npos) {
-      b.shared += ppid == me;
+    std::string state;
+    Process& p = processes[pid];
+    rest >> state >> p.ppid;
+    p.bridge = cmdline.find(" serve --module ") != std::string::npos;
+    p.shared = cmdline.find("--control-fd") != std::string::npos;
+  }
+  const std::string me = std::to_string(::getpid());
+  auto descends_from_me = [&](std::string pid) {
+    for (int depth = 0; depth < 64 && !pid.empty() && pid != "0"; ++depth) {
+      const auto it = processes.find(pid);
+      if (it == processes.end()) return false;
+      pid = it->second.ppid;
+      if (pid == me) return true;
+    }
+    return false;
+  };
+  Bridges b;
+  for (const auto& [pid, p] : processes) {
+    if (!p.bridge || !descends_from_me(pid)) continue;
+    if (p.shared) {
+      b.shared += p.ppid == me;
     } else {
       b.own += 1;
     }

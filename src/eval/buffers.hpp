@@ -13,7 +13,7 @@
 namespace kernelevolve::eval {
 
 // A timed call's input of this many bytes or fewer (or of one element) is drawn afresh just before the call;
-// a larger one is copied, rotated, from a base copy (local_evaluator.cpp). Below it a draw is cheaper than
+// a larger one is copied, rotated, from a base copy (workload_run.cpp). Below it a draw is cheaper than
 // the bookkeeping. The model's prompt says which its inputs are, and so where they sit in the caches.
 inline constexpr std::size_t kDrawnAfreshBytes = 64 * 1024;
 

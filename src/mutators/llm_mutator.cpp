@@ -347,7 +347,7 @@ std::string steps_text(const Spec& spec, const Node& n) {
 }
 
 // Where a CPU kernel's inputs are when it is called, so that a model knows whether to optimize for memory
-// or for cache. Each timed call's inputs are written just before it (local_evaluator.cpp, step 3): an input
+// or for cache. Each timed call's inputs are written just before it (eval/workload_run.cpp, time()): an input
 // over eval::kDrawnAfreshBytes is copied, rotated, from a base copy of the same size, which is read as it is
 // written (two copies touched: the base and the kernel's); a smaller one (of a spec that is not a PyTorch
 // problem) is drawn afresh into the kernel's buffer (one copy). The copies' total is held against the data
