@@ -91,7 +91,7 @@ bool parse_result_line(const std::string& line, Answer& a, std::string& why) {
   } else {
     a.text = content;
   }
-  // As a live call counts them (llm_mutator.cpp): the prompt's and the answer's, or a total.
+  // As a live call counts them (mutators/endpoint.cpp, parse_reply): the prompt's and the answer's, or a total.
   std::int64_t n = 0;
   if (body["usage"]["prompt_tokens"].get_int64().get(n) == simdjson::SUCCESS) a.prompt_tokens = n;
   if (body["usage"]["completion_tokens"].get_int64().get(n) == simdjson::SUCCESS) a.completion_tokens = n;
