@@ -679,7 +679,11 @@ TEST_CASE("device facts: a CPU kernel is told one core's ceilings, the compiler 
   CHECK(c.find("ONE core") != std::string::npos);
   CHECK(c.find("256 GFLOP/s") != std::string::npos);  // one of the two cores
   // Computed from the clock, unlike the copy rate: a model that took it for measured chased headroom.
-  CHECK(c.find("2.00 GHz: computed from the nominal clock, not measured") != std::string::npos);
+  CHECK(
+      c.find(
+          "(nominal, computed, not measured: 16 fp32 lanes (512-bit vectors) x 2 flops an FMA x 2 FMA units x 2.00 GHz, computed from the nominal clock") !=
+      std::string::npos);
+  CHECK(c.find("at least that share of what the core can do") != std::string::npos);
   CHECK(c.find("memory copy 12.0 GB/s (measured on one thread)") != std::string::npos);
   CHECK(c.find("512 GFLOP/s") == std::string::npos);
   CHECK(c.find("-march=sapphirerapids") != std::string::npos);
@@ -1170,4 +1174,205 @@ TEST_CASE("programs: the knowledge base's note on programs applies to CUDA and T
       "with the params in order; a candidate may bring its own plan",
       3000, {"cuda", "cuda"});
   CHECK(std::any_of(hits.begin(), hits.end(), [](const auto& p) { return p.file == "programs.md"; }));
+}
+
+// ---- issue 53, item 3: what the prompt still lacked ----
+
+TEST_CASE("the prompt gives the time limit in force, noise between evaluations, and when temporaries are filled") {
+  FakeModelServer server;
+  for (int i = 0; i < 2; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  f.spec.notes = "a plan may be brought (kernelevolve-plan: functions in order; docs/spec-format.md, \"Programs\").";
+  ke::Node again;  // the seed's kernel evaluated a second time: 10% slower, its spread within one evaluation 0
+  again.parents = {0};
+  again.mutator = "llm";
+  again.candidate = f.graph.node(0).candidate;
+  again.candidate.source = "// the same kernel under a comment\n" + again.candidate.source;
+  again.evaluation.status = ke::Status::ok;
+  again.evaluation.timings = {{1100, 1100, 1100, 0, 5}, {1100, 1100, 1100, 0, 5}};
+  again.speedup = 1 / 1.1;
+  const ke::NodeId id = f.graph.add(again);
+  ke::Confirmation c;  // the parent's confirmation measured the seed again, and the parent
+  c.node = id;
+  c.rounds = 2;
+  c.confirmed = true;
+  c.speedup = 0.95, c.speedup_low = 0.94, c.speedup_high = 0.96, c.search_speedup = 1 / 1.1;
+  c.seed_time_us = {1080, 1000};
+  c.best_time_us = {1130, 1100};
+  ke::LlmOptions o = options_for(server);
+  o.time_limit_s = [] { return 20.4; };
+  ke::LlmMutator mutator(o);
+  const ke::Mutation m =
+      mutator.mutate({f.spec, f.graph, {id}, f.rng, {}, nullptr, {}, [&](ke::NodeId) { return &c; }});
+  REQUIRE_MESSAGE(m.child.has_value(), m.error);
+  INFO(m.prompt);
+  // The limit as it applies to this run, not only its formula.
+  CHECK(m.prompt.find("Time limit per evaluation in this run now: 20.4 s") != std::string::npos);
+  // The spread is within one evaluation, and the graph's evidence that evaluations differ by more.
+  CHECK(m.prompt.find("the same code evaluated again moves by more than that") != std::string::npos);
+  CHECK(m.prompt.find("- the seed (node 0): w0 1000 ±0 us in its evaluation, 1080 us again (+8%)") !=
+        std::string::npos);
+  CHECK(m.prompt.find("- the parent (node 1): w0 1100 ±0 us in its evaluation, 1130 us again (+3%)") !=
+        std::string::npos);
+  CHECK(m.prompt.find("- the same kernel in nodes 0 1: w0 1000 1100 us") != std::string::npos);
+  // The temporaries' NaN fill is said to be outside the timed call, once per workload.
+  CHECK(m.prompt.find("filled with NaN once per workload, when its launch is made, outside every timed call") !=
+        std::string::npos);
+  CHECK(m.prompt.find("NaN-filled before every call") == std::string::npos);
+  // The manual is not pointed at: the model cannot open it.
+  CHECK(m.prompt.find("docs/spec-format.md") == std::string::npos);
+  CHECK(m.prompt.find("its format is in the system message") != std::string::npos);
+  // Without a limit known, no such line; without a confirmation or a repeated kernel, no evidence.
+  Fixture plain;
+  ke::LlmMutator quiet(options_for(server));
+  const ke::Mutation q = plain.mutate(quiet);
+  CHECK(q.prompt.find("Time limit per evaluation in this run now") == std::string::npos);
+  CHECK(q.prompt.find("Between evaluations") == std::string::npos);
+}
+
+TEST_CASE("on torch 1.x the prompt says a CPU's eager time is a generic BLAS's, no yardstick") {
+  FakeModelServer server;
+  for (int i = 0; i < 2; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::Baseline eager{"eager", {}}, compile{"compile", {}};
+  eager.evaluation.status = ke::Status::ok;
+  eager.evaluation.timings = {{2000, 1990, 2100, 12, 5}, {400, 399, 402, 1, 5}};
+  compile.evaluation.status = ke::Status::compile_error;
+  compile.evaluation.message = "torch 1.13.0a0 has no torch.compile (PyTorch 2.0 added it)";
+  ke::LlmMutator mutator(options_for(server));
+  ke::Mutation m = mutator.mutate({f.spec, f.graph, {0}, f.rng, {}, nullptr, {eager, compile}});
+  CHECK_MESSAGE(m.prompt.find("- note: this PyTorch is torch 1.13, whose CPU matrix products run on a generic BLAS") !=
+                    std::string::npos,
+                m.prompt);
+  CHECK(m.prompt.find("no yardstick of what this CPU can do") != std::string::npos);
+  // A torch 2 (compile measured, or failing for another reason) says nothing of the kind.
+  compile.evaluation.message = "Inductor failed: no C++ compiler";
+  m = mutator.mutate({f.spec, f.graph, {0}, f.rng, {}, nullptr, {eager, compile}});
+  CHECK(m.prompt.find("generic BLAS") == std::string::npos);
+}
+
+TEST_CASE("an answer the tool could not use is said in the next prompt for that parent") {
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai("I would unroll the loop, but I will not write the code.")});
+  for (int i = 0; i < 2; ++i) server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::LlmMutator mutator(options_for(server));
+  ke::Mutation m = f.mutate(mutator);
+  REQUIRE_FALSE(m.child);
+  CHECK(m.prompt.find("could not be used") == std::string::npos);
+  m = f.mutate(mutator);
+  INFO(m.prompt);
+  CHECK(m.prompt.find("## Your last answer for this parent could not be used") != std::string::npos);
+  CHECK(m.prompt.find("neither a fenced code block nor SEARCH/REPLACE edits; the answer began: \"I would unroll") !=
+        std::string::npos);
+  REQUIRE(m.child.has_value());
+  // Once an answer is used, the old failure is not told again.
+  m = f.mutate(mutator);
+  CHECK(m.prompt.find("could not be used") == std::string::npos);
+}
+
+TEST_CASE("a tunable the new source no longer declares, or fixes with its own #define, is neither shown nor stepped") {
+  ke::Spec spec = colsum();  // its tunable is BLOCK
+  const std::string reads_mr = "void colsum(const float* x, float* y, long M, long N) { float acc[MR]; }\n";
+  // MR's declaration went with the rewrite: nothing left to search, whatever the source does with the name.
+  CHECK(ke::live_tunables(spec, "#ifndef MR\n#define MR 4\n#endif\n" + reads_mr, ke::Language::c, {{"MR", 4}}).empty());
+  CHECK(ke::live_tunables(spec, "// ke:tunable MR 4 8\n#ifndef MR\n#define MR 4\n#endif\n" + reads_mr, ke::Language::c,
+                          {{"MR", 8}}) == ke::Bindings{{"MR", 8}});
+  // An unguarded #define fixes the value: -DMR=8 would change nothing, so MR is dead even while declared.
+  CHECK_FALSE(ke::tunable_is_live(spec, "// ke:tunable MR 4 8\n#define MR 4\n" + reads_mr, ke::Language::c, "MR"));
+  CHECK(ke::live_tunables(spec, "// ke:tunable MR 4 8\n#define MR 4\n" + reads_mr, ke::Language::c, {{"MR", 4}})
+            .count("MR") == 0);
+  // A model's rewrite of a parent that had MR: the child has no MR, and the parameter search never steps it.
+  Fixture f;
+  ke::Node parent;
+  parent.parents = {0};
+  parent.mutator = "llm";
+  parent.candidate = {
+      "// ke:tunable MR 4 8\n#ifndef MR\n#define MR 4\n#endif\n" + reads_mr, ke::Language::c, {{"MR", 4}}};
+  parent.evaluation.status = ke::Status::ok;
+  parent.evaluation.timings = f.graph.node(0).evaluation.timings;
+  parent.speedup = 1;
+  const ke::NodeId pid = f.graph.add(parent);
+  const ke::mutators::ModelChild child = ke::mutators::model_child(
+      f.spec, f.graph.node(pid).candidate,
+      "Fix MR.\n```c\n#define MR 4\nvoid colsum(const float* x, float* y, long M, long N) { float acc[MR]; }\n```\n");
+  REQUIRE(child.child.has_value());
+  CHECK(child.child->tunables.count("MR") == 0);
+  ke::Node rewritten;
+  rewritten.parents = {pid};
+  rewritten.mutator = "llm";
+  rewritten.candidate = *child.child;
+  rewritten.candidate.tunables["MR"] = 4;  // as a node made before this rule kept it
+  rewritten.evaluation.status = ke::Status::ok;
+  rewritten.evaluation.timings = f.graph.node(0).evaluation.timings;
+  rewritten.speedup = 1;
+  const ke::NodeId rid = f.graph.add(rewritten);
+  ke::ParamMutator params;
+  const ke::Mutation step = params.mutate({f.spec, f.graph, {rid}, f.rng});
+  CHECK_FALSE(step.child.has_value());  // BLOCK is not read, MR is fixed: nothing to step
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(kBetter)});
+  ke::LlmMutator mutator(options_for(server));
+  const ke::Mutation m = mutator.mutate({f.spec, f.graph, {rid}, f.rng});
+  CHECK_MESSAGE(m.prompt.find("Tunables: (none)") != std::string::npos, m.prompt);
+}
+
+// ---- issue 53, item 2: several children per prompt ----
+
+TEST_CASE("several children per prompt: each part its own child, a malformed one a failure that loses no other") {
+  const std::string body =
+      "for (int64_t j = 0; j < N; ++j) { float s = 0; for (int64_t i = 0; i < M; ++i) s += "
+      "x[i * N + j]; y[j] = s; }\n";
+  const std::string answer =
+      "### Child 1\nRows contiguous.\n```c\n#include <stdint.h>\nvoid colsum(const float* x, float* y, int64_t M, "
+      "int64_t N) {\n" +
+      body +
+      "}\n```\n### Child 2\nI would tile it, but no code.\n### Child 3\nUnrolled by hand.\n```c\n#include "
+      "<stdint.h>\n// unrolled\nvoid colsum(const float* x, float* y, int64_t M, int64_t N) {\n  " +
+      body + "}\n```\n";
+  // A heading inside a code block is code, not a new part.
+  CHECK(ke::mutators::answer_parts("```c\n### Child 9\n```\n").size() == 1);
+  CHECK(ke::mutators::answer_parts(answer).size() == 3);
+  FakeModelServer server;
+  server.push({200, FakeModelServer::openai(answer, 300)});
+  server.push({200, FakeModelServer::openai(kBetter)});
+  Fixture f;
+  ke::LlmOptions o = options_for(server);
+  o.children = 3;
+  ke::LlmMutator mutator(o);
+  // The failed part first, while its parent is the context's, with the call's tokens.
+  ke::Mutation m = f.mutate(mutator);
+  CHECK_FALSE(m.child.has_value());
+  CHECK(m.error.find("child 2 of 3: the model's answer was not usable") != std::string::npos);
+  CHECK(m.tokens == 300);
+  CHECK(server.requests().size() == 1);
+  CHECK(server.requests().at(0).body.find("Write 3 different kernels") != std::string::npos);
+  CHECK(server.requests().at(0).body.find("### Child 1") != std::string::npos);
+  // Then each usable part, one a call, each a child of the parent it answered, without a new request.
+  std::vector<ke::Mutation> kids;
+  for (int i = 0; i < 2; ++i) {
+    ke::Node other;  // the search went on elsewhere meanwhile: the context's parent is another node
+    other.parents = {0};
+    other.mutator = "param";
+    other.candidate = {f.spec.seed.source, ke::Language::c, {{"BLOCK", 100 + i}}};
+    other.evaluation.status = ke::Status::ok;
+    const ke::NodeId elsewhere = f.graph.add(other);
+    kids.push_back(mutator.mutate({f.spec, f.graph, {elsewhere}, f.rng}));
+  }
+  CHECK(server.requests().size() == 1);
+  for (const ke::Mutation& k : kids) {
+    REQUIRE_MESSAGE(k.child.has_value(), k.error);
+    CHECK(k.parents == std::vector<ke::NodeId>{0});
+    CHECK(k.tokens == 0);
+  }
+  CHECK(kids[0].note.find("child 1 of 3") != std::string::npos);
+  CHECK(kids[1].note.find("child 3 of 3") != std::string::npos);
+  CHECK(kids[1].child->source.find("// unrolled") != std::string::npos);
+  CHECK(kids[0].child->source != kids[1].child->source);
+  // All given: the next call asks the model again, and its prompt for parent 0 says what was wrong with child 2.
+  m = f.mutate(mutator);
+  CHECK(server.requests().size() == 2);
+  CHECK(m.prompt.find("## Your last answer for this prompt could not be used") != std::string::npos);
+  CHECK(m.prompt.find("child 2 of 3: the model's answer was not usable") != std::string::npos);
+  CHECK(m.child.has_value());  // an answer without headings is one child, as with one asked for
 }

@@ -193,6 +193,13 @@ struct LlmOptions {
   // Rounds (rounds.hpp): when set, no request is sent; each is handed here, kept to be answered later (a
   // batch), and the mutation is a deferred one (Mutation::deferred), so no device waits on a model.
   std::function<DeferredReceipt(const DeferredRequest&)> defer;
+  // Children asked for per prompt: each of the answer's parts (under `### Child N` headings) becomes a child of
+  // its own, judged on its own; the mutator gives them one a call (a part that cannot be used is a recorded failure
+  // alone), asking the model again once they are all given.
+  int children = 1;
+  // The evaluation time limit in force now, in seconds (WorkerEvaluator::timeout_s), given in the prompt beside the
+  // rule that derives it; empty, or 0 back: not known.
+  std::function<double()> time_limit_s;
 };
 
 // The device as a model's prompt states it (LlmOptions::device_description): the ceilings a kernel can reach

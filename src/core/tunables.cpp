@@ -50,10 +50,8 @@ bool word_at(const std::string& text, std::size_t at, std::size_t length) {
   return (at == 0 || !ident(text[at - 1])) && (at + length >= text.size() || !ident(text[at + length]));
 }
 
-}  // namespace
-
-bool tunable_is_live(const Spec& spec, const std::string& source, Language language, const std::string& name) {
-  if (language == Language::triton && (name == "num_warps" || name == "num_stages")) return true;
+// Whether the spec's launch rule, constraints or cost read the name: such a tunable is live whatever the source.
+bool spec_reads(const Spec& spec, const std::string& name) {
   auto reads = [&](const Expr& e) {
     const auto names = e.names();
     return std::find(names.begin(), names.end(), name) != names.end();
@@ -65,8 +63,16 @@ bool tunable_is_live(const Spec& spec, const std::string& source, Language langu
   }
   for (const Expr& c : spec.constraints)
     if (reads(c)) return true;
-  if ((spec.cost_flops && reads(*spec.cost_flops)) || (spec.cost_bytes && reads(*spec.cost_bytes))) return true;
+  return (spec.cost_flops && reads(*spec.cost_flops)) || (spec.cost_bytes && reads(*spec.cost_bytes));
+}
+
+}  // namespace
+
+bool tunable_is_live(const Spec& spec, const std::string& source, Language language, const std::string& name) {
+  if (language == Language::triton && (name == "num_warps" || name == "num_stages")) return true;
+  if (spec_reads(spec, name)) return true;
   const bool python = language == Language::triton;
+  bool guarded = false;  // inside `#ifndef NAME`: a `#define NAME` there is the default a -D overrides
   for (const std::string& raw : split_lines(without_comments(source, language))) {
     const std::string line = trim(raw);
     if (!python && starts_with(line, "#")) {
@@ -74,7 +80,18 @@ bool tunable_is_live(const Spec& spec, const std::string& source, Language langu
       std::istringstream in(line.substr(1));
       std::string directive, first;
       in >> directive >> first;
-      if ((directive == "ifndef" || directive == "define") && first == name) continue;
+      if (directive == "ifndef" && first == name) {
+        guarded = true;
+        continue;
+      }
+      // An unguarded `#define NAME` (or `#undef NAME`) fixes the value whatever the search passes: the tunable is
+      // dead, and stepping it would measure the same kernel again (a model's rewrite that stopped declaring MR but
+      // kept `#define MR 4` cost an evaluation, issue 53).
+      if ((directive == "define" && !guarded) || directive == "undef") {
+        if (first == name) return false;
+      }
+      if (directive == "define" && first == name) continue;
+      if (directive == "endif") guarded = false;
     }
     for (std::size_t at = line.find(name); at != std::string::npos; at = line.find(name, at + 1)) {
       if (word_at(line, at, name.size())) return true;
@@ -85,12 +102,18 @@ bool tunable_is_live(const Spec& spec, const std::string& source, Language langu
 
 Bindings live_tunables(const Spec& spec, const std::string& source, Language language, const Bindings& from) {
   Bindings out;
+  const auto declared = declared_tunables(source);
   for (const auto& [name, value] : from) {
-    if (tunable_is_live(spec, source, language, name)) out[name] = value;
+    // A tunable neither the spec nor the source declares has no values left to search: its declaration went with
+    // the rewrite, so whatever the source still does with the name, the search cannot vary it.
+    const bool known = spec.tunables.count(name) || declared.count(name) || spec_reads(spec, name) ||
+                       (language == Language::triton && (name == "num_warps" || name == "num_stages"));
+    if (known && tunable_is_live(spec, source, language, name)) out[name] = value;
   }
   // A declared tunable keeps the parent's value while the declaration still lists it (an edit that left the
   // declaration alone keeps what the parameter search found), else starts at its first value.
-  for (const auto& [name, values] : declared_tunables(source)) {
+  for (const auto& [name, values] : declared) {
+    if (!tunable_is_live(spec, source, language, name)) continue;  // declared, but unread or fixed by a #define
     const auto kept = out.find(name);
     if (kept == out.end() || std::find(values.begin(), values.end(), kept->second) == values.end())
       out[name] = values.front();

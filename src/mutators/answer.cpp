@@ -134,4 +134,55 @@ ModelChild model_child(const Spec& spec, const Candidate& base, const std::strin
   return made;
 }
 
+namespace {
+
+// Whether a line is a child's heading: `### Child 2` (one to four #, any case, a number after the word).
+bool child_heading(const std::string& raw) {
+  const std::string line = trim(raw);
+  std::size_t at = 0;
+  while (at < line.size() && line[at] == '#') ++at;
+  if (at == 0 || at > 4) return false;
+  std::string rest = trim(line.substr(at));
+  std::transform(rest.begin(), rest.end(), rest.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (!starts_with(rest, "child")) return false;
+  rest = trim(rest.substr(5));
+  return !rest.empty() && std::isdigit(static_cast<unsigned char>(rest[0]));
+}
+
+}  // namespace
+
+std::vector<std::string> answer_parts(const std::string& answer) {
+  const std::vector<std::string> lines = split_lines(answer);
+  std::vector<std::string> parts;
+  bool inside_fence = false;  // a heading inside a code block is code
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (starts_with(trim(lines[i]), "```")) inside_fence = !inside_fence;
+    if (!inside_fence && child_heading(lines[i])) {
+      parts.emplace_back();
+      continue;
+    }
+    if (!parts.empty()) parts.back() += lines[i] + "\n";
+  }
+  if (parts.empty()) return {answer};
+  return parts;
+}
+
+std::vector<ModelChild> model_children(const Spec& spec, const Candidate& base, const std::string& answer) {
+  const std::vector<std::string> parts = answer_parts(answer);
+  std::vector<ModelChild> made;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    ModelChild child = model_child(spec, base, parts[i]);
+    if (parts.size() > 1) {
+      const std::string which = "child " + std::to_string(i + 1) + " of " + std::to_string(parts.size());
+      if (child.child) {
+        child.note.insert(child.note.find(')'), ", " + which);
+      } else {
+        child.error = which + ": " + child.error;
+      }
+    }
+    made.push_back(std::move(child));
+  }
+  return made;
+}
+
 }  // namespace kernelevolve::mutators

@@ -42,9 +42,14 @@ std::string cpu_facts(const DeviceInfo& d, Language language) {
       << " cores in the machine).\n";
   out << "The kernel runs on ONE core, on the calling thread; it may not start threads. The ceilings of that core: ";
   if (d.peak_flops_per_s > 0) {
-    out << "fp32 peak " << rate(kernel_peak_flops(d) / 1e9, "GFLOP/s") << " (" << d.vector_bits
-        << "-bit vectors, 2 FMA units, " << property(d, "max_ghz").substr(0, 4)
-        << " GHz: computed from the nominal clock, not measured; a sustained clock under load is lower)";
+    // Nothing times an FMA loop on the CPU (devices/cpu/cpu_info.cpp computes it): said plainly, with how it is
+    // made and how to read a share of it, since a model told "88% of peak" could not judge it (issue 53).
+    out << "fp32 peak " << rate(kernel_peak_flops(d) / 1e9, "GFLOP/s")
+        << " (nominal, computed, not measured: " << d.vector_bits / 32 << " fp32 lanes (" << d.vector_bits
+        << "-bit vectors) x 2 flops an FMA x 2 FMA units x " << property(d, "max_ghz").substr(0, 4)
+        << " GHz, computed from the nominal clock (the highest the kernel lists, "
+        << "or 4 GHz assumed where it lists none, as in a VM); a sustained clock under load is lower, so a kernel at "
+           "a share of it is at least that share of what the core can do)";
   }
   if (d.peak_bytes_per_s > 0)
     out << ", memory copy " << rate(d.peak_bytes_per_s / 1e9, "GB/s") << " (measured on one thread)";
@@ -85,6 +90,13 @@ std::string gpu_facts(const DeviceInfo& d, Language language) {
   out << "Ceilings: copy "
       << (d.peak_bytes_per_s > 0 ? rate(d.peak_bytes_per_s / 1e9, "GB/s") + " (measured)" : "unknown") << ", fp32 FMA "
       << (d.peak_flops_per_s > 0 ? rate(d.peak_flops_per_s / 1e12, "TFLOP/s") : "unknown");
+  // The GPU's FMA ceiling is measured (devices/gpu/ceiling_cache.cpp writes fma_tflops); the datasheet's beside it.
+  if (d.peak_flops_per_s > 0 && !property(d, "fma_tflops").empty()) {
+    out << " (measured: an FMA loop on every SM";
+    if (const double nominal = std::atof(property(d, "fp32_tflops_nominal").c_str()); nominal > 0)
+      out << "; nominal " << rate(nominal, "TFLOP/s");
+    out << ")";
+  }
   // bf16 and fp16 work is diagnosed against these (compute_peak); on Hopper the mma.sync kernel measures only part
   // of wgmma's rate, so the larger of it and cuBLASLt's product is the ceiling.
   if (d.bf16_tensor_flops_per_s > 0) out << ", bf16 tensor cores " << rate(d.bf16_tensor_flops_per_s / 1e12, "TFLOP/s");

@@ -2,6 +2,8 @@
 // for a round, and turns the answer into a child (answer.hpp).
 #include <cmath>
 #include <condition_variable>
+#include <deque>
+#include <map>
 #include <mutex>
 #include <optional>
 
@@ -25,6 +27,11 @@ struct LlmMutator::Impl {
   std::int64_t tokens = 0;
   std::int64_t prompt_tokens = 0, completion_tokens = 0;
   double cost_usd = 0;
+  // The usable children of the last answer not given yet (LlmOptions::children), each with its parents.
+  std::deque<Mutation> waiting;
+  // Per parent (-1: the first kernel), what was wrong with the parts of its last answer that could not be used:
+  // the next prompt for that parent says so, rather than showing the same parent again without a word.
+  std::map<NodeId, std::vector<std::string>> unusable;
 };
 
 LlmMutator::LlmMutator(LlmOptions options) : impl_(std::make_unique<Impl>()) {
@@ -40,6 +47,7 @@ LlmMutator::LlmMutator(LlmOptions options) : impl_(std::make_unique<Impl>()) {
     throw Error(ErrorCode::BadUsage,
                 "llm: unknown memory mode '" + options.memory + "' (known: inherit, siblings, both, fresh)");
   }
+  if (options.children < 1) throw Error(ErrorCode::BadUsage, "llm: ask for at least one child per prompt");
   if (options.max_in_flight < 1) throw Error(ErrorCode::BadUsage, "llm: max_in_flight must be at least 1");
   for (double p : {options.price.input_per_mtok, options.price.output_per_mtok}) {
     if (!(p >= 0) || !std::isfinite(p)) {
@@ -89,55 +97,107 @@ void LlmMutator::set_prices(const std::map<std::string, LlmPrice>& prices) {
 }
 
 Mutation LlmMutator::mutate(const MutationContext& ctx) {
+  Impl& s = *impl_;
+  // The other children of the last answer come first, one a call, each of its own parent.
+  {
+    std::lock_guard lock(s.mutex);
+    if (!s.waiting.empty()) {
+      Mutation next = std::move(s.waiting.front());
+      s.waiting.pop_front();
+      // A part of a first kernel's answer, given once the first kernel stands: a child of that kernel, node 0.
+      if (next.parents.empty() && !ctx.parents.empty()) {
+        next.parents = {0};
+        next.note += " (written from the reference beside node 0)";
+      }
+      return next;
+    }
+  }
   Mutation m;
   const bool first_kernel = ctx.parents.empty();
-  const std::string system = impl_->prompts->system_prompt(ctx.spec, first_kernel);
-  const std::string user = first_kernel ? impl_->prompts->first_kernel_prompt(ctx) : impl_->prompts->user_prompt(ctx);
+  const NodeId parent = first_kernel ? -1 : ctx.parents.at(0);
+  std::vector<std::string> unusable;
+  {
+    std::lock_guard lock(s.mutex);
+    if (const auto it = s.unusable.find(parent); it != s.unusable.end()) unusable = it->second;
+  }
+  const std::string system = s.prompts->system_prompt(ctx.spec, first_kernel);
+  const std::string user =
+      first_kernel ? s.prompts->first_kernel_prompt(ctx, unusable) : s.prompts->user_prompt(ctx, unusable);
   m.prompt = "[system]\n" + system + "\n\n[user]\n" + user;
-  if (impl_->options.defer) {  // a round: the request is kept to be answered later, and no one waits on it
-    const DeferredReceipt receipt = impl_->options.defer(DeferredRequest{
-        ctx.parents, impl_->options.model, m.prompt, mutators::request_body(impl_->options, system, user)});
+  if (s.options.defer) {  // a round: the request is kept to be answered later, and no one waits on it
+    const DeferredReceipt receipt = s.options.defer(
+        DeferredRequest{ctx.parents, s.options.model, m.prompt, mutators::request_body(s.options, system, user)});
     m.deferred = true;
-    m.model = impl_->options.model;
+    m.model = s.options.model;
     m.note = "asked the model: request " + receipt.id;
     m.stop_run = receipt.stop_run;
     return m;
   }
   {
-    std::unique_lock lock(impl_->mutex);
-    impl_->slot_free.wait(lock, [&] { return impl_->in_flight < impl_->options.max_in_flight; });
-    impl_->in_flight += 1;
+    std::unique_lock lock(s.mutex);
+    s.slot_free.wait(lock, [&] { return s.in_flight < s.options.max_in_flight; });
+    s.in_flight += 1;
   }
   std::string answer, error;
   mutators::Usage used;
-  impl_->endpoint.call(impl_->options, mutators::request_body(impl_->options, system, user), answer, used, error);
+  s.endpoint.call(s.options, mutators::request_body(s.options, system, user), answer, used, error);
   {
-    std::lock_guard lock(impl_->mutex);
-    impl_->in_flight -= 1;
-    m.cost_usd = impl_->options.price.cost_usd(used.prompt, used.completion);
-    impl_->tokens += used.total();
-    impl_->prompt_tokens += used.prompt;
-    impl_->completion_tokens += used.completion;
-    impl_->cost_usd += m.cost_usd;
+    std::lock_guard lock(s.mutex);
+    s.in_flight -= 1;
+    m.cost_usd = s.options.price.cost_usd(used.prompt, used.completion);
+    s.tokens += used.total();
+    s.prompt_tokens += used.prompt;
+    s.completion_tokens += used.completion;
+    s.cost_usd += m.cost_usd;
   }
-  impl_->slot_free.notify_one();
+  s.slot_free.notify_one();
   m.tokens = used.total();
-  m.model = impl_->options.model;
+  m.model = s.options.model;
   m.answer = answer;
   if (!error.empty()) {
     m.error = error;
     return m;
   }
   // A first kernel has nothing to edit: only a full source will do.
-  const Candidate base = first_kernel ? Candidate{"", ctx.spec.language, ctx.spec.seed_tunables()}
-                                      : ctx.graph.node(ctx.parents.at(0)).candidate;
-  mutators::ModelChild made = mutators::model_child(ctx.spec, base, answer);
-  if (!made.child) {
-    m.error = made.error;
-    return m;
+  const Candidate base =
+      first_kernel ? Candidate{"", ctx.spec.language, ctx.spec.seed_tunables()} : ctx.graph.node(parent).candidate;
+  // Each part of the answer a child on its own (one part unless the prompt asked for several).
+  std::vector<mutators::ModelChild> made = mutators::model_children(ctx.spec, base, answer);
+  std::vector<Mutation> children;
+  std::string failures;
+  {
+    std::lock_guard lock(s.mutex);
+    std::vector<std::string>& said = s.unusable[parent];
+    said.clear();  // this answer's, not an older one's, go in the next prompt for this parent
+    for (mutators::ModelChild& part : made) {
+      if (!part.child) {
+        failures += (failures.empty() ? "" : "; ") + part.error;
+        said.push_back(part.error + "; the answer began: " + mutators::answer_excerpt(answer));
+        continue;
+      }
+      Mutation c;
+      c.child = std::move(part.child);
+      c.note = std::move(part.note);
+      c.prompt = m.prompt;
+      c.answer = answer;
+      c.model = m.model;
+      c.parents = ctx.parents;
+      children.push_back(std::move(c));
+    }
+    if (said.empty()) s.unusable.erase(parent);
   }
-  m.child = std::move(made.child);
-  m.note = std::move(made.note);
+  // The failed parts are one recorded failure, given now, while its parent is the context's; the usable parts
+  // follow, one a call. Without failures the first child is this call's, with the call's tokens and cost.
+  if (!failures.empty()) {
+    m.error = failures;
+  } else {
+    Mutation& first = children.front();
+    m.child = std::move(first.child);
+    m.note = std::move(first.note);
+    children.erase(children.begin());
+  }
+  std::lock_guard lock(s.mutex);
+  for (Mutation& c : children) s.waiting.push_back(std::move(c));
   return m;
 }
 

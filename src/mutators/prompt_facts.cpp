@@ -3,9 +3,12 @@
 
 #include <cmath>
 #include <iomanip>
+#include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
+#include "core/tunables.hpp"
 #include "kernelevolve/counters.hpp"
 #include "kernelevolve/program.hpp"
 #include "kernelevolve/report.hpp"
@@ -112,6 +115,19 @@ std::string marks_section(const Spec& spec, const std::vector<Baseline>& marks) 
     for (std::size_t i = 0; i < t.size(); ++i) out << (i ? ", " : "") << "w" << i << " " << time_text(t[i]);
     out << "\n";
   }
+  // torch 1.x (Debian's 1.13) runs a CPU's matrix products on a generic BLAS: its eager time says little of what
+  // the CPU can do (docs/pytorch.md: "no yardstick"). Its version shows where torch.compile is missing for it.
+  if (is_cpu_language(spec.language)) {
+    static const std::regex torch1(R"(torch (1\.[0-9]+)[^ ]* has no torch\.compile)");
+    for (const Baseline& b : marks) {
+      std::smatch version;
+      if (!std::regex_search(b.evaluation.message, version, torch1)) continue;
+      out << "- note: this PyTorch is torch " << version[1]
+          << ", whose CPU matrix products run on a generic BLAS (as Debian packages it), not a tuned one: its eager "
+             "time is no yardstick of what this CPU can do; judge a kernel by the FMA peak and copy rate above\n";
+      break;
+    }
+  }
   return out.str();
 }
 
@@ -191,9 +207,13 @@ std::string descendants_text(const SearchGraph& g, const Node& n, const std::vec
 
 // Whether a node's figures were borne out when it was measured again against the seed (the parent a
 // model builds on, the best it is shown), or are one evaluation's.
-std::string confirmation_text(const MutationContext& ctx, const Node& n) {
-  if (n.id == 0 || n.evaluation.status != Status::ok) return "";  // the seed is what speedups are taken against
-  const Confirmation* c = ctx.confirm ? ctx.confirm(n.id) : nullptr;
+const Confirmation* confirmation_of(const MutationContext& ctx, const Node& n) {
+  if (n.id == 0 || n.evaluation.status != Status::ok) return nullptr;  // the seed is what speedups are taken against
+  return ctx.confirm ? ctx.confirm(n.id) : nullptr;
+}
+
+std::string confirmation_text(const Node& n, const Confirmation* c) {
+  if (n.id == 0 || n.evaluation.status != Status::ok) return "";
   std::ostringstream out;
   out << std::setprecision(3);
   if (!c) {
@@ -249,6 +269,62 @@ std::string steps_text(const Spec& spec, const Node& n) {
     if (steps[s].share) out << ": " << *steps[s].share * 100 << "%";
   }
   return out.str() + "\n";
+}
+
+Bindings shown_tunables(const Spec& spec, const Candidate& c) {
+  return live_tunables(spec, c.source, c.language, c.tunables);
+}
+
+std::string between_evaluations_text(const MutationContext& ctx, const Node& parent, const Confirmation* c) {
+  const SearchGraph& g = ctx.graph;
+  std::ostringstream out;
+  out << std::setprecision(4);
+  auto percent = [](double now, double before) {
+    std::ostringstream p;
+    p << std::showpos << std::lround((now / before - 1) * 100) << "%";
+    return p.str();
+  };
+  std::string lines;
+  // The parent's confirmation measured the parent and the seed again, interleaved.
+  if (c && c->rounds > 0 && !c->failed_again) {
+    auto again = [&](const Node& n, const std::vector<double>& times, const std::string& who) {
+      std::ostringstream line;
+      line << std::setprecision(4);
+      const auto& t = n.evaluation.timings;
+      std::size_t shown = 0;
+      for (std::size_t w = 0; w < t.size() && w < times.size(); ++w) {
+        if (!(times[w] > 0) || !(t[w].median_us > 0)) continue;
+        line << (shown++ ? ", " : "") << "w" << w << " " << time_text(t[w]) << " in its evaluation, " << times[w]
+             << " us again (" << percent(times[w], t[w].median_us) << ")";
+      }
+      if (shown) lines += "- " + who + ": " + line.str() + "\n";
+    };
+    again(g.node(0), c->seed_time_us, "the seed (node 0)");
+    again(parent, c->best_time_us, "the parent (node " + std::to_string(parent.id) + ")");
+  }
+  // Nodes that run the same kernel: the same code with the same live tunables (a dead one changes nothing).
+  std::map<std::string, std::vector<const Node*>> same;
+  for (const Node& n : g.nodes()) {
+    if (n.evaluation.status != Status::ok || n.evaluation.timings.empty()) continue;
+    same[Candidate{n.candidate.source, n.candidate.language, shown_tunables(ctx.spec, n.candidate)}.code_key()]
+        .push_back(&n);
+  }
+  std::size_t groups = 0;
+  for (const auto& [key, nodes] : same) {
+    if (nodes.size() < 2 || groups == 3) continue;
+    ++groups;
+    std::ostringstream line;
+    line << std::setprecision(4) << "- the same kernel in nodes";
+    for (const Node* n : nodes) line << " " << n->id;
+    line << ": w0";
+    for (const Node* n : nodes) line << " " << n->evaluation.timings[0].median_us;
+    line << " us\n";
+    lines += line.str();
+  }
+  if (lines.empty()) return "";
+  out << "Between evaluations (the same code measured again moves by more than the spread within one evaluation):\n"
+      << lines;
+  return out.str();
 }
 
 }  // namespace kernelevolve::mutators

@@ -27,9 +27,19 @@ std::string outcome(const Node& n, const std::vector<Baseline>& marks = {});
 // What the search made of a node after it: its descendants, the fastest with its tunables; empty for none.
 std::string descendants_text(const SearchGraph& g, const Node& n, const std::vector<Baseline>& baselines);
 // Whether a node was confirmed when measured again against the seed, or is a single measurement.
-std::string confirmation_text(const MutationContext& ctx, const Node& n);
+// The node's confirmation (MutationContext::confirm; once per node): null for the seed, a node that is not ok, or
+// a run that does not measure again.
+const Confirmation* confirmation_of(const MutationContext& ctx, const Node& n);
+std::string confirmation_text(const Node& n, const Confirmation* c);
 // What went wrong with a failed child, in the detail a model can act on (compiler log, worst mismatch).
 std::string failure_detail(const Node& n);
+// Evidence that times move between evaluations by more than the spread within one: the seed and the parent measured
+// again in the parent's confirmation `c` (may be null) against their own evaluations, and nodes that run the same
+// kernel (the same code and live tunables) measured more than once. Empty where the graph has none.
+std::string between_evaluations_text(const MutationContext& ctx, const Node& parent, const Confirmation* c);
+// The tunables a prompt shows for a candidate: its live ones (live_tunables), so that a tunable its source no
+// longer reads or declares is neither shown nor taken for one the search varies.
+Bindings shown_tunables(const Spec& spec, const Candidate& c);
 // Each step's share of a program's time in one line; empty for a one-kernel node.
 std::string steps_text(const Spec& spec, const Node& n);
 

@@ -47,10 +47,14 @@ std::string plan_text(const Spec& spec) {
       std::string(
           "Programs: a source may declare its own plan instead of the default one (the entry alone with the "
           "spec's params): ") +
-      (cpu ? "functions called in order, each with its args, and temporaries (workspaces allocated for it, NaN-filled "
-             "before every call), so the program need not allocate. "
+      (cpu ? "functions called in order, each with its args, and temporaries (workspaces allocated for it), so the "
+             "program need not allocate. "
            : "several kernels run in order on one stream, each with its own grid and args, and temporaries "
-             "(workspaces allocated for it, NaN-filled before every call) between them. ") +
+             "(workspaces allocated for it) between them. ") +
+      // As eval/workload_run.cpp does it: a ProgramLaunch per workload, its temporaries poisoned once when it is made.
+      "Temporaries are allocated and filled with NaN once per workload, when its launch is made, outside every timed "
+      "call; each call finds what the previous call left in them, so a step must write a temporary before any step "
+      "reads it. Outputs are filled with NaN before each call, also outside the timed call. "
       "The time is the whole plan's. An arg is a param's name (its buffer or value), a temporary's name (a writable "
       "pointer of its dtype) or an integer expression over sizes and tunables (a 64-bit integer). ";
   // Library steps run on a CUDA GPU whatever language its kernels are in (Inductor's Triton programs call cuBLAS).
@@ -140,6 +144,16 @@ std::string inputs_in_cache(const Spec& spec, const std::string& device_descript
   return out.str();
 }
 
+// A spec's notes as the model reads them: the pointers to the manual (which the model cannot open) give way to
+// where the prompt says the same (a PyTorch problem's notes name docs/spec-format.md for the plan's format).
+std::string notes_for_model(std::string notes) {
+  for (const std::string pointer : {"docs/spec-format.md, \"Programs\"", "docs/spec-format.md"}) {
+    for (std::size_t at = notes.find(pointer); at != std::string::npos; at = notes.find(pointer, at))
+      notes.replace(at, pointer.size(), "its format is in the system message");
+  }
+  return notes;
+}
+
 }  // namespace
 
 std::string PromptWriter::system_prompt(const Spec& spec, bool first) const {
@@ -168,6 +182,16 @@ std::string PromptWriter::system_prompt(const Spec& spec, bool first) const {
         std::string(mutators::kTunableRule);
   }
   rules += plan_text(spec);
+  if (options.children > 1) {
+    // Each part is cut at its heading and made a child alone (answer.hpp, model_children).
+    tunables += " Write " + std::to_string(options.children) +
+                " different kernels, each a separate attempt evaluated and judged on its own: put each under a "
+                "heading line `" +
+                kChildHeading + "1`, `" + kChildHeading +
+                "2`, ..., with its own sentence and then its own code in the form above" +
+                (first ? "" : " (edits apply to the parent, never to another child)") +
+                "; a child that cannot be used fails alone.";
+  }
   if (first) {
     return "You are an expert performance engineer. You write " + lang +
            " kernels for the device described that compute exactly what a reference computes (within the "
@@ -188,7 +212,8 @@ std::string PromptWriter::system_prompt(const Spec& spec, bool first) const {
 }
 
 // The problem as any prompt states it: signature, workloads, tolerance, launch, tunables, notes.
-void PromptWriter::problem_section(std::ostringstream& out, const Spec& spec, const std::string& device_description) {
+void PromptWriter::problem_section(std::ostringstream& out, const Spec& spec) const {
+  const std::string& device_description = options.device_description;
   out << "## Problem: " << spec.name << "\nSignature: `" << kernel_signature(spec) << "`\n";
   out << "Workloads:";
   for (std::size_t i = 0; i < spec.workloads.size(); ++i)
@@ -199,7 +224,9 @@ void PromptWriter::problem_section(std::ostringstream& out, const Spec& spec, co
                                          : "among copies, the L2 flushed before each")
       << "), \"±\" its spread (the median absolute deviation of the launches); \"Nx over the seed\" is the "
          "geometric mean over the workloads of the seed's time over the kernel's, and likewise over a baseline. "
-         "Each node's figures are one evaluation's: a difference within a few spreads may be noise.";
+         "Each node's figures are one evaluation's, and the \"±\" is the spread within that evaluation: the same "
+         "code evaluated again moves by more than that (the machine's state, clock and neighbours change between "
+         "evaluations), so a difference of a few percent between two nodes may be noise.";
   if (is_cpu_language(spec.language)) out << "\n" << inputs_in_cache(spec, device_description);
   out << "\nTolerance: |out - ref| <= " << spec.tolerance.atol << " + " << spec.tolerance.rtol << " * |ref|\n";
   const bool triton = spec.language == Language::triton;
@@ -232,7 +259,45 @@ void PromptWriter::problem_section(std::ostringstream& out, const Spec& spec, co
     for (const auto& c : spec.constraints) out << " " << c.text() << ";";
     out << "\n";
   }
-  if (!spec.notes.empty()) out << "Notes: " << spec.notes << "\n";
+  if (!spec.notes.empty()) out << "Notes: " << notes_for_model(spec.notes) << "\n";
+}
+
+void PromptWriter::device_section(std::ostringstream& out) const {
+  if (!options.device_description.empty()) out << "## Device\n" << options.device_description;
+  // The rule above is a formula; what it comes to in this run is what a model plans a kernel's work against.
+  if (const double limit = options.time_limit_s ? options.time_limit_s() : 0; limit > 0) {
+    std::ostringstream seconds;
+    seconds << std::fixed << std::setprecision(limit < 100 ? 1 : 0) << limit;
+    out << "Time limit per evaluation in this run now: " << seconds.str()
+        << " s (compile, verification and timing together).\n";
+  }
+  if (!options.device_description.empty() || (options.time_limit_s && options.time_limit_s() > 0)) out << "\n";
+}
+
+void PromptWriter::unusable_section(std::ostringstream& out, const std::vector<std::string>& unusable) const {
+  if (unusable.empty()) return;
+  out << "\n## Your last answer for this " << (options.children > 1 ? "prompt" : "parent")
+      << " could not be used\nThe tool could not make a kernel of it, so nothing was evaluated:\n";
+  for (const std::string& why : unusable) out << "- " << why << "\n";
+  out << "Answer in the form the system message gives.\n";
+}
+
+std::string PromptWriter::task_text(const Spec& spec, bool first) const {
+  std::ostringstream out;
+  out << "\n## Task\n";
+  if (first) {
+    out << "Write the first " << to_string(spec.language) << " kernel for this problem: a complete source "
+        << "that defines `" << kernel_signature(spec) << "` (or declares a plan and defines its kernels) and computes "
+        << "what the reference computes.\n";
+  } else {
+    out << "Write a faster correct version of the parent kernel.\n";
+  }
+  if (options.children > 1) {
+    out << "Write " << options.children << " different " << (first ? "kernels" : "versions")
+        << ", each under its own heading line `" << kChildHeading << "1`, `" << kChildHeading
+        << "2`, ...: each is evaluated and judged on its own.\n";
+  }
+  return out.str();
 }
 
 // The run's warm start (nodes of mutator "warm": kernels of the same operator from other problems' runs) as
@@ -290,11 +355,12 @@ void PromptWriter::knowledge_section(std::ostringstream& out, std::string query,
 
 // The prompt for the first kernel of a problem without a seed: the reference to translate, each param of
 // the signature with its role and shape, and what earlier attempts wrote that failed.
-std::string PromptWriter::first_kernel_prompt(const MutationContext& ctx) const {
+std::string PromptWriter::first_kernel_prompt(const MutationContext& ctx,
+                                              const std::vector<std::string>& unusable) const {
   const Spec& spec = ctx.spec;
   std::ostringstream out;
-  if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
-  problem_section(out, spec, options.device_description);
+  device_section(out);
+  problem_section(out, spec);
   out << marks_section(spec, ctx.baselines);
   out << "\n## Parameters, in order\n";
   for (const Param& p : spec.params) {
@@ -333,10 +399,9 @@ std::string PromptWriter::first_kernel_prompt(const MutationContext& ctx) const 
   std::string query = spec.name + " " + spec.notes + " " + to_string(spec.language) + " " + options.device_description;
   for (const Node& n : ctx.failed_attempts)
     query += std::string(" ") + to_string(n.evaluation.status) + " " + n.evaluation.message;
+  unusable_section(out, unusable);
   knowledge_section(out, query, spec);
-  out << "\n## Task\nWrite the first " << to_string(spec.language) << " kernel for this problem: a complete source "
-      << "that defines `" << kernel_signature(spec) << "` (or declares a plan and defines its kernels) and computes "
-      << "what the reference computes.\n";
+  out << task_text(spec, true);
   if (ref.pytorch && (spec.language == Language::cuda || spec.language == Language::triton) && spec.library_steps) {
     out << "For a matrix product or a convolution followed by an epilogue (bias, activation, scaling, a reduction), "
            "a plan of a library step (a cuBLAS product or a cuDNN convolution, into a temporary unless its own "
@@ -345,14 +410,14 @@ std::string PromptWriter::first_kernel_prompt(const MutationContext& ctx) const 
   return out.str();
 }
 
-std::string PromptWriter::user_prompt(const MutationContext& ctx) const {
+std::string PromptWriter::user_prompt(const MutationContext& ctx, const std::vector<std::string>& unusable) const {
   const Spec& spec = ctx.spec;
   const SearchGraph& g = ctx.graph;
   const Node& parent = g.node(ctx.parents.at(0));
   const std::string& memory = options.memory;
   std::ostringstream out;
-  if (!options.device_description.empty()) out << "## Device\n" << options.device_description << "\n\n";
-  problem_section(out, spec, options.device_description);
+  device_section(out);
+  problem_section(out, spec);
   // How noisy this machine is, from the seed's own launches (what a difference has to beat to mean anything)
   // and from ceilings that moved since the previous measurement on the device.
   const double noise = relative_spread(g.node(0).evaluation);
@@ -371,10 +436,12 @@ std::string PromptWriter::user_prompt(const MutationContext& ctx) const {
     out << "; the run measures its confirmations twice as long.\n";
   }
   out << marks_section(spec, ctx.baselines);
+  const Confirmation* parent_confirmation = confirmation_of(ctx, parent);
   out << "\n## Parent kernel (node " << parent.id << "): " << outcome(parent, ctx.baselines) << "\n"
-      << confirmation_text(ctx, parent) << diagnosis_lines(parent, true) << steps_text(spec, parent)
-      << "Tunables: " << bindings_text(parent.candidate.tunables) << "\n```" << to_string(parent.candidate.language)
-      << "\n"
+      << confirmation_text(parent, parent_confirmation) << between_evaluations_text(ctx, parent, parent_confirmation)
+      << diagnosis_lines(parent, true) << steps_text(spec, parent)
+      << "Tunables: " << bindings_text(shown_tunables(spec, parent.candidate)) << "\n```"
+      << to_string(parent.candidate.language) << "\n"
       << parent.candidate.source << (parent.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
   // A lead inside the spreads of single measurements is not one a model should build a story on.
   if (!parent.parents.empty() && parent.evaluation.status == Status::ok) {
@@ -429,8 +496,9 @@ std::string PromptWriter::user_prompt(const MutationContext& ctx) const {
     if (const auto best = g.best(); best && *best != parent.id) {
       const Node& b = g.node(*best);
       out << "\n## Best kernel so far (node " << b.id << "): " << outcome(b, ctx.baselines) << "\n"
-          << confirmation_text(ctx, b) << diagnosis_lines(b, !parent.diagnosis) << steps_text(spec, b)
-          << "Tunables: " << bindings_text(b.candidate.tunables) << "\n```" << to_string(b.candidate.language) << "\n"
+          << confirmation_text(b, confirmation_of(ctx, b)) << diagnosis_lines(b, !parent.diagnosis)
+          << steps_text(spec, b) << "Tunables: " << bindings_text(shown_tunables(spec, b.candidate)) << "\n```"
+          << to_string(b.candidate.language) << "\n"
           << b.candidate.source << (b.candidate.source.ends_with("\n") ? "" : "\n") << "```\n";
     }
     warm_section(out, g, parent.id, g.best());
@@ -443,8 +511,9 @@ std::string PromptWriter::user_prompt(const MutationContext& ctx) const {
   }
   std::vector<const Node*> earlier;
   for (NodeId id : g.lineage(parent.id)) earlier.push_back(&g.node(id));
+  unusable_section(out, unusable);
   knowledge_section(out, query, spec, earlier);
-  out << "\n## Task\nWrite a faster correct version of the parent kernel.\n";
+  out << task_text(spec, false);
   return out.str();
 }
 

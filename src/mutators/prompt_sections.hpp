@@ -21,12 +21,18 @@ class PromptWriter {
   PromptWriter(const LlmOptions& options, const KnowledgeBase* knowledge) : options(options), knowledge(knowledge) {}
   std::string system_prompt(const Spec& spec, bool first) const;
   // The user message for the first kernel of a problem without a seed.
-  std::string first_kernel_prompt(const MutationContext& ctx) const;
+  // `unusable`: what was wrong with the last answer for this prompt's parent (or first kernel) that could not be
+  // used, each a line; the prompt says so, so that the model does not answer the same way again.
+  std::string first_kernel_prompt(const MutationContext& ctx, const std::vector<std::string>& unusable = {}) const;
   // The user message about the context's parent.
-  std::string user_prompt(const MutationContext& ctx) const;
+  std::string user_prompt(const MutationContext& ctx, const std::vector<std::string>& unusable = {}) const;
 
  private:
-  static void problem_section(std::ostringstream& out, const Spec& spec, const std::string& device_description);
+  void problem_section(std::ostringstream& out, const Spec& spec) const;
+  // The device, and the evaluation time limit in force now (LlmOptions::time_limit_s).
+  void device_section(std::ostringstream& out) const;
+  void unusable_section(std::ostringstream& out, const std::vector<std::string>& unusable) const;
+  std::string task_text(const Spec& spec, bool first) const;
   static void warm_section(std::ostringstream& out, const SearchGraph& g, NodeId parent, std::optional<NodeId> best);
   void knowledge_section(std::ostringstream& out, std::string query, const Spec& spec,
                          const std::vector<const Node*>& earlier = {}) const;

@@ -135,6 +135,20 @@ struct Rounds::Impl {
     if (!store || run < 0) throw Error(ErrorCode::BadUsage, "rounds: no run attached (Rounds::attach)");
   }
 
+  // Parts of an answer that could not be used while others of it are evaluated: a failed call of the mutator and an
+  // entry of the answers, the request left to be settled by its evaluated children.
+  void fail_part(const ModelRequest& r, const std::string& source, const std::string& why, const std::string& answer) {
+    store->record_model_answer(run, {r.id, source, why});
+    Mutation m;
+    m.note = "answer to request " + r.id;
+    m.prompt = r.prompt;
+    m.answer = answer;
+    m.error = "request " + r.id + ": " + why;
+    m.model = r.model;
+    store->record_mutator_failure(run, "llm", m, r.parent >= 0 ? std::vector<NodeId>{r.parent} : std::vector<NodeId>{},
+                                  created_s, 0);
+  }
+
   // An answer that is not evaluated: the request settled, a failed call of the mutator, an entry of the answers.
   void fail(const ModelRequest& r, const std::string& source, const std::string& why, const std::string& answer,
             std::int64_t tokens, double cost) {
@@ -355,14 +369,31 @@ AnswerTally Rounds::take_answers(const std::string& path, const std::map<std::st
     }
     const Candidate base =
         first_kernel ? Candidate{"", s.spec.language, s.spec.seed_tunables()} : stored.graph.node(r.parent).candidate;
-    mutators::ModelChild made = mutators::model_child(s.spec, base, a.text);
-    if (!made.child) {
-      s.fail(r, a.source, made.error, a.text, prompt + completion, cost);
+    // Each child the answer holds (several where the prompt asked for them, LlmOptions::children) judged on its
+    // own, as a live answer's are: a part that cannot be used is a recorded failure, and the others stand.
+    std::vector<mutators::ModelChild> made = mutators::model_children(s.spec, base, a.text);
+    const bool any = std::any_of(made.begin(), made.end(), [](const mutators::ModelChild& m) { return m.child; });
+    std::string failures;
+    for (const mutators::ModelChild& m : made)
+      if (!m.child) failures += (failures.empty() ? "" : "; ") + m.error;
+    if (!any) {
+      s.fail(r, a.source, failures, a.text, prompt + completion, cost);
       tally.failed += 1;
       continue;
     }
-    s.ready.push_back({r, std::move(*made.child), made.note, a.text, a.source, prompt + completion, cost});
-    tally.evaluated += 1;
+    if (!failures.empty()) {  // recorded, without settling the request: its other children are evaluated
+      s.fail_part(r, a.source, failures, a.text);
+      tally.failed += 1;
+    }
+    bool first = true;
+    for (mutators::ModelChild& m : made) {
+      if (!m.child) continue;
+      // The call's tokens and cost go with its first child, as a live call's do.
+      s.ready.push_back(
+          {r, std::move(*m.child), m.note, a.text, a.source, first ? prompt + completion : 0, first ? cost : 0});
+      first = false;
+      tally.evaluated += 1;
+    }
   }
   for (const ModelRequest& r : requests) {
     if (r.state != "pending" || taken.count(r.id)) continue;

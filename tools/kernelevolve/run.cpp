@@ -182,6 +182,8 @@ int cmd_run(const std::vector<std::string>& args) {
       "llm-max-answer-tokens", po::value(&llm.max_tokens)->default_value(llm.max_tokens),
       "the longest answer, in tokens")("llm-in-flight", po::value(&llm.max_in_flight)->default_value(llm.max_in_flight),
                                        "model requests at once, at most")(
+      "llm-children", po::value(&llm.children)->default_value(llm.children),
+      "children asked for per model prompt, each its own node, judged on its own")(
       "llm-param-steps", po::value(&llm_param_steps)->default_value(4),
       "mix: parameter steps on each new structure before the model runs again")(
       "ask", po::value(&ask_file),
@@ -415,6 +417,9 @@ int cmd_run(const std::vector<std::string>& args) {
   const ke::DeviceInfo info = made.evaluator->device_info();
   // What the model is told of the device: the ceilings a kernel can reach, the toolchain, the limits.
   llm.device_description = ke::describe_device_for_model(info, spec.language, &wo);
+  // And the limit in force, once the seed's evaluation has set it (the description gives the rule).
+  if (const auto workers = std::dynamic_pointer_cast<ke::WorkerEvaluator>(made.evaluator))
+    llm.time_limit_s = [workers] { return workers->timeout_s(); };
   std::shared_ptr<ke::Rounds> rounds;
   if (vm.count("ask") || vm.count("answers")) {
     rounds = std::make_shared<ke::Rounds>(spec, ask_file, ask_count);
