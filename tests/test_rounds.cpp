@@ -348,3 +348,37 @@ TEST_CASE("ask DB...: a suite's waiting requests in one batch; each run takes it
   CHECK(!std::filesystem::exists(dir / "none.jsonl"));
   CHECK(!std::filesystem::exists(dir / "none.db"));
 }
+
+TEST_CASE("--llm-children: a round's answer holds several children, each its own node; a malformed one recorded") {
+  TempDir dir("ke_rounds");
+  const std::string db = dir / "k.db", ask = dir / "k.jsonl";
+  REQUIRE(ke_test::run_cli(model_run(db) + " --llm-children 3 --ask " + ask).code == 0);
+  const std::vector<Request> asked = read_ask_file(ask);
+  REQUIRE(asked.size() == 1);
+  CHECK(asked[0].system.find("Write 3 different kernels") != std::string::npos);
+  CHECK(asked[0].user.find("### Child 1") != std::string::npos);
+  // Child 1 a whole source, child 2 no code, child 3 an edit of the parent.
+  const std::string answer =
+      std::string("### Child 1\n") + kRowsOuter + "### Child 2\nI would tile it.\n### Child 3\n" + kEdit;
+  write_file(dir / "results.jsonl", result_line(asked[0].id, answer) + "\n");
+  const auto o = ke_test::run_cli(model_run(db) + " --llm-children 3 --resume --answers " + (dir / "results.jsonl") +
+                                  " --ask " + (dir / "k2.jsonl"));
+  REQUIRE_MESSAGE(o.code == 0, o.err);
+  CHECK_MESSAGE(o.err.find("2 to evaluate, 1 failed, 0 missing") != std::string::npos, o.err);
+  ke::Store store(db);
+  const ke::RunId run = *store.latest_run();
+  const ke::Checkpoint cp = store.load(run);
+  REQUIRE(cp.graph.size() == 3);
+  CHECK(cp.graph.node(1).note.find("llm (fenced, child 1 of 3)") == 0);
+  CHECK(cp.graph.node(2).note.find("llm (edits, child 3 of 3)") == 0);
+  CHECK(cp.graph.node(1).parents == std::vector<ke::NodeId>{0});
+  CHECK(cp.graph.node(2).parents == std::vector<ke::NodeId>{0});
+  // The call's tokens counted once, with its first child.
+  CHECK(cp.graph.node(1).tokens == 150);
+  CHECK(cp.graph.node(2).tokens == 0);
+  bool recorded = false;
+  for (const ke::ModelAnswerRecord& a : store.model_answers(run))
+    recorded = recorded || (a.request_id == asked[0].id &&
+                            a.outcome.find("child 2 of 3: the model's answer was not usable") != std::string::npos);
+  CHECK(recorded);
+}
