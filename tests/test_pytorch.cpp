@@ -680,6 +680,23 @@ TEST_CASE("pytorch: a run measures PyTorch eager and torch.compile and reports t
     CHECK(doc["best"]["speedup_vs_compile"].get(vs_compile) == simdjson::SUCCESS);
     CHECK(vs_compile > 0);
   }
+  // Where the run's time went, per step (issue 52): each measured, none negative; node 0's and the baselines' are
+  // parts of the run's elapsed time, and the search is the rest (a seed given: no capture).
+  simdjson::dom::element steps;
+  REQUIRE_MESSAGE(doc["steps_s"].get(steps) == simdjson::SUCCESS, r.out);
+  for (const char* step : {"describe", "capture", "start", "node0", "baselines", "search"}) {
+    double s = -1;
+    REQUIRE_MESSAGE(steps[step].get(s) == simdjson::SUCCESS, step);
+    CHECK_MESSAGE(s >= 0, step);
+  }
+  CHECK(steps["capture"].get_double().value() == 0);
+  CHECK(steps["describe"].get_double().value() > 0);
+  const double node0 = steps["node0"].get_double().value(), baselines = steps["baselines"].get_double().value();
+  CHECK(node0 > 0);
+  CHECK(baselines > 0);
+  const double elapsed = doc["elapsed_s"].get_double().value();
+  CHECK(node0 + baselines <= elapsed + 1e-3);
+  CHECK(steps["search"].get_double().value() == doctest::Approx(elapsed - node0 - baselines).epsilon(1e-3));
   // The text report says the same.
   const Cli text = cli("run " + fixture("linear_relu_scale.py") + " --seed-kernel " +
                        fixture("linear_relu_scale_seed.c") + " --no-db --max-evals 2");
@@ -690,6 +707,7 @@ TEST_CASE("pytorch: a run measures PyTorch eager and torch.compile and reports t
       text.out.find("the mark to beat, the faster of eager and torch.compile per workload:") != std::string::npos,
       text.out);
   CHECK_MESSAGE(text.out.find("precision: as-run") != std::string::npos, text.out);
+  CHECK_MESSAGE(text.out.find("  steps: the problem ") != std::string::npos, text.out);
 }
 
 TEST_CASE("pytorch: a baseline is judged as a kernel is, and only a PyTorch problem has one" *

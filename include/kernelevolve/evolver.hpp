@@ -35,6 +35,9 @@ struct RunResult {
   std::vector<Confirmation> unconfirmed;
   // For a PyTorch problem (and EvolverOptions::baselines), eager then compile; empty otherwise.
   std::vector<Baseline> baselines;
+  // Where the run's time went before its search (part of state.elapsed_s; the rest is the search): node 0's
+  // evaluation (and its first kernel's writing, and its measures on other devices), and the baselines'.
+  double node0_s = 0, baselines_s = 0;
   // With EvolverOptions::hardware_counters: the new bests whose counters were read, and why the first
   // that failed did (after one failure no more are asked for: the next would fail the same way).
   int counted_nodes = 0;

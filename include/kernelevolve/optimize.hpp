@@ -58,8 +58,13 @@ struct OptimizedRegion {
   // Step 4: "evolved", "resumed" (an earlier optimize's run, not evolved again), "failed" (put_back_reason says
   // why), or empty where not evolved.
   std::string evolve_status;
-  long run = 0, node = 0;                               // the run in the database, and its best node
-  double evolve_s = 0;                                  // the run's wall time
+  long run = 0, node = 0;  // the run in the database, and its best node
+  double evolve_s = 0;     // the run's wall time
+  // Where that time went, as the run reports it (`run --json`'s steps_s): the region's problem described and
+  // torch.compile's program captured, the evaluator started, node 0, the baselines, the search. 0 where unknown.
+  struct Steps {
+    double describe = 0, capture = 0, start = 0, node0 = 0, baselines = 0, search = 0;
+  } steps_s;
   long tokens = 0;                                      // what its model calls took (a model mutator's)
   double cost_usd = 0;                                  // and cost
   double best_us = 0, eager_us = 0, compile_us = 0;     // the run's first workload; 0 where not measured

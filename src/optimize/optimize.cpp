@@ -82,6 +82,17 @@ void parse_evolve(simdjson::dom::element g, OptimizedRegion& region) {
     region.run = static_cast<long>(number_if(e, "run"));
     region.node = static_cast<long>(number_if(e, "node"));
     region.evolve_s = number_if(e, "seconds");
+    simdjson::dom::element steps;
+    if (e["steps_s"].get(steps) == simdjson::SUCCESS && steps.is_object()) {
+      OptimizedRegion::Steps& s = region.steps_s;
+      for (auto [key, into] : {std::pair<const char*, double*>{"describe", &s.describe},
+                               {"capture", &s.capture},
+                               {"start", &s.start},
+                               {"node0", &s.node0},
+                               {"baselines", &s.baselines},
+                               {"search", &s.search}})
+        *into = number_if(steps, key);
+    }
     region.tokens = static_cast<long>(number_if(e, "tokens"));
     region.cost_usd = number_if(e, "cost_usd");
     region.best_us = number_if(e, "best_us");
@@ -590,6 +601,13 @@ std::string format_report(const OptimizeReport& r) {
       o << " [run " << g.run << ", node " << g.node
         << (g.evolve_status == "resumed" ? ", from an earlier optimize" : "") << ", " << fixed(g.evolve_s, 1) << " s]";
     o << "\n";
+    const OptimizedRegion::Steps& s = g.steps_s;
+    if (g.evolve_status == "evolved" && s.describe + s.capture + s.start + s.node0 + s.baselines + s.search > 0) {
+      // The run's fixed cost before its search, step by step (issue 52: at most 10 s a region is the target).
+      o << "       its run: describe " << fixed(s.describe, 1) << " s, capture " << fixed(s.capture, 1) << " s, start "
+        << fixed(s.start, 1) << " s, node 0 " << fixed(s.node0, 1) << " s, baselines " << fixed(s.baselines, 1)
+        << " s, search " << fixed(s.search, 1) << " s\n";
+    }
   }
   for (const std::string& n : r.notes) o << "note: " << n << "\n";
   o << "\nmanifest: " << r.manifest << "\n";

@@ -138,6 +138,7 @@ void EvolverRun::start() {
 // run's counted again; then the seed on every other class of device and the baselines. Says why the run ends
 // here, if it does.
 std::optional<std::string> EvolverRun::start_from_seed() {
+  const double start = elapsed();
   if (graph_.size() == 0 && spec_.seed.source.empty()) {
     measure_baselines();
     if (auto failed = write_first_kernel()) return failed;
@@ -154,6 +155,7 @@ std::optional<std::string> EvolverRun::start_from_seed() {
            seed_node.evaluation.message;
   }
   if (auto failed = measure_seed_on_every_class()) return failed;
+  result_.node0_s = elapsed() - start - result_.baselines_s;
   if (!baselines_measured_) measure_baselines();
   return std::nullopt;
 }
@@ -266,6 +268,7 @@ std::optional<std::string> EvolverRun::measure_seed_on_every_class() {
 void EvolverRun::measure_baselines() {
   baselines_measured_ = true;
   if (!options_.baselines || !spec_.reference.pytorch) return;
+  const double start = elapsed();
   for (const char* name : {"eager", "compile"}) {
     Baseline b{name, {}};
     b.evaluation.status = Status::pending;
@@ -275,6 +278,7 @@ void EvolverRun::measure_baselines() {
     for (Observer* o : observers_) o->on_baseline(b);
     result_.baselines.push_back(std::move(b));
   }
+  result_.baselines_s = elapsed() - start;
 }
 
 // Kernels of the same operator from other problems (EvolverOptions::warm_start), verified here before the

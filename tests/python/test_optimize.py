@@ -462,6 +462,13 @@ class EndToEndTest(unittest.TestCase):
     def test_the_winner_is_evolved_and_put_back(self):
         block = by_ops(self.first)[BLOCK]
         self.assertEqual(block["evolve"]["status"], "evolved", block["evolve"])
+        # Where the region's run spent its time (issue 52), as its own report gave it: no step negative, node 0 and
+        # the search measured, and the parts within the run's wall time as the optimizer clocked it.
+        steps = block["evolve"]["steps_s"]
+        self.assertEqual(sorted(steps), ["baselines", "capture", "describe", "node0", "search", "start"])
+        self.assertTrue(all(v >= 0 for v in steps.values()), steps)
+        self.assertGreater(steps["node0"], 0)
+        self.assertLessEqual(sum(steps.values()), block["evolve"]["seconds"] + 0.01)
         self.assertGreater(block["evolve"]["speedup_vs_eager"], 1)
         if not TORCH2:
             self.assertIsNone(block["evolve"]["speedup_vs_compile"])  # torch 1.13 has no torch.compile: said so
@@ -574,7 +581,7 @@ class EndToEndTest(unittest.TestCase):
     def test_text_report_and_chart(self):
         done = self.second_run
         for text in ("4. evolve", "5. put back", "from an earlier optimize", "not put back: its best is",
-                     "vs_eager", "time_by_region.svg"):
+                     "vs_eager", "time_by_region.svg", "its run: describe ", " s, node 0 ", " s, search "):
             self.assertIn(text, done.stdout)
         if not SANITIZED:  # nothing put back, nothing to prove
             for text in ("6. prove", "put back: ", "parity with eager on fresh inputs: yes", "every operator engaged: yes",

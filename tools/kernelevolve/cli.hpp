@@ -32,6 +32,7 @@ struct Common {
   std::string precision;  // as-run or strict (issue 50); empty: the spec's, or its kind's default
   // --first compile chosen by run for a problem without a seed or a model, not asked for
   bool first_by_default = false;
+  double capture_s = 0;  // load_cli_problem's capture of torch.compile's program (--first compile), seconds
 };
 
 // The problem a PyTorch module makes: its precision, its backward (docs/pytorch-precision.md, "Precision: bf16 and

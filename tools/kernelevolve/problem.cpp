@@ -132,6 +132,7 @@ ke::Spec load_cli_problem(Common& c) {
     }
     // The capture's time is said: it is most of a short run's (a compile, at static sizes then maybe dynamic).
     const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    c.capture_s = took;
     std::fprintf(stderr, "kernelevolve: node 0 is torch.compile's program, translated (captured in %.1f s): %s\n", took,
                  spec.notes.substr(0, spec.notes.find('\n')).c_str());
   }

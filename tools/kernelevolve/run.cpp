@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -300,7 +301,15 @@ int cmd_run(const std::vector<std::string>& args) {
     c.first = "compile";
     c.first_by_default = true;
   }
+  // Where a run's fixed cost goes, per step (issue 52: optimize reports each region's): the problem (a module
+  // described, torch.compile's program captured), the evaluator started, then node 0, the baselines, the search.
+  using Clock = std::chrono::steady_clock;
+  const auto seconds_since = [](Clock::time_point from) {
+    return std::chrono::duration<double>(Clock::now() - from).count();
+  };
+  const Clock::time_point loading = Clock::now();
   ke::Spec spec = load_cli_problem(c);
+  const double problem_s = seconds_since(loading);
   // Other runs' kernels of this operator, found before any worker starts: a bad database is bad input.
   std::vector<ke::WarmKernel> warm;
   if (!warm_stores.empty()) {
@@ -398,6 +407,7 @@ int cmd_run(const std::vector<std::string>& args) {
   if (vm.count("plateau")) rules.push_back(ke::plateau(plateau));
   if (vm.count("max-tokens")) rules.push_back(ke::token_budget(max_tokens));
   if (vm.count("max-cost")) rules.push_back(ke::cost_budget(max_cost));
+  const Clock::time_point starting = Clock::now();
   ke::RunEvaluator made;  // the devices' workers, or (--mpi) the other ranks
   std::shared_ptr<ke::MpiEvaluator> mpi;
   if (use_mpi) {
@@ -415,6 +425,7 @@ int cmd_run(const std::vector<std::string>& args) {
                                   in_process ? std::optional<ke::EvalOptions>(ke::EvalOptions{}) : std::nullopt);
   }
   const ke::DeviceInfo info = made.evaluator->device_info();
+  const double start_s = seconds_since(starting);
   // What the model is told of the device: the ceilings a kernel can reach, the toolchain, the limits.
   llm.device_description = ke::describe_device_for_model(info, spec.language, &wo);
   // And the limit in force, once the seed's evaluation has set it (the description gives the rule).
@@ -558,15 +569,30 @@ int cmd_run(const std::vector<std::string>& args) {
                    evolver.graph().node(id).speedup);
     }
   }
+  // The search is what the run's time holds beyond node 0 and the baselines (a resumed run's earlier time too).
+  const double search_s = std::max(0.0, result.state.elapsed_s - result.node0_s - result.baselines_s);
+  char steps[320];
+  std::snprintf(steps, sizeof steps,
+                "\"describe\": %.3f, \"capture\": %.3f, \"start\": %.3f, \"node0\": %.3f, \"baselines\": %.3f, "
+                "\"search\": %.3f",
+                std::max(0.0, problem_s - c.capture_s), c.capture_s, start_s, result.node0_s, result.baselines_s,
+                search_s);
   if (c.json) {
     std::string report = ke::run_report_json(spec, info, evolver.graph(), result, run);
     if (const auto end = report.rfind('}'); end != std::string::npos) {
-      report.insert(end, ", \"sandbox\": " + ke::json_quote(in_process ? "none" : sandbox_name));
+      report.insert(end, ", \"sandbox\": " + ke::json_quote(in_process ? "none" : sandbox_name) + ", \"steps_s\": {" +
+                             steps + "}");
     }
     std::cout << report << "\n";
   } else {
     std::cout << ke::run_report_text(spec, info, evolver.graph(), result);
     std::cout << "  sandbox: " << sandbox_said << "\n";
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "  steps: the problem %.1f s (torch.compile's capture %.1f s of it), the evaluator's start %.1f s, "
+                  "node 0 %.1f s, baselines %.1f s, search %.1f s\n",
+                  problem_s, c.capture_s, start_s, result.node0_s, result.baselines_s, search_s);
+    std::cout << line;
     if (store) {
       std::cout << "  database: " << store->path() << ", run " << run;
       if (reusing && reusing->reused() > 0) std::cout << " (" << reusing->reused() << " measurements reused)";

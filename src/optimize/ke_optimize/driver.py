@@ -350,6 +350,8 @@ def evolve_region(args, p, evaluations, device, deadline):
             "precision": (report.get("precision") or {}).get("policy"),
             "eager_reason": eager.get("reason"),
             "compile_reason": compiled.get("reason") or ("" if compiled else "the run measured no torch.compile"),
+            # where the run's time went: its problem described and captured, its start, node 0, baselines, search
+            "steps_s": report.get("steps_s"),
         })
     else:
         why = (report or {}).get("stop_reason") or last_lines(err) or f"exit {rc}"
