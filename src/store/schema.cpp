@@ -5,9 +5,39 @@
 
 namespace kernelevolve::store {
 
+namespace {
+
+// Version 5's tables: a new database's last ones, and a file migrated from version 4 gets them.
+const std::string kRoundTables = R"sql(
+CREATE TABLE IF NOT EXISTS model_requests(  -- version 5: a round's requests to the model (rounds.hpp)
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  request_id TEXT NOT NULL,  -- the Batch API's custom_id
+  prefix TEXT NOT NULL,      -- what every request id of the run starts with
+  round INTEGER NOT NULL,
+  seq INTEGER NOT NULL,      -- its order in the run
+  parent INTEGER NOT NULL,   -- the graph id of the node it is about; -1 for a first kernel
+  model TEXT NOT NULL,
+  prompt TEXT NOT NULL,
+  body TEXT NOT NULL,        -- the chat-completions request body, JSON
+  state TEXT NOT NULL,       -- pending, answered or failed
+  outcome TEXT NOT NULL,     -- what its answer became, or why it failed
+  PRIMARY KEY(run_id, request_id)
+);
+CREATE TABLE IF NOT EXISTS model_answers(  -- version 5: every answer line a run took, and what came of it
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  request_id TEXT NOT NULL,  -- empty for a line that names none
+  source TEXT NOT NULL,      -- the answers file and line, or the answer file
+  outcome TEXT NOT NULL      -- evaluated, or the failure: missing, duplicate, unknown id, garbled, an error
+);
+CREATE INDEX IF NOT EXISTS model_answers_by_run ON model_answers(run_id);
+)sql";
+
+}  // namespace
+
 // The schema as of Store::kSchemaVersion, for a new database. Every later version adds a migration below
 // (taking an older file to it) and bumps Store::kSchemaVersion.
-const char* const kSchema = R"sql(
+const std::string kSchema = std::string(R"sql(
 CREATE TABLE runs(
   id INTEGER PRIMARY KEY,
   spec_name TEXT NOT NULL,
@@ -105,59 +135,7 @@ CREATE TABLE mutator_calls(
 );
 CREATE INDEX mutator_calls_by_run ON mutator_calls(run_id);
 CREATE INDEX mutator_calls_by_node ON mutator_calls(node);
-CREATE TABLE IF NOT EXISTS model_requests(  -- version 5: a round's requests to the model (rounds.hpp)
-  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-  request_id TEXT NOT NULL,  -- the Batch API's custom_id
-  prefix TEXT NOT NULL,      -- what every request id of the run starts with
-  round INTEGER NOT NULL,
-  seq INTEGER NOT NULL,      -- its order in the run
-  parent INTEGER NOT NULL,   -- the graph id of the node it is about; -1 for a first kernel
-  model TEXT NOT NULL,
-  prompt TEXT NOT NULL,
-  body TEXT NOT NULL,        -- the chat-completions request body, JSON
-  state TEXT NOT NULL,       -- pending, answered or failed
-  outcome TEXT NOT NULL,     -- what its answer became, or why it failed
-  PRIMARY KEY(run_id, request_id)
-);
-CREATE TABLE IF NOT EXISTS model_answers(  -- version 5: every answer line a run took, and what came of it
-  id INTEGER PRIMARY KEY,
-  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-  request_id TEXT NOT NULL,  -- empty for a line that names none
-  source TEXT NOT NULL,      -- the answers file and line, or the answer file
-  outcome TEXT NOT NULL      -- evaluated, or the failure: missing, duplicate, unknown id, garbled, an error
-);
-CREATE INDEX IF NOT EXISTS model_answers_by_run ON model_answers(run_id);
-)sql";
-
-namespace {
-
-// Version 5's tables, for a file migrated from an older one.
-const std::string kRoundTables = R"sql(
-CREATE TABLE IF NOT EXISTS model_requests(  -- version 5: a round's requests to the model (rounds.hpp)
-  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-  request_id TEXT NOT NULL,  -- the Batch API's custom_id
-  prefix TEXT NOT NULL,      -- what every request id of the run starts with
-  round INTEGER NOT NULL,
-  seq INTEGER NOT NULL,      -- its order in the run
-  parent INTEGER NOT NULL,   -- the graph id of the node it is about; -1 for a first kernel
-  model TEXT NOT NULL,
-  prompt TEXT NOT NULL,
-  body TEXT NOT NULL,        -- the chat-completions request body, JSON
-  state TEXT NOT NULL,       -- pending, answered or failed
-  outcome TEXT NOT NULL,     -- what its answer became, or why it failed
-  PRIMARY KEY(run_id, request_id)
-);
-CREATE TABLE IF NOT EXISTS model_answers(  -- version 5: every answer line a run took, and what came of it
-  id INTEGER PRIMARY KEY,
-  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
-  request_id TEXT NOT NULL,  -- empty for a line that names none
-  source TEXT NOT NULL,      -- the answers file and line, or the answer file
-  outcome TEXT NOT NULL      -- evaluated, or the failure: missing, duplicate, unknown id, garbled, an error
-);
-CREATE INDEX IF NOT EXISTS model_answers_by_run ON model_answers(run_id);
-)sql";
-
-}  // namespace
+)sql") + kRoundTables;
 
 // Each takes a database from `from` to `from + 1` (schema.hpp).
 const std::vector<Migration> kMigrations = {

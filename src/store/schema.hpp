@@ -1,6 +1,7 @@
 // The store's schema for a new database, and the migrations that take an older file to it: what
 // Store's constructor (store.cpp) makes or migrates a file with.
 #pragma once
+#include <string>
 #include <vector>
 
 namespace kernelevolve::store {
@@ -9,7 +10,7 @@ namespace kernelevolve::store {
 constexpr int kApplicationId = 0x4b45766f;
 
 // The schema as of Store::kSchemaVersion, for a new database (schema.cpp).
-extern const char* const kSchema;
+extern const std::string kSchema;
 
 // Migrations, in order: each takes a database from `from` to `from + 1` in the transaction that opens it.
 struct Migration {

@@ -123,7 +123,7 @@ void Store::initialize(Mode mode) {
       // Several runs may open one new file at once (optimize's regions over devices or MPI ranks): the first to
       // hold the write lock makes the tables, the others find them made.
       if (pragma("SELECT count(*) FROM sqlite_master") == 0) {
-        exec(kSchema);
+        exec(kSchema.c_str());
         exec(("PRAGMA application_id = " + std::to_string(kApplicationId)).c_str());
         exec(("PRAGMA user_version = " + std::to_string(kSchemaVersion)).c_str());
       } else if (pragma("PRAGMA application_id") != kApplicationId) {
