@@ -593,6 +593,10 @@ TEST_CASE("live tunables: a tunable belongs to a candidate while its source, or 
   CHECK_FALSE(tunable_is_live(spec, "void colsum() { int BLOCKS = 2; }\n", ke::Language::c, "BLOCK"));
   CHECK(tunable_is_live(spec, guard + "void colsum() { float acc[BLOCK]; }\n", ke::Language::c, "BLOCK"));
   CHECK(tunable_is_live(spec, spec.seed.source, ke::Language::c, "BLOCK"));
+  // An unguarded #define fixes the value: dead. An #undef after the value was used is hygiene: still live.
+  CHECK_FALSE(
+      tunable_is_live(spec, "#define BLOCK 4\nvoid colsum() { float acc[BLOCK]; }\n", ke::Language::c, "BLOCK"));
+  CHECK(tunable_is_live(spec, guard + "void colsum() { float acc[BLOCK]; }\n#undef BLOCK\n", ke::Language::c, "BLOCK"));
   // Read by the launch rule (or cost, or a constraint): live whatever the source does.
   ke::LaunchRule rule;
   rule.block[0] = ke::Expr::parse("THREADS");

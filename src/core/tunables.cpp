@@ -84,12 +84,11 @@ bool tunable_is_live(const Spec& spec, const std::string& source, Language langu
         guarded = true;
         continue;
       }
-      // An unguarded `#define NAME` (or `#undef NAME`) fixes the value whatever the search passes: the tunable is
-      // dead, and stepping it would measure the same kernel again (a model's rewrite that stopped declaring MR but
-      // kept `#define MR 4` cost an evaluation, issue 53).
-      if ((directive == "define" && !guarded) || directive == "undef") {
-        if (first == name) return false;
-      }
+      // An unguarded `#define NAME` fixes the value whatever the search passes (`#undef NAME` first or not): the
+      // tunable is dead, and stepping it would measure the same kernel again (a model's rewrite that stopped
+      // declaring MR but kept `#define MR 4` cost an evaluation, issue 53). An `#undef` alone is hygiene at the end
+      // of a file, after the value was used: no sign of death.
+      if (directive == "define" && !guarded && first == name) return false;
       if (directive == "define" && first == name) continue;
       if (directive == "endif") guarded = false;
     }
