@@ -33,6 +33,10 @@ struct OptimizeOptions {
   // Under mpirun: rank 0 profiles, cuts and ranks; every rank evolves the regions it claims first (one region, one
   // rank); rank 0 then puts back and proves. The ranks share out_dir (one host, or a shared folder).
   bool mpi = false;
+  // "bf16" or "fp16": the model is called under torch.autocast on the device's type (as a user who wraps its call in
+  // one runs it); its regions are captured in the dtypes autocast gives each operator, the casts written out. Empty:
+  // the model's own dtypes (an autocast its forward enters is found by the capture).
+  std::string autocast;
 };
 
 // One operator of the model's profile: self time per forward, grouped by operator and input shapes.

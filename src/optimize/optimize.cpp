@@ -231,6 +231,27 @@ OptimizeReport parse_report(const std::string& text, const std::string& where) {
   return r;
 }
 
+// ", at atol A, rtol R" as the proof checked parity (the manifest's put_back.parity), or empty.
+std::string parity_tolerance(const std::string& json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc, parity;
+  if (parser.parse(json).get(doc) != simdjson::SUCCESS || doc["put_back"]["parity"].get(parity) != simdjson::SUCCESS)
+    return "";
+  char text[96];
+  std::snprintf(text, sizeof text, ", at atol %g, rtol %g", number_if(parity, "atol"), number_if(parity, "rtol"));
+  return text;
+}
+
+// The dtypes the model computes in and the tolerance its parity is proved at (the manifest's precision), or empty.
+std::string precision_text(const std::string& json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc, precision;
+  if (parser.parse(json).get(doc) != simdjson::SUCCESS || doc["precision"].get(precision) != simdjson::SUCCESS ||
+      precision.is_null())
+    return "";
+  return text_if(precision, "text");
+}
+
 std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -300,6 +321,11 @@ std::vector<std::string> script_args(const std::string& model_path, const Optimi
                                    "--timeout",     fixed(options.timeout_s, 0)};
   if (!options.evolve) args.emplace_back("--no-evolve");
   if (!options.evolve_device.empty()) args.insert(args.end(), {"--evolve-device", options.evolve_device});
+  if (!options.autocast.empty()) {
+    if (options.autocast != "bf16" && options.autocast != "fp16")
+      throw Error(ErrorCode::BadUsage, where + ": --autocast " + options.autocast + ": bf16 or fp16");
+    args.insert(args.end(), {"--autocast", options.autocast});
+  }
   if (options.evolve) {
     std::string cli = options.cli;
     if (cli.empty()) {
@@ -526,6 +552,7 @@ std::string format_report(const OptimizeReport& r) {
   }
   o << "2. cut      " << fixed(r.cut_s, 2) << " s   " << r.graph_operators << " operators captured by " << r.capture
     << "; " << r.regions.size() << " distinct regions written to " << r.out_dir << "\n";
+  if (const std::string precision = precision_text(r.json); !precision.empty()) o << "   dtypes: " << precision << "\n";
   o << "3. rank     " << fixed(r.rank_s, 2) << " s   each region's file timed here, interleaved with the model over "
     << r.rank_rounds << " rounds: the regions take " << fixed(r.regions_time_us, 1) << " us a forward, the model "
     << fixed(r.ranked_model_time_us, 1) << " us in the same rounds\n";
@@ -551,7 +578,7 @@ std::string format_report(const OptimizeReport& r) {
     if (!r.optimized_module.empty()) {
       o << "6. prove    " << fixed(r.prove_s, 2)
         << " s   parity with eager on fresh inputs: " << (r.parity ? "yes" : "NO") << " (max error "
-        << r.parity_max_error << "); "
+        << r.parity_max_error << parity_tolerance(r.json) << "); "
         << (put == 0 ? std::string("no operator put back to engage")
                      : std::string("every operator engaged: ") + (r.engaged ? "yes" : "NO"))
         << "\n";

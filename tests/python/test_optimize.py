@@ -599,6 +599,173 @@ class EndToEndTest(unittest.TestCase):
 
 
 
+BF16_MLP = os.path.join(FIXTURES, "bf16_mlp.py")
+FP16_MLP = os.path.join(FIXTURES, "fp16_mlp.py")
+AUTOCAST_MLP = os.path.join(FIXTURES, "autocast_mlp.py")
+
+
+def region_named(report, ops):
+    """The region whose operators, casts left out, are `ops`."""
+    casts = {"to", "to_copy", "_to_copy", "float"}
+    return next(r for r in report["regions"] if [o for o in r["ops"] if o not in casts] == ops.split())
+
+
+class PrecisionTest(unittest.TestCase):
+    """Issue 52, item 4: models in bf16 and fp16, and models run under torch.autocast, cut, evolved (the writer's C
+    kernels reading and writing __bf16) and proved in the model's own dtypes, at the dtype's tolerance."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.runs = {}
+        for name, model, extra in (("bf16", BF16_MLP, []), ("autocast_inside", AUTOCAST_MLP, []),
+                                   ("autocast_option", LINEAR_RELU, ["--autocast", "bf16"])):
+            out = os.path.join(WORK, "precision_" + name)
+            shutil.rmtree(out, ignore_errors=True)
+            done = optimize(model, out, *extra, *writer(""), evolve=True)
+            if done.returncode != 0:
+                raise AssertionError(f"optimize {model} {extra} failed ({done.returncode}): {done.stderr}")
+            with open(os.path.join(out, "manifest.json")) as f:
+                cls.runs[name] = (out, json.load(f), done.stdout)
+
+    def assert_proved(self, report, text, dtypes, autocast):
+        precision = report["precision"]
+        self.assertEqual(precision["dtypes"], dtypes, precision)
+        self.assertEqual((precision["atol"], precision["rtol"]), (1e-2, 1e-2), precision)
+        self.assertEqual(precision["autocast"], autocast)
+        self.assertIn("   dtypes: the model computes in " + ", ".join(dtypes), text)
+        self.assertIn("parity at atol 0.01, rtol 0.01 (KernelBench's for bf16)", text)
+        if SANITIZED:
+            return
+        parity = report["put_back"]["parity"]
+        self.assertTrue(parity["ok"], parity)
+        self.assertEqual((parity["atol"], parity["rtol"]), (1e-2, 1e-2))
+        self.assertIn("at atol 0.01, rtol 0.01); every operator engaged: yes", text)
+        self.assertTrue(report["put_back"]["engaged"], report["put_back"])
+
+    def user_model(self, out, name):
+        module = load(os.path.join(out, "optimized.py"), "optimized_precision_" + name)
+        model = module.load()
+        return model, module.operators(model)
+
+    def test_a_bf16_model(self):
+        out, report, text = self.runs["bf16"]
+        self.assert_proved(report, text, ["bf16"], None)
+        for region in report["regions"]:  # every region's problem is bf16: its params, as the CLI derives them
+            self.assertEqual(region["dtypes"], ["bf16"], region)
+            done = subprocess.run([CLI, "import", os.path.join(out, region["file"]), "-o",
+                                   os.path.join(WORK, "import_bf16_" + region["hash"])],
+                                  capture_output=True, text=True, timeout=600)
+            self.assertEqual(done.returncode, 0, done.stderr)
+            with open(os.path.join(WORK, "import_bf16_" + region["hash"], "cpu.json")) as f:
+                spec = json.load(f)
+            self.assertEqual({p["dtype"] for p in spec["params"]}, {"bf16"}, spec["params"])
+        block = region_named(report, BLOCK)
+        self.assertEqual(block["evolve"]["status"], "evolved", block["evolve"])
+        self.assertGreater(block["evolve"]["speedup_vs_eager"], 1)
+        if SANITIZED:
+            return
+        self.assertTrue(block["put_back"], block["put_back_reason"])
+        model, guards = self.user_model(out, "bf16")
+        eager, _ = model_of(BF16_MLP, report)
+        torch.manual_seed(5)
+        x = torch.randn(16, 64).to(torch.bfloat16)
+        launches = {k: g.op.calls for k, g in guards.items()}
+        with torch.no_grad():
+            got, expected = model(x), eager(x)
+        self.assertEqual(got.dtype, torch.bfloat16)
+        self.assertTrue(torch.allclose(got.float(), expected.float(), atol=1e-2, rtol=1e-2),
+                        (got.float() - expected.float()).abs().max())
+        self.assertTrue(all(g.op.calls == launches[k] + 1 and g.fallbacks == 0 for k, g in guards.items()))
+
+    def test_autocast_in_the_forward(self):
+        out, report, text = self.runs["autocast_inside"]
+        self.assert_proved(report, text, ["bf16", "f32"], None)
+        self.assertTrue(any(n.startswith("torch.autocast written out") for n in report["notes"]), report["notes"])
+        # Mixed dtypes, as autocast gave them: the first Linear reads f32 (its casts inside the region) and writes
+        # bf16; the second reads that bf16 and computes in f32.
+        first, second = region_named(report, "linear relu"), region_named(report, "linear")
+        self.assertEqual(([i["dtype"] for i in first["inputs"]], [o["dtype"] for o in first["outputs"]]),
+                         (["f32"], ["bf16"]), first)
+        self.assertEqual({w["dtype"] for w in first["weights"]}, {"f32"})
+        self.assertEqual(([i["dtype"] for i in second["inputs"]], [o["dtype"] for o in second["outputs"]]),
+                         (["bf16"], ["f32"]), second)
+        for region in (first, second):
+            self.assertEqual(region["evolve"]["status"], "evolved", region["evolve"])
+        if SANITIZED:
+            return
+        self.assertTrue(first["put_back"], first["put_back_reason"])
+        model, guards = self.user_model(out, "autocast_inside")
+        eager, _ = model_of(AUTOCAST_MLP, report)
+        torch.manual_seed(6)
+        x = torch.randn(16, 64)
+        # Called as the model is (its autocast is in its graph, written out as casts): the model's numbers.
+        launches = {k: g.op.calls for k, g in guards.items()}
+        with torch.no_grad():
+            got, expected = model(x), eager(x)
+        self.assertEqual(got.dtype, expected.dtype)
+        self.assertTrue(torch.allclose(got, expected, atol=1e-2, rtol=1e-2), (got - expected).abs().max())
+        self.assertTrue(all(g.op.calls == launches[k] + 1 and g.fallbacks == 0 for k, g in guards.items()))
+
+    def test_autocast_as_an_option(self):
+        out, report, text = self.runs["autocast_option"]
+        self.assert_proved(report, text, ["bf16", "f32"], "bf16")
+        self.assertIn("(--autocast)", report["precision"]["text"])
+        first = region_named(report, "linear relu")
+        self.assertEqual(([i["dtype"] for i in first["inputs"]], [o["dtype"] for o in first["outputs"]]),
+                         (["f32"], ["bf16"]), first)
+        self.assertEqual(first["evolve"]["status"], "evolved", first["evolve"])
+        if SANITIZED:
+            return
+        model, guards = self.user_model(out, "autocast_option")
+        self.assertTrue(guards, "nothing put back")
+        eager, _ = model_of(LINEAR_RELU, report)
+        torch.manual_seed(7)
+        x = torch.randn(8, 32)
+        launches = {k: g.op.calls for k, g in guards.items()}
+        # As the user runs it: under the same autocast as the model's call.
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            got, expected = model(x), eager(x)
+        self.assertEqual(got.dtype, torch.bfloat16)
+        self.assertTrue(torch.allclose(got.float(), expected.float(), atol=1e-2, rtol=1e-2))
+        self.assertTrue(all(g.op.calls == launches[k] + 1 and g.fallbacks == 0 for k, g in guards.items()))
+
+    def test_fp16(self):
+        out = os.path.join(WORK, "precision_fp16")
+        shutil.rmtree(out, ignore_errors=True)
+        done = optimize(FP16_MLP, out, "--json")
+        if done.returncode == 0:  # a PyTorch with fp16 kernels on the CPU: its regions are fp16 problems
+            report = json.loads(done.stdout)
+            self.assertEqual(report["precision"]["dtypes"], ["f16"])
+            self.assertEqual(report["precision"]["atol"], 1e-2)
+            self.assertTrue(all(r["dtypes"] == ["f16"] for r in report["regions"]), report["regions"])
+        else:  # torch 1.13: refused, saying which kernel is missing and what would have it
+            self.assertEqual(done.returncode, 2, done.stderr)
+            self.assertIn("not implemented for 'Half'", done.stderr)
+            self.assertIn("has no kernel on cpu for an operator in that dtype", done.stderr)
+
+    @unittest.skipIf(TORCH2, "torch 2.x's CPU autocast may take fp16")
+    def test_autocast_fp16_on_this_cpu_is_refused(self):
+        out = os.path.join(WORK, "precision_autocast_fp16")
+        shutil.rmtree(out, ignore_errors=True)
+        done = optimize(LINEAR_RELU, out, "--autocast", "fp16")
+        self.assertEqual(done.returncode, 3, done.stderr)  # what the device's PyTorch cannot do, as a missing GPU
+        self.assertIn("--autocast fp16: this PyTorch's", done.stderr)
+        self.assertIn("does not take fp16", done.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "manifest.json")))
+
+    def test_a_model_that_fails_under_autocast_is_refused_saying_so(self):
+        # torch 1.13's CPU LayerNorm takes no bf16 input with f32 weights, which autocast gives it.
+        out = os.path.join(WORK, "precision_autocast_layer_norm")
+        shutil.rmtree(out, ignore_errors=True)
+        done = optimize(BLOCK_LINEAR, out, "--autocast", "bf16")
+        if done.returncode == 0:
+            self.assertIn("dtypes: the model computes in bf16, f32", done.stdout)
+            return
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("under torch.autocast('cpu', dtype=bf16), --autocast: the model's own forward fails so",
+                      done.stderr)
+
+
 @unittest.skipIf(SANITIZED, "no uninstrumented Python loads a library built with AddressSanitizer")
 class InModelTest(unittest.TestCase):
     """linear_relu.py: its Linear + ReLU kernel beats the region's PyTorch code as the run times it, yet called from

@@ -44,6 +44,9 @@ int cmd_optimize(const std::vector<std::string>& args) {
       "devices", po::value(&options.devices),
       "evolve as many regions at once as this names devices (cuda:0,cuda:1), one region per device at a time, all "
       "into OUT/optimize.db; with --mpi, each rank's device (its rank on its host, modulo the list)")(
+      "autocast", po::value(&options.autocast),
+      "bf16|fp16: call the model under torch.autocast on its device's type, as a user who wraps its call in one; "
+      "the regions are captured in the dtypes autocast gives each operator, its casts written out")(
       "mpi", po::bool_switch(&options.mpi),
       "under mpirun: rank 0 profiles, cuts and ranks, every rank evolves the regions it claims first, rank 0 puts "
       "back and proves (the ranks share OUT)")(
@@ -60,7 +63,7 @@ int cmd_optimize(const std::vector<std::string>& args) {
     (vm.count("help") ? std::cout : std::cerr)
         << "usage: kernelevolve optimize MODEL.py [--device cpu|cuda[:N]] [--out DIR] [--min-share F]\n"
            "                             [--max-evals N | --total-evals N] [--mutator M --command CMD ...] [--json]\n"
-           "                             [--devices D1,D2,...] [--mpi (under mpirun)]\n"
+           "                             [--devices D1,D2,...] [--mpi (under mpirun)] [--autocast bf16|fp16]\n"
            "  Profiles the model under torch.profiler, captures its graph (torch.export, or torch.fx on torch 1.13),\n"
            "  cuts it into regions (element-wise, reduction and normalization chains around at most one matrix\n"
            "  product or convolution), writes each distinct region as a problem file (identical regions once, with\n"

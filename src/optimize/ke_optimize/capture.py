@@ -197,7 +197,10 @@ def build(module, device):
             first = list(tensors_in(model(*inputs)))
             again = list(tensors_in(model(*inputs)))
     except Exception as e:
-        raise Refusal("bad_model", f"the model's forward fails on get_inputs(): {type(e).__name__}: {first_line(e)}")
+        half = "not implemented for 'Half'" in str(e) or "not implemented for 'BFloat16'" in str(e)
+        raise Refusal("bad_model", f"the model's forward fails on get_inputs(): {type(e).__name__}: {first_line(e)}" + (
+            f" (this PyTorch, {torch.__version__}, has no kernel on {device} for an operator in that dtype: such a "
+            "model needs a device that has them, as a GPU has fp16's)" if half else ""))
     if len(first) != len(again) or not all(close(a, b) for a, b in zip(first, again)):
         raise Refusal("bad_model", "the model's forward is not a function of its inputs: two calls on the same inputs "
                                    "give different outputs (state kept between calls, such as an attribute assigned "
@@ -271,6 +274,7 @@ class Tracer(torch.fx.Tracer):
         self.values = {}
         self.placeholders = 0
         self.evaluating = False  # computing a real value: modules and their weights are the real ones, not traced
+        self.autocast = {}  # node -> (device type, dtype) of the torch.autocast its real value was computed under
 
     def is_leaf_module(self, m, qualname):
         return isinstance(m, OPAQUE_MODULES)
@@ -281,6 +285,9 @@ class Tracer(torch.fx.Tracer):
     def create_proxy(self, kind, target, args, kwargs, name=None, type_expr=None, proxy_factory_fn=None):
         proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
         self.values[proxy.node] = self.evaluate(kind, target, args, kwargs)
+        state = autocast_state()
+        if state is not None and kind in ("call_function", "call_method", "call_module"):
+            self.autocast[proxy.node] = state
         return proxy
 
     def evaluate(self, kind, target, args, kwargs):
@@ -329,6 +336,110 @@ class Tracer(torch.fx.Tracer):
             return super().call_module(m, forward, args, kwargs)
         except Exception:  # what it had traced is left without users: dead code, removed
             return self.create_proxy("call_module", self.path_of_module(m), args, kwargs)
+
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def autocast_state():
+    """(device type, dtype) of the torch.autocast in force here, or None."""
+    if torch.is_autocast_cpu_enabled():
+        return "cpu", torch.get_autocast_cpu_dtype()
+    if torch.is_autocast_enabled():
+        return "cuda", torch.get_autocast_gpu_dtype()
+    return None
+
+
+class Autocast(torch.nn.Module):
+    """The model's forward under torch.autocast (optimize's --autocast): how torch.export sees the autocast a user
+    wraps the model's call in (export ignores one around its own call). Its state dict is the model's under `model.`."""
+
+    def __init__(self, model, device_type, dtype):
+        super().__init__()
+        self.model, self.device_type, self.dtype = model, device_type, dtype
+
+    def forward(self, *args):
+        with torch.autocast(self.device_type, dtype=self.dtype):
+            return self.model(*args)
+
+
+def cast_floats(value, dtype):
+    """`value` with each floating-point tensor in it (float64 aside, which autocast leaves) cast to `dtype`."""
+    return torch.fx.node.map_aggregate(value, lambda v: v.to(dtype) if isinstance(v, torch.Tensor) and
+                                       v.is_floating_point() and v.dtype != torch.float64 else v)
+
+
+def same_values(a, b):
+    """Whether two nodes' values (tensors, or tuples of them) agree in dtype and, within rounding, in value."""
+    a, b = list(tensors_in(a)), list(tensors_in(b))
+    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and (
+        torch.allclose(x.float(), y.float(), rtol=1e-3, atol=1e-5, equal_nan=True) if x.is_floating_point()
+        else torch.equal(x, y)) for x, y in zip(a, b))
+
+
+def explicit_casts(gm, tracer):
+    """torch.autocast written into the graph: a trace records F.linear, not the casts autocast made around it, and a
+    region's file, its kernel and the optimized model must compute in the dtypes the model did. For each operator
+    whose value was computed under autocast, the cast that reproduces it outside autocast is found by trying them
+    (none: the operator ran on its inputs as they were; autocast's dtype: a matrix product's; float32: what autocast
+    keeps in full precision), and its floating-point inputs are cast so in the graph (`x.to(torch.bfloat16)`). An
+    operator no cast reproduces (a module kept whole, whose weights autocast casts inside it) is refused, by name.
+    Returns the capture's note on it."""
+    graph = gm.graph
+    casts, counted = {}, {}
+
+    def real(a):
+        return tracer.values.get(a, UNKNOWN) if isinstance(a, torch.fx.Node) else a
+
+    def run(node, args, kwargs):
+        if node.op == "call_function":
+            return node.target(*args, **kwargs)
+        if node.op == "call_method":
+            return getattr(args[0], node.target)(*args[1:], **kwargs)
+        return tracer.root.get_submodule(node.target)(*args, **kwargs)
+
+    for node, (device_type, dtype) in list(tracer.autocast.items()):
+        expected = tracer.values.get(node, UNKNOWN)
+        args, kwargs = torch.fx.node.map_aggregate(node.args, real), torch.fx.node.map_aggregate(node.kwargs, real)
+        if has_unknown(args) or has_unknown(kwargs) or has_unknown(expected) or \
+                not any(t.is_floating_point() for t in tensors_in(expected)):
+            continue
+        chosen = UNKNOWN
+        with torch.no_grad(), torch.autocast(device_type, enabled=False):
+            for candidate in (None, dtype, torch.float32):
+                try:
+                    got = run(node, *(cast_floats((args, kwargs), candidate) if candidate else (args, kwargs)))
+                except Exception:
+                    continue
+                if same_values(got, expected):
+                    chosen = candidate
+                    break
+        if chosen is UNKNOWN:
+            raise Refusal("untraceable", (
+                f"node {node.name} ({op_name(node)}) runs under torch.autocast({device_type!r}, dtype="
+                f"{dtype_name(dtype)}), and no cast of its inputs (as they are, to {dtype_name(dtype)}, to f32) "
+                "reproduces what it computes outside autocast" + (
+                    ": a module kept whole, whose weights autocast casts inside it" if node.op == "call_module"
+                    else "") + "; its region cannot be written in the dtypes the model computes in"))
+        if chosen is None:
+            continue
+        for a in node.all_input_nodes:
+            value = tracer.values.get(a, UNKNOWN)
+            if not isinstance(value, torch.Tensor) or not value.is_floating_point() or value.dtype in (
+                    chosen, torch.float64):
+                continue
+            if (a, chosen) not in casts:
+                with graph.inserting_before(node):  # its first reader: the graph is walked in order
+                    cast = graph.call_method("to", (a, chosen))
+                tracer.values[cast] = value.to(chosen)
+                casts[(a, chosen)] = cast
+            node.replace_input_with(a, casts[(a, chosen)])
+        counted[dtype_name(chosen)] = counted.get(dtype_name(chosen), 0) + 1
+    graph.lint()
+    gm.recompile()
+    said = ", ".join(f"{n} in {d}" for d, n in sorted(counted.items())) or "none"
+    return (f"torch.autocast written out: {len(tracer.autocast)} operator(s) ran under it; casts inserted for "
+            f"{said} operator(s) ({len(casts)} cast(s)), so that each region computes in the dtypes autocast gave it")
 
 
 def lower_modules(gm):
@@ -448,11 +559,15 @@ def defaulted(model, inputs):
 def capture_fx(model, inputs):
     try:
         with attributes_kept(model) as written:
-            graph = Tracer(inputs).trace(model, concrete_args=defaulted(model, inputs))
+            tracer = Tracer(inputs)
+            graph = tracer.trace(model, concrete_args=defaulted(model, inputs))
             # Before the model's attributes are put back: the trace left its constants there (_tensor_constant0).
             gm = torch.fx.GraphModule(model, graph)
     except Exception as e:
         raise untraceable("torch.fx.symbolic_trace", e)
+    notes = []
+    if tracer.autocast:
+        notes.append(explicit_casts(gm, tracer))
     for node in gm.graph.nodes:
         owner_path, _, name = node.target.rpartition(".") if node.op == "get_attr" else ("", "", "")
         if name and isinstance(getattr(gm.get_submodule(owner_path), name, None), torch.fx.Proxy):
@@ -468,17 +583,43 @@ def capture_fx(model, inputs):
             kind[node.target] = "parameter" if node.target in params else "buffer" if node.target in buffers \
                 else "constant"
     capture = Capture(gm, fqn, kind, "torch.fx.symbolic_trace (through torch.nn's modules), values by running it",
-                      [])
+                      notes)
     capture.written = list(written)  # make_functional() refuses those it cannot show overwritten before any read
     return capture
 
 
-def capture_export(model, inputs):
-    """torch.export's graph with its lifted weights made get_attr nodes again, on a root of their own."""
+def capture_export(model, inputs, autocast=None):
+    """torch.export's graph with its lifted weights made get_attr nodes again, on a root of their own. Under
+    `autocast` (device type, dtype: optimize's --autocast), the model's forward is exported inside it (Autocast):
+    torch.export ignores an autocast around its own call. An autocast in the graph (a forward that enters one, which
+    export keeps as a higher-order operator around its part) is written out as casts by decomposing the program
+    (with no decompositions but those: linear stays linear)."""
+    prefix, options = "", {}
+    if autocast is not None:
+        model, prefix = Autocast(model, *autocast), "model."
+        import inspect
+        if "strict" in inspect.signature(torch.export.export).parameters:
+            # Non-strict: Dynamo, strict export's tracer, looks the wrapped model's module up by name, and a model
+            # file is imported under a name of ours that no import finds.
+            options = {"strict": False}
     try:
-        program = torch.export.export(model, tuple(inputs))
+        program = torch.export.export(model, tuple(inputs), **options)
     except Exception as e:
         raise untraceable("torch.export", e)
+    notes = []
+    if any("autocast" in str(n.target) for n in program.graph.nodes if n.op == "call_function"):
+        try:
+            program = program.run_decompositions({})
+        except Exception as e:
+            raise Refusal("untraceable", "the model's forward runs under torch.autocast, and torch.export's program "
+                                         f"does not write its casts out ({type(e).__name__}: {first_line(e)})")
+        left = [n.name for n in program.graph.nodes if n.op == "call_function" and "autocast" in str(n.target)]
+        if left:
+            raise Refusal("untraceable", f"torch.export's program keeps torch.autocast as an operator ({left[0]}): "
+                                         "its regions cannot be written in the dtypes the model computes in")
+        casts = sum(1 for n in program.graph.nodes if n.op == "call_function" and "_to_copy" in str(n.target))
+        notes.append(f"torch.autocast written out: torch.export's program decomposed, its casts explicit ({casts} "
+                     "cast(s)), so that each region computes in the dtypes autocast gave it")
     gm = program.graph_module
     root = torch.nn.Module()
     fqn, kind = {}, {}
@@ -492,13 +633,14 @@ def capture_export(model, inputs):
         if kind_name not in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
             raise Refusal("untraceable", f"torch.export lifted an input of kind {kind_name} ({spec.target}), which "
                                          "the optimizer does not handle")
-        attr = re.sub(r"\W", "_", spec.target)
+        target = spec.target[len(prefix):] if spec.target.startswith(prefix) else spec.target
+        attr = re.sub(r"\W", "_", target)
         value = values[spec.target]
         if kind_name == "PARAMETER":
             root.register_parameter(attr, torch.nn.Parameter(value.detach(), requires_grad=False))
         else:
             root.register_buffer(attr, value.detach())
-        fqn[attr] = spec.target
+        fqn[attr] = target
         kind[attr] = {"PARAMETER": "parameter", "BUFFER": "buffer"}.get(kind_name, "constant")
         by_placeholder[spec.arg.name] = attr
     graph = gm.graph
@@ -516,7 +658,7 @@ def capture_export(model, inputs):
             graph.erase_node(node)
     # Export's output is a flat tuple; the model's structure is restored from its own result.
     return Capture(torch.fx.GraphModule(root, graph), fqn, kind,
-                   "torch.export (weights lifted), values by running its graph", [])
+                   "torch.export (weights lifted), values by running its graph", notes)
 
 
 def is_view_of_something(node):
@@ -754,14 +896,15 @@ def close(a, b):
     return torch.equal(a, b)
 
 
-def capture_model(model, inputs):
+def capture_model(model, inputs, autocast=None):
     """The model's forward as a graph whose every node's value is recorded, checked against the model's own
-    output on the same inputs."""
+    output on the same inputs. `autocast` (device type, dtype): the torch.autocast the model is called under, in
+    force here already (optimize's --autocast); an autocast the forward enters itself is found by the capture."""
     with torch.no_grad():
         expected = model(*inputs)
     if hasattr(torch, "export") and hasattr(torch.export, "export"):
         try:
-            capture = capture_export(model, inputs)
+            capture = capture_export(model, inputs, autocast)
         except Refusal as e:
             if not getattr(e, "assigns_attribute", False):
                 raise

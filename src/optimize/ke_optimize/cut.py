@@ -52,6 +52,23 @@ def picks_a_part(node):
     return name == "select" and all(isinstance(a, int) for a in node.args[1:])
 
 
+# Casts, as torch.fx's trace (`x.to(torch.bfloat16)`, `h.float()`) and torch.export (`_to_copy`) write them: what
+# autocast made, written out. A cast of a graph input or a weight joins the region that reads it (partition).
+CASTS = {"to", "to_copy", "_to_copy", "float", "half", "bfloat16", "double", "type"}
+FLOAT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8}
+
+
+def widens(node, meta):
+    """Whether the cast makes a narrower float wider (autocast's bf16 result made f32 for what reads it): it belongs
+    with its reader, so that the narrow value is what crosses between regions (and what the writer's region is
+    checked in, at its dtype's tolerance)."""
+    (source,) = node.all_input_nodes[:1] or (None,)
+    if source is None or "dtype" not in meta.get(node.name, {}) or "dtype" not in meta.get(source.name, {}):
+        return False
+    to, of = FLOAT_BYTES.get(meta[node.name]["dtype"]), FLOAT_BYTES.get(meta[source.name]["dtype"])
+    return to is not None and of is not None and to > of
+
+
 CONCATENATIONS = {"cat", "stack", "concat", "concatenate", "hstack", "vstack"}
 # Lookups that a model makes side by side, one per table, for one concatenation (DLRM's sparse features): one region
 # for all, as FBGEMM's table-batched embedding is one operator, so that a put-back pays one call where the model
@@ -108,8 +125,13 @@ def partition(capture):
         """Whether the node joining region r would: another source's region already reads r."""
         return any(r.index in regions[s].ancestors(regions) for s in sources if s != r.index)
 
+    pending = []  # casts of a graph input or a weight (autocast's, written out), for the region of their first reader
     for node in graph.nodes:
         if node.op not in ("call_function", "call_method", "call_module"):
+            continue
+        if op_name(node) in CASTS and (all(a.op in ("placeholder", "get_attr") for a in node.all_input_nodes) or
+                                       widens(node, capture.meta)):
+            pending.append(node)
             continue
         producers = sorted({a for a in node.all_input_nodes if a in of}, key=lambda a: -position[a])
         tuples = {of[a].index for a in producers if "tuple" in capture.meta.get(a.name, {})}
@@ -120,6 +142,8 @@ def partition(capture):
                                          "within the region that made it")
         key = side_by_side_key(node) if kind == "anchor" else None
         sources = {of[a].index for a in producers}
+        # What its pending casts read (they join its region, below): no region it joins may make a cycle with those.
+        sources |= {of[b].index for a in node.all_input_nodes if a in pending for b in a.all_input_nodes if b in of}
         if tuples:
             chosen = regions[tuples.pop()]
         elif key in side_by_side and not makes_a_cycle(side_by_side[key], sources):
@@ -154,6 +178,28 @@ def partition(capture):
                 side_by_side[key] = chosen
         of[node] = chosen
         chosen.deps |= {of[a].index for a in producers} - {chosen.index}
+        for a in node.all_input_nodes:  # its casts of inputs, weights and narrower values are its region's prologue
+            if a not in pending:
+                continue
+            before = {of[b].index for b in a.all_input_nodes if b in of} - {chosen.index}
+            if makes_a_cycle(chosen, before):
+                continue  # left for its producer's region, below
+            pending.remove(a)
+            chosen.nodes.append(a)
+            chosen.deps |= before
+            of[a] = chosen
+    for node in pending:  # a cast read by no operator's region it can join: its producer's, or a region of its own
+        sources = [of[a] for a in node.all_input_nodes if a in of]
+        region = sources[0] if len(sources) == 1 and not sources[0].opaque else None
+        if region is None:
+            region = Region(len(regions))
+            region.opaque = False
+            regions.append(region)
+        region.nodes.append(node)
+        of[node] = region
+        for user in node.users:  # its readers' regions read its region
+            if user in of and of[user] is not region:
+                of[user].deps.add(region.index)
     # Kahn's order over the regions, ties by creation.
     order, done = [], set()
     while len(order) < len(regions):

@@ -33,8 +33,8 @@ import types
 
 import torch
 
-from .capture import (INPUTS_SEED, MODEL_SEED, Refusal, build, capture_model, check_size, dtype_name, exit_call,
-                      first_line, load_model_file, tensors_in, timed)
+from .capture import (AUTOCAST_DTYPES, INPUTS_SEED, MODEL_SEED, Refusal, autocast_state, build, capture_model,
+                      check_size, dtype_name, exit_call, first_line, load_model_file, tensors_in, timed)
 from .cut import (OPTIMIZED, OPTIMIZED_WEIGHTS, attribute, cut, forward_source, occurrence_weights, optimized_source,
                   region_function, region_weights, write_optimized, write_problem)
 from .profile import interleaved, load_region, profile_model, rank, ratio, verdict
@@ -400,15 +400,87 @@ def judge(p):
         "" if vs_mark is None else f", {vs_mark:.3f}x over the faster of the two per workload")
 
 
-def matches(expected, got):
-    """Whether the optimized model's output `got` is the model's `expected` within the tolerance of its dtype."""
-    atol, rtol = tolerance(expected.dtype)
-    return expected.shape == got.shape and bool(torch.allclose(got.float(), expected.float(), atol=atol, rtol=rtol))
+def matches(expected, got, precision=None):
+    """Whether the optimized model's output `got` is the model's `expected` within the tolerance of the dtypes the
+    model computes in (`precision`; without one, the output's own dtype's)."""
+    atol, rtol = (precision["atol"], precision["rtol"]) if precision else tolerance(expected.dtype)
+    return expected.shape == got.shape and expected.dtype == got.dtype and \
+        bool(torch.allclose(got.float(), expected.float(), atol=atol, rtol=rtol))
 
 
 def tolerance(dtype):
     """The model's dtype's tolerance, KernelBench's: 1e-4 for fp32 (and wider), 1e-2 for fp16 and bf16."""
     return (1e-2, 1e-2) if dtype in (torch.float16, torch.bfloat16) else (1e-4, 1e-4)
+
+
+FLOATS = ("f16", "bf16", "f32", "f64")
+
+
+def precision_of(capture, args):
+    """The dtypes the model computes in (every floating-point value of its graph: inputs, weights, intermediates), and
+    the tolerance its parity is proved at: KernelBench's for the narrowest of them (1e-2 where any value is bf16 or
+    fp16: a model under autocast whose output is f32 computed through bf16 is checked at bf16's), with how autocast
+    came in."""
+    dtypes = sorted({m["dtype"] for m in capture.meta.values() if m.get("dtype") in FLOATS}, key=FLOATS.index)
+    narrow = [d for d in dtypes if d in ("f16", "bf16")]
+    atol, rtol = tolerance(torch.bfloat16 if narrow else torch.float32)
+    autocast = None
+    if args.autocast:
+        autocast = f"the model called under torch.autocast({autocast_device(args)!r}, dtype={args.autocast}) " \
+                   "(--autocast), its casts written into the graph"
+    elif any(n.startswith("torch.autocast written out") for n in capture.notes):
+        autocast = "torch.autocast in the model's forward, its casts written into the graph"
+    text = (f"the model computes in {', '.join(dtypes) or 'no floating-point dtype'}"
+            + (f" ({autocast})" if autocast else "")
+            + f"; parity at atol {atol:g}, rtol {rtol:g} (KernelBench's for {narrow[0] if narrow else 'f32'}); "
+            "each region's run checks at its outputs' dtype's tolerance")
+    return {"dtypes": dtypes, "atol": atol, "rtol": rtol, "autocast": args.autocast or None, "text": text}
+
+
+def region_dtypes(p, capture):
+    """The dtypes of a region's inputs, outputs and weights, in that order of first appearance."""
+    seen = []
+    values = [capture.meta[a.name]["dtype"] for a in p.first.inputs] + \
+        [capture.meta[o.name]["dtype"] for o in p.first.outputs] + [w["dtype"] for w in weights_json(p, p.first, capture)]
+    for d in values:
+        if d not in seen:
+            seen.append(d)
+    return seen
+
+
+def autocast_device(args):
+    return "cuda" if args.device.startswith("cuda") else "cpu"
+
+
+@contextlib.contextmanager
+def autocast_of(args):
+    """optimize's --autocast: everything the optimizer runs of the model (its profile, capture, the regions' ranking,
+    the proof) runs under torch.autocast on the model's device type, as the user's call of the model does. Refused
+    where this PyTorch's autocast does not take the dtype on that device (torch 1.13's CPU autocast: bf16 alone; it
+    would warn and compute in f32)."""
+    if not args.autocast:
+        yield
+        return
+    if args.autocast not in AUTOCAST_DTYPES:
+        raise Refusal("device", f"--autocast {args.autocast}: bf16 or fp16")
+    device_type, dtype = autocast_device(args), AUTOCAST_DTYPES[args.autocast]
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "CPU Autocast only supports dtype of torch.bfloat16"
+        try:
+            context = torch.autocast(device_type, dtype=dtype)
+            context.__enter__()
+        except RuntimeError as e:  # torch 1.13's CPU autocast refuses any dtype but bf16
+            raise Refusal("device", f"--autocast {args.autocast}: this PyTorch's ({torch.__version__}) autocast on "
+                                    f"{device_type} does not take {args.autocast}: {first_line(e)}")
+        try:
+            if autocast_state() != (device_type, dtype):
+                raise Refusal("device", f"--autocast {args.autocast}: this PyTorch's ({torch.__version__}) autocast "
+                                        f"on {device_type} does not take {args.autocast} (it would compute in f32); "
+                                        + ("CPU autocast takes bf16" if device_type == "cpu" else ""))
+            yield
+        finally:
+            context.__exit__(None, None, None)
 
 
 def put_back_and_prove(args, module, model, inputs, capture, occurrences, problems, device, steps):
@@ -555,12 +627,14 @@ def prove(args, module, model, optimized, guards, inputs, device, capture, occur
         expected = list(tensors_in(model(*fresh)))
         got = list(tensors_in(optimized(*fresh)))
     worst, ok = 0.0, len(expected) == len(got)
+    precision = precision_of(capture, args)
     for a, b in zip(expected, got):
-        ok = ok and matches(a, b)
+        ok = ok and matches(a, b, precision)
         if a.shape == b.shape and a.numel():
             worst = max(worst, float((b.float() - a.float()).abs().max()))
-    atol, rtol = tolerance(expected[0].dtype if expected else torch.float32)
+    atol, rtol = precision["atol"], precision["rtol"]
     out["parity"] = {"ok": ok, "max_abs_error": worst, "atol": atol, "rtol": rtol, "outputs": len(expected),
+                     "dtypes": [dtype_name(a.dtype) for a in expected], "precision": precision["text"],
                      "inputs": f"get_inputs() under seed {INPUTS_SEED + 1} (the regions were cut at seed {INPUTS_SEED})"}
     # Engagement: each place's call went to its operator, and the operator launched (once per place that shares it).
     out["engagement"] = {name: {"operator": g.op.qualname, "launches": g.calls - calls_before[name][0],
@@ -804,7 +878,13 @@ def optimize(args, steps):
     module = load_model_file(args.model)
     args.model_sha256 = model_digest(args.model)
     size_note = check_size(module, device)
-    model, inputs = build(module, device)
+    try:
+        model, inputs = build(module, device)
+    except Refusal as e:
+        if not args.autocast:
+            raise
+        raise Refusal(e.kind, f"{e} (under torch.autocast({autocast_device(args)!r}, dtype={args.autocast}), "
+                              "--autocast: the model's own forward fails so, before any region is cut)")
 
     earlier = earlier_steps(args) if args.stage != "all" else None
     if earlier is None:
@@ -812,7 +892,8 @@ def optimize(args, steps):
             profile = profile_model(model, inputs, device, args.budget)
 
     with timed(steps, "cut"):
-        capture = capture_model(model, inputs)
+        capture = capture_model(model, inputs, (autocast_device(args), AUTOCAST_DTYPES[args.autocast])
+                                if args.autocast else None)
         occurrences, problems = cut(capture)
         for p in problems:  # the forward first: it names the weights the files and the manifest use
             p.source = forward_source(p, capture)
@@ -905,7 +986,7 @@ def manifest(args, device, profile, capture, occurrences, problems, ranking, ste
         regions.append({
             "name": p.name, "hash": p.hash, "file": p.file, "weights_file": p.weights_file, "ops": p.ops,
             "anchor": p.anchor, "count": len(p.occurrences), "time_us": p.time_us, "spread_us": p.spread_us,
-            "share": p.share, "kept": p.kept, "reason": p.reason,
+            "share": p.share, "kept": p.kept, "reason": p.reason, "dtypes": region_dtypes(p, capture),
             "inputs": [tensor_json(n, capture.meta[a.name]) for n, a in zip(p.input_names, first.inputs)],
             "outputs": [tensor_json(o.name, capture.meta[o.name]) for o in first.outputs],
             "weights": weights_json(p, first, capture),
@@ -921,6 +1002,7 @@ def manifest(args, device, profile, capture, occurrences, problems, ranking, ste
         "manifest": os.path.abspath(os.path.join(args.out, MANIFEST)),
         "seeds": {"model": MODEL_SEED, "inputs": INPUTS_SEED}, "min_share": args.min_share,
         "capture": capture.method,
+        "precision": precision_of(capture, args),
         "graph": {"operators": sum(1 for n in capture.gm.graph.nodes
                                    if n.op in ("call_function", "call_method", "call_module")),
                   "inputs": [tensor_json(n.name, capture.meta[n.name]) for n in placeholders],
@@ -958,6 +1040,7 @@ def main():
     parser.add_argument("--session", default="", help="with --stage: the MPI job's session, the same on every rank")
     parser.add_argument("--rank", type=int, default=0, help="with --stage evolve: this process's MPI rank")
     parser.add_argument("--evolve-seconds", type=float, default=0.0, help="with --stage finish: step 4's wall time")
+    parser.add_argument("--autocast", default="", help="bf16 or fp16: the model called under torch.autocast")
     args = parser.parse_args()
     # The report is the only thing on stdout: what the model or PyTorch prints goes to stderr.
     report_out = os.fdopen(os.dup(1), "w")
@@ -965,7 +1048,7 @@ def main():
     sys.stdout = sys.stderr
     steps = {}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), autocast_of(args):
             report = optimize(args, steps)
         # A rank's part of step 4 (--stage evolve) is no manifest: rank 0 writes that.
         text = json.dumps(report) if args.stage == "evolve" else write_manifest(report)
