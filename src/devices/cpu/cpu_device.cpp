@@ -39,6 +39,7 @@
 #include <sstream>
 
 #include "devices/clock.hpp"
+#include "devices/red_zone.hpp"
 #include "kernelevolve/error.hpp"
 
 #ifndef KE_CLANG_RESOURCE_DIR
@@ -431,20 +432,6 @@ using cpu_detail::JitEngine;
 
 namespace {
 
-// The byte a red zone holds at `address`: a function of the address, so that no two buffers' red zones hold the
-// same bytes, and a kernel that copies the bytes past the end of its input to past the end of its output still
-// changes what it overwrites.
-unsigned char red_zone_byte(std::uintptr_t address) {
-  std::uint64_t z = (address >> 3) * 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
-  z ^= z >> 29;
-  const auto byte = static_cast<unsigned char>(z >> (8 * (address & 7)));
-  // Never 0: a write of zeros (an empty sum, a float 0, a memset) then changes every byte it covers, so the first
-  // changed byte a report names is the first byte written, not the next one by the luck of the address (CI's repeat
-  // stage saw "byte 1" for a zero written at byte 0 of a temporary's red zone).
-  return byte != 0 ? byte : 0x5a;
-}
-
 // Host memory between two inaccessible guard pages, its end flush against the upper one (up to the 64-byte
 // rounding), so that a kernel that writes far past either end of a buffer faults at once instead of corrupting
 // the process quietly. The slack between the lower guard page and the data, and the rounding's slack after the
@@ -468,8 +455,8 @@ class CpuBuffer final : public Buffer {
     front_ = data_pages - rounded;                // 0, or a multiple of 64 below a page
     back_ = rounded - bytes;                      // 0 to 63; 64 for an empty buffer
     pattern_.resize(front_ + back_);
-    for (std::size_t i = 0; i < front_; ++i) pattern_[i] = red_zone_byte(address(data_ - front_ + i));
-    for (std::size_t i = 0; i < back_; ++i) pattern_[front_ + i] = red_zone_byte(address(data_ + bytes_ + i));
+    for (std::size_t i = 0; i < front_; ++i) pattern_[i] = devices::red_zone_byte(address(data_ - front_ + i));
+    for (std::size_t i = 0; i < back_; ++i) pattern_[front_ + i] = devices::red_zone_byte(address(data_ + bytes_ + i));
     arm();
   }
   ~CpuBuffer() override { munmap(base_, mapped_); }

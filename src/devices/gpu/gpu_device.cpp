@@ -11,6 +11,7 @@
 
 #include "devices/clock.hpp"
 #include "devices/gpu/common.hpp"
+#include "devices/red_zone.hpp"
 #include "kernelevolve/error.hpp"
 
 namespace kernelevolve::gpu {
@@ -20,20 +21,6 @@ using devices::Clock;
 using devices::ms_since;
 
 DevicePtr device_ptr(const void* p) { return static_cast<DevicePtr>(reinterpret_cast<std::uintptr_t>(p)); }
-
-// The byte a red zone holds at device address `address`: a function of the address, so that no two buffers' red
-// zones hold the same bytes, and a kernel that copies the bytes past the end of its input to past the end of its
-// output still changes what it overwrites.
-unsigned char red_zone_byte(DevicePtr address) {
-  std::uint64_t z = (address >> 3) * 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 31)) * 0xbf58476d1ce4e5b9ull;
-  z ^= z >> 29;
-  const auto byte = static_cast<unsigned char>(z >> (8 * (address & 7)));
-  // Never 0: a write of zeros (an empty sum, a float 0, a memset) then changes every byte it covers, so the first
-  // changed byte a report names is the first byte written, not the next one by the luck of the address (CI's repeat
-  // stage saw "byte 1" for a zero written at byte 0 of a temporary's red zone).
-  return byte != 0 ? byte : 0x5a;
-}
 
 // Red zones: kRedZoneBytes before a buffer (so its data keeps the allocation's alignment), and after it the
 // rounding up to kRedZoneBytes and kRedZoneBytes more.
@@ -192,8 +179,8 @@ class GpuBuffer final : public Buffer {
   // Works out the red zones' pattern from their addresses and fills them; the caller holds the context's lock.
   Status fill_pattern() {
     pattern_.resize(front_ + back_);
-    for (std::size_t i = 0; i < front_; ++i) pattern_[i] = red_zone_byte(ptr_ - front_ + i);
-    for (std::size_t i = 0; i < back_; ++i) pattern_[front_ + i] = red_zone_byte(ptr_ + bytes_ + i);
+    for (std::size_t i = 0; i < front_; ++i) pattern_[i] = devices::red_zone_byte(ptr_ - front_ + i);
+    for (std::size_t i = 0; i < back_; ++i) pattern_[front_ + i] = devices::red_zone_byte(ptr_ + bytes_ + i);
     return arm();
   }
   // Fills both red zones with their pattern and waits; the caller holds the context's lock.
